@@ -1,0 +1,32 @@
+// Package lockclient is a Redis lease client and the watchdog that keeps leases
+// alive. It knows Redis and nothing of Kubernetes.
+//
+// A lease is a Redis string key whose value is the holder's token,
+// "<cluster>/<namespace>/<job>#<random>", set with SET NX PX so that a key without
+// an expiry never exists. Every change to a lease is one Lua script, so no other
+// client can act between a read and a write:
+//
+//   - Acquire checks the occurrence's done-marker, takes the key and increments the
+//     fence counter in one call. Acquiring a key that already holds the caller's own
+//     token extends it and hands out a new, higher fence.
+//   - Renew extends the key only while it still holds the caller's token; otherwise
+//     it reports who holds it now. Renewal never writes over another holder.
+//   - Complete writes the occurrence's done-marker and deletes the key, both only if
+//     the key holds the caller's token (or, for the marker, is absent).
+//   - Release deletes the key only if it holds the caller's token.
+//
+// Results other than success are typed errors: *BusyError (another holder),
+// *DoneError (the occurrence already succeeded), *NotHeldError (the lease is gone
+// or taken). Anything that kept Redis from answering is a *StoreError: a timeout is
+// never read as "not held", and "not held" is never guessed from a failure.
+//
+// A lease held across Redis failover, a process pause or a clock jump can still
+// overlap with another holder for a moment. Fences exist for that: each
+// acquisition gets a number higher than any before it on the same counter, and
+// downstream systems that reject writes carrying an older fence stay correct.
+//
+// The Keeper renews every tracked lease on its own goroutine and clock, batching the
+// renewals that fall due together into one pipeline, and reports leases that were
+// lost, that could not be renewed before their self-fence deadline, or that reached
+// their maximum hold time.
+package lockclient

@@ -1,0 +1,567 @@
+package lockclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"k8s.io/utils/clock"
+)
+
+// TrackRequest asks the Keeper to keep a lease alive.
+type TrackRequest struct {
+	Lease Lease
+	// Client is the store the lease lives in; the Keeper's default when nil.
+	Client *Client
+	// Owner is opaque to the Keeper and comes back in reports (for example the
+	// namespace/name of the object that owns the run).
+	Owner string
+	// RenewInterval is how often the lease is extended; TTL/3 when zero.
+	RenewInterval time.Duration
+	// SelfFence turns on the self-fence deadline: when no renewal has succeeded for
+	// TTL - StopBudget (counted from the last successful renewal's send time), the
+	// Keeper reports DeadlineReached so the caller can stop the work before the
+	// lease could expire. StopBudget covers the Pods' grace period, the time to
+	// issue the deletes and a margin.
+	SelfFence  bool
+	StopBudget time.Duration
+	// MaxHoldUntil is when the run must end whatever happens; zero for never.
+	MaxHoldUntil time.Time
+	// ReacquireIfAbsent takes the key again, with the same token, when a renewal
+	// finds it absent (Redis restarted empty). A different holder is still a loss.
+	ReacquireIfAbsent bool
+	// LastRenewed is the send time of the last renewal known to have succeeded;
+	// Lease.SentAt when zero.
+	LastRenewed time.Time
+}
+
+// LeaseState is the Keeper's view of a tracked lease.
+type LeaseState string
+
+// Lease states.
+const (
+	// StateHeld: the last renewal succeeded.
+	StateHeld LeaseState = "Held"
+	// StateFailing: the store did not answer the last renewal; the lease may still
+	// be held.
+	StateFailing LeaseState = "Failing"
+	// StateLost: Redis said another token holds the key, or nobody does. Final.
+	StateLost LeaseState = "Lost"
+)
+
+// LeaseStatus is a copy of the Keeper's state for one lease.
+type LeaseStatus struct {
+	Token string
+	Owner string
+	Keys  Keys
+	Fence int64
+	State LeaseState
+	// Holder is the key's value when the lease was lost; empty when the key was gone.
+	Holder string
+	// LastRenewed is the send time of the last successful renewal (or acquisition).
+	LastRenewed time.Time
+	// ValidUntil is LastRenewed + TTL: the lease cannot be ours after it unless a
+	// renewal succeeds.
+	ValidUntil time.Time
+	// Deadline is the self-fence deadline; zero when self-fencing is off.
+	Deadline        time.Time
+	DeadlineReached bool
+	MaxHoldReached  bool
+	// Failures counts consecutive renewals the store did not answer.
+	Failures  int
+	LastError error
+}
+
+// ReportKind says what happened to a lease.
+type ReportKind string
+
+// Report kinds.
+const (
+	// ReportLost: Redis said the lease is not ours (authoritative).
+	ReportLost ReportKind = "Lost"
+	// ReportDeadlineReached: renewals kept failing until the self-fence deadline.
+	ReportDeadlineReached ReportKind = "DeadlineReached"
+	// ReportMaxHoldReached: the run reached MaxHoldUntil.
+	ReportMaxHoldReached ReportKind = "MaxHoldReached"
+	// ReportStoreFailing: a renewal failed for a lease that was renewing fine.
+	ReportStoreFailing ReportKind = "StoreFailing"
+	// ReportRecovered: a renewal succeeded again after failures.
+	ReportRecovered ReportKind = "Recovered"
+	// ReportReacquired: the key was absent and was taken again (ReacquireIfAbsent).
+	ReportReacquired ReportKind = "Reacquired"
+)
+
+// Report tells the Keeper's consumer that a lease changed. The details stay in the
+// Keeper: read them with Get.
+type Report struct {
+	Token string
+	Owner string
+	Kind  ReportKind
+}
+
+type entry struct {
+	req      TrackRequest
+	client   *Client
+	interval time.Duration
+
+	state           LeaseState
+	holder          string
+	lastRenewed     time.Time
+	nextRenew       time.Time
+	inflight        bool
+	deadlineReached bool
+	maxHoldReached  bool
+	failures        int
+	lastErr         error
+}
+
+func (e *entry) deadline() time.Time {
+	if !e.req.SelfFence {
+		return time.Time{}
+	}
+	return e.lastRenewed.Add(e.req.Lease.TTL - e.req.StopBudget)
+}
+
+func (e *entry) status() LeaseStatus {
+	return LeaseStatus{
+		Token: e.req.Lease.Token, Owner: e.req.Owner, Keys: e.req.Lease.Keys, Fence: e.req.Lease.Fence,
+		State: e.state, Holder: e.holder, LastRenewed: e.lastRenewed,
+		ValidUntil: e.lastRenewed.Add(e.req.Lease.TTL), Deadline: e.deadline(),
+		DeadlineReached: e.deadlineReached, MaxHoldReached: e.maxHoldReached,
+		Failures: e.failures, LastError: e.lastErr,
+	}
+}
+
+// Keeper renews tracked leases on its own goroutine and clock, so that nothing the
+// caller does (a slow API server, a full work queue) can delay a renewal.
+type Keeper struct {
+	client    *Client
+	clock     clock.WithTicker
+	coalesce  time.Duration
+	batchSize int
+	retry     time.Duration
+
+	mu      sync.Mutex
+	leases  map[string]*entry
+	pending []Report
+
+	wake   chan struct{}
+	queued chan struct{}
+	out    chan Report
+	wg     sync.WaitGroup
+}
+
+// KeeperOption configures a Keeper.
+type KeeperOption func(*Keeper)
+
+// WithKeeperClock sets the clock that schedules renewals and deadlines (tests).
+func WithKeeperClock(c clock.WithTicker) KeeperOption { return func(k *Keeper) { k.clock = c } }
+
+// WithCoalesce sets how early a renewal may go out to join a batch that is
+// being sent anyway; 25ms by default.
+func WithCoalesce(d time.Duration) KeeperOption { return func(k *Keeper) { k.coalesce = d } }
+
+// WithBatchSize bounds the renewals in one pipeline; 1000 by default.
+func WithBatchSize(n int) KeeperOption {
+	return func(k *Keeper) {
+		if n > 0 {
+			k.batchSize = n
+		}
+	}
+}
+
+// WithRetryInterval caps the wait before retrying a renewal the store did not
+// answer; 1s by default (and never more than the lease's renew interval).
+func WithRetryInterval(d time.Duration) KeeperOption { return func(k *Keeper) { k.retry = d } }
+
+// NewKeeper returns a Keeper whose leases live in client unless a TrackRequest
+// names another. Call Run to start it.
+func NewKeeper(client *Client, opts ...KeeperOption) *Keeper {
+	k := &Keeper{
+		client:    client,
+		clock:     clock.RealClock{},
+		coalesce:  25 * time.Millisecond,
+		batchSize: 1000,
+		retry:     time.Second,
+		leases:    map[string]*entry{},
+		wake:      make(chan struct{}, 1),
+		queued:    make(chan struct{}, 1),
+		out:       make(chan Report, 64),
+	}
+	for _, o := range opts {
+		o(k)
+	}
+	return k
+}
+
+// Reports delivers a Report for every change worth acting on. The Keeper never
+// blocks on it: reports wait in an internal queue, and several reports of one kind
+// for one lease are delivered once.
+func (k *Keeper) Reports() <-chan Report { return k.out }
+
+// Track starts keeping a lease alive. Tracking a token that is already tracked
+// changes nothing, so callers may ensure tracking on every pass.
+func (k *Keeper) Track(req TrackRequest) error {
+	if err := validateLease(req.Lease); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.trackLocked(req)
+	k.poke()
+	return nil
+}
+
+func (k *Keeper) trackLocked(req TrackRequest) *entry {
+	if e, ok := k.leases[req.Lease.Token]; ok {
+		return e
+	}
+	e := &entry{req: req, client: req.Client, interval: req.RenewInterval, state: StateHeld}
+	if e.client == nil {
+		e.client = k.client
+	}
+	if e.interval <= 0 || e.interval >= req.Lease.TTL {
+		e.interval = req.Lease.TTL / 3
+	}
+	e.lastRenewed = req.LastRenewed
+	if e.lastRenewed.IsZero() {
+		e.lastRenewed = req.Lease.SentAt
+	}
+	if e.lastRenewed.IsZero() {
+		e.lastRenewed = k.clock.Now()
+	}
+	e.nextRenew = e.lastRenewed.Add(e.interval)
+	k.leases[req.Lease.Token] = e
+	return e
+}
+
+// Untrack stops renewing a lease. It does not release it.
+func (k *Keeper) Untrack(token string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.leases, token)
+	kept := k.pending[:0]
+	for _, r := range k.pending {
+		if r.Token != token {
+			kept = append(kept, r)
+		}
+	}
+	k.pending = kept
+}
+
+// Get returns the state of one tracked lease.
+func (k *Keeper) Get(token string) (LeaseStatus, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e, ok := k.leases[token]
+	if !ok {
+		return LeaseStatus{}, false
+	}
+	return e.status(), true
+}
+
+// InFlight returns the number of renewals sent and not yet answered.
+func (k *Keeper) InFlight() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := 0
+	for _, e := range k.leases {
+		if e.inflight {
+			n++
+		}
+	}
+	return n
+}
+
+// Snapshot returns the state of every tracked lease, ordered by token.
+func (k *Keeper) Snapshot() []LeaseStatus {
+	k.mu.Lock()
+	out := make([]LeaseStatus, 0, len(k.leases))
+	for _, e := range k.leases {
+		out = append(out, e.status())
+	}
+	k.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Token < out[j].Token })
+	return out
+}
+
+// ResumeAll tracks every lease and renews them at once, one pipeline per store,
+// before returning: a manager that takes over runs calls it before it does
+// anything else. The result maps each token to its renewal's outcome (nil,
+// *NotHeldError, *StoreError); the outcomes are also applied to the tracked state
+// and reported, as for any renewal.
+func (k *Keeper) ResumeAll(ctx context.Context, reqs []TrackRequest) map[string]error {
+	k.mu.Lock()
+	batches := map[*Client][]*entry{}
+	for _, r := range reqs {
+		if err := validateLease(r.Lease); err != nil {
+			continue
+		}
+		e := k.trackLocked(r)
+		if e.inflight || e.state == StateLost {
+			continue
+		}
+		e.inflight = true
+		batches[e.client] = append(batches[e.client], e)
+	}
+	k.mu.Unlock()
+
+	results := map[string]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for c, es := range batches {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs := k.renewBatch(ctx, c, es)
+			mu.Lock()
+			for i, e := range es {
+				results[e.req.Lease.Token] = errs[i]
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, r := range reqs {
+		if _, ok := results[r.Lease.Token]; !ok {
+			if err := validateLease(r.Lease); err != nil {
+				results[r.Lease.Token] = err
+			}
+		}
+	}
+	k.poke()
+	return results
+}
+
+// Run renews leases until ctx ends. Leases stay tracked afterwards.
+func (k *Keeper) Run(ctx context.Context) error {
+	k.wg.Add(1)
+	go func() {
+		defer k.wg.Done()
+		k.forward(ctx)
+	}()
+	defer k.wg.Wait()
+	for {
+		now := k.clock.Now()
+		next := k.dispatch(ctx, now)
+		t := k.clock.NewTimer(next.Sub(now))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C():
+		case <-k.wake:
+			t.Stop()
+		}
+	}
+}
+
+// dispatch checks deadlines, starts a renewal batch for every lease that is due,
+// and returns when it needs to look again.
+func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
+	k.mu.Lock()
+	next := now.Add(time.Minute)
+	earliest := func(t time.Time) {
+		if t.Before(next) {
+			next = t
+		}
+	}
+	batches := map[*Client][]*entry{}
+	for _, e := range k.leases {
+		if e.state == StateLost {
+			continue
+		}
+		if e.req.SelfFence && !e.deadlineReached {
+			if d := e.deadline(); !now.Before(d) {
+				e.deadlineReached = true
+				k.reportLocked(e, ReportDeadlineReached)
+			} else {
+				earliest(d)
+			}
+		}
+		if !e.req.MaxHoldUntil.IsZero() && !e.maxHoldReached {
+			if !now.Before(e.req.MaxHoldUntil) {
+				e.maxHoldReached = true
+				k.reportLocked(e, ReportMaxHoldReached)
+			} else {
+				earliest(e.req.MaxHoldUntil)
+			}
+		}
+		if e.inflight {
+			continue
+		}
+		if !e.nextRenew.After(now.Add(k.coalesce)) {
+			e.inflight = true
+			batches[e.client] = append(batches[e.client], e)
+			continue
+		}
+		earliest(e.nextRenew)
+	}
+	k.mu.Unlock()
+	for c, es := range batches {
+		k.wg.Add(1)
+		go func() {
+			defer k.wg.Done()
+			k.renewBatch(ctx, c, es)
+			k.poke()
+		}()
+	}
+	return next
+}
+
+// renewBatch renews es in pipelines of at most batchSize and applies the outcomes.
+func (k *Keeper) renewBatch(ctx context.Context, c *Client, es []*entry) []error {
+	errs := make([]error, 0, len(es))
+	for start := 0; start < len(es); start += k.batchSize {
+		chunk := es[start:min(start+k.batchSize, len(es))]
+		items := make([]renewItem, len(chunk))
+		for i, e := range chunk {
+			items[i] = renewItem{lease: e.req.Lease, reacquire: e.req.ReacquireIfAbsent}
+		}
+		sent := k.clock.Now()
+		res := c.renewMany(ctx, items)
+		k.mu.Lock()
+		now := k.clock.Now()
+		for i, e := range chunk {
+			k.applyLocked(e, sent, now, res[i])
+		}
+		k.mu.Unlock()
+		errs = append(errs, res...)
+	}
+	return errs
+}
+
+func (k *Keeper) applyLocked(e *entry, sent, now time.Time, err error) {
+	e.inflight = false
+	if k.leases[e.req.Lease.Token] != e {
+		return // untracked while the renewal was in flight
+	}
+	var nh *NotHeldError
+	switch {
+	case err == nil || errors.Is(err, errReacquired):
+		if e.state == StateFailing {
+			k.reportLocked(e, ReportRecovered)
+		}
+		if err != nil {
+			k.reportLocked(e, ReportReacquired)
+		}
+		e.state, e.failures, e.lastErr = StateHeld, 0, nil
+		e.lastRenewed = sent
+		e.nextRenew = sent.Add(e.interval)
+	case errors.As(err, &nh):
+		e.state, e.holder, e.lastErr = StateLost, nh.Holder, err
+		k.reportLocked(e, ReportLost)
+	case errors.Is(err, ErrInvalid):
+		// The key holds something other than a string: not our lease any more.
+		e.state, e.holder, e.lastErr = StateLost, "<non-string value>", err
+		k.reportLocked(e, ReportLost)
+	default:
+		if e.state == StateHeld {
+			k.reportLocked(e, ReportStoreFailing)
+		}
+		e.state, e.lastErr = StateFailing, err
+		e.failures++
+		e.nextRenew = now.Add(min(k.retry, e.interval))
+	}
+}
+
+func (k *Keeper) reportLocked(e *entry, kind ReportKind) {
+	r := Report{Token: e.req.Lease.Token, Owner: e.req.Owner, Kind: kind}
+	for _, p := range k.pending {
+		if p == r {
+			return
+		}
+	}
+	k.pending = append(k.pending, r)
+	select {
+	case k.queued <- struct{}{}:
+	default:
+	}
+}
+
+// forward moves queued reports to the consumer; only this goroutine ever blocks
+// on the consumer.
+func (k *Keeper) forward(ctx context.Context) {
+	for {
+		k.mu.Lock()
+		if len(k.pending) == 0 {
+			k.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-k.queued:
+				continue
+			}
+		}
+		r := k.pending[0]
+		k.pending = k.pending[1:]
+		k.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case k.out <- r:
+		}
+	}
+}
+
+func (k *Keeper) poke() {
+	select {
+	case k.wake <- struct{}{}:
+	default:
+	}
+}
+
+type renewItem struct {
+	lease     Lease
+	reacquire bool
+}
+
+// renewMany renews leases in one pipeline. Pipelined EVALSHA cannot fall back to
+// EVAL, so after a Redis restart or failover the replies are NOSCRIPT: the script
+// is loaded again and those renewals are retried once. NOSCRIPT is a store error,
+// never "not held".
+func (c *Client) renewMany(ctx context.Context, items []renewItem) []error {
+	errs := make([]error, len(items))
+	ctx, cancel := context.WithTimeout(ctx, c.timeout+time.Duration(len(items))*50*time.Microsecond)
+	defer cancel()
+	pending := make([]int, len(items))
+	for i := range pending {
+		pending[i] = i
+	}
+	for attempt := 0; attempt < 2 && len(pending) > 0; attempt++ {
+		pipe := c.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(pending))
+		for j, i := range pending {
+			l := items[i].lease
+			reacquire := "0"
+			if items[i].reacquire {
+				reacquire = "1"
+			}
+			cmds[j] = renewScript.EvalSha(ctx, pipe, []string{l.Keys.Lock}, l.Token, l.TTL.Milliseconds(), reacquire)
+		}
+		_, _ = pipe.Exec(ctx) // per-command errors are read below
+		var retry []int
+		for j, i := range pending {
+			key := items[i].lease.Keys.Lock
+			res, err := cmds[j].Slice()
+			switch {
+			case err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")):
+				errs[i] = &StoreError{Op: "renew " + key, Err: fmt.Errorf("script not loaded (Redis restarted or failed over): %w", err)}
+				retry = append(retry, i)
+			case err != nil:
+				errs[i] = c.callError("renew", key, err)
+			default:
+				errs[i] = renewResult(key, res, true)
+			}
+		}
+		if len(retry) == 0 || renewScript.Load(ctx, c.rdb).Err() != nil {
+			break
+		}
+		pending = retry
+	}
+	return errs
+}

@@ -1,0 +1,358 @@
+package lockclient_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
+)
+
+// startKeeper runs k until the test ends.
+func startKeeper(t testing.TB, k *lockclient.Keeper) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = k.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// nextReport waits for the next report.
+func nextReport(t testing.TB, k *lockclient.Keeper, within time.Duration) lockclient.Report {
+	t.Helper()
+	select {
+	case r := <-k.Reports():
+		return r
+	case <-time.After(within):
+		t.Fatalf("no report within %s", within)
+		return lockclient.Report{}
+	}
+}
+
+// stepUntil advances the fake clock in small steps until cond holds. It steps only
+// while no renewal is in flight, so the fake clock never runs ahead of real Redis
+// I/O.
+func stepUntil(t testing.TB, k *lockclient.Keeper, clk *clocktesting.FakeClock, step time.Duration, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var stepped time.Duration
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met after stepping %s", stepped)
+		}
+		if stepped < limit && clk.HasWaiters() && k.InFlight() == 0 {
+			clk.Step(step)
+			stepped += step
+		}
+		runtime.Gosched()
+	}
+}
+
+func acquire(t testing.TB, c *lockclient.Client, k lockclient.Keys, ttl time.Duration) lockclient.Lease {
+	t.Helper()
+	l, err := c.Acquire(context.Background(), acquireReq(k, token(t, "job"), ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestKeeperRenewsALeaseForTenTimesItsTTL(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	c := dial(t, srv)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	k := lockclient.NewKeeper(c)
+	startKeeper(t, k)
+
+	const ttl = time.Second
+	l := acquire(t, c, keys("tenfold"), ttl)
+	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: 250 * time.Millisecond})).To(Succeed())
+
+	// Without renewals the key would be gone after one TTL; watch it for ten.
+	g.Consistently(func() string { return rdb.Get(ctx, l.Keys.Lock).Val() }).
+		WithTimeout(10 * ttl).WithPolling(50 * time.Millisecond).Should(Equal(l.Token))
+	st, ok := k.Get(l.Token)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(st.State).To(Equal(lockclient.StateHeld))
+	g.Expect(st.Failures).To(BeZero())
+}
+
+func TestKeeperReportsATheftWithinOneRenewInterval(t *testing.T) {
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := dial(t, srv, lockclient.WithClock(clk))
+	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
+	startKeeper(t, k)
+	ctx := context.Background()
+
+	l := acquire(t, c, keys("theft"), 30*time.Second)
+	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, Owner: "ns/gj", RenewInterval: 10 * time.Second})).To(Succeed())
+	g.Expect(srv.Client(t).Set(ctx, l.Keys.Lock, "thief/ns/other#1", 0).Err()).To(Succeed())
+
+	g.Eventually(clk.HasWaiters).Should(BeTrue())
+	clk.Step(10 * time.Second) // one renew interval
+	r := nextReport(t, k, 10*time.Second)
+	g.Expect(r).To(Equal(lockclient.Report{Token: l.Token, Owner: "ns/gj", Kind: lockclient.ReportLost}))
+	st, _ := k.Get(l.Token)
+	g.Expect(st.State).To(Equal(lockclient.StateLost))
+	g.Expect(st.Holder).To(Equal("thief/ns/other#1"))
+	g.Expect(srv.Client(t).Get(ctx, l.Keys.Lock).Val()).To(Equal("thief/ns/other#1"), "the thief's key is untouched")
+}
+
+func TestKeeperReportsTheDeadlineBeforeTheLeaseCouldExpireWhenRedisDies(t *testing.T) {
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := dial(t, srv, lockclient.WithClock(clk))
+	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
+	startKeeper(t, k)
+
+	const ttl, interval, budget = 30 * time.Second, 10 * time.Second, 12 * time.Second
+	l := acquire(t, c, keys("dead"), ttl)
+	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: interval, SelfFence: true, StopBudget: budget})).To(Succeed())
+	srv.Kill()
+
+	var reports []lockclient.ReportKind
+	stepUntil(t, k, clk, time.Second, ttl, func() bool {
+		select {
+		case r := <-k.Reports():
+			reports = append(reports, r.Kind)
+		default:
+		}
+		return len(reports) > 0 && reports[len(reports)-1] == lockclient.ReportDeadlineReached
+	})
+	g.Expect(reports).To(Equal([]lockclient.ReportKind{lockclient.ReportStoreFailing, lockclient.ReportDeadlineReached}))
+	st, _ := k.Get(l.Token)
+	g.Expect(st.DeadlineReached).To(BeTrue())
+	g.Expect(st.State).To(Equal(lockclient.StateFailing))
+	g.Expect(st.Deadline).To(Equal(l.SentAt.Add(ttl - budget)))
+	g.Expect(clk.Now()).To(BeTemporally("<", l.ValidUntil()), "reported while the lease could still be ours")
+	g.Expect(clk.Now()).To(BeTemporally(">=", st.Deadline))
+	g.Expect(st.LastError).To(MatchError(lockclient.ErrStore))
+}
+
+func TestKeeperReportsTheDeadlineOnTimeEvenWhileARenewalHangs(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	// The call timeout is longer than the lease: a renewal stuck on a frozen Redis
+	// must not hold up the deadline.
+	c := dialConfig(t, lockclient.Config{URL: srv.URL(), Timeout: 10 * time.Second})
+	k := lockclient.NewKeeper(c)
+	startKeeper(t, k)
+
+	const ttl = 3 * time.Second
+	l := acquire(t, c, keys("frozen"), ttl)
+	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: time.Second, SelfFence: true, StopBudget: 1500 * time.Millisecond})).To(Succeed())
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+
+	for {
+		r := nextReport(t, k, 2*ttl)
+		if r.Kind == lockclient.ReportDeadlineReached {
+			break
+		}
+	}
+	st, _ := k.Get(l.Token)
+	g.Expect(time.Now()).To(BeTemporally("<", st.ValidUntil), "the deadline came before the lease could expire")
+}
+
+func TestKeeperReportsMaxHoldAndKeepsRenewing(t *testing.T) {
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := dial(t, srv, lockclient.WithClock(clk))
+	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
+	startKeeper(t, k)
+
+	l := acquire(t, c, keys("maxhold"), 30*time.Second)
+	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: 10 * time.Second, MaxHoldUntil: l.SentAt.Add(45 * time.Second)})).To(Succeed())
+	var got lockclient.Report
+	stepUntil(t, k, clk, time.Second, time.Minute, func() bool {
+		select {
+		case got = <-k.Reports():
+			return true
+		default:
+			return false
+		}
+	})
+	g.Expect(got.Kind).To(Equal(lockclient.ReportMaxHoldReached))
+	g.Expect(clk.Now()).To(BeTemporally(">=", l.SentAt.Add(45*time.Second)))
+	st, _ := k.Get(l.Token)
+	g.Expect(st.MaxHoldReached).To(BeTrue())
+	g.Expect(st.State).To(Equal(lockclient.StateHeld))
+	g.Expect(st.LastRenewed).To(BeTemporally(">=", l.SentAt.Add(40*time.Second)), "still renewing until the caller releases")
+}
+
+func TestKeeperRenewsAThousandLeasesInOnePipeline(t *testing.T) {
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := dial(t, srv, lockclient.WithClock(clk))
+	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
+	ctx := context.Background()
+	g.Expect(c.LoadScripts(ctx)).To(Succeed())
+
+	var leases []lockclient.Lease
+	for i := range 1000 {
+		l := acquire(t, c, keys(fmt.Sprintf("many-%d", i)), 30*time.Second)
+		leases = append(leases, l)
+		g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: 10 * time.Second})).To(Succeed())
+	}
+	rdb := srv.Client(t)
+	for _, l := range leases {
+		g.Expect(rdb.PExpire(ctx, l.Keys.Lock, 15*time.Second).Err()).To(Succeed())
+	}
+	rec := record(c)
+	startKeeper(t, k)
+	g.Eventually(clk.HasWaiters).Should(BeTrue())
+	clk.Step(10 * time.Second)
+	g.Eventually(func() time.Time {
+		oldest := clk.Now()
+		for _, st := range k.Snapshot() {
+			if st.LastRenewed.Before(oldest) {
+				oldest = st.LastRenewed
+			}
+		}
+		return oldest
+	}).Should(Equal(clk.Now()))
+
+	cmds, pipelines := rec.reset()
+	g.Expect(pipelines).To(Equal(1))
+	g.Expect(cmds).To(HaveLen(1000))
+	for _, l := range leases {
+		g.Expect(rdb.PTTL(ctx, l.Keys.Lock).Val()).To(BeNumerically(">", 20*time.Second))
+	}
+}
+
+func TestKeeperReloadsScriptsAfterARedisRestartInsteadOfCallingTheLeaseLost(t *testing.T) {
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := dial(t, srv, lockclient.WithClock(clk))
+	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
+	startKeeper(t, k)
+	ctx := context.Background()
+
+	l := acquire(t, c, keys("noscript"), 30*time.Second)
+	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: 10 * time.Second})).To(Succeed())
+	g.Expect(c.Renew(ctx, l)).To(Succeed()) // the script is cached on the server now
+
+	// A restart with persistence keeps the key but never the script cache.
+	srv.Restart(t)
+	g.Expect(srv.Client(t).Set(ctx, l.Keys.Lock, l.Token, 12*time.Second).Err()).To(Succeed())
+
+	g.Eventually(clk.HasWaiters).Should(BeTrue())
+	clk.Step(10 * time.Second)
+	g.Eventually(func() time.Time { st, _ := k.Get(l.Token); return st.LastRenewed }).Should(Equal(clk.Now()))
+	st, _ := k.Get(l.Token)
+	g.Expect(st.State).To(Equal(lockclient.StateHeld))
+	g.Expect(srv.Client(t).PTTL(ctx, l.Keys.Lock).Val()).To(BeNumerically(">", 20*time.Second))
+	select {
+	case r := <-k.Reports():
+		t.Fatalf("unexpected report %+v", r)
+	default:
+	}
+}
+
+func TestKeeperReacquiresAnAbsentKeyWithTheSameTokenWhenAsked(t *testing.T) {
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := dial(t, srv, lockclient.WithClock(clk))
+	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
+	startKeeper(t, k)
+	ctx := context.Background()
+
+	l := acquire(t, c, keys("failopen"), 30*time.Second)
+	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: 10 * time.Second, ReacquireIfAbsent: true})).To(Succeed())
+	srv.Restart(t) // empty
+
+	g.Eventually(clk.HasWaiters).Should(BeTrue())
+	clk.Step(10 * time.Second)
+	r := nextReport(t, k, 10*time.Second)
+	g.Expect(r.Kind).To(Equal(lockclient.ReportReacquired))
+	g.Expect(srv.Client(t).Get(ctx, l.Keys.Lock).Val()).To(Equal(l.Token))
+}
+
+func TestResumeAllRenewsEveryLeaseInOnePipelineBeforeReturning(t *testing.T) {
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	c := dial(t, srv)
+	k := lockclient.NewKeeper(c)
+	ctx := context.Background()
+	g.Expect(c.LoadScripts(ctx)).To(Succeed())
+	rdb := srv.Client(t)
+
+	var reqs []lockclient.TrackRequest
+	for i := range 50 {
+		l := acquire(t, c, keys(fmt.Sprintf("resume-%d", i)), 30*time.Second)
+		g.Expect(rdb.PExpire(ctx, l.Keys.Lock, 5*time.Second).Err()).To(Succeed())
+		reqs = append(reqs, lockclient.TrackRequest{Lease: l, Owner: "ns/gj"})
+	}
+	stolen := reqs[7].Lease
+	g.Expect(rdb.Set(ctx, stolen.Keys.Lock, "elsewhere/ns/x#9", 0).Err()).To(Succeed())
+
+	rec := record(c)
+	res := k.ResumeAll(ctx, reqs)
+	_, pipelines := rec.reset()
+	g.Expect(pipelines).To(Equal(1))
+	g.Expect(res).To(HaveLen(50))
+	for _, r := range reqs {
+		if r.Lease.Token == stolen.Token {
+			g.Expect(res[r.Lease.Token]).To(MatchError(lockclient.ErrNotHeld))
+			continue
+		}
+		g.Expect(res[r.Lease.Token]).NotTo(HaveOccurred())
+		g.Expect(rdb.PTTL(ctx, r.Lease.Keys.Lock).Val()).To(BeNumerically(">", 25*time.Second))
+	}
+	startKeeper(t, k)
+	g.Expect(nextReport(t, k, 5*time.Second)).To(Equal(lockclient.Report{Token: stolen.Token, Owner: "ns/gj", Kind: lockclient.ReportLost}))
+}
+
+func TestKeeperNeverBlocksOnAConsumerThatDoesNotRead(t *testing.T) {
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := dial(t, srv, lockclient.WithClock(clk))
+	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
+	startKeeper(t, k)
+	ctx := context.Background()
+	rdb := srv.Client(t)
+
+	// 300 lost leases produce more reports than the channel buffers.
+	for i := range 300 {
+		l := acquire(t, c, keys(fmt.Sprintf("lost-%d", i)), 30*time.Second)
+		g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: 10 * time.Second})).To(Succeed())
+		g.Expect(rdb.Del(ctx, l.Keys.Lock).Err()).To(Succeed())
+	}
+	survivor := acquire(t, c, keys("survivor"), 30*time.Second)
+	g.Expect(k.Track(lockclient.TrackRequest{Lease: survivor, RenewInterval: 10 * time.Second})).To(Succeed())
+
+	for round := 1; round <= 3; round++ {
+		g.Eventually(clk.HasWaiters).Should(BeTrue())
+		clk.Step(10 * time.Second)
+		g.Eventually(func() time.Time { st, _ := k.Get(survivor.Token); return st.LastRenewed }).Should(Equal(clk.Now()))
+	}
+	got := 0
+	for got < 300 {
+		nextReport(t, k, 5*time.Second)
+		got++
+	}
+}

@@ -1,0 +1,323 @@
+package lockclient
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"k8s.io/utils/clock"
+)
+
+var (
+	//go:embed lua/acquire.lua
+	acquireSrc string
+	//go:embed lua/renew.lua
+	renewSrc string
+	//go:embed lua/complete.lua
+	completeSrc string
+	//go:embed lua/release.lua
+	releaseSrc string
+
+	acquireScript  = redis.NewScript(acquireSrc)
+	renewScript    = redis.NewScript(renewSrc)
+	completeScript = redis.NewScript(completeSrc)
+	releaseScript  = redis.NewScript(releaseSrc)
+)
+
+// DefaultTimeout bounds every call when Options.Timeout is zero.
+const DefaultTimeout = 3 * time.Second
+
+// Client talks to one Redis deployment (standalone, Sentinel or Cluster).
+type Client struct {
+	rdb     redis.UniversalClient
+	timeout time.Duration
+	clock   clock.PassiveClock
+	// cluster is true for Redis Cluster, where every key of one call must share a slot.
+	cluster bool
+	// identity names the store without credentials, for status and logs.
+	identity string
+}
+
+// ClientOption configures a Client made by New.
+type ClientOption func(*Client)
+
+// WithTimeout bounds every call; the default is DefaultTimeout.
+func WithTimeout(d time.Duration) ClientOption {
+	return func(c *Client) {
+		if d > 0 {
+			c.timeout = d
+		}
+	}
+}
+
+// WithClock sets the clock used to stamp Lease.SentAt (tests).
+func WithClock(clk clock.PassiveClock) ClientOption { return func(c *Client) { c.clock = clk } }
+
+// WithIdentity sets the store identity reported by Identity.
+func WithIdentity(id string) ClientOption { return func(c *Client) { c.identity = id } }
+
+// New wraps a go-redis client. Prefer Dial, which also sets timeouts and TLS.
+func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
+	c := &Client{rdb: rdb, timeout: DefaultTimeout, clock: clock.RealClock{}}
+	_, c.cluster = rdb.(*redis.ClusterClient)
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Identity names the store without credentials, e.g. "redis://10.0.0.5:6379/0".
+func (c *Client) Identity() string { return c.identity }
+
+// Redis returns the underlying go-redis client.
+func (c *Client) Redis() redis.UniversalClient { return c.rdb }
+
+// Close closes the connections.
+func (c *Client) Close() error { return c.rdb.Close() }
+
+// Ping checks that the store answers.
+func (c *Client) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if err := c.rdb.Ping(ctx).Err(); err != nil {
+		return &StoreError{Op: "ping", Err: err}
+	}
+	return nil
+}
+
+// LoadScripts loads the scripts into the store's script cache (every shard in
+// Cluster mode), so the first calls need no EVAL fallback.
+func (c *Client) LoadScripts(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	for _, s := range []*redis.Script{acquireScript, renewScript, completeScript, releaseScript} {
+		if err := s.Load(ctx, c.rdb).Err(); err != nil {
+			return &StoreError{Op: "load scripts", Err: err}
+		}
+	}
+	return nil
+}
+
+func (c *Client) checkSlots(keys ...string) error {
+	if !c.cluster {
+		return nil
+	}
+	return SameSlot(keys...)
+}
+
+// Acquire takes the lock for req.Token, or reports why not: *BusyError,
+// *DoneError, *StoreError or an ErrInvalid error.
+func (c *Client) Acquire(ctx context.Context, req AcquireRequest) (Lease, error) {
+	if err := req.validate(); err != nil {
+		return Lease{}, err
+	}
+	keys := []string{req.Keys.Lock}
+	hasOccurrence := "0"
+	if req.Keys.Occurrence != "" {
+		keys = append(keys, req.Keys.Occurrence)
+		hasOccurrence = "1"
+	}
+	if req.Policy != FenceNone {
+		keys = append(keys, req.Keys.Fence)
+	}
+	if err := c.checkSlots(keys...); err != nil {
+		return Lease{}, err
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	sent := c.clock.Now()
+	res, err := acquireScript.Run(ctx, c.rdb, keys,
+		req.Token, req.TTL.Milliseconds(), req.Floor, strings.ToLower(string(req.Policy)), hasOccurrence).Slice()
+	if err != nil {
+		return Lease{}, c.callError("acquire", req.Keys.Lock, err)
+	}
+	kind, _ := res[0].(string)
+	switch kind {
+	case "done":
+		return Lease{}, &DoneError{Key: req.Keys.Occurrence, By: str(res, 1)}
+	case "busy":
+		return Lease{}, &BusyError{Key: req.Keys.Lock, Holder: str(res, 1), TTL: time.Duration(num(res, 2)) * time.Millisecond}
+	case "ok":
+		keysCopy := req.Keys
+		if req.Policy == FenceNone {
+			keysCopy.Fence = ""
+		}
+		return Lease{
+			Keys: keysCopy, Token: req.Token, TTL: req.TTL, SentAt: sent,
+			Fence: num(res, 1), FenceRaised: num(res, 2) == 1, Reentered: num(res, 3) == 1,
+		}, nil
+	default:
+		return Lease{}, &StoreError{Op: "acquire", Err: fmt.Errorf("unexpected script reply %v", res)}
+	}
+}
+
+// Renew extends the lease to its full TTL if the key still holds its token.
+// It returns *NotHeldError (naming the current holder) or *StoreError.
+func (c *Client) Renew(ctx context.Context, l Lease) error {
+	if err := validateLease(l); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	res, err := renewScript.Run(ctx, c.rdb, []string{l.Keys.Lock}, l.Token, l.TTL.Milliseconds(), "0").Slice()
+	if err != nil {
+		return c.callError("renew", l.Keys.Lock, err)
+	}
+	return renewResult(l.Keys.Lock, res, false)
+}
+
+// renewResult interprets the renew script's reply. errReacquired is returned as nil
+// unless the caller asked to see it.
+func renewResult(key string, res []any, reportReacquire bool) error {
+	switch num(res, 0) {
+	case 1:
+		return nil
+	case 2:
+		if reportReacquire {
+			return errReacquired
+		}
+		return nil
+	default:
+		return &NotHeldError{Key: key, Holder: str(res, 1)}
+	}
+}
+
+// errReacquired tells the keeper that a FailOpen lease was absent and was taken again.
+var errReacquired = errors.New("lease re-acquired after the key was lost")
+
+// Complete writes the occurrence's done-marker (valid for markerTTL) and releases
+// the lease, in one call. The marker is written if the key holds the lease's token
+// or is absent; released reports whether the key was deleted. When another token
+// holds the key nothing is written and the error is *NotHeldError. A lease without
+// an occurrence key is only released.
+func (c *Client) Complete(ctx context.Context, l Lease, markerTTL time.Duration) (bool, error) {
+	if l.Keys.Occurrence == "" {
+		err := c.Release(ctx, l)
+		var nh *NotHeldError
+		if errors.As(err, &nh) && nh.Holder == "" {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	if err := validateLease(l); err != nil {
+		return false, err
+	}
+	if markerTTL < time.Millisecond {
+		return false, invalidf("done-marker ttl %s is too short", markerTTL)
+	}
+	if err := c.checkSlots(l.Keys.Lock, l.Keys.Occurrence); err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	res, err := completeScript.Run(ctx, c.rdb, []string{l.Keys.Lock, l.Keys.Occurrence}, l.Token, markerTTL.Milliseconds()).Slice()
+	if err != nil {
+		return false, c.callError("complete", l.Keys.Lock, err)
+	}
+	if num(res, 0) != 1 {
+		return false, &NotHeldError{Key: l.Keys.Lock, Holder: str(res, 1)}
+	}
+	return num(res, 1) == 1, nil
+}
+
+// Release deletes the lease key if it holds the lease's token. An absent key is
+// *NotHeldError with an empty Holder; callers that only want the key gone may
+// treat that as success.
+func (c *Client) Release(ctx context.Context, l Lease) error {
+	if err := validateLease(l); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	res, err := releaseScript.Run(ctx, c.rdb, []string{l.Keys.Lock}, l.Token).Slice()
+	if err != nil {
+		return c.callError("release", l.Keys.Lock, err)
+	}
+	if num(res, 0) == 1 {
+		return nil
+	}
+	return &NotHeldError{Key: l.Keys.Lock, Holder: str(res, 1)}
+}
+
+// KeyState is what Inspect saw.
+type KeyState struct {
+	// Holder is the lock key's value; empty when free.
+	Holder string
+	// TTL is the lock key's remaining life; 0 when free.
+	TTL time.Duration
+	// Fence is the counter's current value; 0 when absent or not a number.
+	Fence int64
+	// Done is the occurrence marker's value; empty when absent.
+	Done string
+}
+
+// Inspect reads the keys without changing them (one round trip).
+func (c *Client) Inspect(ctx context.Context, keys Keys) (KeyState, error) {
+	if err := ValidateKey(keys.Lock); err != nil {
+		return KeyState{}, fmt.Errorf("lock key: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	pipe := c.rdb.Pipeline()
+	holder := pipe.Get(ctx, keys.Lock)
+	pttl := pipe.PTTL(ctx, keys.Lock)
+	var fence, done *redis.StringCmd
+	if keys.Fence != "" {
+		fence = pipe.Get(ctx, keys.Fence)
+	}
+	if keys.Occurrence != "" {
+		done = pipe.Get(ctx, keys.Occurrence)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return KeyState{}, c.callError("inspect", keys.Lock, err)
+	}
+	var st KeyState
+	st.Holder = holder.Val()
+	if st.Holder != "" && pttl.Val() > 0 {
+		st.TTL = pttl.Val()
+	}
+	if fence != nil {
+		st.Fence, _ = strconv.ParseInt(fence.Val(), 10, 64)
+	}
+	if done != nil {
+		st.Done = done.Val()
+	}
+	return st, nil
+}
+
+// callError classifies an error from Redis. A key of the wrong type is the caller's
+// problem (someone else stored a hash at the lock key); everything else is a store
+// error, never a verdict about the lease.
+func (c *Client) callError(op, key string, err error) error {
+	if redis.HasErrorPrefix(err, "WRONGTYPE") {
+		return invalidf("%s %s: the key holds a value that is not a string (written by something other than a lock client?)", op, key)
+	}
+	if redis.HasErrorPrefix(err, "CROSSSLOT") {
+		return invalidf("%s %s: %v; use a {hash tag} in lock.key so that all keys of a run share a slot", op, key, err)
+	}
+	return &StoreError{Op: fmt.Sprintf("%s %s", op, key), Err: err}
+}
+
+// str returns res[i] as a string, or "" when absent.
+func str(res []any, i int) string {
+	if i >= len(res) {
+		return ""
+	}
+	s, _ := res[i].(string)
+	return s
+}
+
+// num returns res[i] as an int64, or 0 when absent.
+func num(res []any, i int) int64 {
+	if i >= len(res) {
+		return 0
+	}
+	n, _ := res[i].(int64)
+	return n
+}
