@@ -35,7 +35,9 @@ type TrackRequest struct {
 	// finds it absent (Redis restarted empty). A different holder is still a loss.
 	ReacquireIfAbsent bool
 	// LastRenewed is the send time of the last renewal known to have succeeded;
-	// Lease.SentAt when zero.
+	// Lease.SentAt when zero. When both are zero (a lease resumed after a restart,
+	// last renewed by someone else at an unknown time) the Keeper assumes one renew
+	// interval ago, by its own clock, and renews at once.
 	LastRenewed time.Time
 }
 
@@ -232,7 +234,7 @@ func (k *Keeper) trackLocked(req TrackRequest) *entry {
 		e.lastRenewed = req.Lease.SentAt
 	}
 	if e.lastRenewed.IsZero() {
-		e.lastRenewed = k.clock.Now()
+		e.lastRenewed = k.clock.Now().Add(-e.interval)
 	}
 	e.nextRenew = e.lastRenewed.Add(e.interval)
 	k.leases[req.Lease.Token] = e

@@ -1,0 +1,280 @@
+/*
+Copyright 2026 The GuardedJob Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+// The names in this file are a contract: users' manifests, dashboards, alerts and other
+// tools depend on them. Add names; never rename or remove one.
+
+// Annotations, labels and finalizers.
+const (
+	// RunNowAnnotation on a GuardedJob triggers a manual run. Its value is a timestamp
+	// (RFC 3339 or Unix seconds): the occurrence due at that time (the latest schedule
+	// time at or before it) runs now, through the same lock, done-marker and policies.
+	// status.lastRunNow records the last value handled.
+	//
+	//	kubectl annotate gj NAME batch.guardedjob.dev/run-now=$(date -u +%FT%TZ)
+	RunNowAnnotation = "batch.guardedjob.dev/run-now"
+
+	// FenceAnnotation on a run's Job and Pod template carries the run's fence, or
+	// UnfencedValue for a FailOpen run started without a lease.
+	FenceAnnotation = "batch.guardedjob.dev/fence"
+
+	// UnfencedValue is the FenceAnnotation value of a run started without a lease.
+	UnfencedValue = "unfenced"
+
+	// LeaseFinalizer is set on every Job the manager creates: the Job is not removed
+	// before the run's lease is released (or completed).
+	LeaseFinalizer = "batch.guardedjob.dev/lease"
+
+	// GuardedJobFinalizer is set on every GuardedJob: deletion waits until its active
+	// runs are stopped (onDelete Stop) or finished (onDelete Wait) and their leases
+	// released.
+	GuardedJobFinalizer = "batch.guardedjob.dev/finalizer"
+
+	// GuardedJobLabel on a run's Job (and Pod template) holds the GuardedJob's name, so
+	// its Jobs can be listed with a label selector.
+	GuardedJobLabel = "batch.guardedjob.dev/guardedjob"
+
+	// ScheduledTimeAnnotation on a run's Job holds the occurrence's scheduled time
+	// (RFC 3339, UTC).
+	ScheduledTimeAnnotation = "batch.guardedjob.dev/scheduled-time"
+
+	// HolderAnnotation on a run's Job holds the run's holder
+	// ("<cluster>/<namespace>/<job>"), never the token.
+	HolderAnnotation = "batch.guardedjob.dev/holder"
+)
+
+// Fixed values that are not fields.
+const (
+	// DefaultFenceEnvName is the default of fencing.envName: the env var set to the fence
+	// on every container and init container of a run's Pods.
+	DefaultFenceEnvName = "GUARDEDJOB_FENCE"
+
+	// MaxKeyBytes is the longest rendered key (lock, occurrence or fence) accepted.
+	MaxKeyBytes = 512
+
+	// MaxNameLength is the longest GuardedJob name: Job names append
+	// "-<scheduled unix minutes>-<6 hex>" and must stay within 63 characters.
+	MaxNameLength = 45
+)
+
+// Condition types.
+const (
+	// ReadyCondition is True when the spec is valid and the GuardedJob schedules runs
+	// (reason Scheduled or Suspended). False names what to fix: InvalidSchedule,
+	// InvalidTimeZone, InvalidTemplate, InvalidKey, KeyNotAllowed, StoreSecretNotFound,
+	// StoreSecretInvalid, UnsafeLeaseTiming, DuplicateClusterName; or Deleting.
+	ReadyCondition = "Ready"
+
+	// LockHeldCondition is True while a run of this GuardedJob holds the lease
+	// (reason LockAcquired). False reasons: Idle, LockBusy, LockLost, LockReleased,
+	// StoreUnavailable, Unguarded.
+	LockHeldCondition = "LockHeld"
+
+	// StoreReachableCondition is True when the last call to the store succeeded
+	// (reason StoreAvailable), False when it failed (reason StoreUnavailable).
+	StoreReachableCondition = "StoreReachable"
+
+	// StoreSafeCondition is True when the store is configured so that it cannot lose a
+	// lease silently (reason SafeConfiguration). False reasons: EvictionEnabled,
+	// PersistenceDisabled. Unknown with reason ConfigUnknown when the configuration
+	// cannot be read (managed Redis or ACLs often forbid CONFIG GET).
+	StoreSafeCondition = "StoreSafe"
+)
+
+// Ready condition reasons.
+const (
+	// ScheduledReason (Ready=True): the spec is valid and runs are scheduled.
+	ScheduledReason = "Scheduled"
+	// SuspendedReason (Ready=True): the spec is valid and spec.suspend is true.
+	SuspendedReason = "Suspended"
+	// DeletingReason (Ready=False): the GuardedJob is being deleted and waits for its
+	// active runs to stop (onDelete Stop) or finish (onDelete Wait).
+	DeletingReason = "Deleting"
+
+	// InvalidScheduleReason (Ready=False): spec.schedule does not parse.
+	InvalidScheduleReason = "InvalidSchedule"
+	// InvalidTimeZoneReason (Ready=False): spec.timeZone is not a known IANA zone.
+	InvalidTimeZoneReason = "InvalidTimeZone"
+	// InvalidTemplateReason (Ready=False): a key template does not parse or fails to
+	// render, or the jobTemplate cannot be turned into a Job.
+	InvalidTemplateReason = "InvalidTemplate"
+	// InvalidKeyReason (Ready=False): a rendered key is empty, longer than MaxKeyBytes, or
+	// contains whitespace or control characters.
+	InvalidKeyReason = "InvalidKey"
+	// KeyNotAllowedReason (Ready=False): a rendered key in the manager's shared store
+	// neither starts with "<namespace>:" nor with a prefix granted by --key-grants.
+	KeyNotAllowedReason = "KeyNotAllowed"
+	// StoreSecretNotFoundReason (Ready=False): lock.storeRef names a Secret that does not
+	// exist.
+	StoreSecretNotFoundReason = "StoreSecretNotFound"
+	// StoreSecretInvalidReason (Ready=False): the storeRef Secret has no usable "url" key,
+	// or its "ca.crt" is not PEM.
+	StoreSecretInvalidReason = "StoreSecretInvalid"
+	// UnsafeLeaseTimingReason (Ready=False): ttl < renewInterval + Pod grace period + 5s,
+	// or (with leader election) ttl - renewInterval does not exceed the leader-election
+	// lease duration + retry period + 5s.
+	UnsafeLeaseTimingReason = "UnsafeLeaseTiming"
+	// DuplicateClusterNameReason (Ready=False): another manager announces the same
+	// --cluster-name to this store.
+	DuplicateClusterNameReason = "DuplicateClusterName"
+)
+
+// LockHeld, StoreReachable and StoreSafe condition reasons.
+const (
+	// IdleReason (LockHeld=False): no run is active.
+	IdleReason = "Idle"
+	// StoreAvailableReason (StoreReachable=True): the last store call succeeded.
+	StoreAvailableReason = "StoreAvailable"
+	// SafeConfigurationReason (StoreSafe=True): maxmemory-policy is noeviction and, where
+	// needed, persistence is on.
+	SafeConfigurationReason = "SafeConfiguration"
+	// EvictionEnabledReason (StoreSafe=False): maxmemory-policy is not noeviction, so
+	// Redis may evict a lease under memory pressure.
+	EvictionEnabledReason = "EvictionEnabled"
+	// PersistenceDisabledReason (StoreSafe=False): persistence is off while fencing is
+	// Strict or done-markers are used, so a restart forgets them.
+	PersistenceDisabledReason = "PersistenceDisabled"
+	// ConfigUnknownReason (StoreSafe=Unknown): the store's configuration could not be read.
+	ConfigUnknownReason = "ConfigUnknown"
+)
+
+// Event reasons. Events are emitted on transitions only, never per renewal. Several
+// double as condition reasons (LockAcquired, LockBusy, LockLost, LockReleased,
+// StoreUnavailable, Unguarded), and every Ready=False reason is also the reason of the
+// Warning event that accompanies it.
+const (
+	// LockAcquiredReason (Normal): a run acquired the lease; the message names key,
+	// holder and fence. Also LockHeld=True's reason.
+	LockAcquiredReason = "LockAcquired"
+	// JobCreatedReason (Normal): a run's Job was created.
+	JobCreatedReason = "JobCreated"
+	// LockBusyReason (Normal): the key is held by another holder; the message names it,
+	// its fence if known and when it expires. Also a LockHeld=False reason.
+	LockBusyReason = "LockBusy"
+	// LockLostReason (Warning): a renewal found the key gone or owned by another token;
+	// the run is stopped now. The message names the new holder. Also a LockHeld=False
+	// reason.
+	LockLostReason = "LockLost"
+	// JobDeletedReason (Normal): a run's Job was deleted (history limit, or a stop).
+	JobDeletedReason = "JobDeleted"
+	// LockReleasedReason (Normal): a run's lease was released. Also a LockHeld=False
+	// reason.
+	LockReleasedReason = "LockReleased"
+	// StoreUnavailableReason (Warning): the store could not be reached. Also the
+	// StoreReachable=False and LockHeld=False reason.
+	StoreUnavailableReason = "StoreUnavailable"
+	// FenceRaisedReason (Warning): with fencing Strict, the counter was below the floor
+	// (status.lastFence + 1 or the store clock) and was raised: the store probably lost
+	// data.
+	FenceRaisedReason = "FenceRaised"
+	// MaxHoldExceededReason (Warning): a run held the lease for lock.maxHold and is
+	// stopped.
+	MaxHoldExceededReason = "MaxHoldExceeded"
+	// OccurrenceDoneReason (Normal): the occurrence's done-marker exists (it succeeded
+	// before, maybe in another cluster); the run is skipped. The message names the holder
+	// that completed it.
+	OccurrenceDoneReason = "OccurrenceDone"
+	// JobStoppedReason (Normal): a run's Job and Pods were stopped (lock lost, deadline,
+	// maxHold, Replace, or the GuardedJob deleted with onDelete Stop).
+	JobStoppedReason = "JobStopped"
+	// JobSucceededReason (Normal): a run's Job completed; its done-marker is written.
+	JobSucceededReason = "JobSucceeded"
+	// JobFailedReason (Warning): a run's Job failed.
+	JobFailedReason = "JobFailed"
+	// DeadlineReachedReason (Warning): no renewal succeeded for so long that the lease may
+	// expire soon (store unreachable, FailClosed): the run's Pods are stopped before it
+	// could.
+	DeadlineReachedReason = "DeadlineReached"
+	// StartingDeadlineExceededReason (Warning): an occurrence could not start before its
+	// starting deadline (busy lock with Retry, store down with FailClosed, manager down).
+	StartingDeadlineExceededReason = "StartingDeadlineExceeded"
+	// TriggerSkippedReason (Normal): a run-now value older than the object or than
+	// startingDeadlineSeconds was recorded as Skipped.
+	TriggerSkippedReason = "TriggerSkipped"
+	// InvalidTriggerReason (Warning): a run-now value does not parse.
+	InvalidTriggerReason = "InvalidTrigger"
+	// UnguardedReason (Warning): a FailOpen run started without a lease because the store
+	// was unreachable. Also a LockHeld=False reason.
+	UnguardedReason = "Unguarded"
+	// StaleJobReason (Warning): a Job with the run's name exists but carries another
+	// fence; it is stopped before the run goes on.
+	StaleJobReason = "StaleJob"
+	// NoPodFailurePolicyReason (Warning): a fenced run's Pods use restartPolicy
+	// OnFailure, which forbids the podFailurePolicy that fails the Job on disruption, so a
+	// replacement Pod may run with the fence of a Pod that is maybe still alive.
+	NoPodFailurePolicyReason = "NoPodFailurePolicy"
+)
+
+// LockState is the observed state of a GuardedJob's lock key (status.lock.state).
+// +kubebuilder:validation:Enum=Held;Free;Busy;Lost;StoreDown
+type LockState string
+
+const (
+	// LockStateHeld: a run of this GuardedJob holds the key.
+	LockStateHeld LockState = "Held"
+	// LockStateFree: nobody holds the key.
+	LockStateFree LockState = "Free"
+	// LockStateBusy: another holder has the key.
+	LockStateBusy LockState = "Busy"
+	// LockStateLost: a run of this GuardedJob found the key gone or taken.
+	LockStateLost LockState = "Lost"
+	// LockStateStoreDown: the store could not be reached.
+	LockStateStoreDown LockState = "StoreDown"
+)
+
+// RunPhase is the phase of an active run (status.active[].phase).
+// +kubebuilder:validation:Enum=Acquiring;Running;Stopping;Releasing
+type RunPhase string
+
+const (
+	// RunPhaseAcquiring: the intent is recorded; the lease is being acquired. No Job
+	// exists yet.
+	RunPhaseAcquiring RunPhase = "Acquiring"
+	// RunPhaseRunning: the lease is held and the fence recorded; the Job is created (or
+	// about to be) and the lease is renewed.
+	RunPhaseRunning RunPhase = "Running"
+	// RunPhaseStopping: the Job and its Pods are being stopped (see stopReason); the
+	// lease is kept, where still ours, until the Pods are gone.
+	RunPhaseStopping RunPhase = "Stopping"
+	// RunPhaseReleasing: the Job has ended (Complete or Failed) or its Pods are gone; the
+	// lease is being completed or released.
+	RunPhaseReleasing RunPhase = "Releasing"
+)
+
+// RunResult is the outcome of a run (status.lastRun.result).
+// +kubebuilder:validation:Enum=Succeeded;Failed;LockLost;Busy;StoreUnavailable;MaxHoldExceeded;Skipped
+type RunResult string
+
+const (
+	// RunResultSucceeded: the Job completed; the occurrence's done-marker was written.
+	RunResultSucceeded RunResult = "Succeeded"
+	// RunResultFailed: the Job failed (or was stopped by Replace).
+	RunResultFailed RunResult = "Failed"
+	// RunResultLockLost: the lease was lost while the Job ran; the Job was stopped.
+	RunResultLockLost RunResult = "LockLost"
+	// RunResultBusy: the key was held by another holder (heldBy) until the run gave up.
+	RunResultBusy RunResult = "Busy"
+	// RunResultStoreUnavailable: the store could not be reached (FailClosed: the Job was
+	// not started, or was stopped at the self-fence deadline).
+	RunResultStoreUnavailable RunResult = "StoreUnavailable"
+	// RunResultMaxHoldExceeded: the run reached lock.maxHold and was stopped.
+	RunResultMaxHoldExceeded RunResult = "MaxHoldExceeded"
+	// RunResultSkipped: the run did not start; the message says why (already done, stale
+	// trigger, concurrencyPolicy Forbid, missed starting deadline, ...).
+	RunResultSkipped RunResult = "Skipped"
+)

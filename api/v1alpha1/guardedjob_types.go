@@ -1,0 +1,574 @@
+/*
+Copyright 2026 The GuardedJob Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ConcurrencyPolicy says what happens when a run of a GuardedJob is due while an earlier
+// run of the same GuardedJob is still active.
+// +kubebuilder:validation:Enum=Forbid;Replace;Allow
+type ConcurrencyPolicy string
+
+const (
+	// ForbidConcurrent skips the new run while an earlier one is active (the default).
+	ForbidConcurrent ConcurrencyPolicy = "Forbid"
+	// ReplaceConcurrent stops the active run (its Job and Pods), releases its lease once
+	// its Pods are gone, and then starts the new run.
+	ReplaceConcurrent ConcurrencyPolicy = "Replace"
+	// AllowConcurrent starts the new run beside the active one. Both still need the lease,
+	// so with a lock key that does not vary per occurrence the new run finds it busy.
+	AllowConcurrent ConcurrencyPolicy = "Allow"
+)
+
+// BusyPolicy says what a run does when its lock key is held by another holder.
+// +kubebuilder:validation:Enum=Skip;Retry
+type BusyPolicy string
+
+const (
+	// OnBusySkip records the run as Busy, naming the holder, and waits for the next
+	// occurrence (the default).
+	OnBusySkip BusyPolicy = "Skip"
+	// OnBusyRetry retries the acquisition with jittered backoff until the run's starting
+	// deadline (scheduled time + startingDeadlineSeconds), then records it as Busy.
+	OnBusyRetry BusyPolicy = "Retry"
+)
+
+// StoreFailurePolicy says what a run does when the lock store (Redis) cannot be reached
+// at its start.
+// +kubebuilder:validation:Enum=FailClosed;FailOpen
+type StoreFailurePolicy string
+
+const (
+	// FailClosed does not start the Job without a lease; the acquisition is retried until
+	// the starting deadline (the default).
+	FailClosed StoreFailurePolicy = "FailClosed"
+	// FailOpen starts the Job without a lease ("unguarded"): its Pods get an empty fence
+	// and the fence annotation value "unfenced", with a Warning event. When the store
+	// comes back the run acquires the lease with its own token.
+	FailOpen StoreFailurePolicy = "FailOpen"
+)
+
+// FencingPolicy says whether and how a fencing token is issued to a run.
+// +kubebuilder:validation:Enum=None;Inject;Strict
+type FencingPolicy string
+
+const (
+	// FencingNone issues no fence: no counter key, no env var, no annotation value.
+	FencingNone FencingPolicy = "None"
+	// FencingInject increments the fence counter on every acquisition and hands the number
+	// to the Job's Pods (env var and annotation), to events and to status (the default).
+	FencingInject FencingPolicy = "Inject"
+	// FencingStrict is Inject, plus a fence is never lower than or equal to one handed out
+	// before, even after Redis lost its data: the counter is raised to at least
+	// status.lastFence + 1 and to a value derived from the Redis clock.
+	FencingStrict FencingPolicy = "Strict"
+)
+
+// DeletePolicy says what deleting a GuardedJob does to its active runs.
+// +kubebuilder:validation:Enum=Stop;Wait
+type DeletePolicy string
+
+const (
+	// OnDeleteStop stops active runs (deletes their Jobs and Pods with a bounded grace
+	// period), releases their leases once the Pods are gone, then lets the GuardedJob go
+	// (the default).
+	OnDeleteStop DeletePolicy = "Stop"
+	// OnDeleteWait keeps the GuardedJob (and the leases) until its active runs finish
+	// on their own; no new run starts meanwhile.
+	OnDeleteWait DeletePolicy = "Wait"
+)
+
+// GuardedJobSpec is the desired state of a GuardedJob.
+// +kubebuilder:validation:XValidation:rule="!(has(self.lock.storeFailurePolicy) && self.lock.storeFailurePolicy == 'FailOpen' && has(self.fencing) && has(self.fencing.policy) && self.fencing.policy == 'Strict')",message="fencing.policy Strict cannot be combined with lock.storeFailurePolicy FailOpen: a run without a lease has no fence",fieldPath=".fencing.policy"
+type GuardedJobSpec struct {
+	// schedule is the cron schedule in the CronJob dialect: five fields
+	// (minute hour day-of-month month day-of-week) or a macro such as @hourly, @daily,
+	// @weekly, @monthly, @yearly. The zone is timeZone, never part of the schedule.
+	// Required; its syntax is checked by the manager (Ready=False, InvalidSchedule).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.contains('TZ=')",message="schedule must not contain TZ= or CRON_TZ=: set spec.timeZone instead"
+	Schedule string `json:"schedule"`
+
+	// timeZone is the IANA time zone name the schedule is read in, such as Asia/Taipei.
+	// Defaults to "UTC", never to the manager's zone. The manager embeds the zone
+	// database, so every replica and cluster uses the same zone rules. An unknown name
+	// sets Ready=False with reason InvalidTimeZone.
+	// +optional
+	// +kubebuilder:default=UTC
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self != 'Local'",message="timeZone must be an IANA zone name such as Europe/Berlin: Local (the manager's zone) is not allowed"
+	TimeZone string `json:"timeZone,omitempty"`
+
+	// startingDeadlineSeconds is how late, in seconds after its scheduled time, a run may
+	// still start. It bounds onBusy Retry and FailClosed retries, decides whether a missed
+	// occurrence is still run after a manager outage, and how old a run-now trigger may be.
+	// Defaults to 300. Minimum 1: unlike CronJob, 0 is rejected, because no run can start
+	// at exactly its scheduled time.
+	// +optional
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=1
+	StartingDeadlineSeconds *int64 `json:"startingDeadlineSeconds,omitempty"`
+
+	// suspend stops new runs from being scheduled while true; active runs go on and keep
+	// their leases. Defaults to false.
+	// +optional
+	// +kubebuilder:default=false
+	Suspend *bool `json:"suspend,omitempty"`
+
+	// concurrencyPolicy says what happens when a run is due while an earlier run of this
+	// GuardedJob is still active: Forbid (skip the new run), Replace (stop the active run,
+	// then start the new one) or Allow (start it beside the active one; it still needs the
+	// lease). Defaults to Forbid.
+	// +optional
+	// +kubebuilder:default=Forbid
+	ConcurrencyPolicy ConcurrencyPolicy `json:"concurrencyPolicy,omitempty"`
+
+	// successfulJobsHistoryLimit is how many finished, successful Jobs are kept.
+	// Defaults to 3.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	SuccessfulJobsHistoryLimit *int32 `json:"successfulJobsHistoryLimit,omitempty"`
+
+	// failedJobsHistoryLimit is how many finished, failed Jobs are kept. Defaults to 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	FailedJobsHistoryLimit *int32 `json:"failedJobsHistoryLimit,omitempty"`
+
+	// lock configures the Redis lease that guards every run. Required (lock.key is).
+	// +required
+	Lock LockSpec `json:"lock"`
+
+	// fencing configures the fencing token handed to every run. Defaults to
+	// {policy: Inject, key: '{{ .Key }}:fence', envName: GUARDEDJOB_FENCE}.
+	// +optional
+	// +kubebuilder:default={}
+	Fencing *FencingSpec `json:"fencing,omitempty"`
+
+	// onDelete says what deleting this GuardedJob does to its active runs: Stop (stop the
+	// Pods, release the lease, then go) or Wait (keep the lease until the runs finish).
+	// Defaults to Stop.
+	// +optional
+	// +kubebuilder:default=Stop
+	OnDelete DeletePolicy `json:"onDelete,omitempty"`
+
+	// jobTemplate is the Job created for every run, as in a CronJob. The manager adds the
+	// lease finalizer, an owner reference, podReplacementPolicy Failed,
+	// activeDeadlineSeconds = lock.maxHold (on the Job and on its Pod template), and the
+	// fence env var and annotation. Its Pods' restartPolicy must be Never or OnFailure.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="has(self.spec) && has(self.spec.template.spec) && has(self.spec.template.spec.restartPolicy) && self.spec.template.spec.restartPolicy in ['Never', 'OnFailure']",message="jobTemplate.spec.template.spec.restartPolicy must be Never or OnFailure"
+	JobTemplate batchv1.JobTemplateSpec `json:"jobTemplate"`
+}
+
+// LockSpec configures the Redis lease of a GuardedJob.
+//
+// Keys are Go text/template templates; see docs/api.md for the data and functions.
+// +kubebuilder:validation:XValidation:rule="!has(self.renewInterval) || !self.renewInterval.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (has(self.ttl) && !self.ttl.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')) || duration(self.renewInterval) < duration(has(self.ttl) ? self.ttl : '60s')",message="lock.renewInterval must be shorter than lock.ttl (ttl defaults to 60s)",fieldPath=".renewInterval"
+// +kubebuilder:validation:XValidation:rule="(has(self.maxHold) && !self.maxHold.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')) || (has(self.ttl) && !self.ttl.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')) || duration(has(self.maxHold) ? self.maxHold : '24h') > duration(has(self.ttl) ? self.ttl : '60s')",message="lock.maxHold must be longer than lock.ttl (defaults: maxHold 24h, ttl 60s)",fieldPath=".maxHold"
+type LockSpec struct {
+	// key is the template of the mutual-exclusion key: at most one run, in any cluster or
+	// process sharing the store, holds it at a time. Required and non-empty. The rendered
+	// key must be non-empty, at most 512 bytes, without whitespace or control characters,
+	// and (in the manager's shared store) start with "<namespace>:" or with a prefix
+	// granted to the namespace by --key-grants.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Key string `json:"key"`
+
+	// occurrenceKey is the template of the done-marker of one occurrence: written when a
+	// run succeeds, and checked before acquiring, so an occurrence that succeeded (in any
+	// cluster) is not run again. Defaults to '{{ .Key }}:done:{{ .ScheduledTime.Unix }}'.
+	// +optional
+	// +kubebuilder:default="{{ .Key }}:done:{{ .ScheduledTime.Unix }}"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	OccurrenceKey string `json:"occurrenceKey,omitempty"`
+
+	// ttl is the length of the lease; it is renewed every renewInterval while any Pod of
+	// the run may still run. Defaults to 60s; at least 5s.
+	// +optional
+	// +kubebuilder:default="60s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="lock.ttl must be a duration such as 60s, 5m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) >= duration('5s')",message="lock.ttl must be at least 5s"
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+
+	// renewInterval is how often the lease is renewed. Defaults to ttl/3 (computed by the
+	// manager, never written into spec); at least 1s and shorter than ttl.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="lock.renewInterval must be a duration such as 20s or 1m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) >= duration('1s')",message="lock.renewInterval must be at least 1s"
+	RenewInterval *metav1.Duration `json:"renewInterval,omitempty"`
+
+	// maxHold is the hard cap on how long one run may hold the lease: the run is stopped
+	// and its lease released when it is reached. It is also set (rounded up to whole
+	// seconds) as activeDeadlineSeconds on the Job and on its Pod template, so the Job
+	// controller and the kubelet enforce it too. Defaults to 24h; longer than ttl and at
+	// most 8760h.
+	// +optional
+	// +kubebuilder:default="24h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="lock.maxHold must be a duration such as 6h or 90m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) <= duration('8760h')",message="lock.maxHold must be at most 8760h (a year)"
+	MaxHold *metav1.Duration `json:"maxHold,omitempty"`
+
+	// keepAfterSuccess extends the life of an occurrence's done-marker: it lives until the
+	// next occurrence is due + startingDeadlineSeconds + 5m + keepAfterSuccess.
+	// Defaults to 0s; at most 8760h.
+	// +optional
+	// +kubebuilder:default="0s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="lock.keepAfterSuccess must be a duration such as 0s, 1h or 168h"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) <= duration('8760h')",message="lock.keepAfterSuccess must be at most 8760h (a year)"
+	KeepAfterSuccess *metav1.Duration `json:"keepAfterSuccess,omitempty"`
+
+	// onBusy says what a run does when the key is held by another holder: Skip (record
+	// Busy and wait for the next occurrence) or Retry (retry with jittered backoff until
+	// the starting deadline). Defaults to Skip.
+	// +optional
+	// +kubebuilder:default=Skip
+	OnBusy BusyPolicy `json:"onBusy,omitempty"`
+
+	// storeFailurePolicy says what a run does when the store cannot be reached at its
+	// start: FailClosed (do not start; retry until the starting deadline) or FailOpen
+	// (start unguarded, without lease or fence). Defaults to FailClosed.
+	// +optional
+	// +kubebuilder:default=FailClosed
+	StoreFailurePolicy StoreFailurePolicy `json:"storeFailurePolicy,omitempty"`
+
+	// storeRef names a Secret in this namespace holding the connection of a store of
+	// this GuardedJob's own (key "url", and optionally "ca.crt"). Keys in such a store are
+	// not confined to the namespace prefix. Defaults to the manager's store.
+	// +optional
+	StoreRef *StoreReference `json:"storeRef,omitempty"`
+}
+
+// StoreReference names the Secret that holds a store's connection.
+type StoreReference struct {
+	// name is the name of a Secret in the GuardedJob's namespace. The Secret's key "url"
+	// holds a redis:// or rediss:// URL (credentials included); the optional key "ca.crt"
+	// holds the PEM CA bundle that verifies a rediss:// server.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// FencingSpec configures the fencing token handed to every run.
+type FencingSpec struct {
+	// policy is None (no fence), Inject (a counter incremented on every acquisition) or
+	// Strict (as Inject, and never lower than or equal to a fence handed out before, even
+	// after the store lost its data). Strict cannot be combined with
+	// lock.storeFailurePolicy FailOpen. Defaults to Inject.
+	// +optional
+	// +kubebuilder:default=Inject
+	Policy FencingPolicy `json:"policy,omitempty"`
+
+	// key is the template of the fence counter key. Defaults to '{{ .Key }}:fence': one
+	// counter per lock key, shared by every GuardedJob using that key.
+	// +optional
+	// +kubebuilder:default="{{ .Key }}:fence"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Key string `json:"key,omitempty"`
+
+	// envName is the environment variable set to the fence on every container and init
+	// container of the Job's Pods (empty for an unguarded FailOpen run).
+	// Defaults to GUARDEDJOB_FENCE.
+	// +optional
+	// +kubebuilder:default=GUARDEDJOB_FENCE
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z_][A-Za-z0-9_]*$')",message="fencing.envName must be a C identifier (letters, digits and _, not starting with a digit) such as GUARDEDJOB_FENCE"
+	EnvName string `json:"envName,omitempty"`
+}
+
+// GuardedJobStatus is the observed state of a GuardedJob.
+type GuardedJobStatus struct {
+	// observedGeneration is the spec generation the manager last reconciled without error.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions are Ready, LockHeld, StoreReachable and StoreSafe.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// nextScheduleTime is the next time a run is due (unset while suspended or invalid).
+	// +optional
+	NextScheduleTime *metav1.Time `json:"nextScheduleTime,omitempty"`
+
+	// lastScheduleTime is the scheduled time of the last run started (or attempted).
+	// +optional
+	LastScheduleTime *metav1.Time `json:"lastScheduleTime,omitempty"`
+
+	// lastSuccessfulTime is when the last successful run finished.
+	// +optional
+	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty"`
+
+	// lastFence is the highest fence handed out to a run of this GuardedJob; with
+	// fencing.policy Strict it is the floor of the next fence.
+	// +optional
+	LastFence int64 `json:"lastFence,omitempty"`
+
+	// lock is the latest observation of the lock key.
+	// +optional
+	Lock *LockStatus `json:"lock,omitempty"`
+
+	// lastRunNow is the last value of the batch.guardedjob.dev/run-now annotation that was
+	// handled (run, skipped or rejected), so a value is acted on once.
+	// +optional
+	LastRunNow string `json:"lastRunNow,omitempty"`
+
+	// active lists the runs in flight, one per Job name. Each entry is written (with a
+	// resourceVersion precondition) before the side effect it guards: the intent before
+	// the acquisition, the fence before the Job is created.
+	// +optional
+	// +listType=map
+	// +listMapKey=jobName
+	Active []ActiveRun `json:"active,omitempty"`
+
+	// lastRun is the outcome of the last run that finished or did not start.
+	// +optional
+	LastRun *RunRecord `json:"lastRun,omitempty"`
+}
+
+// LockStatus is the latest observation of a GuardedJob's lock key.
+type LockStatus struct {
+	// state is Held (a run of this GuardedJob holds the key), Free, Busy (another holder
+	// has it), Lost (a run found the key gone or taken) or StoreDown (the store could not
+	// be reached).
+	// +optional
+	State LockState `json:"state,omitempty"`
+
+	// key is the rendered lock key observed.
+	// +optional
+	Key string `json:"key,omitempty"`
+
+	// holder is the holder of the key: "<cluster>/<namespace>/<job>", the lease value
+	// without its secret "#<random>" part (or a foreign holder's value as found).
+	// +optional
+	Holder string `json:"holder,omitempty"`
+
+	// fence is the fence of the holding run, when it is ours.
+	// +optional
+	Fence int64 `json:"fence,omitempty"`
+}
+
+// ActiveRun is a run in flight. Everything needed to renew and release its lease is
+// snapshotted here when the intent is recorded, so a change of spec or of manager flags
+// never changes how an in-flight run is renewed or released.
+type ActiveRun struct {
+	// jobName is the name of the run's Job: <guardedjob>-<scheduled unix minutes>-<first
+	// 6 hex of the token's random part>. Fixed at intent time, before the Job exists.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	JobName string `json:"jobName"`
+
+	// jobUID is the UID of the run's Job, set once it exists; a run never gets a second Job.
+	// +optional
+	JobUID types.UID `json:"jobUID,omitempty"`
+
+	// phase is Acquiring (intent recorded, lease not yet confirmed), Running (lease held,
+	// fence recorded, Job created or about to be), Stopping (the Job and its Pods are being
+	// stopped; the lease is kept until they are gone) or Releasing (the Job ended; the
+	// lease is being released or completed).
+	// +required
+	Phase RunPhase `json:"phase"`
+
+	// scheduledTime is the occurrence this run is for.
+	// +required
+	ScheduledTime metav1.Time `json:"scheduledTime"`
+
+	// key is the rendered lock key.
+	// +optional
+	Key string `json:"key,omitempty"`
+
+	// occurrenceKey is the rendered done-marker key.
+	// +optional
+	OccurrenceKey string `json:"occurrenceKey,omitempty"`
+
+	// fenceKey is the rendered fence counter key (empty with fencing.policy None).
+	// +optional
+	FenceKey string `json:"fenceKey,omitempty"`
+
+	// store identifies the store the lease lives in (the manager's store or the storeRef
+	// Secret), as resolved at intent time.
+	// +optional
+	Store string `json:"store,omitempty"`
+
+	// holder is "<cluster>/<namespace>/<job>": the token without its "#<random>" part.
+	// +optional
+	Holder string `json:"holder,omitempty"`
+
+	// token is the lease value "<holder>#<random>". It lets a restarted or newly elected
+	// manager resume renewing; it appears nowhere else (not in events, logs or Pods).
+	// +optional
+	Token string `json:"token,omitempty"`
+
+	// cluster is the --cluster-name of the manager that recorded the intent; only a
+	// manager with that cluster name renews or releases this run.
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
+
+	// ownerUID is the UID of the GuardedJob that recorded the intent; a run restored from
+	// a backup into another object is never renewed.
+	// +optional
+	OwnerUID types.UID `json:"ownerUID,omitempty"`
+
+	// fence is the fence issued to this run (0 while Acquiring, with policy None, or for
+	// an unguarded run).
+	// +optional
+	Fence int64 `json:"fence,omitempty"`
+
+	// acquiredAt is when the lease was acquired.
+	// +optional
+	AcquiredAt *metav1.Time `json:"acquiredAt,omitempty"`
+
+	// ttl is the lease length snapshotted at intent time.
+	// +optional
+	TTL metav1.Duration `json:"ttl,omitempty"`
+
+	// renewInterval is the renewal interval snapshotted at intent time.
+	// +optional
+	RenewInterval metav1.Duration `json:"renewInterval,omitempty"`
+
+	// maxHold is the hold cap snapshotted at intent time.
+	// +optional
+	MaxHold metav1.Duration `json:"maxHold,omitempty"`
+
+	// envName is the fence env var name snapshotted at intent time.
+	// +optional
+	EnvName string `json:"envName,omitempty"`
+
+	// fencingPolicy is the fencing policy snapshotted at intent time.
+	// +optional
+	FencingPolicy FencingPolicy `json:"fencingPolicy,omitempty"`
+
+	// storeFailurePolicy is the store failure policy snapshotted at intent time.
+	// +optional
+	StoreFailurePolicy StoreFailurePolicy `json:"storeFailurePolicy,omitempty"`
+
+	// unguarded is true for a FailOpen run started without a lease (the store was down):
+	// its Pods carry the fence annotation "unfenced" and an empty fence env var.
+	// +optional
+	Unguarded bool `json:"unguarded,omitempty"`
+
+	// stopReason says why a Stopping run is being stopped (lock lost, maxHold reached,
+	// replaced, GuardedJob deleted, ...).
+	// +optional
+	StopReason string `json:"stopReason,omitempty"`
+}
+
+// RunRecord is the outcome of a run that finished or did not start.
+type RunRecord struct {
+	// jobName is the name of the run's Job (empty when no Job was created).
+	// +optional
+	JobName string `json:"jobName,omitempty"`
+
+	// scheduledTime is the occurrence the run was for.
+	// +optional
+	ScheduledTime *metav1.Time `json:"scheduledTime,omitempty"`
+
+	// key is the rendered lock key.
+	// +optional
+	Key string `json:"key,omitempty"`
+
+	// fence is the fence the run had (0 if none).
+	// +optional
+	Fence int64 `json:"fence,omitempty"`
+
+	// result is Succeeded, Failed, LockLost, Busy, StoreUnavailable, MaxHoldExceeded or
+	// Skipped.
+	// +optional
+	Result RunResult `json:"result,omitempty"`
+
+	// heldBy is the holder that had the key when the run could not get it (Busy), took
+	// it over (LockLost), or had completed the occurrence (Skipped, already done).
+	// +optional
+	HeldBy string `json:"heldBy,omitempty"`
+
+	// unguarded is true when the run was started without a lease (FailOpen).
+	// +optional
+	Unguarded bool `json:"unguarded,omitempty"`
+
+	// finishedAt is when the outcome was recorded.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+
+	// message says what happened, in words a person can act on.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// GuardedJob runs a Job on a cron schedule while holding a Redis lease: at most one run
+// per lock key across clusters and processes, each with a fencing token.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=gj,categories=all
+// +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
+// +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
+// +kubebuilder:printcolumn:name="Lock",type=string,JSONPath=`.status.lock.state`
+// +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.lock.holder`
+// +kubebuilder:printcolumn:name="Fence",type=integer,JSONPath=`.status.lastFence`
+// +kubebuilder:printcolumn:name="Last Schedule",type=date,JSONPath=`.status.lastScheduleTime`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 45",message="metadata.name must be at most 45 characters: Job names append -<minutes>-<6 hex>"
+type GuardedJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state.
+	// +required
+	Spec GuardedJobSpec `json:"spec"`
+
+	// status is the observed state, written only by the manager.
+	// +optional
+	Status GuardedJobStatus `json:"status,omitempty"`
+}
+
+// GuardedJobList is a list of GuardedJobs.
+//
+// +kubebuilder:object:root=true
+type GuardedJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []GuardedJob `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&GuardedJob{}, &GuardedJobList{})
+}

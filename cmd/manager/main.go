@@ -1,0 +1,210 @@
+// Command manager runs the GuardedJob controllers.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	// Every replica and cluster must agree on zone rules, whatever the image has.
+	_ "time/tzdata"
+
+	"github.com/go-logr/logr"
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/controllers"
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+)
+
+type options struct {
+	redisURL                string
+	clusterName             string
+	keyGrants               string
+	leaderElect             bool
+	leaderElectionID        string
+	leaderElectionNamespace string
+	leaseDuration           time.Duration
+	renewDeadline           time.Duration
+	retryPeriod             time.Duration
+	metricsAddr             string
+	probeAddr               string
+	maxConcurrentReconciles int
+	redisTimeout            time.Duration
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.redisURL, "redis-url", envOr("GUARDEDJOB_REDIS_URL", ""),
+		"URL of the manager's lock store (redis://, rediss://, unix://, redis+sentinel://, redis+cluster://); env GUARDEDJOB_REDIS_URL.")
+	flag.StringVar(&o.clusterName, "cluster-name", envOr("GUARDEDJOB_CLUSTER_NAME", ""),
+		"Name of this cluster in lease holders; env GUARDEDJOB_CLUSTER_NAME. Defaults to one derived from the kube-system namespace UID.")
+	flag.StringVar(&o.keyGrants, "key-grants", envOr("GUARDEDJOB_KEY_GRANTS", ""),
+		"Key prefixes namespaces may use outside '<namespace>:', as namespace=prefix pairs: payments=lock:settlement,reports=shared:")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election, so that one of several replicas is active.")
+	flag.StringVar(&o.leaderElectionID, "leader-election-id", "guardedjob-manager.batch.guardedjob.dev", "Name of the leader election Lease.")
+	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's).")
+	flag.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits before taking over.")
+	flag.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing before it gives up.")
+	flag.DurationVar(&o.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often leader election actions are retried.")
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it.")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables it.")
+	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "GuardedJobs reconciled in parallel.")
+	flag.DurationVar(&o.redisTimeout, "redis-timeout", lockclient.DefaultTimeout, "Bound on every call to the lock store.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+	if err := run(ctrl.SetupSignalHandler(), o, log); err != nil {
+		log.Error(err, "Manager stopped")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options, log logr.Logger) error {
+	if o.redisURL == "" {
+		return errors.New("--redis-url (or GUARDEDJOB_REDIS_URL) is required")
+	}
+	grants, err := controllers.ParseKeyGrants(o.keyGrants)
+	if err != nil {
+		return fmt.Errorf("--key-grants: %w", err)
+	}
+	redis.SetLogger(redisLogger{log: ctrl.Log.WithName("redis")})
+	store, err := lockclient.Dial(lockclient.Config{URL: o.redisURL, Timeout: o.redisTimeout})
+	if err != nil {
+		return fmt.Errorf("--redis-url: %w", err)
+	}
+	defer func() { _ = store.Close() }()
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(batchv1alpha1.AddToScheme(scheme))
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	if o.clusterName == "" {
+		if o.clusterName, err = defaultClusterName(ctx, cfg, scheme); err != nil {
+			return err
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   controllers.CacheOptions(),
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        o.leaderElectionID,
+		LeaderElectionNamespace: o.leaderElectionNamespace,
+		LeaseDuration:           &o.leaseDuration,
+		RenewDeadline:           &o.renewDeadline,
+		RetryPeriod:             &o.retryPeriod,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+
+	keeper := lockclient.NewKeeper(store)
+	// The stop controller writes with a client of its own, so its deletes never
+	// wait behind status writes in a shared rate limiter.
+	stopCfg := rest(cfg)
+	stopWriter, err := client.New(stopCfg, client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return fmt.Errorf("create stop client: %w", err)
+	}
+	stopper := &controllers.StopReconciler{
+		Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: stopWriter, Keeper: keeper,
+		Clock: clock.RealClock{}, MaxConcurrentReconciles: o.maxConcurrentReconciles,
+	}
+	if err := stopper.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up stop controller: %w", err)
+	}
+	reconciler := &controllers.GuardedJobReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
+		Clock: clock.RealClock{}, Store: store, Keeper: keeper, ClusterName: o.clusterName, KeyGrants: grants,
+		LeaderElection: o.leaderElect, LeaderLeaseDuration: o.leaseDuration, LeaderRetryPeriod: o.retryPeriod,
+		MaxConcurrentReconciles: o.maxConcurrentReconciles, Stopper: stopper,
+	}
+	if err := reconciler.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up guardedjob controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	// Not ready while the store does not answer; liveness never depends on Redis,
+	// so an outage does not restart the manager and lose its lease state.
+	if err := mgr.AddReadyzCheck("redis", func(req *http.Request) error { return store.Ping(req.Context()) }); err != nil {
+		return err
+	}
+
+	// The keeper runs on its own context: renewals must not stop while the
+	// manager's controllers shut down.
+	keeperCtx, stopKeeper := context.WithCancel(context.Background())
+	keeperDone := make(chan struct{})
+	go func() {
+		defer close(keeperDone)
+		_ = keeper.Run(keeperCtx)
+	}()
+	defer func() {
+		stopKeeper()
+		<-keeperDone
+	}()
+
+	log.Info("Starting manager", "cluster", o.clusterName, "store", store.Identity(), "keyGrants", grants.String(), "leaderElection", o.leaderElect)
+	return mgr.Start(ctx)
+}
+
+// rest copies a rest config with a rate budget of its own.
+func rest(cfg *restclient.Config) *restclient.Config {
+	c := *cfg
+	c.QPS, c.Burst = 50, 100
+	return &c
+}
+
+// defaultClusterName derives a stable name from the kube-system namespace UID,
+// which differs per cluster and survives manager restarts.
+func defaultClusterName(ctx context.Context, cfg *restclient.Config, scheme *runtime.Scheme) (string, error) {
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return "", fmt.Errorf("create client: %w", err)
+	}
+	ns := &corev1.Namespace{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "kube-system"}, ns); err != nil {
+		return "", fmt.Errorf("derive --cluster-name from the kube-system namespace (set --cluster-name instead): %w", err)
+	}
+	return "cluster-" + strings.SplitN(string(ns.UID), "-", 2)[0], nil
+}
+
+// redisLogger sends go-redis' internal messages (reconnects, pool errors) to the
+// manager's log at debug level.
+type redisLogger struct{ log logr.Logger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.V(1).Info(fmt.Sprintf(format, v...))
+}

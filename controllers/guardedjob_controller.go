@@ -1,0 +1,291 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+)
+
+// GuardedJobReconciler runs GuardedJobs: schedule or trigger -> intent -> acquire
+// -> Job -> observe -> release. It is the only writer of GuardedJob status and the
+// only creator of Jobs. Renewals happen in the Keeper, never here.
+type GuardedJobReconciler struct {
+	client.Client
+	// APIReader reads objects the cache does not hold (store Secrets).
+	APIReader client.Reader
+	Recorder  recorder.EventRecorder
+	Clock     clock.Clock
+
+	// Store is the manager's own lock store; Keeper renews leases in it.
+	Store  *lockclient.Client
+	Keeper *lockclient.Keeper
+
+	// ClusterName goes into every lease holder; runs recorded under another
+	// cluster name are never renewed here.
+	ClusterName string
+	KeyGrants   KeyGrants
+	// Leader election timing, for the lease-timing check.
+	LeaderElection      bool
+	LeaderLeaseDuration time.Duration
+	LeaderRetryPeriod   time.Duration
+
+	MaxConcurrentReconciles int
+
+	// Stopper is told to act at once on runs that must stop.
+	Stopper *StopReconciler
+
+	// events carries keeper reports to this controller (only the object key).
+	events chan event.GenericEvent
+
+	// superseded maps an object to the resourceVersion this manager last wrote
+	// over. A pass that reads that version from the cache works from state that
+	// is known to be stale: it waits for the cache instead of acting (acting would
+	// repeat an acquisition and waste a fence).
+	superseded sync.Map
+}
+
+// +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// jobOwnerKey indexes Jobs by the name of their GuardedJob.
+const jobOwnerKey = ".metadata.guardedjob"
+
+// CacheOptions restricts the manager's cache to the Jobs and Pods of GuardedJobs,
+// so a cluster with thousands of unrelated Pods costs nothing.
+func CacheOptions() cache.Options {
+	ours, _ := labels.Parse(batchv1alpha1.GuardedJobLabel)
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&batchv1.Job{}: {Label: ours},
+		&corev1.Pod{}:  {Label: ours},
+	}}
+}
+
+// SetupWithManager registers the controller, its watches and the keeper's report
+// source.
+func (r *GuardedJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.events == nil {
+		r.events = make(chan event.GenericEvent, 1024)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &batchv1.Job{}, jobOwnerKey, func(o client.Object) []string {
+		if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == "GuardedJob" && ref.APIVersion == batchv1alpha1.GroupVersion.String() {
+			return []string{ref.Name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index jobs: %w", err)
+	}
+	podToGuardedJob := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []ctrl.Request {
+		name := o.GetLabels()[batchv1alpha1.GuardedJobLabel]
+		if name == "" {
+			return nil
+		}
+		return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	})
+	if err := mgr.Add(manager.RunnableFunc(r.routeReports)); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&batchv1alpha1.GuardedJob{}).
+		Owns(&batchv1.Job{}).
+		Watches(&corev1.Pod{}, podToGuardedJob, builder.WithPredicates(predicate.Funcs{
+			// Only a Pod's disappearance moves a stopping run on.
+			CreateFunc: func(event.CreateEvent) bool { return false },
+			UpdateFunc: func(event.UpdateEvent) bool { return false },
+		})).
+		WatchesRawSource(source.Channel(r.events, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
+		Complete(r)
+}
+
+// scope is one reconcile pass: the object, its status as read, and what the pass
+// decided.
+type scope struct {
+	gj   *batchv1alpha1.GuardedJob
+	orig *batchv1alpha1.GuardedJob
+	now  time.Time
+	// requeue is the earliest time the pass wants to look again.
+	requeue time.Time
+}
+
+func (s *scope) requeueAt(t time.Time) {
+	if s.requeue.IsZero() || t.Before(s.requeue) {
+		s.requeue = t
+	}
+}
+
+func (s *scope) requeueAfter(d time.Duration) { s.requeueAt(s.now.Add(d)) }
+
+func (s *scope) result() ctrl.Result {
+	if s.requeue.IsZero() {
+		return ctrl.Result{}
+	}
+	d := s.requeue.Sub(s.now)
+	if d < time.Millisecond {
+		d = time.Millisecond
+	}
+	return ctrl.Result{RequeueAfter: d}
+}
+
+// cacheLagRetry is how soon a pass that found the cache behind its own last
+// write looks again.
+const cacheLagRetry = 50 * time.Millisecond
+
+// errPassEnded ends a pass after a write that must be durable before the next
+// side effect (intent, fence); the pass is requeued at once and re-reads.
+var errPassEnded = errors.New("pass ended after a guarded status write")
+
+// Reconcile runs one pass over a GuardedJob.
+func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	gj := &batchv1alpha1.GuardedJob{}
+	if err := r.Get(ctx, req.NamespacedName, gj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.superseded.Delete(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if rv, ok := r.superseded.Load(req.NamespacedName); ok && rv == gj.ResourceVersion {
+		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
+	}
+	s := &scope{gj: gj, orig: gj.DeepCopy(), now: r.Clock.Now()}
+
+	defer func() {
+		if errors.Is(retErr, errPassEnded) {
+			res, retErr = ctrl.Result{RequeueAfter: time.Millisecond}, nil
+			return
+		}
+		if retErr == nil {
+			gj.Status.ObservedGeneration = gj.Generation
+		}
+		if err := r.patchStatus(ctx, s); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+		if retErr == nil {
+			res = s.result()
+		}
+	}()
+
+	if !gj.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, s)
+	}
+	if !controllerutil.ContainsFinalizer(gj, batchv1alpha1.GuardedJobFinalizer) {
+		patch := client.MergeFrom(gj.DeepCopy())
+		controllerutil.AddFinalizer(gj, batchv1alpha1.GuardedJobFinalizer)
+		before := gj.ResourceVersion
+		if err := r.Patch(ctx, gj, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+		r.superseded.Store(client.ObjectKeyFromObject(gj), before)
+		s.orig.ResourceVersion = gj.ResourceVersion
+	}
+
+	spec, specErr := r.compile(ctx, gj)
+	setReady(gj, specErr, s.now)
+
+	if err := r.observeRuns(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if specErr != nil {
+		var se *SpecError
+		if errors.As(specErr, &se) {
+			r.warnOnce(s, se.Reason, se.Message)
+			return ctrl.Result{}, nil // fixing the spec starts a new pass
+		}
+		return ctrl.Result{}, specErr
+	}
+	if err := r.schedule(ctx, s, spec); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, nil
+}
+
+// patchStatus writes the status once, if it changed, with an optimistic lock: a
+// pass that read a stale object never overwrites a newer status.
+func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error {
+	if equality.Semantic.DeepEqual(s.orig.Status, s.gj.Status) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(s.orig, client.MergeFromWithOptimisticLock{})
+	before := s.gj.ResourceVersion
+	if err := r.Status().Patch(ctx, s.gj, patch); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("patch status: %w", err)
+	}
+	r.superseded.Store(client.ObjectKeyFromObject(s.gj), before)
+	return nil
+}
+
+// writeGuarded makes the status durable before a side effect (acquiring a lease,
+// creating a Job), with the object's resourceVersion as precondition, and ends the
+// pass. A conflict means the pass worked from a stale object: nothing happened and
+// the next pass starts over.
+func (r *GuardedJobReconciler) writeGuarded(ctx context.Context, s *scope) error {
+	before := s.gj.ResourceVersion
+	if err := r.Status().Update(ctx, s.gj); err != nil {
+		return fmt.Errorf("record run state: %w", err)
+	}
+	r.superseded.Store(client.ObjectKeyFromObject(s.gj), before)
+	s.orig = s.gj.DeepCopy()
+	return errPassEnded
+}
+
+// event records an event about the GuardedJob (and the Job it concerns, if any).
+func (r *GuardedJobReconciler) event(gj *batchv1alpha1.GuardedJob, job *batchv1.Job, eventType, reason, format string, args ...any) {
+	if r.Recorder == nil {
+		return
+	}
+	var related runtime.Object
+	if job != nil {
+		related = job
+	}
+	r.Recorder.Eventf(gj, related, eventType, reason, reason, format, args...)
+}
+
+// warnOnce emits a Warning the first time a spec problem is seen (the Ready
+// condition holds it afterwards).
+func (r *GuardedJobReconciler) warnOnce(s *scope, reason, msg string) {
+	before := findCondition(s.orig.Status.Conditions, batchv1alpha1.ReadyCondition)
+	if before != nil && before.Reason == reason && before.Message == msg {
+		return
+	}
+	r.event(s.gj, nil, corev1.EventTypeWarning, reason, "%s", msg)
+}

@@ -1,0 +1,54 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+)
+
+// reconcileDelete handles a GuardedJob being deleted. onDelete Stop stops every
+// active run (the stop controller deletes Jobs and Pods); Wait lets them finish.
+// Either way a lease is released only once its Pods are gone, and the finalizer
+// goes only when no run is left.
+func (r *GuardedJobReconciler) reconcileDelete(ctx context.Context, s *scope) error {
+	gj := s.gj
+	for i := range gj.Status.Active {
+		run := &gj.Status.Active[i]
+		switch run.Phase {
+		case batchv1alpha1.RunPhaseAcquiring:
+			// No Job exists; the lease, if the acquisition went through, is ours.
+			run.Phase = batchv1alpha1.RunPhaseReleasing
+			run.StopReason = string(batchv1alpha1.RunResultSkipped) + ": the GuardedJob was deleted before the run started"
+		case batchv1alpha1.RunPhaseRunning:
+			if gj.Spec.OnDeleteOrDefault() == batchv1alpha1.OnDeleteStop {
+				if err := r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the GuardedJob is being deleted (onDelete: Stop)",
+					batchv1alpha1.JobStoppedReason, batchv1alpha1.LockStateHeld, run.Holder); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := r.observeRuns(ctx, s); err != nil {
+		return err
+	}
+	if len(gj.Status.Active) > 0 {
+		return nil // runs are stopping or finishing; their events bring us back
+	}
+	if !controllerutil.ContainsFinalizer(gj, batchv1alpha1.GuardedJobFinalizer) {
+		return nil
+	}
+	if err := r.patchStatus(ctx, s); err != nil {
+		return err
+	}
+	s.orig = gj.DeepCopy()
+	patch := client.MergeFrom(gj.DeepCopy())
+	controllerutil.RemoveFinalizer(gj, batchv1alpha1.GuardedJobFinalizer)
+	if err := r.Patch(ctx, gj, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("remove finalizer: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+)
+
+// schedule decides whether a run is due (by schedule or by a run-now trigger),
+// applies the concurrency policy, and records the intent of a new run. Recording
+// the intent ends the pass; the next pass acquires.
+func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *compiledSpec) error {
+	gj := s.gj
+	deadline := gj.Spec.StartingDeadline()
+	if err := r.reapUnclaimedJobs(ctx, s); err != nil {
+		return err
+	}
+	triggerValue, triggered, manual := r.pendingTrigger(s, spec)
+
+	var occurrence time.Time
+	if gj.Spec.Suspended() {
+		gj.Status.NextScheduleTime = nil
+	} else {
+		from := gj.CreationTimestamp.Time
+		if gj.Status.LastScheduleTime != nil {
+			from = gj.Status.LastScheduleTime.Time
+		}
+		due, ok, missed := spec.schedule.Due(from, s.now, deadline)
+		if missed > 0 && !ok {
+			if latest, found := spec.schedule.Prev(s.now.Add(-deadline)); found {
+				gj.Status.LastScheduleTime = &metav1.Time{Time: latest}
+				msg := fmt.Sprintf("missed %d run(s), the last due at %s: more than startingDeadlineSeconds (%s) late", missed, latest.UTC().Format(time.RFC3339), deadline)
+				recordRun(gj, "", latest, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
+				r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.StartingDeadlineExceededReason, "%s", msg)
+			}
+		}
+		if ok {
+			occurrence = due
+		}
+		next := spec.schedule.Next(s.now)
+		gj.Status.NextScheduleTime = &metav1.Time{Time: next}
+		s.requeueAt(next)
+	}
+	if triggered {
+		occurrence = manual
+	}
+	if occurrence.IsZero() {
+		return nil
+	}
+
+	skip := func(msg string) {
+		if !triggered {
+			gj.Status.LastScheduleTime = &metav1.Time{Time: occurrence}
+		} else {
+			gj.Status.LastRunNow = triggerValue
+		}
+		recordRun(gj, "", occurrence, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
+		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.TriggerSkippedReason, "Skipped the run for %s: %s", occurrence.UTC().Format(time.RFC3339), msg)
+	}
+	for _, run := range gj.Status.Active {
+		if run.ScheduledTime.Equal(&metav1.Time{Time: occurrence}) {
+			if triggered {
+				skip("a run of this occurrence (" + run.JobName + ") is active")
+			}
+			return nil
+		}
+	}
+	if len(gj.Status.Active) > 0 {
+		switch gj.Spec.ConcurrencyPolicyOrDefault() {
+		case batchv1alpha1.ForbidConcurrent:
+			skip(fmt.Sprintf("concurrencyPolicy Forbid and %s is still active", gj.Status.Active[0].JobName))
+			return nil
+		case batchv1alpha1.ReplaceConcurrent:
+			for i := range gj.Status.Active {
+				run := &gj.Status.Active[i]
+				if run.Phase == batchv1alpha1.RunPhaseRunning {
+					if err := r.beginStop(s, run, batchv1alpha1.RunResultFailed,
+						"replaced by the run for "+occurrence.UTC().Format(time.RFC3339), batchv1alpha1.JobStoppedReason, batchv1alpha1.LockStateHeld, run.Holder); err != nil {
+						return err
+					}
+				}
+			}
+			s.requeueAfter(time.Second)
+			return nil // the new run starts once the old one's Pods are gone
+		}
+	}
+	return r.recordIntent(ctx, s, spec, occurrence, triggered, triggerValue)
+}
+
+// pendingTrigger reads the run-now annotation. It returns the occurrence to run,
+// or handles a value that is stale or does not parse (recorded, with an event).
+func (r *GuardedJobReconciler) pendingTrigger(s *scope, spec *compiledSpec) (value string, ok bool, occurrence time.Time) {
+	gj := s.gj
+	value = gj.Annotations[batchv1alpha1.RunNowAnnotation]
+	if value == "" || value == gj.Status.LastRunNow {
+		return value, false, time.Time{}
+	}
+	at, err := ParseTrigger(value)
+	if err != nil {
+		gj.Status.LastRunNow = value
+		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InvalidTriggerReason, "Ignored %s=%q: %v", batchv1alpha1.RunNowAnnotation, value, err)
+		return value, false, time.Time{}
+	}
+	occ, stale, msg := TriggerOccurrence(spec.schedule, at, gj.CreationTimestamp.Time, s.now, gj.Spec.StartingDeadline())
+	if stale || occ.IsZero() {
+		gj.Status.LastRunNow = value
+		recordRun(gj, "", at, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
+		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.TriggerSkippedReason, "Skipped trigger %s: %s", value, msg)
+		return value, false, time.Time{}
+	}
+	return value, true, occ
+}
+
+// recordIntent writes a new run (phase Acquiring) with everything needed to
+// acquire, renew and release it, before anything touches Redis.
+func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec *compiledSpec, occurrence time.Time, triggered bool, triggerValue string) error {
+	gj := s.gj
+	keys, err := spec.keys(r, gj, KeyData{ScheduledTime: occurrence.In(spec.schedule.Location()), Namespace: gj.Namespace, Name: gj.Name})
+	if err != nil {
+		var se *SpecError
+		if errors.As(err, &se) {
+			setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, se.Reason, se.Message, s.now)
+			r.warnOnce(s, se.Reason, se.Message)
+			return nil
+		}
+		return err
+	}
+	random, err := lockclient.NewRandom()
+	if err != nil {
+		return err
+	}
+	jobName := JobName(gj.Name, occurrence, random)
+	holder := lockclient.FormatHolder(r.ClusterName, gj.Namespace, jobName)
+	gj.Status.Active = append(gj.Status.Active, batchv1alpha1.ActiveRun{
+		JobName:            jobName,
+		Phase:              batchv1alpha1.RunPhaseAcquiring,
+		ScheduledTime:      metav1.Time{Time: occurrence},
+		Key:                keys.Lock,
+		OccurrenceKey:      keys.Occurrence,
+		FenceKey:           keys.Fence,
+		Store:              spec.store.Identity(),
+		Holder:             holder,
+		Token:              lockclient.FormatToken(holder, random),
+		Cluster:            r.ClusterName,
+		OwnerUID:           gj.UID,
+		TTL:                metav1.Duration{Duration: gj.Spec.Lock.TTLOrDefault()},
+		RenewInterval:      metav1.Duration{Duration: gj.Spec.Lock.RenewIntervalOrDefault()},
+		MaxHold:            metav1.Duration{Duration: gj.Spec.Lock.MaxHoldOrDefault()},
+		EnvName:            gj.Spec.Fencing.EnvNameOrDefault(),
+		FencingPolicy:      gj.Spec.Fencing.PolicyOrDefault(),
+		StoreFailurePolicy: gj.Spec.Lock.StoreFailurePolicyOrDefault(),
+	})
+	if triggered {
+		gj.Status.LastRunNow = triggerValue
+	}
+	if gj.Status.LastScheduleTime == nil || occurrence.After(gj.Status.LastScheduleTime.Time) {
+		gj.Status.LastScheduleTime = &metav1.Time{Time: occurrence}
+	}
+	return r.writeGuarded(ctx, s)
+}
+
+// reapUnclaimedJobs handles Jobs of this GuardedJob that no active run claims:
+// finished ones lose the lease finalizer (their run is over); running ones are
+// stopped by the stop controller, which re-reads the object before it acts.
+func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) error {
+	jobs, err := r.ownedJobs(ctx, s.gj)
+	if err != nil {
+		return err
+	}
+	for i := range jobs {
+		job := &jobs[i]
+		if runByName(s.gj, job.Name) != nil {
+			continue
+		}
+		if _, finished := jobFinished(job); finished || !job.DeletionTimestamp.IsZero() {
+			left, err := r.podsLeft(ctx, job.Namespace, job.Name)
+			if err != nil {
+				return err
+			}
+			if left == 0 {
+				if err := r.dropLeaseFinalizer(ctx, job.Namespace, job.Name); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		r.pokeStopper(job.Namespace, job.Name)
+	}
+	return nil
+}

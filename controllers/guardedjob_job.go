@@ -1,0 +1,140 @@
+package controllers
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+)
+
+// buildJob returns the Job of an active run, and warnings for the object's events.
+// It is pure: the same object and run always give the same Job, so a Job found
+// after a crash can be compared with the one that would be created.
+//
+// The Job carries the lease finalizer (the lease is released before the Job may
+// go), a controller reference to the GuardedJob, podReplacementPolicy Failed (a
+// replacement Pod never runs beside the Pod it replaces), activeDeadlineSeconds =
+// maxHold on the Job and on its Pods (so the Job controller and the kubelet bound
+// the run even without this manager), and the fence in every container's env and
+// in the annotation batch.guardedjob.dev/fence of the Job and its Pods.
+func buildJob(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (*batchv1.Job, []string) {
+	var warnings []string
+	tmpl := gj.Spec.JobTemplate.DeepCopy()
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        run.JobName,
+			Namespace:   gj.Namespace,
+			Labels:      maps.Clone(tmpl.Labels),
+			Annotations: maps.Clone(tmpl.Annotations),
+			Finalizers:  []string{batchv1alpha1.LeaseFinalizer},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion:         batchv1alpha1.GroupVersion.String(),
+				Kind:               "GuardedJob",
+				Name:               gj.Name,
+				UID:                gj.UID,
+				Controller:         ptr.To(true),
+				BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: tmpl.Spec,
+	}
+	pod := &job.Spec.Template
+
+	fenced := run.FencingPolicy != batchv1alpha1.FencingNone
+	fenceValue := strconv.FormatInt(run.Fence, 10)
+	if run.Unguarded {
+		fenceValue = ""
+	}
+	annotations := map[string]string{
+		batchv1alpha1.ScheduledTimeAnnotation: run.ScheduledTime.UTC().Format(time.RFC3339),
+		batchv1alpha1.HolderAnnotation:        run.Holder,
+	}
+	if fenced || run.Unguarded {
+		annotations[batchv1alpha1.FenceAnnotation] = fenceValue
+		if run.Unguarded {
+			annotations[batchv1alpha1.FenceAnnotation] = batchv1alpha1.UnfencedValue
+		}
+	}
+	labels := map[string]string{batchv1alpha1.GuardedJobLabel: gj.Name}
+	job.Labels = mergeMaps(job.Labels, labels)
+	job.Annotations = mergeMaps(job.Annotations, annotations)
+	pod.Labels = mergeMaps(pod.Labels, labels)
+	pod.Annotations = mergeMaps(pod.Annotations, annotations)
+
+	if fenced || run.Unguarded {
+		name := run.EnvName
+		if name == "" {
+			name = batchv1alpha1.DefaultFenceEnvName
+		}
+		for i := range pod.Spec.InitContainers {
+			setEnv(&pod.Spec.InitContainers[i], name, fenceValue)
+		}
+		for i := range pod.Spec.Containers {
+			setEnv(&pod.Spec.Containers[i], name, fenceValue)
+		}
+	}
+
+	job.Spec.PodReplacementPolicy = ptr.To(batchv1.Failed)
+	if run.MaxHold.Duration > 0 {
+		seconds := int64(math.Ceil(run.MaxHold.Seconds()))
+		job.Spec.ActiveDeadlineSeconds = minPtr(job.Spec.ActiveDeadlineSeconds, seconds)
+		pod.Spec.ActiveDeadlineSeconds = minPtr(pod.Spec.ActiveDeadlineSeconds, seconds)
+	}
+
+	// A disrupted Pod (evicted, preempted, node lost) may still be running when the
+	// Job controller replaces it, and the replacement would carry the same fence.
+	// Failing the Job instead makes any retry a new run with a new fence.
+	if fenced && !run.Unguarded {
+		switch pod.Spec.RestartPolicy {
+		case corev1.RestartPolicyNever:
+			rule := batchv1.PodFailurePolicyRule{
+				Action:          batchv1.PodFailurePolicyActionFailJob,
+				OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
+			}
+			if job.Spec.PodFailurePolicy == nil {
+				job.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{}
+			}
+			job.Spec.PodFailurePolicy.Rules = append([]batchv1.PodFailurePolicyRule{rule}, job.Spec.PodFailurePolicy.Rules...)
+		case corev1.RestartPolicyOnFailure:
+			warnings = append(warnings, fmt.Sprintf(
+				"restartPolicy OnFailure cannot have a podFailurePolicy: if a Pod of %s is disrupted (evicted, node lost) while still running, its replacement runs with the same fence %d; use restartPolicy Never for fenced work",
+				run.JobName, run.Fence))
+		}
+	}
+	return job, warnings
+}
+
+// setEnv sets name=value on c, replacing a variable of that name.
+func setEnv(c *corev1.Container, name, value string) {
+	for i := range c.Env {
+		if c.Env[i].Name == name {
+			c.Env[i] = corev1.EnvVar{Name: name, Value: value}
+			return
+		}
+	}
+	c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
+}
+
+func minPtr(p *int64, v int64) *int64 {
+	if p != nil && *p < v {
+		return ptr.To(*p)
+	}
+	return ptr.To(v)
+}
+
+// mergeMaps returns dst with every entry of src set (src wins).
+func mergeMaps(dst, src map[string]string) map[string]string {
+	if dst == nil {
+		dst = make(map[string]string, len(src))
+	}
+	maps.Copy(dst, src)
+	return dst
+}

@@ -1,0 +1,115 @@
+package controllers
+
+import (
+	"errors"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+)
+
+// setCondition sets a condition; its transition time moves only when the status does.
+func setCondition(gj *batchv1alpha1.GuardedJob, typ string, status metav1.ConditionStatus, reason, msg string, now time.Time) {
+	meta.SetStatusCondition(&gj.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: gj.Generation, LastTransitionTime: metav1.NewTime(now),
+	})
+}
+
+func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
+	return meta.FindStatusCondition(conds, typ)
+}
+
+// setReady reflects whether the spec can run: True (Scheduled or Suspended) or
+// False with the SpecError's reason and message.
+func setReady(gj *batchv1alpha1.GuardedJob, specErr error, now time.Time) {
+	var se *SpecError
+	switch {
+	case errors.As(specErr, &se):
+		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, se.Reason, se.Message, now)
+	case specErr != nil:
+		// A transient error (store, API) says nothing about the spec: keep Ready as is.
+	case gj.Spec.Suspended():
+		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionTrue, batchv1alpha1.SuspendedReason, "suspended: no new runs are scheduled", now)
+	default:
+		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionTrue, batchv1alpha1.ScheduledReason, "the schedule, keys and lease timing are valid", now)
+	}
+}
+
+// setStoreReachable records whether the last call to the store got an answer.
+func setStoreReachable(gj *batchv1alpha1.GuardedJob, err error, now time.Time) {
+	if err != nil {
+		setCondition(gj, batchv1alpha1.StoreReachableCondition, metav1.ConditionFalse, batchv1alpha1.StoreUnavailableReason, err.Error(), now)
+		return
+	}
+	setCondition(gj, batchv1alpha1.StoreReachableCondition, metav1.ConditionTrue, batchv1alpha1.StoreAvailableReason, "the lock store answers", now)
+}
+
+// setLockHeld derives LockHeld from the active runs: True while a run holds its
+// lease, False otherwise with the reason given (Idle, LockBusy, LockLost, ...).
+func setLockHeld(gj *batchv1alpha1.GuardedJob, idleReason, idleMsg string, now time.Time) {
+	for _, run := range gj.Status.Active {
+		if run.Phase == batchv1alpha1.RunPhaseRunning && !run.Unguarded {
+			setCondition(gj, batchv1alpha1.LockHeldCondition, metav1.ConditionTrue, batchv1alpha1.LockAcquiredReason,
+				"lock "+run.Key+" is held by "+run.Holder+fenceSuffix(run.Fence), now)
+			return
+		}
+	}
+	if idleReason == "" {
+		idleReason, idleMsg = batchv1alpha1.IdleReason, "no run holds the lock"
+	}
+	setCondition(gj, batchv1alpha1.LockHeldCondition, metav1.ConditionFalse, idleReason, idleMsg, now)
+}
+
+// setLock records the latest observation of the lock key.
+func setLock(gj *batchv1alpha1.GuardedJob, state batchv1alpha1.LockState, key, holder string, fence int64) {
+	gj.Status.Lock = &batchv1alpha1.LockStatus{State: state, Key: key, Holder: holder, Fence: fence}
+}
+
+// finishRun moves a run out of status.active into status.lastRun.
+func finishRun(gj *batchv1alpha1.GuardedJob, run batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, heldBy, msg string, now time.Time) {
+	removeRun(gj, run.JobName)
+	recordRun(gj, run.JobName, run.ScheduledTime.Time, run.Key, run.Fence, run.Unguarded, result, heldBy, msg, now)
+}
+
+// recordRun sets status.lastRun.
+func recordRun(gj *batchv1alpha1.GuardedJob, jobName string, scheduled time.Time, key string, fence int64, unguarded bool, result batchv1alpha1.RunResult, heldBy, msg string, now time.Time) {
+	t := metav1.NewTime(now)
+	st := metav1.NewTime(scheduled)
+	gj.Status.LastRun = &batchv1alpha1.RunRecord{
+		JobName: jobName, ScheduledTime: &st, Key: key, Fence: fence, Unguarded: unguarded,
+		Result: result, HeldBy: heldBy, FinishedAt: &t, Message: msg,
+	}
+}
+
+func removeRun(gj *batchv1alpha1.GuardedJob, jobName string) {
+	active := gj.Status.Active[:0]
+	for _, r := range gj.Status.Active {
+		if r.JobName != jobName {
+			active = append(active, r)
+		}
+	}
+	gj.Status.Active = active
+	if len(gj.Status.Active) == 0 {
+		gj.Status.Active = nil
+	}
+}
+
+// runByName returns a pointer into status.active, or nil.
+func runByName(gj *batchv1alpha1.GuardedJob, jobName string) *batchv1alpha1.ActiveRun {
+	for i := range gj.Status.Active {
+		if gj.Status.Active[i].JobName == jobName {
+			return &gj.Status.Active[i]
+		}
+	}
+	return nil
+}
+
+func fenceSuffix(fence int64) string {
+	if fence == 0 {
+		return ""
+	}
+	return " (fence " + itoa(fence) + ")"
+}

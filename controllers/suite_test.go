@@ -1,0 +1,304 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/go-logr/logr"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap/zapcore"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/controllers"
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
+)
+
+var (
+	restCfg   *rest.Config
+	k8s       client.Client
+	scheme    = runtime.NewScheme()
+	nsCounter int
+)
+
+func TestMain(m *testing.M) {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(batchv1alpha1.AddToScheme(scheme))
+	if os.Getenv("TEST_VERBOSE") != "" {
+		logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(zapcore.DebugLevel)))
+	} else {
+		logf.SetLogger(logr.Discard())
+	}
+
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds kube-apiserver and etcd")
+		os.Exit(1)
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+	}
+	var err error
+	if restCfg, err = env.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "start envtest:", err)
+		os.Exit(1)
+	}
+	if k8s, err = client.New(restCfg, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// harness is one test's world: a namespace, a real redis-server, and a manager
+// running the GuardedJob and stop controllers against the shared API server.
+type harness struct {
+	t       *testing.T
+	g       Gomega
+	ns      string
+	redis   *redisserver.Server
+	rdb     *redis.Client
+	store   *lockclient.Client
+	clock   *clocktesting.FakeClock
+	stopMgr context.CancelFunc
+	done    chan struct{}
+	// intercept, when set, wraps the manager's client (fault injection).
+	intercept *interceptor.Funcs
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	h := &harness{t: t, g: NewWithT(t), clock: clocktesting.NewFakeClock(time.Now())}
+	nsCounter++
+	h.ns = fmt.Sprintf("t%d-%d", nsCounter, time.Now().UnixNano()%100000)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: h.ns}}
+	h.g.Expect(k8s.Create(context.Background(), ns)).To(Succeed())
+	h.redis = redisserver.Start(t)
+	h.rdb = h.redis.Client(t)
+	var err error
+	h.store, err = lockclient.Dial(lockclient.Config{URL: h.redis.URL(), Timeout: 2 * time.Second})
+	h.g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = h.store.Close() })
+	return h
+}
+
+// start runs a manager until stop is called or the test ends. Each start is a
+// fresh manager with a fresh keeper, as after a process restart.
+func (h *harness) start() {
+	h.t.Helper()
+	opts := ctrl.Options{
+		Scheme:  scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: func() cache.Options {
+			o := controllers.CacheOptions()
+			o.DefaultNamespaces = map[string]cache.Config{h.ns: {}}
+			return o
+		}(),
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	if h.intercept != nil {
+		funcs := *h.intercept
+		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			c, err := client.NewWithWatch(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			return interceptor.NewClient(c, funcs), nil
+		}
+	}
+	mgr, err := ctrl.NewManager(restCfg, opts)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	keeper := lockclient.NewKeeper(h.store)
+	stopper := &controllers.StopReconciler{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Keeper: keeper, Clock: h.clock}
+	h.g.Expect(stopper.SetupWithManager(mgr)).To(Succeed())
+	r := &controllers.GuardedJobReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
+		Clock: h.clock, Store: h.store, Keeper: keeper, ClusterName: "cluster-a", Stopper: stopper,
+	}
+	h.g.Expect(r.SetupWithManager(mgr)).To(Succeed())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		kctx, kcancel := context.WithCancel(ctx)
+		defer kcancel()
+		go func() { _ = keeper.Run(kctx) }()
+		if err := mgr.Start(ctx); err != nil {
+			h.t.Errorf("manager: %v", err)
+		}
+	}()
+	h.stopMgr, h.done = cancel, done
+	h.t.Cleanup(h.stop)
+}
+
+// stop ends the manager (and its keeper), like a crash of the process: leases are
+// neither renewed nor released any more.
+func (h *harness) stop() {
+	if h.stopMgr != nil {
+		h.stopMgr()
+		<-h.done
+		h.stopMgr = nil
+	}
+}
+
+// guardedJob returns a GuardedJob that runs a one-container Job. Its Pods get a
+// 1s grace period so that short test leases pass the lease-timing check.
+func (h *harness) guardedJob(name, key string) *batchv1alpha1.GuardedJob {
+	return &batchv1alpha1.GuardedJob{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns},
+		Spec: batchv1alpha1.GuardedJobSpec{
+			Schedule: "0 0 1 1 *",
+			Lock:     batchv1alpha1.LockSpec{Key: key},
+			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy:                 corev1.RestartPolicyNever,
+				TerminationGracePeriodSeconds: ptr.To(int64(1)),
+				Containers:                    []corev1.Container{{Name: "work", Image: "busybox"}},
+			}}}},
+		},
+	}
+}
+
+func (h *harness) create(gj *batchv1alpha1.GuardedJob) *batchv1alpha1.GuardedJob {
+	h.t.Helper()
+	h.g.Expect(k8s.Create(context.Background(), gj)).To(Succeed())
+	return gj
+}
+
+// trigger sets the run-now annotation to the harness clock's current time.
+func (h *harness) trigger(gj *batchv1alpha1.GuardedJob) string {
+	h.t.Helper()
+	h.clock.SetTime(time.Now())
+	value := h.clock.Now().UTC().Format(time.RFC3339)
+	h.annotate(gj, value)
+	return value
+}
+
+func (h *harness) annotate(gj *batchv1alpha1.GuardedJob, value string) {
+	h.t.Helper()
+	h.g.Eventually(func() error {
+		cur := &batchv1alpha1.GuardedJob{}
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(gj), cur); err != nil {
+			return err
+		}
+		patch := client.MergeFrom(cur.DeepCopy())
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations[batchv1alpha1.RunNowAnnotation] = value
+		return k8s.Patch(context.Background(), cur, patch)
+	}).Should(Succeed())
+}
+
+func (h *harness) get(gj *batchv1alpha1.GuardedJob) *batchv1alpha1.GuardedJob {
+	h.t.Helper()
+	cur := &batchv1alpha1.GuardedJob{}
+	h.g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(gj), cur)).To(Succeed())
+	return cur
+}
+
+// jobs lists the Jobs in the test namespace.
+func (h *harness) jobs() []batchv1.Job {
+	list := &batchv1.JobList{}
+	h.g.Expect(k8s.List(context.Background(), list, client.InNamespace(h.ns))).To(Succeed())
+	return list.Items
+}
+
+// waitJob waits until exactly n Jobs exist and returns the newest.
+func (h *harness) waitJobs(n int) []batchv1.Job {
+	h.t.Helper()
+	var jobs []batchv1.Job
+	h.g.Eventually(func() []batchv1.Job { jobs = h.jobs(); return jobs }).WithTimeout(20 * time.Second).Should(HaveLen(n))
+	return jobs
+}
+
+// complete plays the Job controller: the Job succeeded and its Pods are gone.
+func (h *harness) complete(job *batchv1.Job) {
+	h.t.Helper()
+	now := metav1.Now()
+	h.setJobStatus(job, batchv1.JobStatus{
+		StartTime: &now, CompletionTime: &now, Succeeded: 1,
+		Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		},
+	})
+}
+
+// fail plays the Job controller: the Job failed and its Pods are gone.
+func (h *harness) fail(job *batchv1.Job) {
+	h.t.Helper()
+	now := metav1.Now()
+	h.setJobStatus(job, batchv1.JobStatus{
+		StartTime: &now, Failed: 1,
+		Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: now},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
+		},
+	})
+}
+
+func (h *harness) setJobStatus(job *batchv1.Job, st batchv1.JobStatus) {
+	h.t.Helper()
+	h.g.Eventually(func() error {
+		cur := &batchv1.Job{}
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(job), cur); err != nil {
+			return err
+		}
+		cur.Status = st
+		return k8s.Status().Update(context.Background(), cur)
+	}).Should(Succeed())
+}
+
+// events returns "<reason>: <note>" of the events about gj, oldest first.
+func (h *harness) events(gj *batchv1alpha1.GuardedJob) []string {
+	list := &eventsv1.EventList{}
+	h.g.Expect(k8s.List(context.Background(), list, client.InNamespace(h.ns))).To(Succeed())
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == gj.Name && e.Regarding.Kind == "GuardedJob" {
+			out = append(out, e.Reason+": "+e.Note)
+		}
+	}
+	return out
+}
+
+// envOf returns the value of an env var of the Job's first container, or
+// "<unset>".
+func envOf(job *batchv1.Job, name string) string {
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return "<unset>"
+}
