@@ -209,7 +209,7 @@ func TestARestartedManagerResumesRenewingTheSameJob(t *testing.T) {
 	h.g.Eventually(func() time.Duration { return h.rdb.PTTL(ctx, key).Val() }).WithTimeout(5 * time.Second).Should(BeNumerically("<", 8*time.Second))
 	h.start()
 	g := h.g
-	g.Eventually(func() time.Duration { return h.rdb.PTTL(ctx, key).Val() }).WithTimeout(10 * time.Second).Should(BeNumerically(">", 9*time.Second),
+	g.Eventually(func() time.Duration { return h.rdb.PTTL(ctx, key).Val() }).WithTimeout(10*time.Second).Should(BeNumerically(">", 9*time.Second),
 		"the new manager renews the lease it found in status")
 	g.Consistently(func() []batchv1.Job { return h.jobs() }).WithTimeout(3 * time.Second).Should(ConsistOf(HaveField("UID", job.UID)))
 	g.Expect(h.get(gj).Status.Active).To(ConsistOf(HaveField("JobName", job.Name)), "lastRun: %+v", h.get(gj).Status.LastRun)

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	. "github.com/onsi/gomega"
 	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap/zapcore"
 	batchv1 "k8s.io/api/batch/v1"

@@ -1,0 +1,381 @@
+package controllers
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"text/template"
+	"text/template/parse"
+	"time"
+	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+)
+
+// KeyData is the data key templates see.
+type KeyData struct {
+	// ScheduledTime is the occurrence's scheduled time in the spec's zone.
+	ScheduledTime time.Time
+	Namespace     string
+	Name          string
+	// Key is the rendered lock key; empty while rendering the lock key itself.
+	Key string
+}
+
+const (
+	// maxTemplateBytes matches the CRD's maxLength for key templates.
+	maxTemplateBytes = 1024
+	// maxValueBytes caps every string a template function returns. A key is at most
+	// 512 bytes, so nothing longer is useful, and the cap stops templates that feed a
+	// function's output back into it from growing strings exponentially.
+	maxValueBytes = 2 * lockclient.MaxKeyLength
+	// keyMessageBytes is how much of a rendered key a message quotes.
+	keyMessageBytes = 80
+)
+
+// keyFuncs is the function set of key templates: pure string functions, no access
+// to the environment, files or network. The builtins that build strings (print,
+// printf, println, html, js, urlquery) are replaced by capped versions. Argument
+// order follows sprig, so the string comes last and pipelines read naturally:
+// {{ .Name | replace "-" "_" }}.
+var keyFuncs = template.FuncMap{
+	"lower":      func(s string) (string, error) { return capValue(strings.ToLower(s)) },
+	"upper":      func(s string) (string, error) { return capValue(strings.ToUpper(s)) },
+	"trimPrefix": func(prefix, s string) string { return strings.TrimPrefix(s, prefix) },
+	"trimSuffix": func(suffix, s string) string { return strings.TrimSuffix(s, suffix) },
+	"replace":    replaceAll,
+	"print":      func(args ...any) (string, error) { return capValue(fmt.Sprint(args...)) },
+	"println":    func(args ...any) (string, error) { return capValue(fmt.Sprintln(args...)) },
+	"printf":     printfCapped,
+	"html":       func(args ...any) (string, error) { return capValue(template.HTMLEscaper(args...)) },
+	"js":         func(args ...any) (string, error) { return capValue(template.JSEscaper(args...)) },
+	"urlquery":   func(args ...any) (string, error) { return capValue(template.URLQueryEscaper(args...)) },
+}
+
+// capValue returns s, or an error if it is longer than maxValueBytes. (The template
+// package names the function in the error.)
+func capValue(s string) (string, error) {
+	if len(s) > maxValueBytes {
+		return "", errValueTooLong
+	}
+	return s, nil
+}
+
+var errValueTooLong = fmt.Errorf("result longer than %d bytes", maxValueBytes)
+
+// replaceAll is strings.ReplaceAll(s, from, to) that computes the result's length
+// before building it.
+func replaceAll(from, to, s string) (string, error) {
+	n := strings.Count(s, from) // for from == "": runes + 1, as ReplaceAll inserts
+	if len(s)+n*(len(to)-len(from)) > maxValueBytes {
+		return "", errValueTooLong
+	}
+	return strings.ReplaceAll(s, from, to), nil
+}
+
+// printfCapped is fmt.Sprintf that refuses widths, precisions and argument indexes
+// above maxValueBytes, and widths taken from arguments (*), whose output could be
+// large before the result's length is checked.
+func printfCapped(format string, args ...any) (string, error) {
+	for i := 0; i < len(format); i++ {
+		if format[i] != '%' {
+			continue
+		}
+		num := 0
+		for i++; i < len(format) && strings.IndexByte("+-# 0123456789.[]*", format[i]) >= 0; i++ {
+			switch c := format[i]; {
+			case c == '*':
+				return "", errors.New("* widths are not allowed")
+			case c >= '0' && c <= '9':
+				if num = num*10 + int(c-'0'); num > maxValueBytes {
+					return "", fmt.Errorf("widths and precisions above %d are not allowed", maxValueBytes)
+				}
+			default:
+				num = 0
+			}
+		}
+	}
+	return capValue(fmt.Sprintf(format, args...))
+}
+
+// ParseKeyTemplate parses the key template text of field (a path such as
+// "spec.lock.occurrenceKey", used in messages) with the key function set and
+// missingkey=error. It rejects what could loop, recurse or grow without bound: range,
+// define, block and template actions, and method calls with arguments that are not
+// constants (such as .ScheduledTime.Format fed its own output). Errors are
+// *SpecError{Reason: InvalidTemplate}.
+func ParseKeyTemplate(field, text string) (*template.Template, error) {
+	if text == "" {
+		return nil, specErrorf(batchv1alpha1.InvalidTemplateReason, "%s is empty", field)
+	}
+	if len(text) > maxTemplateBytes {
+		return nil, specErrorf(batchv1alpha1.InvalidTemplateReason, "%s is %d bytes long, more than the %d allowed", field, len(text), maxTemplateBytes)
+	}
+	t, err := template.New(field).Funcs(keyFuncs).Option("missingkey=error").Parse(text)
+	if err != nil {
+		return nil, specErrorf(batchv1alpha1.InvalidTemplateReason, "invalid key template %s", strings.TrimPrefix(err.Error(), "template: "))
+	}
+	for _, d := range t.Templates() {
+		if d.Name() != field {
+			return nil, specErrorf(batchv1alpha1.InvalidTemplateReason, "%s: define and block are not allowed in key templates", field)
+		}
+	}
+	if t.Tree == nil || t.Root == nil {
+		return nil, specErrorf(batchv1alpha1.InvalidTemplateReason, "%s is empty", field)
+	}
+	if err := checkKeyNode(t.Tree, t.Root, true); err != nil {
+		return nil, specErrorf(batchv1alpha1.InvalidTemplateReason, "invalid key template %v", err)
+	}
+	return t, nil
+}
+
+// checkKeyNode walks the parse tree and rejects what key templates may not do.
+// firstInPipe is false for the second and later commands of a pipeline, which
+// receive the previous command's result as their last argument.
+func checkKeyNode(tree *parse.Tree, n parse.Node, firstInPipe bool) error {
+	reject := func(what string) error {
+		loc, _ := tree.ErrorContext(n)
+		return fmt.Errorf("%s: %s", loc, what)
+	}
+	switch n := n.(type) {
+	case nil:
+		return nil
+	case *parse.ListNode:
+		if n == nil {
+			return nil
+		}
+		for _, c := range n.Nodes {
+			if err := checkKeyNode(tree, c, true); err != nil {
+				return err
+			}
+		}
+	case *parse.TextNode, *parse.CommentNode, *parse.DotNode, *parse.NilNode,
+		*parse.BoolNode, *parse.NumberNode, *parse.StringNode, *parse.IdentifierNode,
+		*parse.FieldNode, *parse.VariableNode:
+		return nil
+	case *parse.ActionNode:
+		return checkKeyNode(tree, n.Pipe, true)
+	case *parse.IfNode:
+		return checkBranch(tree, &n.BranchNode)
+	case *parse.WithNode:
+		return checkBranch(tree, &n.BranchNode)
+	case *parse.RangeNode:
+		return reject("range is not allowed in key templates")
+	case *parse.TemplateNode:
+		return reject("template is not allowed in key templates")
+	case *parse.PipeNode:
+		if n == nil {
+			return nil
+		}
+		for i, c := range n.Cmds {
+			if err := checkKeyNode(tree, c, i == 0); err != nil {
+				return err
+			}
+		}
+	case *parse.ChainNode:
+		return checkKeyNode(tree, n.Node, true)
+	case *parse.CommandNode:
+		if isMethodCall(n.Args[0]) {
+			if !firstInPipe {
+				return reject(fmt.Sprintf("%s cannot take a piped value: methods take only constant arguments", n.Args[0]))
+			}
+			for _, a := range n.Args[1:] {
+				if !isConstant(a) {
+					return reject(fmt.Sprintf("%s takes %s: methods take only constant arguments", n.Args[0], a))
+				}
+			}
+		}
+		for _, a := range n.Args {
+			if err := checkKeyNode(tree, a, true); err != nil {
+				return err
+			}
+		}
+	default:
+		return reject(fmt.Sprintf("%s is not allowed in key templates", n))
+	}
+	return nil
+}
+
+func checkBranch(tree *parse.Tree, b *parse.BranchNode) error {
+	for _, n := range []parse.Node{b.Pipe, b.List, b.ElseList} {
+		if err := checkKeyNode(tree, n, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isMethodCall reports whether a command's first word evaluates a field or method
+// (.A.B, $x.B, (pipeline).B), which receives the command's other words as arguments.
+func isMethodCall(n parse.Node) bool {
+	switch n := n.(type) {
+	case *parse.FieldNode, *parse.ChainNode:
+		return true
+	case *parse.VariableNode:
+		return len(n.Ident) > 1
+	}
+	return false
+}
+
+func isConstant(n parse.Node) bool {
+	switch n.(type) {
+	case *parse.StringNode, *parse.NumberNode, *parse.BoolNode, *parse.NilNode:
+		return true
+	}
+	return false
+}
+
+// errKeyTooLong stops a template whose output passed the longest key.
+var errKeyTooLong = errors.New("key too long")
+
+// keyWriter keeps at most one byte more than the longest key, then fails the
+// write, which ends the template's execution.
+type keyWriter struct{ buf bytes.Buffer }
+
+func (w *keyWriter) Write(p []byte) (int, error) {
+	room := lockclient.MaxKeyLength + 1 - w.buf.Len()
+	if len(p) > room {
+		w.buf.Write(p[:room])
+		return room, errKeyTooLong
+	}
+	return w.buf.Write(p)
+}
+
+// RenderKey executes t (from ParseKeyTemplate) with data and checks the result with
+// lockclient.ValidateKey. Output beyond 513 bytes is never buffered. Errors are
+// *SpecError: InvalidTemplate when execution fails (a missing field, a function
+// error), InvalidKey when the key is empty, too long, or has whitespace or control
+// characters. Messages name field and quote at most 80 bytes of the key.
+func RenderKey(field string, t *template.Template, data KeyData) (string, error) {
+	var w keyWriter
+	if err := t.Execute(&w, data); err != nil {
+		if errors.Is(err, errKeyTooLong) {
+			return "", specErrorf(batchv1alpha1.InvalidKeyReason, "%s renders a key longer than %d bytes: %s",
+				field, lockclient.MaxKeyLength, quoteKey(w.buf.String()))
+		}
+		return "", specErrorf(batchv1alpha1.InvalidTemplateReason, "key template failed: %s", strings.TrimPrefix(err.Error(), "template: "))
+	}
+	key := w.buf.String()
+	if err := lockclient.ValidateKey(key); err != nil {
+		msg := err.Error()
+		switch q := strconv.Quote(key); {
+		case key == "":
+		case strings.Contains(msg, q):
+			msg = strings.Replace(msg, q, quoteKey(key), 1)
+		default:
+			msg += ": " + quoteKey(key)
+		}
+		return "", specErrorf(batchv1alpha1.InvalidKeyReason, "%s renders an invalid key: %s", field, msg)
+	}
+	return key, nil
+}
+
+// quoteKey quotes key for a message, cut to keyMessageBytes (on a rune boundary).
+func quoteKey(key string) string {
+	if len(key) <= keyMessageBytes {
+		return strconv.Quote(key)
+	}
+	cut := keyMessageBytes
+	for cut > 0 && !utf8.RuneStart(key[cut]) {
+		cut--
+	}
+	return strconv.Quote(key[:cut]) + "..."
+}
+
+// KeyGrants lets an admin allow namespaces to use keys outside "<namespace>:" in the
+// manager's shared store: namespace -> granted key prefixes. The --key-grants flag
+// syntax is "payments=lock:settlement,payments=lock:payout,reports=shared:". A prefix
+// is a plain string prefix: "lock:settlement" also covers "lock:settlement:done:..."
+// (the derived keys) and "lock:settlement2".
+type KeyGrants map[string][]string
+
+// ParseKeyGrants parses the --key-grants flag: comma-separated namespace=prefix pairs;
+// a namespace may appear several times; whitespace around items is ignored, and so are
+// empty items. "" means no grants. A namespace must be a DNS label and a prefix must
+// be a valid key.
+func ParseKeyGrants(s string) (KeyGrants, error) {
+	g := KeyGrants{}
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		ns, prefix, ok := strings.Cut(item, "=")
+		ns, prefix = strings.TrimSpace(ns), strings.TrimSpace(prefix)
+		if !ok || ns == "" || prefix == "" {
+			return nil, fmt.Errorf("key grant %q is not namespace=prefix, such as payments=lock:settlement", item)
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("key grant %q: %q is not a namespace name: %s", item, ns, strings.Join(errs, "; "))
+		}
+		if err := lockclient.ValidateKey(prefix); err != nil {
+			return nil, fmt.Errorf("key grant %q: prefix is not a valid key: %w", item, err)
+		}
+		if !slices.Contains(g[ns], prefix) {
+			g[ns] = append(g[ns], prefix)
+		}
+	}
+	for ns := range g {
+		slices.Sort(g[ns])
+	}
+	return g, nil
+}
+
+// String returns the grants in flag syntax, sorted by namespace and prefix, so that
+// ParseKeyGrants(g.String()) equals g.
+func (g KeyGrants) String() string {
+	var items []string
+	for ns, prefixes := range g {
+		for _, p := range prefixes {
+			items = append(items, ns+"="+p)
+		}
+	}
+	slices.Sort(items)
+	return strings.Join(slices.Compact(items), ",")
+}
+
+// Allowed reports whether namespace may use key: the key starts with namespace+":"
+// or with a prefix granted to namespace.
+func (g KeyGrants) Allowed(namespace, key string) bool {
+	if namespace == "" {
+		return false
+	}
+	if strings.HasPrefix(key, namespace+":") {
+		return true
+	}
+	for _, p := range g[namespace] {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckKeys returns a *SpecError{Reason: KeyNotAllowed} for the first of keys that
+// namespace may not use, saying which --key-grants would allow it; nil if all are
+// allowed. Empty keys (no fence key with fencing None) are skipped.
+func (g KeyGrants) CheckKeys(namespace string, keys ...string) error {
+	for _, k := range keys {
+		if k == "" || g.Allowed(namespace, k) {
+			continue
+		}
+		granted := ""
+		if ps := g[namespace]; len(ps) > 0 {
+			q := make([]string, len(ps))
+			for i, p := range ps {
+				q[i] = strconv.Quote(p)
+			}
+			granted = " and its granted prefixes " + strings.Join(q, ", ")
+		}
+		return specErrorf(batchv1alpha1.KeyNotAllowedReason,
+			"key %s is outside this namespace's prefix %q%s; an admin can grant it with --key-grants=%s=%s",
+			quoteKey(k), namespace+":", granted, namespace, k)
+	}
+	return nil
+}

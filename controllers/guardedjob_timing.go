@@ -1,0 +1,126 @@
+package controllers
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+)
+
+// StopMargin is the time budgeted to issue the deletes of a run's Job and Pods, plus
+// a safety margin.
+const StopMargin = 5 * time.Second
+
+// leaderHandoverMargin is what a new leader needs, beyond the leader-election lease
+// and retry period, to start and renew the leases in status.active.
+const leaderHandoverMargin = 5 * time.Second
+
+// LeaseTiming is what decides whether a run's lease can be kept safely: the lease
+// (TTL, RenewInterval), the grace period of the run's Pods, and the manager's leader
+// election.
+type LeaseTiming struct {
+	TTL, RenewInterval, PodGrace           time.Duration
+	LeaderElection                         bool
+	LeaderLeaseDuration, LeaderRetryPeriod time.Duration
+}
+
+// Check returns a *SpecError{Reason: UnsafeLeaseTiming} when the lease could expire
+// while the run's Pods may still be running:
+//
+//   - TTL < RenewInterval + PodGrace + StopMargin: after the last renewal that
+//     succeeded, the lease must outlive one missed renewal plus stopping the Pods;
+//   - with leader election, TTL - RenewInterval <= LeaderLeaseDuration +
+//     LeaderRetryPeriod + 5s: a new leader must renew before the lease runs out.
+//
+// The message names the rule broken and a lock.ttl that satisfies both.
+func (t LeaseTiming) Check() error {
+	if t.TTL <= 0 || t.RenewInterval <= 0 {
+		return specErrorf(batchv1alpha1.UnsafeLeaseTimingReason,
+			"lock.ttl %s and lock.renewInterval %s must both be positive", fmtDuration(t.TTL), fmtDuration(t.RenewInterval))
+	}
+	stopNeed := t.RenewInterval + t.PodGrace + StopMargin
+	leaderNeed := t.LeaderLeaseDuration + t.LeaderRetryPeriod + leaderHandoverMargin
+	safeTTL := stopNeed
+	if t.LeaderElection {
+		// The leader rule is strict (>), so the smallest safe whole-second ttl is one
+		// second above the bound.
+		safeTTL = max(safeTTL, (t.RenewInterval+leaderNeed).Truncate(time.Second)+time.Second)
+	}
+	safeTTL = ceilSecond(safeTTL)
+	if t.TTL < stopNeed {
+		return specErrorf(batchv1alpha1.UnsafeLeaseTimingReason,
+			"lock.ttl %s is too short for renewInterval %s and the Pods' terminationGracePeriodSeconds %s "+
+				"(a run that cannot renew must stop its Pods before the lease expires): "+
+				"use lock.ttl >= %s, or lower terminationGracePeriodSeconds or lock.renewInterval",
+			fmtDuration(t.TTL), fmtDuration(t.RenewInterval), fmtDuration(t.PodGrace), fmtDuration(safeTTL))
+	}
+	if t.LeaderElection && t.TTL-t.RenewInterval <= leaderNeed {
+		renew := ""
+		if r := t.TTL - leaderNeed; r > time.Second {
+			renew = " or lock.renewInterval < " + fmtDuration(r)
+		}
+		return specErrorf(batchv1alpha1.UnsafeLeaseTimingReason,
+			"lock.ttl %s minus renewInterval %s leaves %s, which must exceed the manager's leader election "+
+				"lease duration %s + retry period %s + %s (a new leader must renew before the lease expires): "+
+				"use lock.ttl >= %s%s",
+			fmtDuration(t.TTL), fmtDuration(t.RenewInterval), fmtDuration(t.TTL-t.RenewInterval),
+			fmtDuration(t.LeaderLeaseDuration), fmtDuration(t.LeaderRetryPeriod), fmtDuration(leaderHandoverMargin),
+			fmtDuration(safeTTL), renew)
+	}
+	return nil
+}
+
+// StopBudget is what the keeper subtracts from the TTL for a run's self-fence
+// deadline: the time to stop its Pods, podGrace + StopMargin.
+func StopBudget(podGrace time.Duration) time.Duration { return podGrace + StopMargin }
+
+// DeadlineGrace is the grace period for the Pods of a run stopped at its self-fence
+// deadline: what still fits before the lease could expire at validUntil once the
+// deletes are issued (validUntil - now - StopMargin), at most podGrace, in whole
+// seconds, and never below 1s (grace 0 is a force delete, which removes the Pod from
+// the API while its containers may go on running).
+func DeadlineGrace(podGrace time.Duration, validUntil, now time.Time) time.Duration {
+	g := min(validUntil.Sub(now)-StopMargin, podGrace).Truncate(time.Second)
+	return max(g, time.Second)
+}
+
+// MarkerTTL is how long, counted from now, the done-marker of the occurrence at
+// scheduled lives: until the next occurrence is due, plus startingDeadline (while that
+// occurrence may start, a trigger can still name this one), plus 5 minutes, plus
+// keepAfterSuccess; at least 5 minutes.
+func MarkerTTL(s *Schedule, scheduled, now time.Time, startingDeadline, keepAfterSuccess time.Duration) time.Duration {
+	const margin = 5 * time.Minute
+	next := s.Next(scheduled)
+	if next.IsZero() {
+		next = scheduled // no next occurrence within five years: keep it as long as this one may start
+	}
+	return max(next.Add(startingDeadline+margin+keepAfterSuccess).Sub(now), margin)
+}
+
+// JobName returns the name of the Job of a run of gjName at scheduled:
+// "<gjName>-<scheduled Unix minutes>-<first 6 characters of random>". random is the
+// run's lower-case hex random part. With gjName at most 45 characters the name fits
+// the 63 characters of a label value (the Job controller labels Pods with it).
+func JobName(gjName string, scheduled time.Time, random string) string {
+	if len(random) > 6 {
+		random = random[:6]
+	}
+	return gjName + "-" + strconv.FormatInt(scheduled.Unix()/60, 10) + "-" + random
+}
+
+// fmtDuration writes whole seconds as "45s" (how users write lock.ttl), other
+// durations as time.Duration does.
+func fmtDuration(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return d.String()
+}
+
+func ceilSecond(d time.Duration) time.Duration {
+	if r := d % time.Second; r > 0 {
+		return d - r + time.Second
+	}
+	return d
+}

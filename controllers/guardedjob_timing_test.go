@@ -1,0 +1,201 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+func TestLeaseTimingCheck(t *testing.T) {
+	s := time.Second
+	defaults := LeaseTiming{TTL: 60 * s, RenewInterval: 20 * s, PodGrace: 30 * s,
+		LeaderElection: true, LeaderLeaseDuration: 15 * s, LeaderRetryPeriod: 2 * s}
+	with := func(f func(*LeaseTiming)) LeaseTiming {
+		lt := defaults
+		f(&lt)
+		return lt
+	}
+	tests := []struct {
+		name   string
+		timing LeaseTiming
+		msg    string // "" means safe
+	}{
+		{name: "the defaults are safe", timing: defaults},
+		{name: "the defaults without leader election are safe", timing: with(func(t *LeaseTiming) { t.LeaderElection = false })},
+		{name: "ttl exactly renewInterval + grace + 5s is safe",
+			timing: with(func(t *LeaseTiming) { t.TTL, t.RenewInterval, t.PodGrace = 45*s, 10*s, 30*s })},
+		{name: "ttl too short for the Pods' grace period",
+			timing: with(func(t *LeaseTiming) { t.TTL, t.RenewInterval, t.PodGrace = 30*s, 10*s, 30*s }),
+			msg: "lock.ttl 30s is too short for renewInterval 10s and the Pods' terminationGracePeriodSeconds 30s " +
+				"(a run that cannot renew must stop its Pods before the lease expires): " +
+				"use lock.ttl >= 45s, or lower terminationGracePeriodSeconds or lock.renewInterval"},
+		{name: "the suggested ttl satisfies the leader rule too",
+			timing: with(func(t *LeaseTiming) { t.TTL, t.RenewInterval, t.PodGrace = 20*s, 15*s, 5*s }),
+			msg: "lock.ttl 20s is too short for renewInterval 15s and the Pods' terminationGracePeriodSeconds 5s " +
+				"(a run that cannot renew must stop its Pods before the lease expires): " +
+				"use lock.ttl >= 38s, or lower terminationGracePeriodSeconds or lock.renewInterval"},
+		{name: "ttl - renewInterval exactly the leader bound is unsafe",
+			timing: with(func(t *LeaseTiming) { t.TTL, t.RenewInterval, t.PodGrace = 42*s, 20*s, 10*s }),
+			msg: "lock.ttl 42s minus renewInterval 20s leaves 22s, which must exceed the manager's leader election " +
+				"lease duration 15s + retry period 2s + 5s (a new leader must renew before the lease expires): " +
+				"use lock.ttl >= 43s or lock.renewInterval < 20s"},
+		{name: "a long leader lease needs a longer ttl",
+			timing: with(func(t *LeaseTiming) { t.LeaderLeaseDuration = 60 * s }),
+			msg: "lock.ttl 60s minus renewInterval 20s leaves 40s, which must exceed the manager's leader election " +
+				"lease duration 60s + retry period 2s + 5s (a new leader must renew before the lease expires): " +
+				"use lock.ttl >= 88s"},
+		{name: "the leader rule does not apply without leader election",
+			timing: with(func(t *LeaseTiming) { t.LeaderElection, t.LeaderLeaseDuration = false, 60*s })},
+		{name: "fractional durations round the suggestion up",
+			timing: with(func(t *LeaseTiming) { t.TTL, t.RenewInterval, t.LeaderElection = 50*s, 15500*time.Millisecond, false }),
+			msg: "lock.ttl 50s is too short for renewInterval 15.5s and the Pods' terminationGracePeriodSeconds 30s " +
+				"(a run that cannot renew must stop its Pods before the lease expires): " +
+				"use lock.ttl >= 51s, or lower terminationGracePeriodSeconds or lock.renewInterval"},
+		{name: "a zero renewInterval is unsafe",
+			timing: with(func(t *LeaseTiming) { t.RenewInterval = 0 }),
+			msg:    "lock.ttl 60s and lock.renewInterval 0s must both be positive"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := tt.timing.Check()
+			if tt.msg == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			se := specError(err)
+			g.Expect(se).NotTo(BeNil(), "want a *SpecError, got %v", err)
+			g.Expect(se.Reason).To(Equal("UnsafeLeaseTiming"))
+			g.Expect(se.Message).To(Equal(tt.msg))
+		})
+	}
+}
+
+func TestLeaseTimingSuggestionsAreSafe(t *testing.T) {
+	// Whatever lock.ttl a message suggests passes Check.
+	g := NewWithT(t)
+	s := time.Second
+	for _, lt := range []LeaseTiming{
+		{TTL: 30 * s, RenewInterval: 10 * s, PodGrace: 30 * s, LeaderElection: true, LeaderLeaseDuration: 15 * s, LeaderRetryPeriod: 2 * s},
+		{TTL: 20 * s, RenewInterval: 15 * s, LeaderElection: true, LeaderLeaseDuration: 15 * s, LeaderRetryPeriod: 2 * s},
+		{TTL: 30 * s, RenewInterval: 20 * s, LeaderElection: true, LeaderLeaseDuration: 137 * time.Second / 10, LeaderRetryPeriod: 2 * s},
+		{TTL: 5 * s, RenewInterval: 1500 * time.Millisecond, PodGrace: 90 * s},
+	} {
+		se := specError(lt.Check())
+		g.Expect(se).NotTo(BeNil())
+		_, after, found := strings.Cut(se.Message, "use lock.ttl >= ")
+		g.Expect(found).To(BeTrue(), se.Message)
+		ttl, err := time.ParseDuration(strings.FieldsFunc(after, func(r rune) bool { return r == ' ' || r == ',' })[0])
+		g.Expect(err).NotTo(HaveOccurred())
+		lt.TTL = ttl
+		g.Expect(lt.Check()).To(Succeed(), "suggested lock.ttl %s", ttl)
+		lt.TTL = ttl - s
+		g.Expect(lt.Check()).NotTo(Succeed(), "a second less than the suggested lock.ttl %s", ttl)
+	}
+}
+
+func TestStopBudget(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(StopBudget(30 * time.Second)).To(Equal(35 * time.Second))
+	g.Expect(StopBudget(0)).To(Equal(StopMargin))
+}
+
+func TestDeadlineGrace(t *testing.T) {
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name       string
+		podGrace   time.Duration
+		validUntil time.Duration // after now
+		want       time.Duration
+	}{
+		{name: "at the self-fence deadline the Pods get their full grace period",
+			podGrace: 30 * time.Second, validUntil: 35 * time.Second, want: 30 * time.Second},
+		{name: "with more time left the grace is still capped at the Pods' own",
+			podGrace: 30 * time.Second, validUntil: 50 * time.Second, want: 30 * time.Second},
+		{name: "a late deadline gets what still fits before the lease could expire",
+			podGrace: 30 * time.Second, validUntil: 20 * time.Second, want: 15 * time.Second},
+		{name: "fractions of a second are dropped",
+			podGrace: 30 * time.Second, validUntil: 20*time.Second + 900*time.Millisecond, want: 15 * time.Second},
+		{name: "when nothing fits the grace is still 1s, never a force delete",
+			podGrace: 30 * time.Second, validUntil: 2 * time.Second, want: time.Second},
+		{name: "an expired lease still gets 1s",
+			podGrace: 30 * time.Second, validUntil: -10 * time.Second, want: time.Second},
+		{name: "a Pod grace period of 0 becomes 1s",
+			podGrace: 0, validUntil: 35 * time.Second, want: time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(DeadlineGrace(tt.podGrace, now.Add(tt.validUntil), now)).To(Equal(tt.want))
+		})
+	}
+}
+
+func TestMarkerTTL(t *testing.T) {
+	tests := []struct {
+		name      string
+		spec      string
+		zone      string
+		scheduled string
+		now       string
+		deadline  time.Duration
+		keep      time.Duration
+		want      time.Duration
+	}{
+		{name: "a daily marker lives until the next occurrence can no longer start, plus 5 minutes",
+			spec: "5 0 * * *", zone: "Asia/Taipei", scheduled: "2026-11-30T00:05:00+08:00", now: "2026-11-30T00:35:00+08:00",
+			deadline: 300 * time.Second, want: 24*time.Hour - 30*time.Minute + 10*time.Minute},
+		{name: "keepAfterSuccess extends it",
+			spec: "5 0 * * *", zone: "Asia/Taipei", scheduled: "2026-11-30T00:05:00+08:00", now: "2026-11-30T00:35:00+08:00",
+			deadline: 300 * time.Second, keep: 7 * 24 * time.Hour, want: 8*24*time.Hour - 20*time.Minute},
+		{name: "a 23-hour day in New York is counted as 23 hours",
+			spec: "0 0 * * *", zone: "America/New_York", scheduled: "2026-03-08T00:00:00-05:00", now: "2026-03-08T00:00:00-05:00",
+			deadline: 60 * time.Second, want: 23*time.Hour + 6*time.Minute},
+		{name: "a run that finished long after the next occurrence keeps the marker at least 5 minutes",
+			spec: "@every 1m", scheduled: "2026-11-30T10:00:00Z", now: "2026-11-30T12:00:00Z",
+			deadline: 30 * time.Second, want: 5 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := mustSchedule(t, tt.spec, tt.zone)
+			g.Expect(MarkerTTL(s, at(t, tt.scheduled), at(t, tt.now), tt.deadline, tt.keep)).To(Equal(tt.want))
+		})
+	}
+}
+
+func TestJobName(t *testing.T) {
+	scheduled := time.Date(2026, 11, 29, 16, 5, 0, 0, time.UTC) // Unix 1795968300
+	tests := []struct {
+		name   string
+		gj     string
+		random string
+		want   string
+	}{
+		{name: "name, scheduled Unix minutes and 6 characters of the random part",
+			gj: "daily-settlement", random: "5f3a9c0b1d2e", want: "daily-settlement-29932805-5f3a9c"},
+		{name: "a short random part is used whole", gj: "a", random: "ab", want: "a-29932805-ab"},
+		{name: "the longest allowed name still fits a label value", gj: "a23456789-123456789-123456789-123456789-12345",
+			random: "0123456789abcdef", want: "a23456789-123456789-123456789-123456789-12345-29932805-012345"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got := JobName(tt.gj, scheduled, tt.random)
+			g.Expect(got).To(Equal(tt.want))
+			g.Expect(len(got)).To(BeNumerically("<=", 63))
+			g.Expect(validation.IsDNS1123Label(got)).To(BeEmpty())
+		})
+	}
+}
+
+func TestJobNameIsTheSameInEveryZone(t *testing.T) {
+	g := NewWithT(t)
+	taipei, err := time.LoadLocation("Asia/Taipei")
+	g.Expect(err).NotTo(HaveOccurred())
+	utc := time.Date(2026, 11, 29, 16, 5, 0, 0, time.UTC)
+	g.Expect(JobName("gj", utc.In(taipei), "abcdef")).To(Equal(JobName("gj", utc, "abcdef")))
+}
