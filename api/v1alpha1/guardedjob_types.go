@@ -568,7 +568,3 @@ type GuardedJobList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []GuardedJob `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&GuardedJob{}, &GuardedJobList{})
-}

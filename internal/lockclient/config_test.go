@@ -73,7 +73,7 @@ func TestURLsAreParsedIntoTheRightModeAndNeverLeakThePassword(t *testing.T) {
 			g := NewWithT(t)
 			c, err := lockclient.Dial(lockclient.Config{URL: tc.url})
 			g.Expect(err).NotTo(HaveOccurred())
-			defer c.Close()
+			defer func() { _ = c.Close() }()
 			g.Expect(c.Identity()).To(Equal(tc.identity))
 			g.Expect(lockclient.Redact(tc.url)).To(Equal(tc.identity))
 		})
