@@ -191,6 +191,8 @@ func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) 
 			}
 			continue
 		}
+		r.event(s.gj, job, corev1.EventTypeWarning, batchv1alpha1.StaleJobReason,
+			"Stopping Job %s: no active run of this GuardedJob claims it (status lost or restored from a backup?)", job.Name)
 		r.pokeStopper(job.Namespace, job.Name)
 	}
 	return nil

@@ -273,3 +273,64 @@ func yearStart() time.Time {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestAJobNoRunClaimsIsStoppedWithAWarning(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	gj := h.create(h.guardedJob("orphan", h.ns+":orphan"))
+	h.g.Eventually(func() []string { return h.get(gj).Finalizers }).Should(ContainElement(batchv1alpha1.GuardedJobFinalizer))
+	owner := h.get(gj)
+
+	// A Job of this GuardedJob that status does not know, as after a restore.
+	stray := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "orphan-29000000-abcdef", Namespace: h.ns,
+			Labels:          map[string]string{batchv1alpha1.GuardedJobLabel: "orphan"},
+			Finalizers:      []string{batchv1alpha1.LeaseFinalizer},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, batchv1alpha1.GroupVersion.WithKind("GuardedJob"))},
+		},
+		Spec: *owner.Spec.JobTemplate.Spec.DeepCopy(),
+	}
+	h.g.Expect(k8s.Create(ctx, stray)).To(Succeed())
+	h.annotate(gj, "") // a pass of the GuardedJob notices it
+
+	g := h.g
+	g.Eventually(func() *metav1.Time {
+		j := &batchv1.Job{}
+		_ = k8s.Get(ctx, client.ObjectKeyFromObject(stray), j)
+		return j.DeletionTimestamp
+	}).ShouldNot(BeNil())
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("StaleJob: Stopping Job orphan-29000000-abcdef")))
+	// Its Pods are gone (envtest has no kubelet), so the lease finalizer goes too.
+	g.Eventually(func() []string {
+		j := &batchv1.Job{}
+		_ = k8s.Get(ctx, client.ObjectKeyFromObject(stray), j)
+		return j.Finalizers
+	}).ShouldNot(ContainElement(batchv1alpha1.LeaseFinalizer))
+}
+
+func TestRenewalsWriteNothingToTheAPIServer(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	key := h.ns + ":quiet"
+	gj := h.guardedJob("quiet", key)
+	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 8 * time.Second}
+	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
+	h.create(gj)
+	h.trigger(gj)
+	h.waitJobs(1)
+	h.g.Eventually(func() string { return string(h.get(gj).Status.Active[0].JobUID) }).ShouldNot(BeEmpty())
+	h.g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("JobCreated:")))
+
+	rv := h.get(gj).ResourceVersion
+	events := len(h.events(gj))
+	start := time.Now()
+	// Several renewals happen in this window (PTTL stays near the full TTL)...
+	h.g.Consistently(func() time.Duration { return h.rdb.PTTL(ctx, key).Val() }).WithTimeout(4 * time.Second).Should(BeNumerically(">", 5*time.Second))
+	h.g.Expect(time.Since(start)).To(BeNumerically(">=", 4*time.Second))
+	// ...and none of them wrote the object or an event.
+	h.g.Expect(h.get(gj).ResourceVersion).To(Equal(rv))
+	h.g.Expect(h.events(gj)).To(HaveLen(events))
+}

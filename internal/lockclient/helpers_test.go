@@ -31,6 +31,14 @@ func dialConfig(t testing.TB, cfg lockclient.Config, opts ...lockclient.ClientOp
 	return c
 }
 
+// quietLogger drops go-redis' own messages (reconnect attempts while a test has
+// killed the server on purpose).
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func init() { redis.SetLogger(quietLogger{}) }
+
 var tokenSeq struct {
 	sync.Mutex
 	n int

@@ -1,0 +1,171 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
+)
+
+// syncBuffer is a bytes.Buffer safe for a process writing while the test reads.
+type syncBuffer struct {
+	mu chan struct{}
+	b  bytes.Buffer
+}
+
+func newSyncBuffer() *syncBuffer { return &syncBuffer{mu: make(chan struct{}, 1)} }
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu <- struct{}{}
+	defer func() { <-s.mu }()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu <- struct{}{}
+	defer func() { <-s.mu }()
+	return s.b.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
+
+func buildManager(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "manager")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build manager: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func probe(url string) int {
+	resp, err := http.Get(url) //nolint:noctx // a loopback probe in a test
+	if err != nil {
+		return 0
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// The manager binary with the contract flags, against a real API server and a
+// real Redis: it becomes ready, runs a triggered GuardedJob, reports not-ready
+// (but alive) while Redis is down, and stops on SIGTERM.
+func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
+	g := NewWithT(t)
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run the tests with `make test`")
+	}
+	bin := buildManager(t)
+	env := &envtest.Environment{
+		CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+	}
+	cfg, err := env.Start()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	kubeconfig, err := user.KubeConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	kubeconfigPath := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(os.WriteFile(kubeconfigPath, kubeconfig, 0o600)).To(Succeed())
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(batchv1alpha1.AddToScheme(scheme))
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	t.Run("a missing --redis-url is a clear error", func(t *testing.T) {
+		out, err := exec.Command(bin, "--kubeconfig", kubeconfigPath).CombinedOutput()
+		NewWithT(t).Expect(err).To(HaveOccurred())
+		NewWithT(t).Expect(string(out)).To(ContainSubstring("--redis-url (or GUARDEDJOB_REDIS_URL) is required"))
+	})
+
+	const password = "manager-test-password"
+	srv := redisserver.Start(t, redisserver.WithPassword(password))
+	probeAddr := freeAddr(t)
+	logs := newSyncBuffer()
+	cmd := exec.Command(bin,
+		"--kubeconfig", kubeconfigPath,
+		"--redis-url", srv.URL(),
+		"--cluster-name", "cluster-smoke",
+		"--key-grants", "default=lock:smoke",
+		"--metrics-bind-address", "0",
+		"--health-probe-bind-address", probeAddr,
+		"--leader-elect=false",
+	)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	g.Expect(cmd.Start()).To(Succeed())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+
+	g.Eventually(func() int { return probe("http://" + probeAddr + "/readyz") }).WithTimeout(30*time.Second).Should(Equal(http.StatusOK), "logs:\n%s", logs)
+
+	ctx := context.Background()
+	gj := &batchv1alpha1.GuardedJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "smoke", Namespace: "default",
+			Annotations: map[string]string{batchv1alpha1.RunNowAnnotation: time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)}},
+		Spec: batchv1alpha1.GuardedJobSpec{
+			Schedule: "@daily",
+			Lock:     batchv1alpha1.LockSpec{Key: "lock:smoke"},
+			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "w", Image: "busybox"}},
+				TerminationGracePeriodSeconds: ptr.To(int64(5)),
+			}}}},
+		},
+	}
+	g.Expect(k8s.Create(ctx, gj)).To(Succeed())
+	g.Eventually(func() []batchv1.Job {
+		list := &batchv1.JobList{}
+		_ = k8s.List(ctx, list, client.InNamespace("default"))
+		return list.Items
+	}).WithTimeout(30*time.Second).Should(ConsistOf(HaveField("Spec.Template.Spec.Containers", ConsistOf(
+		HaveField("Env", ContainElement(corev1.EnvVar{Name: "GUARDEDJOB_FENCE", Value: "1"}))))), "logs:\n%s", logs)
+	g.Expect(srv.Client(t).Get(ctx, "lock:smoke").Val()).To(HavePrefix("cluster-smoke/default/smoke-"))
+
+	srv.Kill()
+	g.Eventually(func() int { return probe("http://" + probeAddr + "/readyz") }).WithTimeout(20 * time.Second).ShouldNot(Equal(http.StatusOK))
+	g.Expect(probe("http://" + probeAddr + "/healthz")).To(Equal(http.StatusOK), "a Redis outage must not make Kubernetes restart the manager")
+
+	g.Expect(cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
+	g.Eventually(exited).WithTimeout(30 * time.Second).Should(Receive())
+	g.Expect(logs.String()).NotTo(ContainSubstring(password), "the Redis password never reaches the log")
+	g.Expect(strings.Count(logs.String(), "Starting manager")).To(Equal(1), fmt.Sprintf("logs:\n%s", logs))
+}

@@ -1,0 +1,158 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+)
+
+func testObject(restart corev1.RestartPolicy) *batchv1alpha1.GuardedJob {
+	return &batchv1alpha1.GuardedJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "daily-settlement", Namespace: "payments", UID: "gj-uid"},
+		Spec: batchv1alpha1.GuardedJobSpec{JobTemplate: batchv1.JobTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"team": "payments"}, Annotations: map[string]string{"note": "x"}},
+			Spec: batchv1.JobSpec{
+				BackoffLimit: ptr.To(int32(2)),
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					RestartPolicy:  restart,
+					InitContainers: []corev1.Container{{Name: "migrate"}},
+					Containers: []corev1.Container{
+						{Name: "settle", Env: []corev1.EnvVar{{Name: "GUARDEDJOB_FENCE", Value: "stale"}, {Name: "KEEP", Value: "1"}}},
+						{Name: "sidecar"},
+					},
+				}},
+			},
+		}},
+	}
+}
+
+func testRun(policy batchv1alpha1.FencingPolicy) *batchv1alpha1.ActiveRun {
+	return &batchv1alpha1.ActiveRun{
+		JobName: "daily-settlement-29123456-5f3a9c", Fence: 34, FencingPolicy: policy, EnvName: "GUARDEDJOB_FENCE",
+		Holder: "cluster-a/payments/daily-settlement-29123456-5f3a9c", MaxHold: metav1.Duration{Duration: 90*time.Minute + 500*time.Millisecond},
+		ScheduledTime: metav1.NewTime(time.Date(2026, 11, 30, 0, 5, 0, 0, time.UTC)),
+	}
+}
+
+func envValue(c corev1.Container, name string) []string {
+	var out []string
+	for _, e := range c.Env {
+		if e.Name == name {
+			out = append(out, e.Value)
+		}
+	}
+	return out
+}
+
+func TestTheJobOfAFencedRunCarriesTheFenceEverywhere(t *testing.T) {
+	g := NewWithT(t)
+	job, warnings := buildJob(testObject(corev1.RestartPolicyNever), testRun(batchv1alpha1.FencingInject))
+	g.Expect(warnings).To(BeEmpty())
+	g.Expect(job.Name).To(Equal("daily-settlement-29123456-5f3a9c"))
+	g.Expect(job.Namespace).To(Equal("payments"))
+	g.Expect(job.Finalizers).To(Equal([]string{batchv1alpha1.LeaseFinalizer}))
+	g.Expect(job.OwnerReferences).To(ConsistOf(And(HaveField("UID", BeEquivalentTo("gj-uid")), HaveField("Controller", HaveValue(BeTrue())))))
+	for _, meta := range []metav1.ObjectMeta{job.ObjectMeta, job.Spec.Template.ObjectMeta} {
+		g.Expect(meta.Annotations).To(HaveKeyWithValue(batchv1alpha1.FenceAnnotation, "34"))
+		g.Expect(meta.Annotations).To(HaveKeyWithValue(batchv1alpha1.ScheduledTimeAnnotation, "2026-11-30T00:05:00Z"))
+		g.Expect(meta.Labels).To(HaveKeyWithValue(batchv1alpha1.GuardedJobLabel, "daily-settlement"))
+	}
+	g.Expect(job.Labels).To(HaveKeyWithValue("team", "payments"), "template labels are kept")
+	g.Expect(job.Annotations).To(HaveKeyWithValue("note", "x"))
+	pod := job.Spec.Template.Spec
+	for _, c := range append(pod.InitContainers, pod.Containers...) {
+		g.Expect(envValue(c, "GUARDEDJOB_FENCE")).To(Equal([]string{"34"}), "container %s", c.Name)
+	}
+	g.Expect(envValue(pod.Containers[0], "KEEP")).To(Equal([]string{"1"}))
+	g.Expect(*job.Spec.PodReplacementPolicy).To(Equal(batchv1.Failed))
+	g.Expect(*job.Spec.ActiveDeadlineSeconds).To(Equal(int64(5401)), "maxHold rounded up to whole seconds")
+	g.Expect(*pod.ActiveDeadlineSeconds).To(Equal(int64(5401)))
+	g.Expect(job.Spec.PodFailurePolicy.Rules).To(ConsistOf(And(
+		HaveField("Action", batchv1.PodFailurePolicyActionFailJob),
+		HaveField("OnPodConditions", ConsistOf(HaveField("Type", corev1.DisruptionTarget)))),
+	))
+}
+
+func TestJobBuilderPolicies(t *testing.T) {
+	cases := []struct {
+		name   string
+		obj    func() *batchv1alpha1.GuardedJob
+		run    func() *batchv1alpha1.ActiveRun
+		verify func(g Gomega, job *batchv1.Job, warnings []string)
+	}{
+		{
+			name: "OnFailure cannot have a podFailurePolicy, so the user is warned",
+			obj:  func() *batchv1alpha1.GuardedJob { return testObject(corev1.RestartPolicyOnFailure) },
+			run:  func() *batchv1alpha1.ActiveRun { return testRun(batchv1alpha1.FencingStrict) },
+			verify: func(g Gomega, job *batchv1.Job, warnings []string) {
+				g.Expect(job.Spec.PodFailurePolicy).To(BeNil())
+				g.Expect(warnings).To(ConsistOf(ContainSubstring("replacement runs with the same fence 34")))
+			},
+		},
+		{
+			name: "fencing None sets no env var, no fence annotation and no podFailurePolicy",
+			obj:  func() *batchv1alpha1.GuardedJob { return testObject(corev1.RestartPolicyNever) },
+			run:  func() *batchv1alpha1.ActiveRun { return testRun(batchv1alpha1.FencingNone) },
+			verify: func(g Gomega, job *batchv1.Job, warnings []string) {
+				g.Expect(job.Annotations).NotTo(HaveKey(batchv1alpha1.FenceAnnotation))
+				g.Expect(envValue(job.Spec.Template.Spec.Containers[1], "GUARDEDJOB_FENCE")).To(BeEmpty())
+				g.Expect(job.Spec.PodFailurePolicy).To(BeNil())
+				g.Expect(warnings).To(BeEmpty())
+			},
+		},
+		{
+			name: "an unguarded FailOpen run is annotated unfenced with an empty fence",
+			obj:  func() *batchv1alpha1.GuardedJob { return testObject(corev1.RestartPolicyNever) },
+			run: func() *batchv1alpha1.ActiveRun {
+				r := testRun(batchv1alpha1.FencingInject)
+				r.Unguarded, r.Fence = true, 0
+				return r
+			},
+			verify: func(g Gomega, job *batchv1.Job, _ []string) {
+				g.Expect(job.Annotations).To(HaveKeyWithValue(batchv1alpha1.FenceAnnotation, batchv1alpha1.UnfencedValue))
+				g.Expect(envValue(job.Spec.Template.Spec.Containers[1], "GUARDEDJOB_FENCE")).To(Equal([]string{""}))
+			},
+		},
+		{
+			name: "a shorter activeDeadlineSeconds in the template is kept",
+			obj: func() *batchv1alpha1.GuardedJob {
+				o := testObject(corev1.RestartPolicyNever)
+				o.Spec.JobTemplate.Spec.ActiveDeadlineSeconds = ptr.To(int64(60))
+				return o
+			},
+			run: func() *batchv1alpha1.ActiveRun { return testRun(batchv1alpha1.FencingInject) },
+			verify: func(g Gomega, job *batchv1.Job, _ []string) {
+				g.Expect(*job.Spec.ActiveDeadlineSeconds).To(Equal(int64(60)))
+				g.Expect(*job.Spec.Template.Spec.ActiveDeadlineSeconds).To(Equal(int64(5401)))
+			},
+		},
+		{
+			name: "a custom env name is used",
+			obj:  func() *batchv1alpha1.GuardedJob { return testObject(corev1.RestartPolicyNever) },
+			run: func() *batchv1alpha1.ActiveRun {
+				r := testRun(batchv1alpha1.FencingInject)
+				r.EnvName = "FENCE"
+				return r
+			},
+			verify: func(g Gomega, job *batchv1.Job, _ []string) {
+				g.Expect(envValue(job.Spec.Template.Spec.Containers[1], "FENCE")).To(Equal([]string{"34"}))
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := tc.obj()
+			before := obj.DeepCopy()
+			job, warnings := buildJob(obj, tc.run())
+			tc.verify(NewWithT(t), job, warnings)
+			NewWithT(t).Expect(obj).To(Equal(before), "the GuardedJob is not modified")
+		})
+	}
+}
