@@ -129,8 +129,11 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 	)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	g.Expect(cmd.Start()).To(Succeed())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-exited
@@ -165,7 +168,7 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 	g.Expect(probe("http://" + probeAddr + "/healthz")).To(Equal(http.StatusOK), "a Redis outage must not make Kubernetes restart the manager")
 
 	g.Expect(cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
-	g.Eventually(exited).WithTimeout(30 * time.Second).Should(Receive())
+	g.Eventually(exited).WithTimeout(30 * time.Second).Should(BeClosed())
 	g.Expect(logs.String()).NotTo(ContainSubstring(password), "the Redis password never reaches the log")
 	g.Expect(strings.Count(logs.String(), "Starting manager")).To(Equal(1), fmt.Sprintf("logs:\n%s", logs))
 }
