@@ -133,10 +133,10 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 	switch {
 	case err == nil:
 		setStoreReachable(gj, nil, s.now)
-		r.track(gj, run, lease.SentAt)
 		run.Phase = batchv1alpha1.RunPhaseRunning
 		run.Fence = lease.Fence
 		run.AcquiredAt = ptrTime(s.now)
+		r.track(gj, run, lease.SentAt)
 		gj.Status.LastFence = max(gj.Status.LastFence, lease.Fence)
 		setLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, lease.Fence)
 		setLockHeld(gj, "", "", s.now)

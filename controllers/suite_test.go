@@ -45,7 +45,14 @@ var (
 	nsCounter int
 )
 
+// quietRedis drops go-redis' own messages (reconnect attempts while a test has
+// stopped Redis on purpose).
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
 func TestMain(m *testing.M) {
+	redis.SetLogger(quietRedis{})
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(batchv1alpha1.AddToScheme(scheme))
 	if os.Getenv("TEST_VERBOSE") != "" {

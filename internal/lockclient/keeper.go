@@ -112,6 +112,7 @@ type entry struct {
 
 	state           LeaseState
 	holder          string
+	inflightSince   time.Time
 	lastRenewed     time.Time
 	nextRenew       time.Time
 	inflight        bool
@@ -136,6 +137,17 @@ func (e *entry) status() LeaseStatus {
 		DeadlineReached: e.deadlineReached, MaxHoldReached: e.maxHoldReached,
 		Failures: e.failures, LastError: e.lastErr,
 	}
+}
+
+// inflightAllowance is how long past its self-fence deadline a lease waits for a
+// renewal that was sent before the deadline.
+const inflightAllowance = 500 * time.Millisecond
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Keeper renews tracked leases on its own goroutine and clock, so that nothing the
@@ -307,7 +319,7 @@ func (k *Keeper) ResumeAll(ctx context.Context, reqs []TrackRequest) map[string]
 		if e.inflight || e.state == StateLost {
 			continue
 		}
-		e.inflight = true
+		e.inflight, e.inflightSince = true, k.clock.Now()
 		batches[e.client] = append(batches[e.client], e)
 	}
 	k.mu.Unlock()
@@ -377,8 +389,24 @@ func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 		if e.state == StateLost {
 			continue
 		}
+		// Renewals first: a renewal due at the deadline itself goes out before the
+		// deadline is judged.
+		if !e.inflight {
+			if !e.nextRenew.After(now.Add(k.coalesce)) {
+				e.inflight, e.inflightSince = true, now
+				batches[e.client] = append(batches[e.client], e)
+			} else {
+				earliest(e.nextRenew)
+			}
+		}
 		if e.req.SelfFence && !e.deadlineReached {
-			if d := e.deadline(); !now.Before(d) {
+			d := e.deadline()
+			if e.inflight {
+				// A renewal sent before the deadline gets a moment to answer; the
+				// stop budget's margin covers it.
+				d = latest(d, e.inflightSince.Add(inflightAllowance))
+			}
+			if !now.Before(d) {
 				e.deadlineReached = true
 				k.reportLocked(e, ReportDeadlineReached)
 			} else {
@@ -393,15 +421,6 @@ func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 				earliest(e.req.MaxHoldUntil)
 			}
 		}
-		if e.inflight {
-			continue
-		}
-		if !e.nextRenew.After(now.Add(k.coalesce)) {
-			e.inflight = true
-			batches[e.client] = append(batches[e.client], e)
-			continue
-		}
-		earliest(e.nextRenew)
 	}
 	k.mu.Unlock()
 	for c, es := range batches {

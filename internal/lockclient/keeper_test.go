@@ -356,3 +356,21 @@ func TestKeeperNeverBlocksOnAConsumerThatDoesNotRead(t *testing.T) {
 		got++
 	}
 }
+
+// With the tightest timing the controller accepts, the self-fence deadline falls
+// exactly when the next renewal is due; a renewal that answers must win.
+func TestKeeperDoesNotReportADeadlineThatFallsOnAHealthyRenewal(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	c := dial(t, srv)
+	k := lockclient.NewKeeper(c)
+	startKeeper(t, k)
+
+	l := acquire(t, c, keys("boundary"), 3*time.Second)
+	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: time.Second, SelfFence: true, StopBudget: 2 * time.Second})).To(Succeed())
+	g.Consistently(k.Reports()).WithTimeout(4 * time.Second).ShouldNot(Receive())
+	st, _ := k.Get(l.Token)
+	g.Expect(st.DeadlineReached).To(BeFalse())
+	g.Expect(st.LastRenewed).To(BeTemporally(">", l.SentAt.Add(2*time.Second)))
+}
