@@ -35,6 +35,7 @@ import (
 
 type options struct {
 	redisURL                string
+	redisSecret             string
 	clusterName             string
 	keyGrants               string
 	leaderElect             bool
@@ -60,6 +61,8 @@ func main() {
 	var o options
 	flag.StringVar(&o.redisURL, "redis-url", envOr("GUARDEDJOB_REDIS_URL", ""),
 		"URL of the manager's lock store (redis://, rediss://, unix://, redis+sentinel://, redis+cluster://); env GUARDEDJOB_REDIS_URL.")
+	flag.StringVar(&o.redisSecret, "redis-secret", envOr("GUARDEDJOB_REDIS_SECRET", ""),
+		"namespace/name of a Secret with the lock store's connection: key url, optional ca.crt, tls.crt, tls.key, username, password (read at start); env GUARDEDJOB_REDIS_SECRET.")
 	flag.StringVar(&o.clusterName, "cluster-name", envOr("GUARDEDJOB_CLUSTER_NAME", ""),
 		"Name of this cluster in lease holders; env GUARDEDJOB_CLUSTER_NAME. Defaults to one derived from the kube-system namespace UID.")
 	flag.StringVar(&o.keyGrants, "key-grants", envOr("GUARDEDJOB_KEY_GRANTS", ""),
@@ -87,19 +90,14 @@ func main() {
 }
 
 func run(ctx context.Context, o options, log logr.Logger) error {
-	if o.redisURL == "" {
-		return errors.New("--redis-url (or GUARDEDJOB_REDIS_URL) is required")
+	if (o.redisURL == "") == (o.redisSecret == "") {
+		return errors.New("exactly one of --redis-url (GUARDEDJOB_REDIS_URL) and --redis-secret (GUARDEDJOB_REDIS_SECRET) is required")
 	}
 	grants, err := controllers.ParseKeyGrants(o.keyGrants)
 	if err != nil {
 		return fmt.Errorf("--key-grants: %w", err)
 	}
 	redis.SetLogger(redisLogger{log: ctrl.Log.WithName("redis")})
-	store, err := lockclient.Dial(lockclient.Config{URL: o.redisURL, Timeout: o.redisTimeout})
-	if err != nil {
-		return fmt.Errorf("--redis-url: %w", err)
-	}
-	defer func() { _ = store.Close() }()
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -109,6 +107,17 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
+	storeCfg := lockclient.Config{URL: o.redisURL, Timeout: o.redisTimeout}
+	if o.redisSecret != "" {
+		if storeCfg, err = storeConfigFromSecret(ctx, cfg, scheme, o.redisSecret, o.redisTimeout); err != nil {
+			return err
+		}
+	}
+	store, err := lockclient.Dial(storeCfg)
+	if err != nil {
+		return fmt.Errorf("lock store: %w", err)
+	}
+	defer func() { _ = store.Close() }()
 	if o.clusterName == "" {
 		if o.clusterName, err = defaultClusterName(ctx, cfg, scheme); err != nil {
 			return err
@@ -199,6 +208,32 @@ func defaultClusterName(ctx context.Context, cfg *restclient.Config, scheme *run
 		return "", fmt.Errorf("derive --cluster-name from the kube-system namespace (set --cluster-name instead): %w", err)
 	}
 	return "cluster-" + strings.SplitN(string(ns.UID), "-", 2)[0], nil
+}
+
+// storeConfigFromSecret reads the lock store's connection from a Secret: url,
+// and optionally ca.crt, tls.crt, tls.key, username and password.
+func storeConfigFromSecret(ctx context.Context, cfg *restclient.Config, scheme *runtime.Scheme, ref string, timeout time.Duration) (lockclient.Config, error) {
+	namespace, name, ok := strings.Cut(ref, "/")
+	if !ok || namespace == "" || name == "" {
+		return lockclient.Config{}, fmt.Errorf("--redis-secret %q must be namespace/name", ref)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return lockclient.Config{}, fmt.Errorf("create client: %w", err)
+	}
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
+		return lockclient.Config{}, fmt.Errorf("read --redis-secret %s: %w", ref, err)
+	}
+	url := string(secret.Data["url"])
+	if url == "" {
+		return lockclient.Config{}, fmt.Errorf("--redis-secret %s has no key \"url\"", ref)
+	}
+	return lockclient.Config{
+		URL: url, Timeout: timeout,
+		Username: string(secret.Data["username"]), Password: string(secret.Data["password"]),
+		CACert: secret.Data["ca.crt"], ClientCert: secret.Data["tls.crt"], ClientKey: secret.Data["tls.key"],
+	}, nil
 }
 
 // redisLogger sends go-redis' internal messages (reconnects, pool errors) to the

@@ -108,19 +108,29 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
 	g.Expect(err).NotTo(HaveOccurred())
 
-	t.Run("a missing --redis-url is a clear error", func(t *testing.T) {
+	t.Run("a missing store is a clear error", func(t *testing.T) {
 		out, err := exec.Command(bin, "--kubeconfig", kubeconfigPath).CombinedOutput()
 		NewWithT(t).Expect(err).To(HaveOccurred())
-		NewWithT(t).Expect(string(out)).To(ContainSubstring("--redis-url (or GUARDEDJOB_REDIS_URL) is required"))
+		NewWithT(t).Expect(string(out)).To(ContainSubstring("exactly one of --redis-url (GUARDEDJOB_REDIS_URL) and --redis-secret (GUARDEDJOB_REDIS_SECRET) is required"))
+	})
+	t.Run("a missing store Secret is a clear error", func(t *testing.T) {
+		out, err := exec.Command(bin, "--kubeconfig", kubeconfigPath, "--redis-secret", "default/nope", "--cluster-name", "x").CombinedOutput()
+		NewWithT(t).Expect(err).To(HaveOccurred())
+		NewWithT(t).Expect(string(out)).To(ContainSubstring(`read --redis-secret default/nope: secrets \"nope\" not found`))
 	})
 
+	// The store connection comes from a Secret, as a Deployment would have it.
 	const password = "manager-test-password"
 	srv := redisserver.Start(t, redisserver.WithPassword(password))
+	g.Expect(k8s.Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "guardedjob-redis", Namespace: "default"},
+		StringData: map[string]string{"url": "redis://" + srv.Addr(), "password": password},
+	})).To(Succeed())
 	probeAddr := freeAddr(t)
 	logs := newSyncBuffer()
 	cmd := exec.Command(bin,
 		"--kubeconfig", kubeconfigPath,
-		"--redis-url", srv.URL(),
+		"--redis-secret", "default/guardedjob-redis",
 		"--cluster-name", "cluster-smoke",
 		"--key-grants", "default=lock:smoke",
 		"--metrics-bind-address", "0",
@@ -159,7 +169,7 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 		list := &batchv1.JobList{}
 		_ = k8s.List(ctx, list, client.InNamespace("default"))
 		return list.Items
-	}).WithTimeout(30*time.Second).Should(ConsistOf(HaveField("Spec.Template.Spec.Containers", ConsistOf(
+	}).WithTimeout(60*time.Second).Should(ConsistOf(HaveField("Spec.Template.Spec.Containers", ConsistOf(
 		HaveField("Env", ContainElement(corev1.EnvVar{Name: "GUARDEDJOB_FENCE", Value: "1"}))))), "logs:\n%s", logs)
 	g.Expect(srv.Client(t).Get(ctx, "lock:smoke").Val()).To(HavePrefix("cluster-smoke/default/smoke-"))
 
