@@ -175,7 +175,7 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 
 	srv.Kill()
 	g.Eventually(func() int { return probe("http://" + probeAddr + "/readyz") }).WithTimeout(20 * time.Second).ShouldNot(Equal(http.StatusOK))
-	g.Expect(probe("http://" + probeAddr + "/healthz")).To(Equal(http.StatusOK), "a Redis outage must not make Kubernetes restart the manager")
+	g.Expect(probe("http://"+probeAddr+"/healthz")).To(Equal(http.StatusOK), "a Redis outage must not make Kubernetes restart the manager")
 
 	g.Expect(cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
 	g.Eventually(exited).WithTimeout(30 * time.Second).Should(BeClosed())
