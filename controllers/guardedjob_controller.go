@@ -122,6 +122,9 @@ func (r *GuardedJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(manager.RunnableFunc(r.routeReports)); err != nil {
 		return err
 	}
+	if err := registerMetrics(r.Keeper); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&batchv1alpha1.GuardedJob{}).
 		Owns(&batchv1.Job{}).
@@ -251,6 +254,9 @@ func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error 
 		return fmt.Errorf("patch status: %w", err)
 	}
 	r.superseded.Store(client.ObjectKeyFromObject(s.gj), before)
+	if last := s.gj.Status.LastRun; last != nil && !equality.Semantic.DeepEqual(last, s.orig.Status.LastRun) {
+		runsTotal.WithLabelValues(string(last.Result)).Inc()
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -78,6 +79,16 @@ func probe(url string) int {
 	return resp.StatusCode
 }
 
+func scrape(url string) string {
+	resp, err := http.Get(url) //nolint:noctx // a loopback scrape in a test
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
 // The manager binary with the contract flags, against a real API server and a
 // real Redis: it becomes ready, runs a triggered GuardedJob, reports not-ready
 // (but alive) while Redis is down, and stops on SIGTERM.
@@ -126,14 +137,14 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "guardedjob-redis", Namespace: "default"},
 		StringData: map[string]string{"url": "redis://" + srv.Addr(), "password": password},
 	})).To(Succeed())
-	probeAddr := freeAddr(t)
+	probeAddr, metricsAddr := freeAddr(t), freeAddr(t)
 	logs := newSyncBuffer()
 	cmd := exec.Command(bin,
 		"--kubeconfig", kubeconfigPath,
 		"--redis-secret", "default/guardedjob-redis",
 		"--cluster-name", "cluster-smoke",
 		"--key-grants", "default=lock:smoke",
-		"--metrics-bind-address", "0",
+		"--metrics-bind-address", metricsAddr,
 		"--health-probe-bind-address", probeAddr,
 		"--leader-elect=false",
 	)
@@ -170,8 +181,15 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 		_ = k8s.List(ctx, list, client.InNamespace("default"))
 		return list.Items
 	}).WithTimeout(60*time.Second).Should(ConsistOf(HaveField("Spec.Template.Spec.Containers", ConsistOf(
-		HaveField("Env", ContainElement(corev1.EnvVar{Name: "GUARDEDJOB_FENCE", Value: "1"}))))), "logs:\n%s", logs)
+		HaveField("Env", ContainElement(corev1.EnvVar{Name: "GUARDEDJOB_FENCE", Value: "1"}))))), func() string {
+		cur := &batchv1alpha1.GuardedJob{}
+		_ = k8s.Get(ctx, client.ObjectKeyFromObject(gj), cur)
+		return fmt.Sprintf("status: %+v\nlogs:\n%s", cur.Status, logs)
+	})
 	g.Expect(srv.Client(t).Get(ctx, "lock:smoke").Val()).To(HavePrefix("cluster-smoke/default/smoke-"))
+	g.Eventually(func() string { return scrape("http://" + metricsAddr + "/metrics") }).Should(And(
+		ContainSubstring(`guardedjob_leases{state="Held"} 1`),
+		ContainSubstring(`guardedjob_lease_renewals_total{result="ok"}`)))
 
 	srv.Kill()
 	g.Eventually(func() int { return probe("http://" + probeAddr + "/readyz") }).WithTimeout(20 * time.Second).ShouldNot(Equal(http.StatusOK))

@@ -162,11 +162,27 @@ type Keeper struct {
 	mu      sync.Mutex
 	leases  map[string]*entry
 	pending []Report
+	stats   KeeperStats
 
 	wake   chan struct{}
 	queued chan struct{}
 	out    chan Report
 	wg     sync.WaitGroup
+}
+
+// KeeperStats counts the Keeper's work since it was made (for metrics).
+type KeeperStats struct {
+	// Renewals counts renewals by outcome: ok, lost, store_error.
+	RenewalsOK, RenewalsLost, RenewalsFailed uint64
+	// Pipelines counts renewal round trips.
+	Pipelines uint64
+}
+
+// Stats returns the Keeper's counters.
+func (k *Keeper) Stats() KeeperStats {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.stats
 }
 
 // KeeperOption configures a Keeper.
@@ -446,6 +462,7 @@ func (k *Keeper) renewBatch(ctx context.Context, c *Client, es []*entry) []error
 		sent := k.clock.Now()
 		res := c.renewMany(ctx, items)
 		k.mu.Lock()
+		k.stats.Pipelines++
 		now := k.clock.Now()
 		for i, e := range chunk {
 			k.applyLocked(e, sent, now, res[i])
@@ -464,6 +481,7 @@ func (k *Keeper) applyLocked(e *entry, sent, now time.Time, err error) {
 	var nh *NotHeldError
 	switch {
 	case err == nil || errors.Is(err, errReacquired):
+		k.stats.RenewalsOK++
 		if e.state == StateFailing {
 			k.reportLocked(e, ReportRecovered)
 		}
@@ -474,13 +492,16 @@ func (k *Keeper) applyLocked(e *entry, sent, now time.Time, err error) {
 		e.lastRenewed = sent
 		e.nextRenew = sent.Add(e.interval)
 	case errors.As(err, &nh):
+		k.stats.RenewalsLost++
 		e.state, e.holder, e.lastErr = StateLost, nh.Holder, err
 		k.reportLocked(e, ReportLost)
 	case errors.Is(err, ErrInvalid):
+		k.stats.RenewalsLost++
 		// The key holds something other than a string: not our lease any more.
 		e.state, e.holder, e.lastErr = StateLost, "<non-string value>", err
 		k.reportLocked(e, ReportLost)
 	default:
+		k.stats.RenewalsFailed++
 		if e.state == StateHeld {
 			k.reportLocked(e, ReportStoreFailing)
 		}
