@@ -73,7 +73,7 @@ bench: ## Run the benchmarks (compare runs with benchstat).
 
 .PHONY: build
 build: ## Build the manager binary the way the Dockerfile does.
-	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(LOCALBIN)/manager ./cmd/manager
 
 .PHONY: run
 run: manifests generate ## Run the manager against the cluster in your kubeconfig.
@@ -94,12 +94,11 @@ uninstall: manifests ## Remove the CRD (and every GuardedJob) from the cluster.
 	kubectl delete --ignore-not-found -k config/crd
 
 .PHONY: deploy
-deploy: manifests ## Deploy the manager with image IMG.
-	cd config/manager && kubectl kustomize . >/dev/null
+deploy: manifests ## Deploy the manager with image IMG (create the guardedjob-redis Secret first).
 	kubectl kustomize config/default | sed "s|image: guardedjob-manager:dev|image: $(IMG)|" | kubectl apply --server-side -f -
 
 .PHONY: undeploy
-undeploy: ## Remove the manager.
+undeploy: ## Remove the manager AND the CRD: this deletes every GuardedJob.
 	kubectl delete --ignore-not-found -k config/default
 
 ##@ Demo

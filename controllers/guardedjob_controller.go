@@ -69,6 +69,11 @@ type GuardedJobReconciler struct {
 	// is known to be stale: it waits for the cache instead of acting (acting would
 	// repeat an acquisition and waste a fence).
 	superseded sync.Map
+
+	// resumed is closed once the leases in status.active are renewed after this
+	// manager became the leader; reconciles wait for it.
+	resumed    chan struct{}
+	resumeOnce sync.Once
 }
 
 // +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs,verbs=get;list;watch;update;patch
@@ -80,7 +85,6 @@ type GuardedJobReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
 // jobOwnerKey indexes Jobs by the name of their GuardedJob.
 const jobOwnerKey = ".metadata.guardedjob"
@@ -120,6 +124,10 @@ func (r *GuardedJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	})
 	if err := mgr.Add(manager.RunnableFunc(r.routeReports)); err != nil {
+		return err
+	}
+	r.resumed = make(chan struct{})
+	if err := mgr.Add(manager.RunnableFunc(r.resumeLeases)); err != nil {
 		return err
 	}
 	if err := registerMetrics(r.Keeper); err != nil {
@@ -177,6 +185,9 @@ var errPassEnded = errors.New("pass ended after a guarded status write")
 
 // Reconcile runs one pass over a GuardedJob.
 func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	if err := r.waitResumed(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 	gj := &batchv1alpha1.GuardedJob{}
 	if err := r.Get(ctx, req.NamespacedName, gj); err != nil {
 		if apierrors.IsNotFound(err) {

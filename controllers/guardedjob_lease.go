@@ -21,6 +21,10 @@ import (
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
+// noSendTime marks a lease whose last renewal time is unknown (resumed after a
+// restart or a leader change): the keeper renews it at once.
+var noSendTime time.Time
+
 // storeRetry is how soon an acquisition or release the store did not answer is
 // tried again.
 const storeRetry = 5 * time.Second
@@ -61,6 +65,11 @@ func (r *GuardedJobReconciler) track(gj *batchv1alpha1.GuardedJob, run *batchv1a
 	if _, ok := r.Keeper.Get(run.Token); ok {
 		return
 	}
+	_ = r.Keeper.Track(trackRequest(gj, run, sentAt)) // the lease was validated when it was acquired
+}
+
+// trackRequest is what the keeper needs to renew a run's lease.
+func trackRequest(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, sentAt time.Time) lockclient.TrackRequest {
 	lease := leaseOf(run)
 	lease.SentAt = sentAt
 	req := lockclient.TrackRequest{
@@ -72,7 +81,7 @@ func (r *GuardedJobReconciler) track(gj *batchv1alpha1.GuardedJob, run *batchv1a
 	if run.AcquiredAt != nil && run.MaxHold.Duration > 0 {
 		req.MaxHoldUntil = run.AcquiredAt.Add(run.MaxHold.Duration)
 	}
-	_ = r.Keeper.Track(req) // the lease was validated when it was acquired
+	return req
 }
 
 // observeRuns moves every active run one step along its phases. A step that must

@@ -25,7 +25,7 @@ func (h *harness) podFor(job *batchv1.Job) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: job.Name + "-pod", Namespace: h.ns,
 			Labels: map[string]string{
-				batchv1.JobNameLabel:           job.Name,
+				batchv1.JobNameLabel:          job.Name,
 				batchv1alpha1.GuardedJobLabel: job.Labels[batchv1alpha1.GuardedJobLabel],
 			},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -134,6 +135,9 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		LeaseDuration:           &o.leaseDuration,
 		RenewDeadline:           &o.renewDeadline,
 		RetryPeriod:             &o.retryPeriod,
+		// On SIGTERM, give the leadership up at once so the next leader resumes the
+		// leases; this process renews them until then.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -186,7 +190,57 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}()
 
 	log.Info("Starting manager", "cluster", o.clusterName, "store", store.Identity(), "keyGrants", grants.String(), "leaderElection", o.leaderElect)
-	return mgr.Start(ctx)
+	err = mgr.Start(ctx)
+	if err == nil || ctx.Err() != nil || !o.leaderElect || !strings.Contains(err.Error(), "leader election lost") {
+		return err
+	}
+	return renewOnly(ctx, cfg, keeper, o.retryPeriod, log)
+}
+
+// renewOnly runs after leadership was lost. If the API server answers, another
+// replica has taken over: stop renewing at once so that it resumes the leases.
+// If it does not answer, this process is cut off, but the Pods it started are
+// still running: letting their leases lapse would let another cluster start
+// beside them. So the keeper keeps renewing (and nothing else happens) until the
+// API server answers again, then the process exits and the leader resumes.
+// Leases past their maxHold, or lost, are dropped; the kubelet ends those Pods
+// through activeDeadlineSeconds.
+func renewOnly(ctx context.Context, cfg *restclient.Config, keeper *lockclient.Keeper, period time.Duration, log logr.Logger) error {
+	if apiReachable(cfg) {
+		log.Info("Leadership moved to another replica; stopping renewals so it resumes the leases")
+		return errors.New("leader election lost")
+	}
+	log.Info("Leadership lost while the API server is unreachable: renewing the leases held until it answers again", "leases", len(keeper.Snapshot()))
+	ticker := time.NewTicker(period)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case rep := <-keeper.Reports():
+			if rep.Kind == lockclient.ReportLost || rep.Kind == lockclient.ReportMaxHoldReached {
+				keeper.Untrack(rep.Token)
+				log.Info("Stopped renewing a lease", "owner", rep.Owner, "reason", rep.Kind)
+			}
+		case <-ticker.C:
+			if apiReachable(cfg) {
+				log.Info("The API server answers again; exiting so that the leader resumes the leases")
+				return errors.New("leader election lost; exiting after the API server came back")
+			}
+		}
+	}
+}
+
+// apiReachable asks the API server for its version, briefly.
+func apiReachable(cfg *restclient.Config) bool {
+	c := restclient.CopyConfig(cfg)
+	c.Timeout = 2 * time.Second
+	dc, err := discovery.NewDiscoveryClientForConfig(c)
+	if err != nil {
+		return false
+	}
+	_, err = dc.ServerVersion()
+	return err == nil
 }
 
 // rest copies a rest config with a rate budget of its own.

@@ -89,16 +89,22 @@ func scrape(url string) string {
 	return string(b)
 }
 
-// The manager binary with the contract flags, against a real API server and a
-// real Redis: it becomes ready, runs a triggered GuardedJob, reports not-ready
-// (but alive) while Redis is down, and stops on SIGTERM.
-func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
+// controlPlane is a real kube-apiserver + etcd with the CRD installed.
+type controlPlane struct {
+	env             *envtest.Environment
+	host            string // host:port of the API server
+	kubeconfig      string // path of an admin kubeconfig
+	kubeconfigBytes []byte
+	client          client.Client
+}
+
+func startControlPlane(t *testing.T) *controlPlane {
+	t.Helper()
 	g := NewWithT(t)
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run the tests with `make test`")
 	}
-	bin := buildManager(t)
 	env := &envtest.Environment{
 		CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
@@ -110,14 +116,50 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	kubeconfig, err := user.KubeConfig()
 	g.Expect(err).NotTo(HaveOccurred())
-	kubeconfigPath := filepath.Join(t.TempDir(), "kubeconfig")
-	g.Expect(os.WriteFile(kubeconfigPath, kubeconfig, 0o600)).To(Succeed())
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(os.WriteFile(path, kubeconfig, 0o600)).To(Succeed())
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(batchv1alpha1.AddToScheme(scheme))
-	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	g.Expect(err).NotTo(HaveOccurred())
+	return &controlPlane{env: env, host: strings.TrimSuffix(strings.TrimPrefix(cfg.Host, "https://"), "/"), kubeconfig: path, kubeconfigBytes: kubeconfig, client: c}
+}
+
+// managerProc is a manager subprocess, stopped by PID when the test ends.
+type managerProc struct {
+	cmd    *exec.Cmd
+	logs   *syncBuffer
+	exited chan struct{}
+}
+
+func startManager(t *testing.T, bin string, args ...string) *managerProc {
+	t.Helper()
+	p := &managerProc{cmd: exec.Command(bin, args...), logs: newSyncBuffer(), exited: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	})
+	return p
+}
+
+// The manager binary with the contract flags, against a real API server and a
+// real Redis: it becomes ready, runs a triggered GuardedJob, reports not-ready
+// (but alive) while Redis is down, and stops on SIGTERM.
+func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
+	g := NewWithT(t)
+	bin := buildManager(t)
+	cp := startControlPlane(t)
+	kubeconfigPath, k8s := cp.kubeconfig, cp.client
 
 	t.Run("a missing store is a clear error", func(t *testing.T) {
 		out, err := exec.Command(bin, "--kubeconfig", kubeconfigPath).CombinedOutput()
@@ -138,8 +180,7 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 		StringData: map[string]string{"url": "redis://" + srv.Addr(), "password": password},
 	})).To(Succeed())
 	probeAddr, metricsAddr := freeAddr(t), freeAddr(t)
-	logs := newSyncBuffer()
-	cmd := exec.Command(bin,
+	mgr := startManager(t, bin,
 		"--kubeconfig", kubeconfigPath,
 		"--redis-secret", "default/guardedjob-redis",
 		"--cluster-name", "cluster-smoke",
@@ -148,17 +189,7 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 		"--health-probe-bind-address", probeAddr,
 		"--leader-elect=false",
 	)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	g.Expect(cmd.Start()).To(Succeed())
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
+	logs, cmd, exited := mgr.logs, mgr.cmd, mgr.exited
 
 	g.Eventually(func() int { return probe("http://" + probeAddr + "/readyz") }).WithTimeout(30*time.Second).Should(Equal(http.StatusOK), "logs:\n%s", logs)
 
