@@ -74,6 +74,9 @@ type GuardedJobReconciler struct {
 	// manager became the leader; reconciles wait for it.
 	resumed    chan struct{}
 	resumeOnce sync.Once
+
+	// stores holds the clients of tenant stores (storeRef).
+	stores storeSet
 }
 
 // +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs,verbs=get;list;watch;update;patch
@@ -175,6 +178,9 @@ func (s *scope) result() ctrl.Result {
 	return ctrl.Result{RequeueAfter: d}
 }
 
+// secretRecheck is how soon a missing or invalid store Secret is read again.
+const secretRecheck = 30 * time.Second
+
 // cacheLagRetry is how soon a pass that found the cache behind its own last
 // write looks again.
 const cacheLagRetry = 50 * time.Millisecond
@@ -240,10 +246,17 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		var se *SpecError
 		if errors.As(specErr, &se) {
 			r.warnOnce(s, se.Reason, se.Message)
+			if se.Reason == batchv1alpha1.StoreSecretNotFoundReason || se.Reason == batchv1alpha1.StoreSecretInvalidReason {
+				s.requeueAfter(secretRecheck) // Secrets are not watched
+			}
 			return ctrl.Result{}, nil // fixing the spec starts a new pass
 		}
 		return ctrl.Result{}, specErr
 	}
+	if gj.Status.ObservedGeneration != gj.Generation {
+		r.warnFixedKeyWithAllow(gj, spec)
+	}
+	r.setStoreSafe(ctx, gj, spec.store, s.now)
 	if err := r.schedule(ctx, s, spec); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -295,6 +308,24 @@ func (r *GuardedJobReconciler) event(gj *batchv1alpha1.GuardedJob, job *batchv1.
 		related = job
 	}
 	r.Recorder.Eventf(gj, related, eventType, reason, reason, format, args...)
+}
+
+// warnFixedKeyWithAllow warns (once per spec generation) when concurrencyPolicy
+// Allow meets a lock key that is the same for every occurrence: the runs then
+// wait for each other's lease, so Allow behaves like Forbid.
+func (r *GuardedJobReconciler) warnFixedKeyWithAllow(gj *batchv1alpha1.GuardedJob, spec *compiledSpec) {
+	if gj.Spec.ConcurrencyPolicyOrDefault() != batchv1alpha1.AllowConcurrent {
+		return
+	}
+	at := func(t time.Time) string {
+		k, _ := RenderKey("spec.lock.key", spec.lockKey, KeyData{ScheduledTime: t, Namespace: gj.Namespace, Name: gj.Name})
+		return k
+	}
+	first := spec.schedule.Next(gj.CreationTimestamp.Time)
+	if key := at(first); key == at(spec.schedule.Next(first)) {
+		r.event(gj, nil, corev1.EventTypeWarning, "FixedKeyWithAllow",
+			"concurrencyPolicy Allow with lock.key %q, which is the same for every occurrence: overlapping runs wait for each other's lease (onBusy applies), as with Forbid; use {{ .ScheduledTime }} in lock.key to let them overlap", key)
+	}
 }
 
 // warnOnce emits a Warning the first time a spec problem is seen (the Ready

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -11,11 +12,13 @@ import (
 )
 
 // reconcileDelete handles a GuardedJob being deleted. onDelete Stop stops every
-// active run (the stop controller deletes Jobs and Pods); Wait lets them finish.
+// active run (the stop controller deletes Jobs and Pods); Wait lets them finish,
+// and so does a delete with --cascade=orphan, which asks to keep the Jobs.
 // Either way a lease is released only once its Pods are gone, and the finalizer
 // goes only when no run is left.
 func (r *GuardedJobReconciler) reconcileDelete(ctx context.Context, s *scope) error {
 	gj := s.gj
+	stop := stopsRunsOnDelete(gj)
 	for i := range gj.Status.Active {
 		run := &gj.Status.Active[i]
 		switch run.Phase {
@@ -24,7 +27,7 @@ func (r *GuardedJobReconciler) reconcileDelete(ctx context.Context, s *scope) er
 			run.Phase = batchv1alpha1.RunPhaseReleasing
 			run.StopReason = string(batchv1alpha1.RunResultSkipped) + ": the GuardedJob was deleted before the run started"
 		case batchv1alpha1.RunPhaseRunning:
-			if gj.Spec.OnDeleteOrDefault() == batchv1alpha1.OnDeleteStop {
+			if stop {
 				if err := r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the GuardedJob is being deleted (onDelete: Stop)",
 					batchv1alpha1.JobStoppedReason, batchv1alpha1.LockStateHeld, run.Holder); err != nil {
 					return err
@@ -51,4 +54,11 @@ func (r *GuardedJobReconciler) reconcileDelete(ctx context.Context, s *scope) er
 		return fmt.Errorf("remove finalizer: %w", err)
 	}
 	return nil
+}
+
+// stopsRunsOnDelete says whether deleting gj stops its active runs: onDelete Stop,
+// unless the delete orphans the dependents.
+func stopsRunsOnDelete(gj *batchv1alpha1.GuardedJob) bool {
+	return gj.Spec.OnDeleteOrDefault() == batchv1alpha1.OnDeleteStop &&
+		!controllerutil.ContainsFinalizer(gj, metav1.FinalizerOrphanDependents)
 }

@@ -61,19 +61,19 @@ func keeperOwner(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) str
 // track makes sure the keeper renews a run's lease. sentAt is when the acquiring
 // call was sent (by the lock client's clock); zero after a restart, when the last
 // renewal time is unknown: the keeper then renews at once.
-func (r *GuardedJobReconciler) track(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, sentAt time.Time) {
+func (r *GuardedJobReconciler) track(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, sentAt time.Time) {
 	if _, ok := r.Keeper.Get(run.Token); ok {
 		return
 	}
-	_ = r.Keeper.Track(trackRequest(gj, run, sentAt)) // the lease was validated when it was acquired
+	_ = r.Keeper.Track(trackRequest(gj, run, store, sentAt)) // the lease was validated when it was acquired
 }
 
 // trackRequest is what the keeper needs to renew a run's lease.
-func trackRequest(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, sentAt time.Time) lockclient.TrackRequest {
+func trackRequest(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, sentAt time.Time) lockclient.TrackRequest {
 	lease := leaseOf(run)
 	lease.SentAt = sentAt
 	req := lockclient.TrackRequest{
-		Lease: lease, Owner: keeperOwner(gj, run), RenewInterval: run.RenewInterval.Duration,
+		Lease: lease, Client: store, Owner: keeperOwner(gj, run), RenewInterval: run.RenewInterval.Duration,
 		SelfFence:         run.StoreFailurePolicy != batchv1alpha1.FailOpen,
 		StopBudget:        StopBudget(gj.Spec.PodGracePeriod()),
 		ReacquireIfAbsent: run.StoreFailurePolicy == batchv1alpha1.FailOpen,
@@ -100,16 +100,24 @@ func (r *GuardedJobReconciler) observeRuns(ctx context.Context, s *scope) error 
 				fmt.Sprintf("run %s was recorded by cluster %q for object %s; it is not resumed here", run.JobName, run.Cluster, run.OwnerUID), s.now)
 			continue
 		}
-		var err error
+		store, err := r.runStore(ctx, s.gj, run)
+		if err != nil {
+			// The run's store cannot be resolved (its Secret changed or is gone):
+			// nothing can be done for it now; a FailClosed run is stopped at its
+			// self-fence deadline by the keeper.
+			setStoreReachable(s.gj, err, s.now)
+			s.requeueAfter(storeRetry)
+			continue
+		}
 		switch run.Phase {
 		case batchv1alpha1.RunPhaseAcquiring:
-			err = r.acquire(ctx, s, run)
+			err = r.acquire(ctx, s, run, store)
 		case batchv1alpha1.RunPhaseRunning:
-			err = r.running(ctx, s, run)
+			err = r.running(ctx, s, run, store)
 		case batchv1alpha1.RunPhaseStopping:
-			err = r.stopping(ctx, s, run)
+			err = r.stopping(ctx, s, run, store)
 		case batchv1alpha1.RunPhaseReleasing:
-			err = r.release(ctx, s, run)
+			err = r.release(ctx, s, run, store)
 		}
 		if err != nil {
 			return err
@@ -123,21 +131,21 @@ func (r *GuardedJobReconciler) observeRuns(ctx context.Context, s *scope) error 
 
 // acquire takes the lease of a run whose intent is recorded. On success it records
 // the fence (phase Running) before any Job exists, and ends the pass.
-func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun) error {
+func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	gj := s.gj
 	deadline := run.ScheduledTime.Add(gj.Spec.StartingDeadline())
 	var floor int64
 	if run.FencingPolicy == batchv1alpha1.FencingStrict {
 		floor = gj.Status.LastFence
 	}
-	lease, err := r.Store.Acquire(ctx, lockclient.AcquireRequest{
+	lease, err := store.Acquire(ctx, lockclient.AcquireRequest{
 		Keys:  leaseOf(run).Keys,
 		Token: run.Token, TTL: run.TTL.Duration, Floor: floor, Policy: fencePolicy(run.FencingPolicy),
 	})
 	var (
-		busy  *lockclient.BusyError
-		done  *lockclient.DoneError
-		store *lockclient.StoreError
+		busy     *lockclient.BusyError
+		done     *lockclient.DoneError
+		storeErr *lockclient.StoreError
 	)
 	switch {
 	case err == nil:
@@ -145,7 +153,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		run.Phase = batchv1alpha1.RunPhaseRunning
 		run.Fence = lease.Fence
 		run.AcquiredAt = ptrTime(s.now)
-		r.track(gj, run, lease.SentAt)
+		r.track(gj, run, store, lease.SentAt)
 		gj.Status.LastFence = max(gj.Status.LastFence, lease.Fence)
 		setLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, lease.Fence)
 		setLockHeld(gj, "", "", s.now)
@@ -187,11 +195,11 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.TriggerSkippedReason, "Skipped %s: %s", run.JobName, msg)
 		return nil
 
-	case errors.As(err, &store):
+	case errors.As(err, &storeErr):
 		setStoreReachable(gj, err, s.now)
 		setLock(gj, batchv1alpha1.LockStateStoreDown, run.Key, "", 0)
 		if run.StoreFailurePolicy == batchv1alpha1.FailOpen {
-			return r.startUnguarded(ctx, s, run, err)
+			return r.startUnguarded(ctx, s, run, store, err)
 		}
 		if next := s.now.Add(storeRetry); next.Before(deadline) {
 			s.requeueAt(next)
@@ -215,12 +223,12 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 
 // startUnguarded starts a FailOpen run without a lease while the store is down.
 // The keeper takes the key for it, with its own token, once the store answers.
-func (r *GuardedJobReconciler) startUnguarded(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, cause error) error {
+func (r *GuardedJobReconciler) startUnguarded(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client, cause error) error {
 	run.Phase = batchv1alpha1.RunPhaseRunning
 	run.Unguarded = true
 	run.Fence = 0
 	run.AcquiredAt = ptrTime(s.now)
-	r.track(s.gj, run, s.now)
+	r.track(s.gj, run, store, s.now)
 	if err := r.writeGuarded(ctx, s); !errors.Is(err, errPassEnded) {
 		return err
 	}
@@ -236,9 +244,9 @@ func retryBackoff(_ *batchv1alpha1.ActiveRun, _ time.Time) time.Duration {
 
 // running creates the run's Job if it does not exist yet, and moves the run on
 // when its lease is lost or its Job ends.
-func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun) error {
+func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	gj := s.gj
-	r.track(gj, run, time.Time{})
+	r.track(gj, run, store, noSendTime)
 	if st, ok := r.Keeper.Get(run.Token); ok {
 		switch {
 		case st.State == lockclient.StateLost:
@@ -264,7 +272,7 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 	err := r.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: run.JobName}, job)
 	switch {
 	case apierrors.IsNotFound(err) && run.JobUID == "":
-		return r.createJob(ctx, s, run)
+		return r.createJob(ctx, s, run, store)
 	case apierrors.IsNotFound(err):
 		// The Job is gone although its finalizer should have kept it: treat the run
 		// as over once no Pod of it remains.
@@ -288,14 +296,14 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 		} else {
 			run.StopReason = string(batchv1alpha1.RunResultFailed) + ": the Job failed: " + jobFailureMessage(job)
 		}
-		return r.release(ctx, s, run)
+		return r.release(ctx, s, run, store)
 	}
 	setLockHeld(gj, "", "", s.now)
 	return nil
 }
 
 // createJob creates the Job of a run whose fence is recorded.
-func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun) error {
+func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	job, warnings := buildJob(s.gj, run)
 	if err := r.Create(ctx, job); err != nil {
 		if apierrors.IsAlreadyExists(err) {
@@ -306,7 +314,7 @@ func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *bat
 			r.event(s.gj, nil, corev1.EventTypeWarning, "JobRejected", "%s", msg)
 			run.Phase = batchv1alpha1.RunPhaseReleasing
 			run.StopReason = string(batchv1alpha1.RunResultFailed) + ": " + msg
-			return r.release(ctx, s, run)
+			return r.release(ctx, s, run, store)
 		}
 		return fmt.Errorf("create job %s: %w", run.JobName, err)
 	}
@@ -356,8 +364,8 @@ func (r *GuardedJobReconciler) beginStop(s *scope, run *batchv1alpha1.ActiveRun,
 
 // stopping waits until the run's Pods are gone (the stop controller deletes them),
 // then releases.
-func (r *GuardedJobReconciler) stopping(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun) error {
-	r.track(s.gj, run, time.Time{})
+func (r *GuardedJobReconciler) stopping(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
+	r.track(s.gj, run, store, noSendTime)
 	remaining, err := r.podsLeft(ctx, s.gj.Namespace, run.JobName)
 	if err != nil {
 		return err
@@ -375,7 +383,7 @@ func (r *GuardedJobReconciler) stopping(ctx context.Context, s *scope, run *batc
 		return fmt.Errorf("get job %s: %w", run.JobName, err)
 	}
 	run.Phase = batchv1alpha1.RunPhaseReleasing
-	return r.release(ctx, s, run)
+	return r.release(ctx, s, run, store)
 }
 
 // podsLeft counts the Pods of a Job that still exist.
@@ -391,7 +399,7 @@ func (r *GuardedJobReconciler) podsLeft(ctx context.Context, namespace, jobName 
 // release otherwise; then the Job's lease finalizer goes and the run moves to
 // status.lastRun. A store that does not answer keeps the run Releasing (and its
 // lease renewed) until it does.
-func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun) error {
+func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	gj := s.gj
 	resultText, msg, _ := strings.Cut(run.StopReason, ": ")
 	result := batchv1alpha1.RunResult(resultText)
@@ -402,12 +410,12 @@ func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batch
 	case run.Unguarded:
 		// No lease was ever taken for it, unless the keeper took one since.
 		if st, ok := r.Keeper.Get(run.Token); ok && st.State == lockclient.StateHeld {
-			err = r.Store.Release(ctx, lease)
+			err = store.Release(ctx, lease)
 		}
 	case result == batchv1alpha1.RunResultSucceeded:
-		released, err = r.Store.Complete(ctx, lease, markerTTLFor(gj, run.ScheduledTime.Time, s.now))
+		released, err = store.Complete(ctx, lease, markerTTLFor(gj, run.ScheduledTime.Time, s.now))
 	default:
-		err = r.Store.Release(ctx, lease)
+		err = store.Release(ctx, lease)
 		released = err == nil
 	}
 	var nh *lockclient.NotHeldError

@@ -334,3 +334,32 @@ func TestRenewalsWriteNothingToTheAPIServer(t *testing.T) {
 	h.g.Expect(h.get(gj).ResourceVersion).To(Equal(rv))
 	h.g.Expect(h.events(gj)).To(HaveLen(events))
 }
+
+func TestStrictFencesStayAboveEveryEarlierFenceAfterRedisIsFlushed(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	gj := h.guardedJob("strict", h.ns+":strict")
+	gj.Spec.Fencing = &batchv1alpha1.FencingSpec{Policy: batchv1alpha1.FencingStrict}
+	h.create(gj)
+	h.trigger(gj)
+	first := h.waitJobs(1)[0]
+	h.g.Eventually(func() string { return string(h.get(gj).Status.Active[0].JobUID) }).ShouldNot(BeEmpty())
+	firstFence := h.get(gj).Status.LastFence
+	h.g.Expect(envOf(&first, "GUARDEDJOB_FENCE")).To(Equal(itoa(firstFence)))
+	h.fail(&first)
+	h.g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).ShouldNot(BeNil())
+
+	// Redis restarts without its data: the fence counter is gone.
+	h.g.Expect(h.rdb.FlushAll(ctx).Err()).To(Succeed())
+	h.clock.Step(time.Second)
+	h.annotate(gj, h.clock.Now().UTC().Format(time.RFC3339))
+	jobs := h.waitJobs(2)
+	for _, j := range jobs {
+		if j.Name != first.Name {
+			fence, err := strconv.ParseInt(envOf(&j, "GUARDEDJOB_FENCE"), 10, 64)
+			h.g.Expect(err).NotTo(HaveOccurred())
+			h.g.Expect(fence).To(BeNumerically(">", firstFence))
+		}
+	}
+}

@@ -53,8 +53,8 @@ func (c *compiledSpec) keys(r *GuardedJobReconciler, gj *batchv1alpha1.GuardedJo
 // compile checks everything about the spec that the CRD schema cannot: cron syntax,
 // time zone, templates, key rules and lease timing. Errors are *SpecError (the
 // user must fix the spec) or plain errors (retry).
-func (r *GuardedJobReconciler) compile(_ context.Context, gj *batchv1alpha1.GuardedJob) (*compiledSpec, error) {
-	c := &compiledSpec{store: r.Store, confined: true}
+func (r *GuardedJobReconciler) compile(ctx context.Context, gj *batchv1alpha1.GuardedJob) (*compiledSpec, error) {
+	c := &compiledSpec{}
 	var err error
 	if c.schedule, err = ParseSchedule(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault()); err != nil {
 		return nil, err
@@ -68,9 +68,8 @@ func (r *GuardedJobReconciler) compile(_ context.Context, gj *batchv1alpha1.Guar
 	if c.fenceKey, err = ParseKeyTemplate("spec.fencing.key", gj.Spec.Fencing.KeyTemplate()); err != nil {
 		return nil, err
 	}
-	if gj.Spec.Lock.StoreRef != nil {
-		return nil, &SpecError{Reason: batchv1alpha1.StoreSecretNotFoundReason,
-			Message: "spec.lock.storeRef " + gj.Spec.Lock.StoreRef.Name + " cannot be used: this manager only serves its own store"}
+	if c.store, c.confined, err = r.storeFor(ctx, gj); err != nil {
+		return nil, err
 	}
 	timing := LeaseTiming{
 		TTL: gj.Spec.Lock.TTLOrDefault(), RenewInterval: gj.Spec.Lock.RenewIntervalOrDefault(), PodGrace: gj.Spec.PodGracePeriod(),

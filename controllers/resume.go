@@ -31,7 +31,12 @@ func (r *GuardedJobReconciler) resumeLeases(ctx context.Context) error {
 			if run.Cluster != r.ClusterName || run.OwnerUID != gj.UID || run.Phase == batchv1alpha1.RunPhaseAcquiring {
 				continue // not ours, or not acquired yet (the reconciler acquires it)
 			}
-			reqs = append(reqs, trackRequest(gj, run, noSendTime))
+			store, err := r.runStore(ctx, gj, run)
+			if err != nil {
+				log.Error(err, "Cannot resume a lease: its store is unknown", "guardedjob", gj.Namespace+"/"+gj.Name, "job", run.JobName)
+				continue
+			}
+			reqs = append(reqs, trackRequest(gj, run, store, noSendTime))
 		}
 	}
 	if len(reqs) == 0 {

@@ -122,7 +122,7 @@ func (r *StopReconciler) decide(ctx context.Context, gj *batchv1alpha1.GuardedJo
 			return podGrace, true, nil
 		}
 	}
-	if run.Phase == batchv1alpha1.RunPhaseStopping || !gj.DeletionTimestamp.IsZero() && gj.Spec.OnDeleteOrDefault() == batchv1alpha1.OnDeleteStop {
+	if run.Phase == batchv1alpha1.RunPhaseStopping || !gj.DeletionTimestamp.IsZero() && stopsRunsOnDelete(gj) {
 		if strings.HasPrefix(run.StopReason, string(batchv1alpha1.RunResultLockLost)) {
 			return time.Second, true, nil
 		}

@@ -74,6 +74,9 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 // Identity names the store without credentials, e.g. "redis://10.0.0.5:6379/0".
 func (c *Client) Identity() string { return c.identity }
 
+// Timeout is the bound on every call.
+func (c *Client) Timeout() time.Duration { return c.timeout }
+
 // Redis returns the underlying go-redis client.
 func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 

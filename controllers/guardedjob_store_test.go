@@ -1,0 +1,94 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
+)
+
+func TestAStoreRefRunsTheLeaseInTheTenantsOwnRedisWithAnyKey(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	const password = "tenant-secret-pw"
+	tenant := redisserver.Start(t, redisserver.WithPassword(password))
+	tenantRDB := tenant.Client(t)
+
+	gj := h.guardedJob("tenant", "lock:tenant-settlement") // outside the namespace prefix: fine in its own store
+	gj.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "tenant-redis"}
+	h.create(gj)
+	h.trigger(gj)
+	g := h.g
+	g.Eventually(func() *metav1.Condition { return findCond(h.get(gj).Status.Conditions, batchv1alpha1.ReadyCondition) }).Should(And(
+		Not(BeNil()), HaveField("Reason", batchv1alpha1.StoreSecretNotFoundReason),
+		HaveField("Message", ContainSubstring("Secret "+h.ns+"/tenant-redis was not found"))))
+	g.Expect(h.jobs()).To(BeEmpty())
+
+	g.Expect(k8s.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "tenant-redis", Namespace: h.ns},
+		StringData: map[string]string{"url": "redis://" + tenant.Addr(), "password": password},
+	})).To(Succeed())
+	// A new trigger value (a second later), and a pass that reads the Secret now.
+	h.clock.SetTime(time.Now().Add(time.Second))
+	h.annotate(gj, h.clock.Now().UTC().Format(time.RFC3339))
+
+	job := h.waitJobs(1)[0]
+	st := h.get(gj).Status
+	g.Expect(tenantRDB.Get(ctx, "lock:tenant-settlement").Val()).To(Equal(st.Active[0].Token))
+	g.Expect(h.rdb.Exists(ctx, "lock:tenant-settlement").Val()).To(BeZero(), "nothing in the manager's own store")
+	g.Expect(st.Active[0].Store).To(Equal("secret:" + h.ns + "/tenant-redis:redis://" + tenant.Addr()))
+	g.Expect(findCond(st.Conditions, batchv1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
+	for _, e := range h.events(gj) {
+		g.Expect(e).NotTo(ContainSubstring(password))
+	}
+
+	h.g.Eventually(func() string { return string(h.get(gj).Status.Active[0].JobUID) }).ShouldNot(BeEmpty())
+	h.complete(&job)
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(
+		Not(BeNil()), HaveField("Result", batchv1alpha1.RunResultSucceeded)))
+	g.Expect(tenantRDB.Exists(ctx, "lock:tenant-settlement").Val()).To(BeZero())
+	g.Expect(tenantRDB.Keys(ctx, "lock:tenant-settlement:done:*").Val()).To(HaveLen(1))
+}
+
+func TestKeysOutsideTheNamespaceNeedAGrantInTheManagersStore(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	gj := h.create(h.guardedJob("outside", "lock:settlement"))
+	h.trigger(gj)
+	g := h.g
+	g.Eventually(func() *metav1.Condition { return findCond(h.get(gj).Status.Conditions, batchv1alpha1.ReadyCondition) }).Should(And(
+		Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", batchv1alpha1.KeyNotAllowedReason),
+		HaveField("Message", ContainSubstring("--key-grants="+h.ns+"=lock:settlement"))))
+	g.Consistently(func() []batchv1.Job { return h.jobs() }).WithTimeout(2 * time.Second).Should(BeEmpty())
+	g.Expect(h.rdb.Keys(context.Background(), "*").Val()).To(BeEmpty(), "no Redis call for a key that is not allowed")
+}
+
+func TestStoreSafeSaysWhenRedisCanLoseLeases(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	gj := h.create(h.guardedJob("safety", h.ns+":safety"))
+	g := h.g
+	// The test Redis has no persistence: done-markers and fence counters would not
+	// survive a restart.
+	g.Eventually(func() *metav1.Condition { return findCond(h.get(gj).Status.Conditions, batchv1alpha1.StoreSafeCondition) }).Should(And(
+		Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", batchv1alpha1.PersistenceDisabledReason)))
+
+	lru := redisserver.Start(t, redisserver.WithArgs("--maxmemory-policy", "allkeys-lru"))
+	g.Expect(k8s.Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "lru", Namespace: h.ns}, StringData: map[string]string{"url": "redis://" + lru.Addr()},
+	})).To(Succeed())
+	evicting := h.guardedJob("evicting", "any:key")
+	evicting.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "lru"}
+	h.create(evicting)
+	g.Eventually(func() *metav1.Condition { return findCond(h.get(evicting).Status.Conditions, batchv1alpha1.StoreSafeCondition) }).Should(And(
+		Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", batchv1alpha1.EvictionEnabledReason),
+		HaveField("Message", ContainSubstring("allkeys-lru"))))
+}

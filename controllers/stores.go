@@ -1,0 +1,155 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+)
+
+// safetyRecheck is how often a store's configuration is checked again.
+const safetyRecheck = 5 * time.Minute
+
+// storeSet holds one client per tenant store (a storeRef Secret), reused by every
+// GuardedJob naming that Secret. A changed Secret (rotated password, new CA) gets
+// a new client; the old one stays open for the leases the keeper renews with it.
+type storeSet struct {
+	mu sync.Mutex
+	// byVersion is keyed by identity and Secret resourceVersion.
+	byVersion map[string]*lockclient.Client
+	// latest is the newest client of each identity.
+	latest map[string]*lockclient.Client
+	// safety caches StoreSafe verdicts by identity.
+	safety map[string]safetyVerdict
+}
+
+type safetyVerdict struct {
+	safe      lockclient.Tristate
+	reason    string
+	checkedAt time.Time
+}
+
+func (s *storeSet) init() {
+	if s.byVersion == nil {
+		s.byVersion, s.latest, s.safety = map[string]*lockclient.Client{}, map[string]*lockclient.Client{}, map[string]safetyVerdict{}
+	}
+}
+
+// storeFor resolves the store of a GuardedJob: the manager's own (keys confined
+// to the namespace) or the one its storeRef Secret describes (any key). The
+// Secret is read around the cache, so the manager never watches Secrets.
+func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.GuardedJob) (*lockclient.Client, bool, error) {
+	ref := gj.Spec.Lock.StoreRef
+	if ref == nil {
+		return r.Store, true, nil
+	}
+	secret := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, false, &SpecError{Reason: batchv1alpha1.StoreSecretNotFoundReason,
+				Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s was not found; create it with a key \"url\" (redis:// or rediss://)", gj.Namespace, ref.Name)}
+		}
+		return nil, false, fmt.Errorf("read store Secret %s: %w", ref.Name, err)
+	}
+	url := strings.TrimSpace(string(secret.Data["url"]))
+	if url == "" {
+		return nil, false, &SpecError{Reason: batchv1alpha1.StoreSecretInvalidReason,
+			Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s has no key \"url\"", gj.Namespace, ref.Name)}
+	}
+	identity := "secret:" + gj.Namespace + "/" + ref.Name + ":" + lockclient.Redact(url)
+	key := identity + "@" + secret.ResourceVersion
+
+	r.stores.mu.Lock()
+	defer r.stores.mu.Unlock()
+	r.stores.init()
+	if c, ok := r.stores.byVersion[key]; ok {
+		return c, false, nil
+	}
+	c, err := lockclient.Dial(lockclient.Config{
+		URL: url, Username: string(secret.Data["username"]), Password: string(secret.Data["password"]),
+		CACert: secret.Data["ca.crt"], ClientCert: secret.Data["tls.crt"], ClientKey: secret.Data["tls.key"],
+		Timeout: r.storeTimeout(),
+	}, lockclient.WithIdentity(identity))
+	if err != nil {
+		return nil, false, &SpecError{Reason: batchv1alpha1.StoreSecretInvalidReason,
+			Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s: %v", gj.Namespace, ref.Name, err)}
+	}
+	r.stores.byVersion[key] = c
+	r.stores.latest[identity] = c
+	return c, false, nil
+}
+
+func (r *GuardedJobReconciler) storeTimeout() time.Duration {
+	if r.Store != nil {
+		return r.Store.Timeout()
+	}
+	return lockclient.DefaultTimeout
+}
+
+// runStore returns the client of the store a run's lease lives in, as recorded
+// at intent time. After a restart a tenant store is resolved from the object's
+// storeRef again; a run whose store cannot be found gets a store error (its lease
+// is not renewed, and FailClosed stops it at its deadline).
+func (r *GuardedJobReconciler) runStore(ctx context.Context, gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (*lockclient.Client, error) {
+	if run.Store == "" || run.Store == r.Store.Identity() {
+		return r.Store, nil
+	}
+	r.stores.mu.Lock()
+	r.stores.init()
+	c := r.stores.latest[run.Store]
+	r.stores.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	c, _, err := r.storeFor(ctx, gj)
+	if err != nil {
+		return nil, err
+	}
+	if c.Identity() != run.Store {
+		return nil, &lockclient.StoreError{Op: "resolve store", Err: fmt.Errorf("run %s uses store %s, which spec.lock.storeRef no longer names", run.JobName, run.Store)}
+	}
+	return c, nil
+}
+
+// setStoreSafe reflects whether the store can lose leases, done-markers or fence
+// counters silently (eviction, no persistence). Informational: it never blocks a
+// run. The verdict is cached per store.
+func (r *GuardedJobReconciler) setStoreSafe(ctx context.Context, gj *batchv1alpha1.GuardedJob, store *lockclient.Client, now time.Time) {
+	r.stores.mu.Lock()
+	r.stores.init()
+	v, ok := r.stores.safety[store.Identity()]
+	r.stores.mu.Unlock()
+	if !ok || now.Sub(v.checkedAt) > safetyRecheck || now.Before(v.checkedAt) {
+		info, err := store.StoreInfo(ctx)
+		if err != nil {
+			return // StoreReachable says it
+		}
+		// Done-markers are always written, so persistence always matters.
+		v.safe, v.reason = info.Safety(true)
+		v.checkedAt = now
+		r.stores.mu.Lock()
+		r.stores.safety[store.Identity()] = v
+		r.stores.mu.Unlock()
+	}
+	switch v.safe {
+	case lockclient.Yes:
+		setCondition(gj, batchv1alpha1.StoreSafeCondition, metav1.ConditionTrue, batchv1alpha1.SafeConfigurationReason, "the store does not evict keys and persists them", now)
+	case lockclient.No:
+		reason := batchv1alpha1.PersistenceDisabledReason
+		if strings.HasPrefix(v.reason, "maxmemory-policy") {
+			reason = batchv1alpha1.EvictionEnabledReason
+		}
+		setCondition(gj, batchv1alpha1.StoreSafeCondition, metav1.ConditionFalse, reason, v.reason, now)
+	default:
+		setCondition(gj, batchv1alpha1.StoreSafeCondition, metav1.ConditionUnknown, batchv1alpha1.ConfigUnknownReason, v.reason, now)
+	}
+}
