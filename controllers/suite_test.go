@@ -309,3 +309,14 @@ func envOf(job *batchv1.Job, name string) string {
 	}
 	return "<unset>"
 }
+
+// eventsAll returns the notes of every event in the test namespace.
+func (h *harness) eventsAll() []string {
+	list := &eventsv1.EventList{}
+	h.g.Expect(k8s.List(context.Background(), list, client.InNamespace(h.ns))).To(Succeed())
+	var out []string
+	for _, e := range list.Items {
+		out = append(out, e.Reason+": "+e.Note)
+	}
+	return out
+}
