@@ -70,8 +70,12 @@ func TestBadInputMatrix(t *testing.T) {
 		{"a newline in the key", func(g *batchv1alpha1.GuardedJob) { g.Spec.Lock.Key = g.Namespace + ":daily\nsettlement" }, want{reason: "InvalidKey", message: "whitespace"}},
 		{"a key outside the namespace prefix", func(g *batchv1alpha1.GuardedJob) { g.Spec.Lock.Key = "lock:settlement" }, want{reason: "KeyNotAllowed", message: "--key-grants"}},
 		{"an occurrence key equal to the lock key", func(g *batchv1alpha1.GuardedJob) { g.Spec.Lock.OccurrenceKey = "{{ .Key }}" }, want{reason: "InvalidKey", message: "different keys"}},
-		{"a missing store Secret", func(g *batchv1alpha1.GuardedJob) { g.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "absent"} }, want{reason: "StoreSecretNotFound", message: "absent"}},
-		{"a store Secret without url", func(g *batchv1alpha1.GuardedJob) { g.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "no-url"} }, want{reason: "StoreSecretInvalid", message: `no key "url"`}},
+		{"a missing store Secret", func(g *batchv1alpha1.GuardedJob) {
+			g.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "absent"}
+		}, want{reason: "StoreSecretNotFound", message: "absent"}},
+		{"a store Secret without url", func(g *batchv1alpha1.GuardedJob) {
+			g.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "no-url"}
+		}, want{reason: "StoreSecretInvalid", message: `no key "url"`}},
 		{"a store Secret with a garbled url", func(g *batchv1alpha1.GuardedJob) {
 			g.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "garbled-url"}
 		}, want{reason: "StoreSecretInvalid", message: `scheme "http"`}},

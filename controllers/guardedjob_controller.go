@@ -157,6 +157,9 @@ type scope struct {
 	now  time.Time
 	// requeue is the earliest time the pass wants to look again.
 	requeue time.Time
+	// guardedWriteFailed is set when a resourceVersion-guarded write failed: the
+	// pass worked from a stale object and must write nothing else.
+	guardedWriteFailed bool
 }
 
 func (s *scope) requeueAt(t time.Time) {
@@ -213,6 +216,9 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 		if retErr == nil {
 			gj.Status.ObservedGeneration = gj.Generation
+		}
+		if s.guardedWriteFailed {
+			return
 		}
 		if err := r.patchStatus(ctx, s); err != nil {
 			retErr = errors.Join(retErr, err)
@@ -291,6 +297,7 @@ func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error 
 func (r *GuardedJobReconciler) writeGuarded(ctx context.Context, s *scope) error {
 	before := s.gj.ResourceVersion
 	if err := r.Status().Update(ctx, s.gj); err != nil {
+		s.guardedWriteFailed = true
 		return fmt.Errorf("record run state: %w", err)
 	}
 	r.superseded.Store(client.ObjectKeyFromObject(s.gj), before)

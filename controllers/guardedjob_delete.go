@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -27,7 +28,11 @@ func (r *GuardedJobReconciler) reconcileDelete(ctx context.Context, s *scope) er
 			run.Phase = batchv1alpha1.RunPhaseReleasing
 			run.StopReason = string(batchv1alpha1.RunResultSkipped) + ": the GuardedJob was deleted before the run started"
 		case batchv1alpha1.RunPhaseRunning:
-			if stop {
+			orphaned, err := r.jobOrphaned(ctx, gj, run)
+			if err != nil {
+				return err
+			}
+			if stop && !orphaned {
 				if err := r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the GuardedJob is being deleted (onDelete: Stop)",
 					batchv1alpha1.JobStoppedReason, batchv1alpha1.LockStateHeld, run.Holder); err != nil {
 					return err
@@ -61,4 +66,15 @@ func (r *GuardedJobReconciler) reconcileDelete(ctx context.Context, s *scope) er
 func stopsRunsOnDelete(gj *batchv1alpha1.GuardedJob) bool {
 	return gj.Spec.OnDeleteOrDefault() == batchv1alpha1.OnDeleteStop &&
 		!controllerutil.ContainsFinalizer(gj, metav1.FinalizerOrphanDependents)
+}
+
+// jobOrphaned reports whether a run's Job was orphaned by a delete with
+// --cascade=orphan: the garbage collector removed its owner reference (and may
+// already have removed the orphan finalizer from the GuardedJob).
+func (r *GuardedJobReconciler) jobOrphaned(ctx context.Context, gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (bool, error) {
+	job := &batchv1.Job{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: run.JobName}, job); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return !metav1.IsControlledBy(job, gj), nil
 }

@@ -22,7 +22,7 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 	if err := r.reapUnclaimedJobs(ctx, s); err != nil {
 		return err
 	}
-	triggerValue, triggered, manual := r.pendingTrigger(s, spec)
+	triggerValue, triggered, manual, triggerAt := r.pendingTrigger(s, spec)
 
 	var occurrence time.Time
 	if gj.Spec.Suspended() {
@@ -91,36 +91,44 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 			return nil // the new run starts once the old one's Pods are gone
 		}
 	}
-	return r.recordIntent(ctx, s, spec, occurrence, triggered, triggerValue)
+	due := occurrence
+	if triggered {
+		due = triggerAt
+	}
+	return r.recordIntent(ctx, s, spec, occurrence, due, triggered, triggerValue)
 }
 
 // pendingTrigger reads the run-now annotation. It returns the occurrence to run,
 // or handles a value that is stale or does not parse (recorded, with an event).
-func (r *GuardedJobReconciler) pendingTrigger(s *scope, spec *compiledSpec) (value string, ok bool, occurrence time.Time) {
+func (r *GuardedJobReconciler) pendingTrigger(s *scope, spec *compiledSpec) (value string, ok bool, occurrence, at time.Time) {
 	gj := s.gj
 	value = gj.Annotations[batchv1alpha1.RunNowAnnotation]
 	if value == "" || value == gj.Status.LastRunNow {
-		return value, false, time.Time{}
+		return value, false, time.Time{}, time.Time{}
 	}
 	at, err := ParseTrigger(value)
 	if err != nil {
 		gj.Status.LastRunNow = value
 		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InvalidTriggerReason, "Ignored %s=%q: %v", batchv1alpha1.RunNowAnnotation, value, err)
-		return value, false, time.Time{}
+		return value, false, time.Time{}, time.Time{}
 	}
 	occ, stale, msg := TriggerOccurrence(spec.schedule, at, gj.CreationTimestamp.Time, s.now, gj.Spec.StartingDeadline())
 	if stale || occ.IsZero() {
 		gj.Status.LastRunNow = value
 		recordRun(gj, "", at, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.TriggerSkippedReason, "Skipped trigger %s: %s", value, msg)
-		return value, false, time.Time{}
+		return value, false, time.Time{}, time.Time{}
 	}
-	return value, true, occ
+	// A trigger a little ahead of this manager's clock counts from now.
+	if at.After(s.now) {
+		at = s.now
+	}
+	return value, true, occ, at
 }
 
 // recordIntent writes a new run (phase Acquiring) with everything needed to
 // acquire, renew and release it, before anything touches Redis.
-func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec *compiledSpec, occurrence time.Time, triggered bool, triggerValue string) error {
+func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec *compiledSpec, occurrence, due time.Time, triggered bool, triggerValue string) error {
 	gj := s.gj
 	keys, err := spec.keys(r, gj, KeyData{ScheduledTime: occurrence.In(spec.schedule.Location()), Namespace: gj.Namespace, Name: gj.Name})
 	if err != nil {
@@ -156,6 +164,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 		EnvName:            gj.Spec.Fencing.EnvNameOrDefault(),
 		FencingPolicy:      gj.Spec.Fencing.PolicyOrDefault(),
 		StoreFailurePolicy: gj.Spec.Lock.StoreFailurePolicyOrDefault(),
+		StartDeadline:      &metav1.Time{Time: due.Add(gj.Spec.StartingDeadline())},
 	})
 	if triggered {
 		gj.Status.LastRunNow = triggerValue

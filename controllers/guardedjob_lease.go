@@ -102,11 +102,13 @@ func (r *GuardedJobReconciler) observeRuns(ctx context.Context, s *scope) error 
 		}
 		store, err := r.runStore(ctx, s.gj, run)
 		if err != nil {
-			// The run's store cannot be resolved (its Secret changed or is gone):
-			// nothing can be done for it now; a FailClosed run is stopped at its
-			// self-fence deadline by the keeper.
+			// The run's store cannot be resolved (its Secret changed or is gone
+			// since the run started): its lease can be neither renewed nor
+			// released, so its Pods are stopped and the lease is left to expire.
 			setStoreReachable(s.gj, err, s.now)
-			s.requeueAfter(storeRetry)
+			if err := r.orphanedStore(ctx, s, run, err); err != nil {
+				return err
+			}
 			continue
 		}
 		switch run.Phase {
@@ -134,6 +136,9 @@ func (r *GuardedJobReconciler) observeRuns(ctx context.Context, s *scope) error 
 func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	gj := s.gj
 	deadline := run.ScheduledTime.Add(gj.Spec.StartingDeadline())
+	if run.StartDeadline != nil {
+		deadline = run.StartDeadline.Time
+	}
 	var floor int64
 	if run.FencingPolicy == batchv1alpha1.FencingStrict {
 		floor = gj.Status.LastFence
@@ -221,6 +226,30 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 	}
 }
 
+// orphanedStore handles a run whose store cannot be resolved.
+func (r *GuardedJobReconciler) orphanedStore(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, cause error) error {
+	msg := "the run's store cannot be resolved: " + cause.Error()
+	switch run.Phase {
+	case batchv1alpha1.RunPhaseAcquiring:
+		finishRun(s.gj, *run, batchv1alpha1.RunResultStoreUnavailable, "", msg, s.now)
+		return nil
+	case batchv1alpha1.RunPhaseRunning:
+		return r.beginStop(s, run, batchv1alpha1.RunResultStoreUnavailable, msg, batchv1alpha1.StoreUnavailableReason, batchv1alpha1.LockStateStoreDown, "")
+	default:
+		left, err := r.podsLeft(ctx, s.gj.Namespace, run.JobName)
+		if err != nil || left > 0 {
+			s.requeueAfter(storeRetry)
+			return err
+		}
+		if err := r.dropLeaseFinalizer(ctx, s.gj.Namespace, run.JobName); err != nil {
+			return err
+		}
+		r.Keeper.Untrack(run.Token)
+		finishRun(s.gj, *run, batchv1alpha1.RunResultStoreUnavailable, "", msg+"; the lease was left to expire", s.now)
+		return nil
+	}
+}
+
 // startUnguarded starts a FailOpen run without a lease while the store is down.
 // The keeper takes the key for it, with its own token, once the store answers.
 func (r *GuardedJobReconciler) startUnguarded(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client, cause error) error {
@@ -247,6 +276,28 @@ func retryBackoff(_ *batchv1alpha1.ActiveRun, _ time.Time) time.Duration {
 func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	gj := s.gj
 	r.track(gj, run, store, noSendTime)
+
+	// A Job that already ended is released (and its occurrence marked done) even
+	// if the lease ran out meanwhile: the marker is written over an absent key,
+	// never over another holder.
+	job := &batchv1.Job{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: run.JobName}, job)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("get job %s: %w", run.JobName, err)
+	}
+	exists := err == nil
+	if exists && job.UID == run.JobUID {
+		if finished, ok := jobFinished(job); ok {
+			run.Phase = batchv1alpha1.RunPhaseReleasing
+			if finished == batchv1.JobComplete {
+				run.StopReason = string(batchv1alpha1.RunResultSucceeded) + ": the Job completed"
+			} else {
+				run.StopReason = string(batchv1alpha1.RunResultFailed) + ": the Job failed: " + jobFailureMessage(job)
+			}
+			return r.release(ctx, s, run, store)
+		}
+	}
+
 	if st, ok := r.Keeper.Get(run.Token); ok {
 		switch {
 		case st.State == lockclient.StateLost:
@@ -268,17 +319,13 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 		}
 	}
 
-	job := &batchv1.Job{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: run.JobName}, job)
 	switch {
-	case apierrors.IsNotFound(err) && run.JobUID == "":
+	case !exists && run.JobUID == "":
 		return r.createJob(ctx, s, run, store)
-	case apierrors.IsNotFound(err):
+	case !exists:
 		// The Job is gone although its finalizer should have kept it: treat the run
 		// as over once no Pod of it remains.
 		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the Job "+run.JobName+" was deleted", batchv1alpha1.JobDeletedReason, batchv1alpha1.LockStateHeld, run.Holder)
-	case err != nil:
-		return fmt.Errorf("get job %s: %w", run.JobName, err)
 	}
 	if run.JobUID == "" {
 		return r.adoptJob(ctx, s, run, job)
@@ -288,15 +335,6 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 	}
 	if !job.DeletionTimestamp.IsZero() {
 		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the Job "+run.JobName+" is being deleted", batchv1alpha1.JobDeletedReason, batchv1alpha1.LockStateHeld, run.Holder)
-	}
-	if finished, ok := jobFinished(job); ok {
-		run.Phase = batchv1alpha1.RunPhaseReleasing
-		if finished == batchv1.JobComplete {
-			run.StopReason = string(batchv1alpha1.RunResultSucceeded) + ": the Job completed"
-		} else {
-			run.StopReason = string(batchv1alpha1.RunResultFailed) + ": the Job failed: " + jobFailureMessage(job)
-		}
-		return r.release(ctx, s, run, store)
 	}
 	setLockHeld(gj, "", "", s.now)
 	return nil

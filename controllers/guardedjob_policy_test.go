@@ -139,7 +139,7 @@ func TestPolicyReplaceStopsTheActiveRunAndStartsTheNewOneOnceItsPodsAreGone(t *t
 
 	second := first.Add(time.Minute)
 	h.triggerAt(gj, second.Add(2*time.Second))
-	g.Eventually(func() bool { return h.jobDeleted(oldJob) }).WithTimeout(10*time.Second).Should(BeTrue(), "status: %+v events %v", h.get(gj).Status.Active, h.events(gj))
+	g.Eventually(func() bool { return h.jobDeleted(oldJob) }).WithTimeout(10 * time.Second).Should(BeTrue())
 	g.Eventually(func() *corev1.Pod { return h.podDeletion(pod) }).Should(HaveField("DeletionGracePeriodSeconds", HaveValue(Equal(int64(1)))),
 		"the replaced run's Pods get their own grace period")
 	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("JobStopped: Stopping " + oldJob.Name + ": replaced by")))

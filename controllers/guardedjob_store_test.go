@@ -78,7 +78,9 @@ func TestStoreSafeSaysWhenRedisCanLoseLeases(t *testing.T) {
 	g := h.g
 	// The test Redis has no persistence: done-markers and fence counters would not
 	// survive a restart.
-	g.Eventually(func() *metav1.Condition { return findCond(h.get(gj).Status.Conditions, batchv1alpha1.StoreSafeCondition) }).Should(And(
+	g.Eventually(func() *metav1.Condition {
+		return findCond(h.get(gj).Status.Conditions, batchv1alpha1.StoreSafeCondition)
+	}).Should(And(
 		Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", batchv1alpha1.PersistenceDisabledReason)))
 
 	lru := redisserver.Start(t, redisserver.WithArgs("--maxmemory-policy", "allkeys-lru"))
@@ -88,7 +90,9 @@ func TestStoreSafeSaysWhenRedisCanLoseLeases(t *testing.T) {
 	evicting := h.guardedJob("evicting", "any:key")
 	evicting.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "lru"}
 	h.create(evicting)
-	g.Eventually(func() *metav1.Condition { return findCond(h.get(evicting).Status.Conditions, batchv1alpha1.StoreSafeCondition) }).Should(And(
+	g.Eventually(func() *metav1.Condition {
+		return findCond(h.get(evicting).Status.Conditions, batchv1alpha1.StoreSafeCondition)
+	}).Should(And(
 		Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", batchv1alpha1.EvictionEnabledReason),
 		HaveField("Message", ContainSubstring("allkeys-lru"))))
 }

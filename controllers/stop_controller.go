@@ -59,10 +59,27 @@ func (r *StopReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	})
+	// A run marked Stopping in status (Replace, deletion, a Job deleted by hand)
+	// reaches this controller through the GuardedJob's own update: a poke alone
+	// could race the cache and find the run not stopping yet.
+	stoppingRuns := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []ctrl.Request {
+		gj, ok := o.(*batchv1alpha1.GuardedJob)
+		if !ok {
+			return nil
+		}
+		var reqs []ctrl.Request
+		for _, run := range gj.Status.Active {
+			if run.Phase == batchv1alpha1.RunPhaseStopping || !gj.DeletionTimestamp.IsZero() {
+				reqs = append(reqs, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: gj.Namespace, Name: run.JobName}})
+			}
+		}
+		return reqs
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("guardedjob-stop").
 		For(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, podToJob).
+		Watches(&batchv1alpha1.GuardedJob{}, stoppingRuns).
 		WatchesRawSource(source.Channel(r.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(2, r.MaxConcurrentReconciles)}).
 		Complete(r)

@@ -486,6 +486,12 @@ type ActiveRun struct {
 	// +optional
 	Unguarded bool `json:"unguarded,omitempty"`
 
+	// startDeadline is the latest time the run may still start: its scheduled time (for
+	// a run-now trigger, the trigger's time) + startingDeadlineSeconds. It bounds
+	// onBusy Retry and FailClosed retries.
+	// +optional
+	StartDeadline *metav1.Time `json:"startDeadline,omitempty"`
+
 	// stopReason says why a Stopping run is being stopped (lock lost, maxHold reached,
 	// replaced, GuardedJob deleted, ...).
 	// +optional
