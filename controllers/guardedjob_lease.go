@@ -598,9 +598,16 @@ func markerTTLFor(gj *batchv1alpha1.GuardedJob, scheduled, now time.Time) time.D
 	return 24*time.Hour + gj.Spec.StartingDeadline() + 5*time.Minute + keep
 }
 
-// sortJobsByAge orders Jobs oldest first.
+// sortJobsByAge orders Jobs oldest first. Creation times have a one-second
+// resolution, so ties go by the occurrence the Job ran for, then by name.
 func sortJobsByAge(jobs []*batchv1.Job) {
 	slices.SortFunc(jobs, func(a, b *batchv1.Job) int {
-		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Annotations[batchv1alpha1.ScheduledTimeAnnotation], b.Annotations[batchv1alpha1.ScheduledTimeAnnotation]); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
 	})
 }

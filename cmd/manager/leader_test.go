@@ -37,8 +37,7 @@ func leaderArgs(kubeconfig, redisURL string) []string {
 // ttl - renewInterval (12s) > lease duration + retry period + 5s.
 func haGuardedJob(name string) *batchv1alpha1.GuardedJob {
 	return &batchv1alpha1.GuardedJob{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
-			Annotations: map[string]string{batchv1alpha1.RunNowAnnotation: time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: batchv1alpha1.GuardedJobSpec{
 			Schedule: "@daily",
 			Lock: batchv1alpha1.LockSpec{Key: "default:" + name,
@@ -58,6 +57,7 @@ func runningRun(t *testing.T, k8s client.Client, gj *batchv1alpha1.GuardedJob) s
 	g := NewWithT(t)
 	ctx := context.Background()
 	g.Expect(k8s.Create(ctx, gj)).To(Succeed())
+	triggerNow(t, k8s, gj)
 	var token string
 	g.Eventually(func() string {
 		cur := &batchv1alpha1.GuardedJob{}

@@ -152,6 +152,17 @@ func startManager(t *testing.T, bin string, args ...string) *managerProc {
 	return p
 }
 
+// triggerNow sets the run-now annotation to the current time, which is never
+// older than the object (a trigger older than its object is skipped as stale).
+func triggerNow(t *testing.T, k8s client.Client, gj *batchv1alpha1.GuardedJob) {
+	t.Helper()
+	patch := client.MergeFrom(gj.DeepCopy())
+	gj.Annotations = map[string]string{batchv1alpha1.RunNowAnnotation: time.Now().UTC().Format(time.RFC3339)}
+	if err := k8s.Patch(context.Background(), gj, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The manager binary with the contract flags, against a real API server and a
 // real Redis: it becomes ready, runs a triggered GuardedJob, reports not-ready
 // (but alive) while Redis is down, and stops on SIGTERM.
@@ -195,8 +206,7 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 
 	ctx := context.Background()
 	gj := &batchv1alpha1.GuardedJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "smoke", Namespace: "default",
-			Annotations: map[string]string{batchv1alpha1.RunNowAnnotation: time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)}},
+		ObjectMeta: metav1.ObjectMeta{Name: "smoke", Namespace: "default"},
 		Spec: batchv1alpha1.GuardedJobSpec{
 			Schedule: "@daily",
 			Lock:     batchv1alpha1.LockSpec{Key: "lock:smoke"},
@@ -207,6 +217,7 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 		},
 	}
 	g.Expect(k8s.Create(ctx, gj)).To(Succeed())
+	triggerNow(t, k8s, gj)
 	g.Eventually(func() []batchv1.Job {
 		list := &batchv1.JobList{}
 		_ = k8s.List(ctx, list, client.InNamespace("default"))
