@@ -96,3 +96,39 @@ func TestStoreSafeSaysWhenRedisCanLoseLeases(t *testing.T) {
 		Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", batchv1alpha1.EvictionEnabledReason),
 		HaveField("Message", ContainSubstring("allkeys-lru"))))
 }
+
+func TestAllowWithAKeyThatIsTheSameForEveryOccurrenceGetsAWarning(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	gj := h.guardedJob("allowfixed", h.ns+":allowfixed")
+	gj.Spec.ConcurrencyPolicy = batchv1alpha1.AllowConcurrent
+	h.create(gj)
+	h.g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(And(
+		HavePrefix("FixedKeyWithAllow:"), ContainSubstring("as with Forbid"))))
+}
+
+// A run in status.active that another cluster (or another object of the same name)
+// recorded, as after restoring a backup, is never renewed or released here.
+func TestARunRestoredFromAnotherClusterIsNeverRenewed(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	gj := h.create(h.guardedJob("restored", h.ns+":restored"))
+	foreign := "cluster-elsewhere/" + h.ns + "/restored-29000000-abcdef#0123456789abcdef0123456789abcdef"
+	h.g.Expect(h.rdb.Set(ctx, h.ns+":restored", foreign, 6*time.Second).Err()).To(Succeed())
+	cur := h.get(gj)
+	cur.Status.Active = []batchv1alpha1.ActiveRun{{
+		JobName: "restored-29000000-abcdef", Phase: batchv1alpha1.RunPhaseRunning, ScheduledTime: metav1.Now(),
+		Key: h.ns + ":restored", Token: foreign, Holder: "cluster-elsewhere/" + h.ns + "/restored-29000000-abcdef",
+		Cluster: "cluster-elsewhere", OwnerUID: cur.UID, Fence: 7,
+		TTL: metav1.Duration{Duration: 6 * time.Second}, RenewInterval: metav1.Duration{Duration: time.Second},
+	}}
+	h.g.Expect(k8s.Status().Update(ctx, cur)).To(Succeed())
+	h.start()
+
+	g := h.g
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(
+		Not(BeNil()), HaveField("Message", ContainSubstring(`recorded by cluster "cluster-elsewhere"`))))
+	g.Expect(h.get(gj).Status.Active).To(BeEmpty())
+	// Nobody renews it: the key runs out on its own.
+	g.Eventually(func() int64 { return h.rdb.Exists(ctx, h.ns+":restored").Val() }).WithTimeout(10 * time.Second).Should(BeZero())
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -124,6 +125,33 @@ func TestWhenTheLeaderIsKilledTheOtherReplicaResumesBeforeTheLeaseLapses(t *test
 	g.Expect(low).To(BeNumerically(">", 0), "the lease never lapsed")
 	g.Expect(rdb.Get(context.Background(), "default:failover").Val()).To(Equal(token), "the same run keeps the key")
 	g.Consistently(func() int { return jobCount(cp.client) }).WithTimeout(3*time.Second).Should(Equal(1), "no second Job")
+}
+
+// A normal handover (SIGTERM, the API server reachable): the old leader gives up
+// its leadership on the way out, and the new one resumes the leases at once.
+func TestAGracefulHandoverResumesTheLeasesWithoutAGap(t *testing.T) {
+	g := NewWithT(t)
+	bin := buildManager(t)
+	cp := startControlPlane(t)
+	srv := redisserver.Start(t)
+	rdb := srv.Client(t)
+
+	first := startManager(t, bin, leaderArgs(cp.kubeconfig, srv.URL())...)
+	g.Eventually(first.logs.String).WithTimeout(30 * time.Second).Should(ContainSubstring("Successfully acquired lease"))
+	second := startManager(t, bin, leaderArgs(cp.kubeconfig, srv.URL())...)
+	token := runningRun(t, cp.client, haGuardedJob("handover"))
+
+	stop := make(chan struct{})
+	lowest := watchPTTL(rdb, "default:handover", stop)
+	g.Expect(first.cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
+	g.Eventually(first.exited).WithTimeout(30 * time.Second).Should(BeClosed())
+	g.Expect(first.logs.String()).NotTo(ContainSubstring("renewing the leases held"), "a reachable API server means a handover, not renew-only mode")
+	g.Eventually(second.logs.String).WithTimeout(30*time.Second).Should(ContainSubstring(`"Resumed leases"`), "second:\n%s", second.logs)
+	g.Eventually(func() time.Duration { return rdb.PTTL(context.Background(), "default:handover").Val() }).Should(BeNumerically(">", 12*time.Second))
+	close(stop)
+	g.Expect(<-lowest).To(BeNumerically(">", 0))
+	g.Expect(rdb.Get(context.Background(), "default:handover").Val()).To(Equal(token))
+	g.Consistently(func() int { return jobCount(cp.client) }).WithTimeout(2 * time.Second).Should(Equal(1))
 }
 
 // tcpProxy forwards loopback connections to the API server; cut makes the API
