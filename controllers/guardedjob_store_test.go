@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
@@ -131,4 +133,59 @@ func TestARunRestoredFromAnotherClusterIsNeverRenewed(t *testing.T) {
 	g.Expect(h.get(gj).Status.Active).To(BeEmpty())
 	// Nobody renews it: the key runs out on its own.
 	g.Eventually(func() int64 { return h.rdb.Exists(ctx, h.ns+":restored").Val() }).WithTimeout(10 * time.Second).Should(BeZero())
+}
+
+func TestARotatedStoreSecretIsUsedByTheNextRunAndTheOldClientIsClosed(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	tenant := redisserver.Start(t, redisserver.WithPassword("first-password"))
+	admin := tenant.Client(t)
+	// connections returns the client addresses connected to the tenant's Redis,
+	// other than the test's own.
+	connections := func() []string {
+		own := admin.ClientInfo(ctx).Val()
+		var out []string
+		for _, line := range strings.Split(strings.TrimSpace(admin.ClientList(ctx).Val()), "\n") {
+			for _, f := range strings.Fields(line) {
+				if addr, ok := strings.CutPrefix(f, "addr="); ok && (own == nil || addr != own.Addr) {
+					out = append(out, addr)
+				}
+			}
+		}
+		return out
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "rotating", Namespace: h.ns},
+		StringData: map[string]string{"url": "redis://" + tenant.Addr(), "password": "first-password"},
+	}
+	h.g.Expect(k8s.Create(ctx, secret)).To(Succeed())
+	gj := h.guardedJob("rotating", "tenant:rotating")
+	gj.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "rotating"}
+	h.create(gj)
+	h.trigger(gj)
+	job := h.waitJobs(1)[0]
+	h.g.Eventually(func() string { return string(h.get(gj).Status.Active[0].JobUID) }).ShouldNot(BeEmpty())
+	h.complete(&job)
+	h.g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(HaveField("Result", batchv1alpha1.RunResultSucceeded))
+	before := connections()
+	h.g.Expect(before).NotTo(BeEmpty())
+
+	// Rotate: the server takes a new password, then the Secret gets it.
+	h.g.Expect(admin.ConfigSet(ctx, "requirepass", "second-password").Err()).To(Succeed())
+	h.g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(secret), secret)).To(Succeed())
+	secret.Data["password"] = []byte("second-password")
+	h.g.Expect(k8s.Update(ctx, secret)).To(Succeed())
+	h.clock.SetTime(time.Now().Add(2 * time.Second))
+	h.annotate(gj, h.clock.Now().UTC().Format(time.RFC3339))
+
+	// The next trigger of the same occurrence reaches Redis with the new password
+	// (and finds the occurrence done)...
+	h.g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(
+		HaveField("Result", batchv1alpha1.RunResultSkipped), HaveField("Message", ContainSubstring("already done by"))))
+	// ...and the client of the old Secret version, which holds no lease, is closed.
+	h.g.Eventually(connections).ShouldNot(ContainElements(before))
+	for _, addr := range before {
+		h.g.Expect(connections()).NotTo(ContainElement(addr))
+	}
 }

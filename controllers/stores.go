@@ -85,7 +85,20 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 	}
 	r.stores.byVersion[key] = c
 	r.stores.latest[identity] = c
+	r.closeSupersededLocked()
 	return c, false, nil
+}
+
+// closeSupersededLocked closes the clients of Secret versions that a newer
+// version replaced, once no lease is renewed through them any more.
+func (r *GuardedJobReconciler) closeSupersededLocked() {
+	for key, c := range r.stores.byVersion {
+		identity := key[:strings.LastIndexByte(key, '@')]
+		if r.stores.latest[identity] != c && !r.Keeper.Uses(c) {
+			_ = c.Close()
+			delete(r.stores.byVersion, key)
+		}
+	}
 }
 
 func (r *GuardedJobReconciler) storeTimeout() time.Duration {

@@ -294,6 +294,18 @@ func (k *Keeper) Get(token string) (LeaseStatus, bool) {
 	return e.status(), true
 }
 
+// Uses reports whether any tracked lease lives in c.
+func (k *Keeper) Uses(c *Client) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, e := range k.leases {
+		if e.client == c {
+			return true
+		}
+	}
+	return false
+}
+
 // InFlight returns the number of renewals sent and not yet answered.
 func (k *Keeper) InFlight() int {
 	k.mu.Lock()
