@@ -189,3 +189,32 @@ func TestARotatedStoreSecretIsUsedByTheNextRunAndTheOldClientIsClosed(t *testing
 		h.g.Expect(connections()).NotTo(ContainElement(addr))
 	}
 }
+
+func TestATenantStoreNoGuardedJobUsesAnyMoreIsDisconnected(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	first := redisserver.Start(t)
+	second := redisserver.Start(t)
+	for name, srv := range map[string]*redisserver.Server{"first": first, "second": second} {
+		h.g.Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns},
+			StringData: map[string]string{"url": "redis://" + srv.Addr()}})).To(Succeed())
+	}
+	firstAdmin := first.Client(t)
+	clients := func() int {
+		return strings.Count(strings.TrimSpace(firstAdmin.ClientList(ctx).Val()), "\n") // lines minus the admin's own
+	}
+	gj := h.guardedJob("uses-first", "tenant:first")
+	gj.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "first"}
+	h.create(gj)
+	h.g.Eventually(clients).Should(BeNumerically(">=", 1), "StoreSafe reads the store's configuration")
+	h.g.Expect(k8s.Delete(ctx, h.get(gj))).To(Succeed())
+	h.g.Eventually(func() bool { return h.gone(gj) }).Should(BeTrue())
+
+	// Later, a pass for another tenant store finds the first one idle.
+	h.clock.Step(11 * time.Minute)
+	other := h.guardedJob("uses-second", "tenant:second")
+	other.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "second"}
+	h.create(other)
+	h.g.Eventually(clients).Should(BeZero())
+}

@@ -30,7 +30,13 @@ type storeSet struct {
 	latest map[string]*lockclient.Client
 	// safety caches StoreSafe verdicts by identity.
 	safety map[string]safetyVerdict
+	// lastUsed is when a pass last resolved each identity.
+	lastUsed map[string]time.Time
 }
+
+// storeIdle is how long a tenant store's client stays open after the last pass
+// that used it, when no lease lives in it.
+const storeIdle = 10 * time.Minute
 
 type safetyVerdict struct {
 	safe      lockclient.Tristate
@@ -41,6 +47,7 @@ type safetyVerdict struct {
 func (s *storeSet) init() {
 	if s.byVersion == nil {
 		s.byVersion, s.latest, s.safety = map[string]*lockclient.Client{}, map[string]*lockclient.Client{}, map[string]safetyVerdict{}
+		s.lastUsed = map[string]time.Time{}
 	}
 }
 
@@ -71,6 +78,9 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 	r.stores.mu.Lock()
 	defer r.stores.mu.Unlock()
 	r.stores.init()
+	now := r.Clock.Now()
+	r.stores.lastUsed[identity] = now
+	defer r.closeUnusedLocked(now)
 	if c, ok := r.stores.byVersion[key]; ok {
 		return c, false, nil
 	}
@@ -85,18 +95,25 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 	}
 	r.stores.byVersion[key] = c
 	r.stores.latest[identity] = c
-	r.closeSupersededLocked()
 	return c, false, nil
 }
 
-// closeSupersededLocked closes the clients of Secret versions that a newer
-// version replaced, once no lease is renewed through them any more.
-func (r *GuardedJobReconciler) closeSupersededLocked() {
+// closeUnusedLocked closes tenant store clients no lease is renewed through any
+// more: those of Secret versions a newer version replaced, and those no pass has
+// used for storeIdle (their GuardedJobs were deleted or moved to another store).
+func (r *GuardedJobReconciler) closeUnusedLocked(now time.Time) {
 	for key, c := range r.stores.byVersion {
 		identity := key[:strings.LastIndexByte(key, '@')]
-		if r.stores.latest[identity] != c && !r.Keeper.Uses(c) {
+		superseded := r.stores.latest[identity] != c
+		idle := now.Sub(r.stores.lastUsed[identity]) > storeIdle
+		if (superseded || idle) && !r.Keeper.Uses(c) {
 			_ = c.Close()
 			delete(r.stores.byVersion, key)
+			if !superseded {
+				delete(r.stores.latest, identity)
+				delete(r.stores.lastUsed, identity)
+				delete(r.stores.safety, identity)
+			}
 		}
 	}
 }
@@ -119,6 +136,9 @@ func (r *GuardedJobReconciler) runStore(ctx context.Context, gj *batchv1alpha1.G
 	r.stores.mu.Lock()
 	r.stores.init()
 	c := r.stores.latest[run.Store]
+	if c != nil {
+		r.stores.lastUsed[run.Store] = r.Clock.Now()
+	}
 	r.stores.mu.Unlock()
 	if c != nil {
 		return c, nil
