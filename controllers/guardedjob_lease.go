@@ -286,6 +286,16 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 		return fmt.Errorf("get job %s: %w", run.JobName, err)
 	}
 	exists := err == nil
+	if !exists && run.JobUID != "" {
+		// The cache may simply not have seen the Job yet: ask the API server before
+		// treating it as deleted.
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: run.JobName}, job); err == nil {
+			s.requeueAfter(cacheLagRetry)
+			return nil
+		} else if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("get job %s: %w", run.JobName, err)
+		}
+	}
 	if exists && job.UID == run.JobUID {
 		if finished, ok := jobFinished(job); ok {
 			run.Phase = batchv1alpha1.RunPhaseReleasing
@@ -408,6 +418,13 @@ func (r *GuardedJobReconciler) stopping(ctx context.Context, s *scope, run *batc
 	if err != nil {
 		return err
 	}
+	if remaining == 0 {
+		// Releasing lets another holder start: make sure no Pod is left that the
+		// cache has not seen yet.
+		if remaining, err = r.podsLeftUncached(ctx, s.gj.Namespace, run.JobName); err != nil {
+			return err
+		}
+	}
 	if remaining > 0 {
 		s.requeueAfter(activeResync)
 		return nil
@@ -428,6 +445,15 @@ func (r *GuardedJobReconciler) stopping(ctx context.Context, s *scope, run *batc
 func (r *GuardedJobReconciler) podsLeft(ctx context.Context, namespace, jobName string) (int, error) {
 	pods := &corev1.PodList{}
 	if err := r.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels{batchv1.JobNameLabel: jobName}); err != nil {
+		return 0, fmt.Errorf("list pods of job %s: %w", jobName, err)
+	}
+	return len(pods.Items), nil
+}
+
+// podsLeftUncached counts the Pods of a Job as the API server sees them.
+func (r *GuardedJobReconciler) podsLeftUncached(ctx context.Context, namespace, jobName string) (int, error) {
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels{batchv1.JobNameLabel: jobName}); err != nil {
 		return 0, fmt.Errorf("list pods of job %s: %w", jobName, err)
 	}
 	return len(pods.Items), nil
