@@ -67,7 +67,7 @@ func TestASucceededRunMarksTheOccurrenceDoneAndReleasesTheLease(t *testing.T) {
 	h.trigger(gj)
 	job := h.waitJobs(1)[0]
 	token := h.get(gj).Status.Active[0].Token
-	h.g.Eventually(func() string { return string(h.get(gj).Status.Active[0].JobUID) }).ShouldNot(BeEmpty())
+	h.waitRecorded(gj)
 
 	h.complete(&job)
 
@@ -106,7 +106,7 @@ func TestAFailedRunReleasesAndARetryRunsWithAHigherFence(t *testing.T) {
 	gj := h.create(h.guardedJob("payout", key))
 	h.trigger(gj)
 	first := h.waitJobs(1)[0]
-	h.g.Eventually(func() string { return string(h.get(gj).Status.Active[0].JobUID) }).ShouldNot(BeEmpty())
+	h.waitRecorded(gj)
 	h.fail(&first)
 
 	g := h.g
@@ -202,7 +202,7 @@ func TestARestartedManagerResumesRenewingTheSameJob(t *testing.T) {
 	h.create(gj)
 	h.trigger(gj)
 	job := h.waitJobs(1)[0]
-	h.g.Eventually(func() string { return string(h.get(gj).Status.Active[0].JobUID) }).ShouldNot(BeEmpty())
+	h.waitRecorded(gj)
 
 	h.stop()
 	// Nobody renews now; the key runs down.
@@ -321,7 +321,7 @@ func TestRenewalsWriteNothingToTheAPIServer(t *testing.T) {
 	h.create(gj)
 	h.trigger(gj)
 	h.waitJobs(1)
-	h.g.Eventually(func() string { return string(h.get(gj).Status.Active[0].JobUID) }).ShouldNot(BeEmpty())
+	h.waitRecorded(gj)
 	h.g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("JobCreated:")))
 
 	rv := h.get(gj).ResourceVersion
@@ -344,7 +344,7 @@ func TestStrictFencesStayAboveEveryEarlierFenceAfterRedisIsFlushed(t *testing.T)
 	h.create(gj)
 	h.trigger(gj)
 	first := h.waitJobs(1)[0]
-	h.g.Eventually(func() string { return string(h.get(gj).Status.Active[0].JobUID) }).ShouldNot(BeEmpty())
+	h.waitRecorded(gj)
 	firstFence := h.get(gj).Status.LastFence
 	h.g.Expect(envOf(&first, "GUARDEDJOB_FENCE")).To(Equal(itoa(firstFence)))
 	h.fail(&first)

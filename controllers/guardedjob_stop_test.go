@@ -66,7 +66,7 @@ func (h *harness) runningJob(gj *batchv1alpha1.GuardedJob) (*batchv1.Job, *corev
 	h.create(gj)
 	h.trigger(gj)
 	job := h.waitJobs(1)[0]
-	h.g.Eventually(func() string { return string(h.get(gj).Status.Active[0].JobUID) }).ShouldNot(BeEmpty())
+	h.waitRecorded(gj)
 	return &job, h.podFor(&job)
 }
 

@@ -52,7 +52,7 @@ func TestAStoreRefRunsTheLeaseInTheTenantsOwnRedisWithAnyKey(t *testing.T) {
 		g.Expect(e).NotTo(ContainSubstring(password))
 	}
 
-	h.g.Eventually(func() string { return string(h.get(gj).Status.Active[0].JobUID) }).ShouldNot(BeEmpty())
+	h.waitRecorded(gj)
 	h.complete(&job)
 	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(
 		Not(BeNil()), HaveField("Result", batchv1alpha1.RunResultSucceeded)))
@@ -165,7 +165,7 @@ func TestARotatedStoreSecretIsUsedByTheNextRunAndTheOldClientIsClosed(t *testing
 	h.create(gj)
 	h.trigger(gj)
 	job := h.waitJobs(1)[0]
-	h.g.Eventually(func() string { return string(h.get(gj).Status.Active[0].JobUID) }).ShouldNot(BeEmpty())
+	h.waitRecorded(gj)
 	h.complete(&job)
 	h.g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(HaveField("Result", batchv1alpha1.RunResultSucceeded))
 	before := connections()

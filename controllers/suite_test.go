@@ -320,3 +320,14 @@ func (h *harness) eventsAll() []string {
 	}
 	return out
 }
+
+// waitRecorded waits until the first active run of gj has its Job recorded.
+func (h *harness) waitRecorded(gj *batchv1alpha1.GuardedJob) {
+	h.t.Helper()
+	h.g.Eventually(func() string {
+		if a := h.get(gj).Status.Active; len(a) > 0 {
+			return string(a[0].JobUID)
+		}
+		return ""
+	}).ShouldNot(BeEmpty())
+}
