@@ -64,12 +64,6 @@ const (
 	// on every container and init container of a run's Pods.
 	DefaultFenceEnvName = "GUARDEDJOB_FENCE"
 
-	// MaxKeyBytes is the longest rendered key (lock, occurrence or fence) accepted.
-	MaxKeyBytes = 512
-
-	// MaxNameLength is the longest GuardedJob name: Job names append
-	// "-<scheduled unix minutes>-<6 hex>" and must stay within 63 characters.
-	MaxNameLength = 45
 )
 
 // Condition types.
@@ -77,7 +71,7 @@ const (
 	// ReadyCondition is True when the spec is valid and the GuardedJob schedules runs
 	// (reason Scheduled or Suspended). False names what to fix: InvalidSchedule,
 	// InvalidTimeZone, InvalidTemplate, InvalidKey, KeyNotAllowed, StoreSecretNotFound,
-	// StoreSecretInvalid, UnsafeLeaseTiming, DuplicateClusterName; or Deleting.
+	// StoreSecretInvalid, UnsafeLeaseTiming, DuplicateClusterName (reserved).
 	ReadyCondition = "Ready"
 
 	// LockHeldCondition is True while a run of this GuardedJob holds the lease
@@ -102,9 +96,6 @@ const (
 	ScheduledReason = "Scheduled"
 	// SuspendedReason (Ready=True): the spec is valid and spec.suspend is true.
 	SuspendedReason = "Suspended"
-	// DeletingReason (Ready=False): the GuardedJob is being deleted and waits for its
-	// active runs to stop (onDelete Stop) or finish (onDelete Wait).
-	DeletingReason = "Deleting"
 
 	// InvalidScheduleReason (Ready=False): spec.schedule does not parse.
 	InvalidScheduleReason = "InvalidSchedule"
@@ -113,7 +104,7 @@ const (
 	// InvalidTemplateReason (Ready=False): a key template does not parse or fails to
 	// render, or the jobTemplate cannot be turned into a Job.
 	InvalidTemplateReason = "InvalidTemplate"
-	// InvalidKeyReason (Ready=False): a rendered key is empty, longer than MaxKeyBytes, or
+	// InvalidKeyReason (Ready=False): a rendered key is empty, longer than 512 bytes, or
 	// contains whitespace or control characters.
 	InvalidKeyReason = "InvalidKey"
 	// KeyNotAllowedReason (Ready=False): a rendered key in the manager's shared store
@@ -192,14 +183,6 @@ const (
 	// JobStoppedReason (Normal): a run's Job and Pods were stopped (lock lost, deadline,
 	// maxHold, Replace, or the GuardedJob deleted with onDelete Stop).
 	JobStoppedReason = "JobStopped"
-	// JobSucceededReason (Normal): a run's Job completed; its done-marker is written.
-	JobSucceededReason = "JobSucceeded"
-	// JobFailedReason (Warning): a run's Job failed.
-	JobFailedReason = "JobFailed"
-	// DeadlineReachedReason (Warning): no renewal succeeded for so long that the lease may
-	// expire soon (store unreachable, FailClosed): the run's Pods are stopped before it
-	// could.
-	DeadlineReachedReason = "DeadlineReached"
 	// StartingDeadlineExceededReason (Warning): an occurrence could not start before its
 	// starting deadline (busy lock with Retry, store down with FailClosed, manager down).
 	StartingDeadlineExceededReason = "StartingDeadlineExceeded"

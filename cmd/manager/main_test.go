@@ -231,7 +231,21 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 	g.Expect(srv.Client(t).Get(ctx, "lock:smoke").Val()).To(HavePrefix("cluster-smoke/default/smoke-"))
 	g.Eventually(func() string { return scrape("http://" + metricsAddr + "/metrics") }).Should(And(
 		ContainSubstring(`guardedjob_leases{state="Held"} 1`),
-		ContainSubstring(`guardedjob_lease_renewals_total{result="ok"}`)))
+		ContainSubstring(`guardedjob_lease_renewals_total{result="ok"}`),
+		ContainSubstring(`guardedjob_lease_renewal_pipelines_total `)))
+
+	// The Job succeeds (the test plays the Job controller): the run is counted.
+	list := &batchv1.JobList{}
+	g.Expect(k8s.List(ctx, list, client.InNamespace("default"))).To(Succeed())
+	job := &list.Items[0]
+	now := metav1.Now()
+	job.Status = batchv1.JobStatus{StartTime: &now, CompletionTime: &now, Succeeded: 1, Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+	}}
+	g.Expect(k8s.Status().Update(ctx, job)).To(Succeed())
+	g.Eventually(func() string { return scrape("http://" + metricsAddr + "/metrics") }).Should(
+		ContainSubstring(`guardedjob_runs_total{result="Succeeded"} 1`))
 
 	srv.Kill()
 	g.Eventually(func() int { return probe("http://" + probeAddr + "/readyz") }).WithTimeout(20 * time.Second).ShouldNot(Equal(http.StatusOK))
