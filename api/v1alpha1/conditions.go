@@ -63,7 +63,6 @@ const (
 	// DefaultFenceEnvName is the default of fencing.envName: the env var set to the fence
 	// on every container and init container of a run's Pods.
 	DefaultFenceEnvName = "GUARDEDJOB_FENCE"
-
 )
 
 // Condition types.
