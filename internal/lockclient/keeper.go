@@ -139,6 +139,16 @@ func (e *entry) status() LeaseStatus {
 	}
 }
 
+// Renewal batching: a renewal may go out up to renewCoalesce early to join a
+// batch that is being sent anyway; one pipeline carries at most renewBatchSize
+// renewals; a renewal the store did not answer is retried after renewRetry (never
+// later than the lease's renew interval).
+const (
+	renewCoalesce  = 25 * time.Millisecond
+	renewBatchSize = 1000
+	renewRetry     = time.Second
+)
+
 // inflightAllowance is how long past its self-fence deadline a lease waits for a
 // renewal that was sent before the deadline.
 const inflightAllowance = 500 * time.Millisecond
@@ -153,11 +163,8 @@ func latest(a, b time.Time) time.Time {
 // Keeper renews tracked leases on its own goroutine and clock, so that nothing the
 // caller does (a slow API server, a full work queue) can delay a renewal.
 type Keeper struct {
-	client    *Client
-	clock     clock.WithTicker
-	coalesce  time.Duration
-	batchSize int
-	retry     time.Duration
+	client *Client
+	clock  clock.WithTicker
 
 	mu      sync.Mutex
 	leases  map[string]*entry
@@ -191,36 +198,16 @@ type KeeperOption func(*Keeper)
 // WithKeeperClock sets the clock that schedules renewals and deadlines (tests).
 func WithKeeperClock(c clock.WithTicker) KeeperOption { return func(k *Keeper) { k.clock = c } }
 
-// WithCoalesce sets how early a renewal may go out to join a batch that is
-// being sent anyway; 25ms by default.
-func WithCoalesce(d time.Duration) KeeperOption { return func(k *Keeper) { k.coalesce = d } }
-
-// WithBatchSize bounds the renewals in one pipeline; 1000 by default.
-func WithBatchSize(n int) KeeperOption {
-	return func(k *Keeper) {
-		if n > 0 {
-			k.batchSize = n
-		}
-	}
-}
-
-// WithRetryInterval caps the wait before retrying a renewal the store did not
-// answer; 1s by default (and never more than the lease's renew interval).
-func WithRetryInterval(d time.Duration) KeeperOption { return func(k *Keeper) { k.retry = d } }
-
 // NewKeeper returns a Keeper whose leases live in client unless a TrackRequest
 // names another. Call Run to start it.
 func NewKeeper(client *Client, opts ...KeeperOption) *Keeper {
 	k := &Keeper{
-		client:    client,
-		clock:     clock.RealClock{},
-		coalesce:  25 * time.Millisecond,
-		batchSize: 1000,
-		retry:     time.Second,
-		leases:    map[string]*entry{},
-		wake:      make(chan struct{}, 1),
-		queued:    make(chan struct{}, 1),
-		out:       make(chan Report, 64),
+		client: client,
+		clock:  clock.RealClock{},
+		leases: map[string]*entry{},
+		wake:   make(chan struct{}, 1),
+		queued: make(chan struct{}, 1),
+		out:    make(chan Report, 64),
 	}
 	for _, o := range opts {
 		o(k)
@@ -420,7 +407,7 @@ func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 		// Renewals first: a renewal due at the deadline itself goes out before the
 		// deadline is judged.
 		if !e.inflight {
-			if !e.nextRenew.After(now.Add(k.coalesce)) {
+			if !e.nextRenew.After(now.Add(renewCoalesce)) {
 				e.inflight, e.inflightSince = true, now
 				batches[e.client] = append(batches[e.client], e)
 			} else {
@@ -462,11 +449,11 @@ func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 	return next
 }
 
-// renewBatch renews es in pipelines of at most batchSize and applies the outcomes.
+// renewBatch renews es in pipelines of at most renewBatchSize and applies the outcomes.
 func (k *Keeper) renewBatch(ctx context.Context, c *Client, es []*entry) []error {
 	errs := make([]error, 0, len(es))
-	for start := 0; start < len(es); start += k.batchSize {
-		chunk := es[start:min(start+k.batchSize, len(es))]
+	for start := 0; start < len(es); start += renewBatchSize {
+		chunk := es[start:min(start+renewBatchSize, len(es))]
 		items := make([]renewItem, len(chunk))
 		for i, e := range chunk {
 			items[i] = renewItem{lease: e.req.Lease, reacquire: e.req.ReacquireIfAbsent}
@@ -519,7 +506,7 @@ func (k *Keeper) applyLocked(e *entry, sent, now time.Time, err error) {
 		}
 		e.state, e.lastErr = StateFailing, err
 		e.failures++
-		e.nextRenew = now.Add(min(k.retry, e.interval))
+		e.nextRenew = now.Add(min(renewRetry, e.interval))
 	}
 }
 

@@ -1,0 +1,158 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+)
+
+// release ends a run whose Pods are gone: done-marker + release on success,
+// release otherwise; then the Job's lease finalizer goes and the run moves to
+// status.lastRun. A store that does not answer keeps the run Releasing (and its
+// lease renewed) until it does.
+func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
+	gj := s.gj
+	resultText, msg, _ := strings.Cut(run.StopReason, ": ")
+	result := batchv1alpha1.RunResult(resultText)
+	lease := leaseOf(run)
+	var err error
+	released := false
+	switch {
+	case run.Unguarded:
+		// No lease was ever taken for it, unless the keeper took one since.
+		if st, ok := r.Keeper.Get(run.Token); ok && st.State == lockclient.StateHeld {
+			err = store.Release(ctx, lease)
+		}
+	case result == batchv1alpha1.RunResultSucceeded:
+		released, err = store.Complete(ctx, lease, markerTTLFor(gj, run.ScheduledTime.Time, s.now))
+	default:
+		err = store.Release(ctx, lease)
+		released = err == nil
+	}
+	var nh *lockclient.NotHeldError
+	switch {
+	case errors.As(err, &nh):
+		// Someone else holds the key now or it expired: nothing of ours to delete.
+		if result == batchv1alpha1.RunResultSucceeded && nh.Holder != "" {
+			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.LockLostReason,
+				"Job %s completed, but lock %s is held by %s: the done-marker was not written", run.JobName, run.Key, lockclient.HolderOf(nh.Holder))
+		}
+	case errors.Is(err, lockclient.ErrStore):
+		setStoreReachable(gj, err, s.now)
+		s.requeueAfter(storeRetry)
+		return nil
+	case err != nil:
+		return fmt.Errorf("release lock %s: %w", run.Key, err)
+	}
+
+	if err := r.dropLeaseFinalizer(ctx, gj.Namespace, run.JobName); err != nil {
+		return err
+	}
+	r.Keeper.Untrack(run.Token)
+	if result == batchv1alpha1.RunResultSucceeded {
+		if nh == nil && !run.Unguarded {
+			r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.OccurrenceDoneReason, "Marked occurrence %s done", run.OccurrenceKey)
+		}
+		gj.Status.LastSuccessfulTime = ptrTime(s.now)
+	}
+	if released {
+		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.LockReleasedReason, "Released lock %s held by %s%s", run.Key, run.Holder, fenceSuffix(run.Fence))
+		setLock(gj, batchv1alpha1.LockStateFree, run.Key, "", 0)
+	}
+	finishRun(gj, *run, result, "", msg, s.now)
+	setLockHeld(gj, "", "", s.now)
+	return r.applyHistoryLimits(ctx, gj)
+}
+
+// dropLeaseFinalizer removes the lease finalizer from a Job, once its lease is
+// released.
+func (r *GuardedJobReconciler) dropLeaseFinalizer(ctx context.Context, namespace, name string) error {
+	job := &batchv1.Job{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, job); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !controllerutil.ContainsFinalizer(job, batchv1alpha1.LeaseFinalizer) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(job, batchv1alpha1.LeaseFinalizer)
+	if err := r.Patch(ctx, job, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("remove lease finalizer from job %s: %w", name, err)
+	}
+	return nil
+}
+
+// applyHistoryLimits deletes the oldest finished Jobs beyond the history limits.
+// Jobs being deleted or still part of a run are left alone.
+func (r *GuardedJobReconciler) applyHistoryLimits(ctx context.Context, gj *batchv1alpha1.GuardedJob) error {
+	jobs, err := r.ownedJobs(ctx, gj)
+	if err != nil {
+		return err
+	}
+	var succeeded, failed []*batchv1.Job
+	for i := range jobs {
+		j := &jobs[i]
+		if !j.DeletionTimestamp.IsZero() || runByName(gj, j.Name) != nil {
+			continue
+		}
+		switch kind, ok := jobFinished(j); {
+		case ok && kind == batchv1.JobComplete:
+			succeeded = append(succeeded, j)
+		case ok:
+			failed = append(failed, j)
+		}
+	}
+	for _, set := range []struct {
+		jobs  []*batchv1.Job
+		limit int32
+	}{{succeeded, gj.Spec.SuccessfulHistoryLimit()}, {failed, gj.Spec.FailedHistoryLimit()}} {
+		sortJobsByAge(set.jobs)
+		for i := 0; i < len(set.jobs)-int(set.limit); i++ {
+			if err := r.Delete(ctx, set.jobs[i], client.PropagationPolicy(metav1.DeletePropagationForeground)); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("delete old job %s: %w", set.jobs[i].Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// ownedJobs lists the Jobs controlled by gj.
+func (r *GuardedJobReconciler) ownedJobs(ctx context.Context, gj *batchv1alpha1.GuardedJob) ([]batchv1.Job, error) {
+	list := &batchv1.JobList{}
+	if err := r.List(ctx, list, client.InNamespace(gj.Namespace), client.MatchingFields{jobOwnerKey: gj.Name}); err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	out := list.Items[:0]
+	for _, j := range list.Items {
+		if metav1.IsControlledBy(&j, gj) {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+
+// sortJobsByAge orders Jobs oldest first. Creation times have a one-second
+// resolution, so ties go by the occurrence the Job ran for, then by name.
+func sortJobsByAge(jobs []*batchv1.Job) {
+	slices.SortFunc(jobs, func(a, b *batchv1.Job) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Annotations[batchv1alpha1.ScheduledTimeAnnotation], b.Annotations[batchv1alpha1.ScheduledTimeAnnotation]); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+}

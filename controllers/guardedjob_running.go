@@ -1,0 +1,162 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+)
+
+// running creates the run's Job if it does not exist yet, and moves the run on
+// when its lease is lost or its Job ends.
+func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
+	gj := s.gj
+	r.track(gj, run, store, noSendTime)
+
+	// A Job that already ended is released (and its occurrence marked done) even
+	// if the lease ran out meanwhile: the marker is written over an absent key,
+	// never over another holder.
+	job := &batchv1.Job{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: run.JobName}, job)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("get job %s: %w", run.JobName, err)
+	}
+	exists := err == nil
+	if !exists && run.JobUID != "" {
+		// The cache may simply not have seen the Job yet: ask the API server before
+		// treating it as deleted.
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: run.JobName}, job); err == nil {
+			s.requeueAfter(cacheLagRetry)
+			return nil
+		} else if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("get job %s: %w", run.JobName, err)
+		}
+	}
+	if exists && job.UID == run.JobUID {
+		if finished, ok := jobFinished(job); ok {
+			run.Phase = batchv1alpha1.RunPhaseReleasing
+			if finished == batchv1.JobComplete {
+				run.StopReason = string(batchv1alpha1.RunResultSucceeded) + ": the Job completed"
+			} else {
+				run.StopReason = string(batchv1alpha1.RunResultFailed) + ": the Job failed: " + jobFailureMessage(job)
+			}
+			return r.release(ctx, s, run, store)
+		}
+	}
+
+	if st, ok := r.Keeper.Get(run.Token); ok {
+		switch {
+		case st.State == lockclient.StateLost:
+			holder := lockclient.HolderOf(st.Holder)
+			msg := "lock " + run.Key + " was lost"
+			if holder != "" {
+				msg += ": it is held by " + holder
+			} else {
+				msg += ": the key is gone"
+			}
+			return r.beginStop(s, run, batchv1alpha1.RunResultLockLost, msg, batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, holder)
+		case st.DeadlineReached:
+			return r.beginStop(s, run, batchv1alpha1.RunResultStoreUnavailable,
+				fmt.Sprintf("the lock store did not answer renewals for %s; stopped before the lease could expire", s.now.Sub(st.LastRenewed).Round(time.Second)),
+				batchv1alpha1.StoreUnavailableReason, batchv1alpha1.LockStateStoreDown, "")
+		case st.MaxHoldReached:
+			return r.beginStop(s, run, batchv1alpha1.RunResultMaxHoldExceeded,
+				fmt.Sprintf("the run reached lock.maxHold %s", run.MaxHold.Duration), batchv1alpha1.MaxHoldExceededReason, batchv1alpha1.LockStateHeld, run.Holder)
+		}
+	}
+
+	switch {
+	case !exists && run.JobUID == "":
+		return r.createJob(ctx, s, run, store)
+	case !exists:
+		// The Job is gone although its finalizer should have kept it: treat the run
+		// as over once no Pod of it remains.
+		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the Job "+run.JobName+" was deleted", batchv1alpha1.JobDeletedReason, batchv1alpha1.LockStateHeld, run.Holder)
+	}
+	if run.JobUID == "" {
+		return r.adoptJob(ctx, s, run, job)
+	}
+	if job.UID != run.JobUID {
+		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the Job "+run.JobName+" was replaced by another object of that name", batchv1alpha1.StaleJobReason, batchv1alpha1.LockStateHeld, run.Holder)
+	}
+	if !job.DeletionTimestamp.IsZero() {
+		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the Job "+run.JobName+" is being deleted", batchv1alpha1.JobDeletedReason, batchv1alpha1.LockStateHeld, run.Holder)
+	}
+	setLockHeld(gj, "", "", s.now)
+	return nil
+}
+
+// createJob creates the Job of a run whose fence is recorded.
+func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
+	job, warnings := buildJob(s.gj, run)
+	if err := r.Create(ctx, job); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil // the next pass adopts or stops it
+		}
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			msg := "the API server rejected the Job: " + err.Error()
+			r.event(s.gj, nil, corev1.EventTypeWarning, "JobRejected", "%s", msg)
+			run.Phase = batchv1alpha1.RunPhaseReleasing
+			run.StopReason = string(batchv1alpha1.RunResultFailed) + ": " + msg
+			return r.release(ctx, s, run, store)
+		}
+		return fmt.Errorf("create job %s: %w", run.JobName, err)
+	}
+	run.JobUID = job.UID
+	for _, w := range warnings {
+		r.event(s.gj, job, corev1.EventTypeWarning, batchv1alpha1.NoPodFailurePolicyReason, "%s", w)
+	}
+	if run.Unguarded {
+		r.event(s.gj, job, corev1.EventTypeWarning, batchv1alpha1.UnguardedReason, "Created Job %s without a lease (unfenced)", job.Name)
+	} else {
+		r.event(s.gj, job, corev1.EventTypeNormal, batchv1alpha1.JobCreatedReason, "Created Job %s%s", job.Name, fenceSuffix(run.Fence))
+	}
+	setLockHeld(s.gj, "", "", s.now)
+	return nil
+}
+
+// adoptJob records the UID of a Job that exists under the run's name but was not
+// recorded (a crash between creating it and writing status). A Job whose fence
+// differs from the run's is stale: it is stopped, never adopted.
+func (r *GuardedJobReconciler) adoptJob(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, job *batchv1.Job) error {
+	want, _ := buildJob(s.gj, run)
+	owned := metav1.IsControlledBy(job, s.gj)
+	if owned && job.Annotations[batchv1alpha1.FenceAnnotation] == want.Annotations[batchv1alpha1.FenceAnnotation] {
+		run.JobUID = job.UID
+		return nil
+	}
+	run.JobUID = job.UID
+	msg := fmt.Sprintf("Job %s exists with fence %q, not the run's %q", job.Name, job.Annotations[batchv1alpha1.FenceAnnotation], want.Annotations[batchv1alpha1.FenceAnnotation])
+	return r.beginStop(s, run, batchv1alpha1.RunResultFailed, msg, batchv1alpha1.StaleJobReason, batchv1alpha1.LockStateHeld, run.Holder)
+}
+
+// jobFinished returns Complete or Failed once the Job controller has set it.
+// SuccessCriteriaMet and FailureTarget are not enough: Pods may still run.
+func jobFinished(job *batchv1.Job) (batchv1.JobConditionType, bool) {
+	for _, c := range job.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return c.Type, true
+		}
+	}
+	return "", false
+}
+
+func jobFailureMessage(job *batchv1.Job) string {
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			if c.Message != "" {
+				return c.Reason + ": " + c.Message
+			}
+			return c.Reason
+		}
+	}
+	return ""
+}

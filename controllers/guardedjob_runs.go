@@ -1,0 +1,164 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+)
+
+// noSendTime marks a lease whose last renewal time is unknown (resumed after a
+// restart or a leader change): the keeper renews it at once.
+var noSendTime time.Time
+
+// storeRetry is how soon an acquisition or release the store did not answer is
+// tried again.
+const storeRetry = 5 * time.Second
+
+// activeResync bounds how long a pass may go without looking at an active run,
+// as a safety net under the watches and keeper reports.
+const activeResync = time.Minute
+
+// leaseOf rebuilds the lease of a run from its status snapshot.
+func leaseOf(run *batchv1alpha1.ActiveRun) lockclient.Lease {
+	return lockclient.Lease{
+		Keys:  lockclient.Keys{Lock: run.Key, Occurrence: run.OccurrenceKey, Fence: run.FenceKey},
+		Token: run.Token, TTL: run.TTL.Duration, Fence: run.Fence,
+	}
+}
+
+func fencePolicy(p batchv1alpha1.FencingPolicy) lockclient.FencePolicy {
+	switch p {
+	case batchv1alpha1.FencingNone:
+		return lockclient.FenceNone
+	case batchv1alpha1.FencingStrict:
+		return lockclient.FenceStrict
+	default:
+		return lockclient.FenceInject
+	}
+}
+
+// keeperOwner is the keeper's opaque owner of a run: enough to find the
+// GuardedJob and the Job again from a report.
+func keeperOwner(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) string {
+	return gj.Namespace + "/" + gj.Name + "/" + run.JobName
+}
+
+// track makes sure the keeper renews a run's lease. sentAt is when the acquiring
+// call was sent (by the lock client's clock); zero after a restart, when the last
+// renewal time is unknown: the keeper then renews at once.
+func (r *GuardedJobReconciler) track(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, sentAt time.Time) {
+	if _, ok := r.Keeper.Get(run.Token); ok {
+		return
+	}
+	_ = r.Keeper.Track(trackRequest(gj, run, store, sentAt)) // the lease was validated when it was acquired
+}
+
+// trackRequest is what the keeper needs to renew a run's lease.
+func trackRequest(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, sentAt time.Time) lockclient.TrackRequest {
+	lease := leaseOf(run)
+	lease.SentAt = sentAt
+	req := lockclient.TrackRequest{
+		Lease: lease, Client: store, Owner: keeperOwner(gj, run), RenewInterval: run.RenewInterval.Duration,
+		SelfFence:         run.StoreFailurePolicy != batchv1alpha1.FailOpen,
+		StopBudget:        StopBudget(gj.Spec.PodGracePeriod()),
+		ReacquireIfAbsent: run.StoreFailurePolicy == batchv1alpha1.FailOpen,
+	}
+	if run.AcquiredAt != nil && run.MaxHold.Duration > 0 {
+		req.MaxHoldUntil = run.AcquiredAt.Add(run.MaxHold.Duration)
+	}
+	return req
+}
+
+// observeRuns moves every active run one step along its phases. A step that must
+// be durable before its side effect ends the pass (errPassEnded).
+func (r *GuardedJobReconciler) observeRuns(ctx context.Context, s *scope) error {
+	runs := append([]batchv1alpha1.ActiveRun(nil), s.gj.Status.Active...)
+	for i := range runs {
+		run := runByName(s.gj, runs[i].JobName)
+		if run == nil {
+			continue
+		}
+		if run.Cluster != r.ClusterName || run.OwnerUID != s.gj.UID {
+			// Restored from a backup, or recorded by another cluster: never renew or
+			// release a lease this manager did not take.
+			finishRun(s.gj, *run, batchv1alpha1.RunResultFailed, "",
+				fmt.Sprintf("run %s was recorded by cluster %q for object %s; it is not resumed here", run.JobName, run.Cluster, run.OwnerUID), s.now)
+			continue
+		}
+		store, err := r.runStore(ctx, s.gj, run)
+		if err != nil {
+			// The run's store cannot be resolved (its Secret changed or is gone
+			// since the run started): its lease can be neither renewed nor
+			// released, so its Pods are stopped and the lease is left to expire.
+			setStoreReachable(s.gj, err, s.now)
+			if err := r.orphanedStore(ctx, s, run, err); err != nil {
+				return err
+			}
+			continue
+		}
+		switch run.Phase {
+		case batchv1alpha1.RunPhaseAcquiring:
+			err = r.acquire(ctx, s, run, store)
+		case batchv1alpha1.RunPhaseRunning:
+			err = r.running(ctx, s, run, store)
+		case batchv1alpha1.RunPhaseStopping:
+			err = r.stopping(ctx, s, run, store)
+		case batchv1alpha1.RunPhaseReleasing:
+			err = r.release(ctx, s, run, store)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if len(s.gj.Status.Active) > 0 {
+		s.requeueAfter(activeResync)
+	}
+	return nil
+}
+
+// orphanedStore handles a run whose store cannot be resolved.
+func (r *GuardedJobReconciler) orphanedStore(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, cause error) error {
+	msg := "the run's store cannot be resolved: " + cause.Error()
+	switch run.Phase {
+	case batchv1alpha1.RunPhaseAcquiring:
+		finishRun(s.gj, *run, batchv1alpha1.RunResultStoreUnavailable, "", msg, s.now)
+		return nil
+	case batchv1alpha1.RunPhaseRunning:
+		return r.beginStop(s, run, batchv1alpha1.RunResultStoreUnavailable, msg, batchv1alpha1.StoreUnavailableReason, batchv1alpha1.LockStateStoreDown, "")
+	default:
+		left, err := r.podsLeft(ctx, s.gj.Namespace, run.JobName)
+		if err != nil || left > 0 {
+			s.requeueAfter(storeRetry)
+			return err
+		}
+		if err := r.dropLeaseFinalizer(ctx, s.gj.Namespace, run.JobName); err != nil {
+			return err
+		}
+		r.Keeper.Untrack(run.Token)
+		finishRun(s.gj, *run, batchv1alpha1.RunResultStoreUnavailable, "", msg+"; the lease was left to expire", s.now)
+		return nil
+	}
+}
+
+func ptrTime(t time.Time) *metav1.Time {
+	mt := metav1.NewTime(t)
+	return &mt
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// markerTTLFor is the done-marker lifetime of an occurrence. A schedule that no
+// longer parses (changed while the run was active) falls back to a day.
+func markerTTLFor(gj *batchv1alpha1.GuardedJob, scheduled, now time.Time) time.Duration {
+	keep := gj.Spec.Lock.KeepAfterSuccessOrDefault()
+	if sched, err := ParseSchedule(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault()); err == nil {
+		return MarkerTTL(sched, scheduled, now, gj.Spec.StartingDeadline(), keep)
+	}
+	return 24*time.Hour + gj.Spec.StartingDeadline() + 5*time.Minute + keep
+}
