@@ -18,9 +18,10 @@ import (
 // the fence (phase Running) before any Job exists, and ends the pass.
 func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	gj := s.gj
-	deadline := run.ScheduledTime.Add(gj.Spec.StartingDeadline())
-	if run.StartDeadline != nil {
-		deadline = run.StartDeadline.Time
+	deadline := runStartDeadline(gj, run)
+	if !s.now.Before(deadline) && !acquireAttempted(gj, run) {
+		// The manager was down (or far behind) when the run was due.
+		return r.skipLate(ctx, s, run, store, deadline)
 	}
 	var floor int64
 	if run.FencingPolicy == batchv1alpha1.FencingStrict {
@@ -38,6 +39,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 	switch {
 	case err == nil:
 		setStoreReachable(gj, nil, s.now)
+		setAcquired(gj, s.now)
 		run.Phase = batchv1alpha1.RunPhaseRunning
 		run.Fence = lease.Fence
 		run.AcquiredAt = ptrTime(s.now)
@@ -78,6 +80,8 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		setStoreReachable(gj, nil, s.now)
 		holder := lockclient.HolderOf(done.By)
 		msg := fmt.Sprintf("occurrence %s already done by %s", run.OccurrenceKey, holder)
+		// The script released the key if this run held it (a retried call).
+		r.Keeper.Untrack(run.Token)
 		finishRun(gj, *run, batchv1alpha1.RunResultSkipped, holder, msg, s.now)
 		setLockHeld(gj, "", "", s.now)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.TriggerSkippedReason, "Skipped %s: %s", run.JobName, msg)
@@ -94,17 +98,24 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 			return nil
 		}
 		msg := fmt.Sprintf("the lock store did not answer until the starting deadline: %v", err)
+		msg += r.releaseUnconfirmed(ctx, gj, run, store)
 		finishRun(gj, *run, batchv1alpha1.RunResultStoreUnavailable, "", msg, s.now)
 		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.StoreUnavailableReason, "Did not start %s: %s", run.JobName, msg)
 		return nil
 
 	default:
-		// Bad data at the key (a hash written by someone else) or keys in different
-		// Cluster slots: retrying cannot help.
+		// Bad data at a key (a hash written by someone else) or keys in different
+		// Cluster slots: retrying cannot help, and nothing was written. Ready stays
+		// False until an acquisition succeeds or the spec changes.
+		reason := batchv1alpha1.InvalidKeyReason
+		var wrongType *lockclient.WrongTypeError
+		if errors.As(err, &wrongType) {
+			reason = batchv1alpha1.StoreKeyWrongTypeReason
+		}
 		msg := err.Error()
 		finishRun(gj, *run, batchv1alpha1.RunResultFailed, "", msg, s.now)
-		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, batchv1alpha1.InvalidKeyReason, msg, s.now)
-		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InvalidKeyReason, "Did not start %s: %s", run.JobName, msg)
+		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, reason, msg+"; runs are tried again at their schedule", s.now)
+		r.event(gj, nil, corev1.EventTypeWarning, reason, "Did not start %s: %s", run.JobName, msg)
 		return nil
 	}
 }
@@ -116,7 +127,7 @@ func (r *GuardedJobReconciler) startUnguarded(ctx context.Context, s *scope, run
 	run.Unguarded = true
 	run.Fence = 0
 	run.AcquiredAt = ptrTime(s.now)
-	r.track(s.gj, run, store, s.now)
+	r.track(s.gj, run, store, resumed)
 	if err := r.writeGuarded(ctx, s); !errors.Is(err, errPassEnded) {
 		return err
 	}
@@ -131,4 +142,51 @@ func (r *GuardedJobReconciler) startUnguarded(ctx context.Context, s *scope, run
 // deadline instead.
 func busyRetryWait() time.Duration {
 	return 5*time.Second + rand.N(5*time.Second)
+}
+
+// runStartDeadline is when a run that has no Job yet must give up: its scheduled
+// time (or a manual trigger's time) plus startingDeadlineSeconds.
+func runStartDeadline(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) time.Time {
+	if run.StartDeadline != nil {
+		return run.StartDeadline.Time
+	}
+	return run.ScheduledTime.Add(gj.Spec.StartingDeadline())
+}
+
+// acquireAttempted says whether this run has already been tried and is waiting
+// to try again (Busy with onBusy Retry, or the store down): such a run ends with
+// that result at its deadline, not as Skipped.
+func acquireAttempted(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) bool {
+	l := gj.Status.Lock
+	return l != nil && l.Key == run.Key && (l.State == batchv1alpha1.LockStateBusy || l.State == batchv1alpha1.LockStateStoreDown)
+}
+
+// skipLate ends a run that is past its starting deadline without a Job: it was
+// never attempted in time, or it holds a lease but its Job was not created in
+// time. It is Skipped, and any lease it may hold is released.
+func (r *GuardedJobReconciler) skipLate(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client, deadline time.Time) error {
+	msg := fmt.Sprintf("the run for %s did not start before its starting deadline %s", run.ScheduledTime.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339))
+	msg += r.releaseUnconfirmed(ctx, s.gj, run, store)
+	finishRun(s.gj, *run, batchv1alpha1.RunResultSkipped, "", msg, s.now)
+	setLockHeld(s.gj, "", "", s.now)
+	r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.StartingDeadlineExceededReason, "Skipped %s: %s", run.JobName, msg)
+	return nil
+}
+
+// releaseUnconfirmed releases a lease a run without a Job may hold (an
+// acquisition whose reply was lost, or one that succeeded too late) and stops
+// tracking it. If the store does not answer, the key expires on its own: nobody
+// renews it. It returns a note for the run's message, or "".
+func (r *GuardedJobReconciler) releaseUnconfirmed(ctx context.Context, gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client) string {
+	if !r.ownsRun(gj, run) {
+		return ""
+	}
+	if err := r.Keeper.Quiesce(ctx, run.Token); err != nil {
+		return "; its lease, if taken, expires on its own"
+	}
+	r.Keeper.Untrack(run.Token)
+	if err := store.Release(ctx, leaseOf(run)); err != nil && !errors.Is(err, lockclient.ErrNotHeld) {
+		return "; its lease, if taken, expires on its own (the lock store did not answer the release)"
+	}
+	return ""
 }

@@ -91,7 +91,7 @@ func TestBadInputMatrix(t *testing.T) {
 		{"a hash stored at the lock key", func(g *batchv1alpha1.GuardedJob) { g.Spec.Lock.Key = g.Namespace + ":hash" }, want{reason: "InvalidKey", message: "not a string", lastRun: batchv1alpha1.RunResultFailed}},
 		{"a lease shorter than the Pods' grace period", func(g *batchv1alpha1.GuardedJob) {
 			g.Spec.JobTemplate.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To(int64(120))
-		}, want{reason: "UnsafeLeaseTiming", message: "use lock.ttl >= 145s"}},
+		}, want{reason: "UnsafeLeaseTiming", message: "use lock.ttl >= 147s"}},
 		{"a ttl under 5s", func(g *batchv1alpha1.GuardedJob) { g.Spec.Lock.TTL = &metav1.Duration{Duration: time.Second} }, want{applyError: "at least 5s"}},
 		{"FailOpen with Strict fencing", func(g *batchv1alpha1.GuardedJob) {
 			g.Spec.Lock.StoreFailurePolicy = batchv1alpha1.FailOpen

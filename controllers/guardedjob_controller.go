@@ -51,6 +51,10 @@ type GuardedJobReconciler struct {
 	// cluster name are never renewed here.
 	ClusterName string
 	KeyGrants   KeyGrants
+	// ClockSkew is how far another replica's clock may be ahead of this one's:
+	// subtracted from a recorded acquisition time before it counts as evidence
+	// that a resumed lease is still valid.
+	ClockSkew time.Duration
 	// Leader election timing, for the lease-timing check.
 	LeaderElection      bool
 	LeaderLeaseDuration time.Duration

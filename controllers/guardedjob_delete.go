@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -72,9 +71,9 @@ func stopsRunsOnDelete(gj *batchv1alpha1.GuardedJob) bool {
 // --cascade=orphan: the garbage collector removed its owner reference (and may
 // already have removed the orphan finalizer from the GuardedJob).
 func (r *GuardedJobReconciler) jobOrphaned(ctx context.Context, gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (bool, error) {
-	job := &batchv1.Job{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: run.JobName}, job); err != nil {
-		return false, client.IgnoreNotFound(err)
+	job, err := r.getJobConfirmed(ctx, gj.Namespace, run.JobName)
+	if err != nil || job == nil {
+		return false, err
 	}
 	return !metav1.IsControlledBy(job, gj), nil
 }

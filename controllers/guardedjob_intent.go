@@ -19,7 +19,8 @@ import (
 func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *compiledSpec) error {
 	gj := s.gj
 	deadline := gj.Spec.StartingDeadline()
-	if err := r.reapUnclaimedJobs(ctx, s); err != nil {
+	unclaimed, err := r.reapUnclaimedJobs(ctx, s)
+	if err != nil {
 		return err
 	}
 	triggerValue, triggered, manual, triggerAt := r.pendingTrigger(s, spec)
@@ -71,6 +72,16 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 			}
 			return nil
 		}
+	}
+	if unclaimed != "" {
+		// A Job no run claims may still have Pods running without a lease: it
+		// counts as active, and it is being stopped.
+		if gj.Spec.ConcurrencyPolicyOrDefault() == batchv1alpha1.ForbidConcurrent {
+			skip(fmt.Sprintf("concurrencyPolicy Forbid and Job %s, which no run claims, is still running", unclaimed))
+			return nil
+		}
+		s.requeueAfter(time.Second)
+		return nil // the new run starts once its Pods are gone
 	}
 	if len(gj.Status.Active) > 0 {
 		switch gj.Spec.ConcurrencyPolicyOrDefault() {
@@ -176,33 +187,39 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 }
 
 // reapUnclaimedJobs handles Jobs of this GuardedJob that no active run claims:
-// finished ones lose the lease finalizer (their run is over); running ones are
-// stopped by the stop controller, which re-reads the object before it acts.
-func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) error {
+// finished ones lose the lease finalizer once their Pods are gone (their run is
+// over); running ones are stopped by the stop controller, which re-reads the
+// object before it acts. It returns the name of one such Job whose Pods may still
+// run, or "".
+func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) (string, error) {
 	jobs, err := r.ownedJobs(ctx, s.gj)
 	if err != nil {
-		return err
+		return "", err
 	}
+	running := ""
 	for i := range jobs {
 		job := &jobs[i]
 		if runByName(s.gj, job.Name) != nil {
 			continue
 		}
+		left, err := r.podsLeft(ctx, job.Namespace, job.Name)
+		if err != nil {
+			return "", err
+		}
 		if _, finished := jobFinished(job); finished || !job.DeletionTimestamp.IsZero() {
-			left, err := r.podsLeft(ctx, job.Namespace, job.Name)
-			if err != nil {
-				return err
-			}
 			if left == 0 {
 				if err := r.dropLeaseFinalizer(ctx, job.Namespace, job.Name); err != nil {
-					return err
+					return "", err
 				}
+				continue
 			}
+			running = job.Name
 			continue
 		}
+		running = job.Name
 		r.event(s.gj, job, corev1.EventTypeWarning, batchv1alpha1.StaleJobReason,
 			"Stopping Job %s: no active run of this GuardedJob claims it (status lost or restored from a backup?)", job.Name)
 		r.pokeStopper(job.Namespace, job.Name)
 	}
-	return nil
+	return running, nil
 }

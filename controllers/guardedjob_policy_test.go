@@ -325,7 +325,7 @@ func TestPolicyDeletingWithOnDeleteWaitLetsTheRunFinish(t *testing.T) {
 	key := h.ns + ":delwait"
 	gj := h.guardedJob("delwait", key)
 	gj.Spec.OnDelete = batchv1alpha1.OnDeleteWait
-	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 8 * time.Second}
+	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 9 * time.Second}
 	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
 	job, pod := h.runningJob(gj)
 	token := h.get(gj).Status.Active[0].Token
@@ -357,7 +357,7 @@ func TestPolicyDeletingWithCascadeOrphanKeepsTheJob(t *testing.T) {
 	key := h.ns + ":orphaned"
 	gj := h.guardedJob("orphaned", key)
 	gj.Spec.OnDelete = batchv1alpha1.OnDeleteStop
-	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 8 * time.Second}
+	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 9 * time.Second}
 	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
 	job, pod := h.runningJob(gj)
 	token := h.get(gj).Status.Active[0].Token

@@ -27,14 +27,20 @@ func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batch
 	resultText, msg, _ := strings.Cut(run.StopReason, ": ")
 	result := batchv1alpha1.RunResult(resultText)
 	lease := leaseOf(run)
+	// A lease that re-acquires (FailOpen) must not have a renewal in flight while
+	// it is released: that renewal could take the key again right after the DEL.
+	if err := r.Keeper.Quiesce(ctx, run.Token); err != nil {
+		return err
+	}
+	// An unguarded run holds a lease only if the keeper took the key for it since.
+	st, tracked := r.Keeper.Get(run.Token)
+	heldNow := tracked && st.Confirmed && st.State == lockclient.StateHeld
 	var err error
 	released := false
 	switch {
-	case run.Unguarded:
-		// No lease was ever taken for it, unless the keeper took one since.
-		if st, ok := r.Keeper.Get(run.Token); ok && st.State == lockclient.StateHeld {
-			err = store.Release(ctx, lease)
-		}
+	case !r.ownsRun(s.gj, run):
+		// Minted under another cluster name: never released or completed here.
+	case run.Unguarded && !heldNow:
 	case result == batchv1alpha1.RunResultSucceeded:
 		released, err = store.Complete(ctx, lease, markerTTLFor(gj, run.ScheduledTime.Time, s.now))
 	default:
@@ -62,7 +68,7 @@ func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batch
 	}
 	r.Keeper.Untrack(run.Token)
 	if result == batchv1alpha1.RunResultSucceeded {
-		if nh == nil && !run.Unguarded {
+		if nh == nil && r.ownsRun(gj, run) && (!run.Unguarded || heldNow) {
 			r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.OccurrenceDoneReason, "Marked occurrence %s done", run.OccurrenceKey)
 		}
 		gj.Status.LastSuccessfulTime = ptrTime(s.now)
@@ -79,9 +85,9 @@ func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batch
 // dropLeaseFinalizer removes the lease finalizer from a Job, once its lease is
 // released.
 func (r *GuardedJobReconciler) dropLeaseFinalizer(ctx context.Context, namespace, name string) error {
-	job := &batchv1.Job{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, job); err != nil {
-		return client.IgnoreNotFound(err)
+	job, err := r.getJobConfirmed(ctx, namespace, name)
+	if err != nil || job == nil {
+		return err
 	}
 	if !controllerutil.ContainsFinalizer(job, batchv1alpha1.LeaseFinalizer) {
 		return nil

@@ -316,7 +316,7 @@ func TestRenewalsWriteNothingToTheAPIServer(t *testing.T) {
 	ctx := context.Background()
 	key := h.ns + ":quiet"
 	gj := h.guardedJob("quiet", key)
-	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 8 * time.Second}
+	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 9 * time.Second}
 	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
 	h.create(gj)
 	h.trigger(gj)

@@ -19,7 +19,7 @@ import (
 // when its lease is lost or its Job ends.
 func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	gj := s.gj
-	r.track(gj, run, store, noSendTime)
+	r.track(gj, run, store, resumed)
 
 	// A Job that already ended is released (and its occurrence marked done) even
 	// if the lease ran out meanwhile: the marker is written over an absent key,
@@ -75,6 +75,13 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 
 	switch {
 	case !exists && run.JobUID == "":
+		if deadline := runStartDeadline(gj, run); !s.now.Before(deadline) {
+			return r.skipLate(ctx, s, run, store, deadline)
+		}
+		if !r.leaseConfirmed(gj, run) {
+			s.requeueAfter(confirmRetry)
+			return nil
+		}
 		return r.createJob(ctx, s, run, store)
 	case !exists:
 		// The Job is gone although its finalizer should have kept it: treat the run
@@ -92,6 +99,22 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 	}
 	setLockHeld(gj, "", "", s.now)
 	return nil
+}
+
+// confirmRetry is how soon a run waiting for its lease to be confirmed looks
+// again: the keeper renews a resumed lease at once.
+const confirmRetry = 250 * time.Millisecond
+
+// leaseConfirmed says whether a run's Job may be created now: its lease was
+// confirmed by an acquisition or renewal this process saw succeed, and enough of
+// it is left to stop the Pods before it could expire. A FailOpen run started
+// without a lease needs none.
+func (r *GuardedJobReconciler) leaseConfirmed(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) bool {
+	if run.Unguarded {
+		return true
+	}
+	st, ok := r.Keeper.Get(run.Token)
+	return ok && st.Confirmed && st.State == lockclient.StateHeld && st.ValidFor > StopBudget(gj.Spec.PodGracePeriod())
 }
 
 // createJob creates the Job of a run whose fence is recorded.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,10 +12,6 @@ import (
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
-
-// noSendTime marks a lease whose last renewal time is unknown (resumed after a
-// restart or a leader change): the keeper renews it at once.
-var noSendTime time.Time
 
 // storeRetry is how soon an acquisition or release the store did not answer is
 // tried again.
@@ -49,28 +46,49 @@ func keeperOwner(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) str
 	return gj.Namespace + "/" + gj.Name + "/" + run.JobName
 }
 
-// track makes sure the keeper renews a run's lease. sentAt is when the acquiring
-// call was sent (by the lock client's clock); zero after a restart, when the last
-// renewal time is unknown: the keeper then renews at once.
-func (r *GuardedJobReconciler) track(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, sentAt time.Time) {
-	if _, ok := r.Keeper.Get(run.Token); ok {
-		return
-	}
-	_ = r.Keeper.Track(trackRequest(gj, run, store, sentAt)) // the lease was validated when it was acquired
+// resumed marks a lease this process did not acquire itself (after a restart or
+// a leader change, or a FailOpen run started without one): the keeper renews it
+// at once and counts its deadline from the run's recorded evidence only.
+var resumed time.Time
+
+// ownsRun says whether a run's lease was taken by this manager's cluster for
+// this very object. A token minted under another cluster name (a run restored
+// from a backup of a cluster that may still be alive), or recorded for an object
+// of another UID, is never renewed, released or completed here.
+func (r *GuardedJobReconciler) ownsRun(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) bool {
+	return run.Cluster == r.ClusterName && run.OwnerUID == gj.UID && strings.HasPrefix(run.Token, r.ClusterName+"/")
 }
 
-// trackRequest is what the keeper needs to renew a run's lease.
-func trackRequest(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, sentAt time.Time) lockclient.TrackRequest {
+// track makes sure the keeper renews a run's lease. sentAt is when this process
+// sent the acquiring call (by the lock client's clock), or resumed.
+func (r *GuardedJobReconciler) track(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, sentAt time.Time) {
+	if _, ok := r.Keeper.Get(run.Token); ok || !r.ownsRun(gj, run) {
+		return
+	}
+	_ = r.Keeper.Track(r.trackRequest(gj, run, store, sentAt)) // the lease was validated when it was acquired
+}
+
+// trackRequest is what the keeper needs to renew a run's lease. A resumed lease
+// is never assumed younger than it provably is: its evidence is the recorded
+// acquisition time (taken before the Acquire was sent, stored rounded down),
+// less the clock-skew allowance, since another replica's clock may have written
+// it. A FailOpen run that started without a lease has no evidence at all.
+func (r *GuardedJobReconciler) trackRequest(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, sentAt time.Time) lockclient.TrackRequest {
 	lease := leaseOf(run)
 	lease.SentAt = sentAt
+	podGrace := gj.Spec.PodGracePeriod()
 	req := lockclient.TrackRequest{
 		Lease: lease, Client: store, Owner: keeperOwner(gj, run), RenewInterval: run.RenewInterval.Duration,
 		SelfFence:         run.StoreFailurePolicy != batchv1alpha1.FailOpen,
-		StopBudget:        StopBudget(gj.Spec.PodGracePeriod()),
+		StopBudget:        StopBudget(podGrace),
 		ReacquireIfAbsent: run.StoreFailurePolicy == batchv1alpha1.FailOpen,
+	}
+	if sentAt.IsZero() && run.AcquiredAt != nil && !run.Unguarded {
+		req.LastRenewed = run.AcquiredAt.Add(-r.ClockSkew)
 	}
 	if run.AcquiredAt != nil && run.MaxHold.Duration > 0 {
 		req.MaxHoldUntil = run.AcquiredAt.Add(run.MaxHold.Duration)
+		req.MaxPodLife = run.MaxHold.Duration + podGrace + StopMargin
 	}
 	return req
 }
@@ -84,12 +102,21 @@ func (r *GuardedJobReconciler) observeRuns(ctx context.Context, s *scope) error 
 		if run == nil {
 			continue
 		}
-		if run.Cluster != r.ClusterName || run.OwnerUID != s.gj.UID {
-			// Restored from a backup, or recorded by another cluster: never renew or
-			// release a lease this manager did not take.
-			finishRun(s.gj, *run, batchv1alpha1.RunResultFailed, "",
-				fmt.Sprintf("run %s was recorded by cluster %q for object %s; it is not resumed here", run.JobName, run.Cluster, run.OwnerUID), s.now)
-			continue
+		if !r.ownsRun(s.gj, run) {
+			// Restored from a backup, or recorded under another cluster name: its
+			// lease is never renewed, released or completed here (that cluster may
+			// still be alive), but any of its Pods here are stopped, never silently
+			// dropped. The phases below leave a foreign lease alone.
+			msg := fmt.Sprintf("run %s was recorded by cluster %q for object %s; it is not resumed here and its lease is left alone", run.JobName, run.Cluster, run.OwnerUID)
+			switch run.Phase {
+			case batchv1alpha1.RunPhaseAcquiring:
+				finishRun(s.gj, *run, batchv1alpha1.RunResultFailed, "", msg, s.now)
+				continue
+			case batchv1alpha1.RunPhaseRunning:
+				if err := r.beginStop(s, run, batchv1alpha1.RunResultFailed, msg, batchv1alpha1.StaleJobReason, batchv1alpha1.LockStateLost, ""); err != nil {
+					return err
+				}
+			}
 		}
 		store, err := r.runStore(ctx, s.gj, run)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
 	// The manager embeds the zone database too, so zones resolve the same on every machine.
 	_ "time/tzdata"
 

@@ -73,6 +73,7 @@ func (r *GuardedJobReconciler) compile(ctx context.Context, gj *batchv1alpha1.Gu
 	}
 	timing := LeaseTiming{
 		TTL: gj.Spec.Lock.TTLOrDefault(), RenewInterval: gj.Spec.Lock.RenewIntervalOrDefault(), PodGrace: gj.Spec.PodGracePeriod(),
+		CallTimeout:    c.store.Timeout(),
 		LeaderElection: r.LeaderElection, LeaderLeaseDuration: r.LeaderLeaseDuration, LeaderRetryPeriod: r.LeaderRetryPeriod,
 	}
 	if err := timing.Check(); err != nil {

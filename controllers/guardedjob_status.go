@@ -33,7 +33,27 @@ func setReady(gj *batchv1alpha1.GuardedJob, specErr error, now time.Time) {
 		// A transient error (store, API) says nothing about the spec: keep Ready as is.
 	case gj.Spec.Suspended():
 		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionTrue, batchv1alpha1.SuspendedReason, "suspended: no new runs are scheduled", now)
+	case acquisitionBlocked(gj):
+		// The store refused the keys at the last acquisition; only a successful
+		// acquisition or a spec change clears that, never a pass that merely
+		// re-validated the spec.
 	default:
+		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionTrue, batchv1alpha1.ScheduledReason, "the schedule, keys and lease timing are valid", now)
+	}
+}
+
+// acquisitionBlocked says whether Ready=False was set by an acquisition the
+// store refused for the current spec (a key of the wrong type, or keys in
+// different Cluster slots).
+func acquisitionBlocked(gj *batchv1alpha1.GuardedJob) bool {
+	c := findCondition(gj.Status.Conditions, batchv1alpha1.ReadyCondition)
+	return c != nil && c.Status == metav1.ConditionFalse && c.ObservedGeneration == gj.Generation &&
+		(c.Reason == batchv1alpha1.StoreKeyWrongTypeReason || c.Reason == batchv1alpha1.InvalidKeyReason)
+}
+
+// setAcquired clears an acquisition error once an acquisition succeeded.
+func setAcquired(gj *batchv1alpha1.GuardedJob, now time.Time) {
+	if acquisitionBlocked(gj) {
 		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionTrue, batchv1alpha1.ScheduledReason, "the schedule, keys and lease timing are valid", now)
 	}
 }

@@ -76,7 +76,7 @@ func TestAStolenLeaseStopsTheJobAndItsPodsAndLeavesTheThiefAlone(t *testing.T) {
 	ctx := context.Background()
 	key := h.ns + ":theft"
 	gj := h.guardedJob("theft", key)
-	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 8 * time.Second}
+	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 9 * time.Second}
 	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
 	job, pod := h.runningJob(gj)
 
@@ -105,7 +105,7 @@ func TestAStolenLeaseStopsTheJobAndItsPodsAndLeavesTheThiefAlone(t *testing.T) {
 func TestWhenRedisDiesAFailClosedRunIsStoppedBeforeItsLeaseCouldExpire(t *testing.T) {
 	h := newHarness(t)
 	h.start()
-	const ttl = 8 * time.Second
+	const ttl = 9 * time.Second
 	gj := h.guardedJob("redisdown", h.ns+":redisdown")
 	gj.Spec.Lock.TTL = &metav1.Duration{Duration: ttl}
 	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
@@ -142,7 +142,7 @@ func TestAFailOpenRunKeepsRunningThroughARedisRestartAndTakesItsKeyBack(t *testi
 	ctx := context.Background()
 	key := h.ns + ":failopen"
 	gj := h.guardedJob("failopen", key)
-	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 8 * time.Second}
+	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 9 * time.Second}
 	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
 	gj.Spec.Lock.StoreFailurePolicy = batchv1alpha1.FailOpen
 	job, pod := h.runningJob(gj)
@@ -202,12 +202,12 @@ func TestMaxHoldStopsTheRunAndReleasesOnceItsPodsAreGone(t *testing.T) {
 	ctx := context.Background()
 	key := h.ns + ":maxhold"
 	gj := h.guardedJob("maxhold", key)
-	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 7 * time.Second}
+	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 9 * time.Second}
 	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
-	gj.Spec.Lock.MaxHold = &metav1.Duration{Duration: 8 * time.Second}
+	gj.Spec.Lock.MaxHold = &metav1.Duration{Duration: 10 * time.Second}
 	job, pod := h.runningJob(gj)
 	g := h.g
-	g.Expect(*job.Spec.ActiveDeadlineSeconds).To(Equal(int64(8)))
+	g.Expect(*job.Spec.ActiveDeadlineSeconds).To(Equal(int64(10)))
 
 	g.Eventually(func() *corev1.Pod { return h.podDeletion(pod) }).WithTimeout(20 * time.Second).ShouldNot(BeNil())
 	g.Expect(h.jobDeleted(job)).To(BeTrue())
@@ -234,7 +234,7 @@ func TestUnsafeLeaseTimingIsRejectedWithTheTTLThatWouldBeSafe(t *testing.T) {
 		Not(BeNil()),
 		HaveField("Status", metav1.ConditionFalse),
 		HaveField("Reason", batchv1alpha1.UnsafeLeaseTimingReason),
-		HaveField("Message", ContainSubstring("use lock.ttl >= 75s"))))
+		HaveField("Message", ContainSubstring("use lock.ttl >= 77s"))))
 	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("UnsafeLeaseTiming:")))
 	g.Consistently(func() []batchv1.Job { return h.jobs() }).WithTimeout(2 * time.Second).Should(BeEmpty())
 }

@@ -32,7 +32,7 @@ func (r *GuardedJobReconciler) beginStop(s *scope, run *batchv1alpha1.ActiveRun,
 // stopping waits until the run's Pods are gone (the stop controller deletes them),
 // then releases.
 func (r *GuardedJobReconciler) stopping(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
-	r.track(s.gj, run, store, noSendTime)
+	r.track(s.gj, run, store, resumed)
 	remaining, err := r.podsLeft(ctx, s.gj.Namespace, run.JobName)
 	if err != nil {
 		return err
@@ -48,13 +48,14 @@ func (r *GuardedJobReconciler) stopping(ctx context.Context, s *scope, run *batc
 		s.requeueAfter(activeResync)
 		return nil
 	}
-	job := &batchv1.Job{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: s.gj.Namespace, Name: run.JobName}, job); err == nil && job.DeletionTimestamp.IsZero() {
+	job, err := r.getJobConfirmed(ctx, s.gj.Namespace, run.JobName)
+	if err != nil {
+		return err
+	}
+	if job != nil && job.DeletionTimestamp.IsZero() {
 		if _, done := jobFinished(job); !done {
 			return nil // the stop controller has not deleted the Job yet
 		}
-	} else if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get job %s: %w", run.JobName, err)
 	}
 	run.Phase = batchv1alpha1.RunPhaseReleasing
 	return r.release(ctx, s, run, store)
@@ -76,4 +77,24 @@ func (r *GuardedJobReconciler) podsLeftUncached(ctx context.Context, namespace, 
 		return 0, fmt.Errorf("list pods of job %s: %w", jobName, err)
 	}
 	return len(pods.Items), nil
+}
+
+// getJobConfirmed reads a Job from the cache and, when the cache does not have it,
+// from the API server: a Job created moments ago may not have reached the cache,
+// and releasing a lease on a cached "not found" would let its Pods run unguarded.
+// It returns nil when the Job does not exist.
+func (r *GuardedJobReconciler) getJobConfirmed(ctx context.Context, namespace, name string) (*batchv1.Job, error) {
+	job := &batchv1.Job{}
+	key := client.ObjectKey{Namespace: namespace, Name: name}
+	err := r.Get(ctx, key, job)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, key, job)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get job %s: %w", name, err)
+	}
+	return job, nil
 }

@@ -17,10 +17,11 @@ const StopMargin = 5 * time.Second
 const leaderHandoverMargin = 5 * time.Second
 
 // LeaseTiming is what decides whether a run's lease can be kept safely: the lease
-// (TTL, RenewInterval), the grace period of the run's Pods, and the manager's leader
-// election.
+// (TTL, RenewInterval), the lock store's call timeout, the grace period of the
+// run's Pods, and the manager's leader election.
 type LeaseTiming struct {
 	TTL, RenewInterval, PodGrace           time.Duration
+	CallTimeout                            time.Duration
 	LeaderElection                         bool
 	LeaderLeaseDuration, LeaderRetryPeriod time.Duration
 }
@@ -28,32 +29,35 @@ type LeaseTiming struct {
 // Check returns a *SpecError{Reason: UnsafeLeaseTiming} when the lease could expire
 // while the run's Pods may still be running:
 //
-//   - TTL < RenewInterval + PodGrace + StopMargin: after the last renewal that
-//     succeeded, the lease must outlive one missed renewal plus stopping the Pods;
+//   - TTL - PodGrace - StopMargin <= RenewInterval + CallTimeout: the self-fence
+//     deadline (last good renewal + TTL - PodGrace - StopMargin) must fall after
+//     the next renewal has answered or timed out, or a healthy run whose renewal
+//     is merely slow would be stopped; the rule is strict, so the two never tie;
 //   - with leader election, TTL - RenewInterval <= LeaderLeaseDuration +
 //     LeaderRetryPeriod + 5s: a new leader must renew before the lease runs out.
 //
-// The message names the rule broken and a lock.ttl that satisfies both.
+// The message names the rule broken and the smallest whole-second lock.ttl that
+// satisfies both.
 func (t LeaseTiming) Check() error {
 	if t.TTL <= 0 || t.RenewInterval <= 0 {
 		return specErrorf(batchv1alpha1.UnsafeLeaseTimingReason,
 			"lock.ttl %s and lock.renewInterval %s must both be positive", fmtDuration(t.TTL), fmtDuration(t.RenewInterval))
 	}
-	stopNeed := t.RenewInterval + t.PodGrace + StopMargin
+	stopNeed := t.RenewInterval + t.CallTimeout + t.PodGrace + StopMargin
 	leaderNeed := t.LeaderLeaseDuration + t.LeaderRetryPeriod + leaderHandoverMargin
-	safeTTL := stopNeed
+	// Both rules are strict (>), so the smallest safe whole-second ttl is one
+	// second above the bound, rounded down.
+	safeTTL := stopNeed.Truncate(time.Second) + time.Second
 	if t.LeaderElection {
-		// The leader rule is strict (>), so the smallest safe whole-second ttl is one
-		// second above the bound.
 		safeTTL = max(safeTTL, (t.RenewInterval+leaderNeed).Truncate(time.Second)+time.Second)
 	}
-	safeTTL = ceilSecond(safeTTL)
-	if t.TTL < stopNeed {
+	if t.TTL <= stopNeed {
 		return specErrorf(batchv1alpha1.UnsafeLeaseTimingReason,
-			"lock.ttl %s is too short for renewInterval %s and the Pods' terminationGracePeriodSeconds %s "+
-				"(a run that cannot renew must stop its Pods before the lease expires): "+
+			"lock.ttl %s is too short for renewInterval %s, the lock store's call timeout %s and the Pods' "+
+				"terminationGracePeriodSeconds %s (a run that cannot renew must stop its Pods before the lease expires, "+
+				"and a slow renewal must answer before that): "+
 				"use lock.ttl >= %s, or lower terminationGracePeriodSeconds or lock.renewInterval",
-			fmtDuration(t.TTL), fmtDuration(t.RenewInterval), fmtDuration(t.PodGrace), fmtDuration(safeTTL))
+			fmtDuration(t.TTL), fmtDuration(t.RenewInterval), fmtDuration(t.CallTimeout), fmtDuration(t.PodGrace), fmtDuration(safeTTL))
 	}
 	if t.LeaderElection && t.TTL-t.RenewInterval <= leaderNeed {
 		renew := ""
@@ -116,11 +120,4 @@ func fmtDuration(d time.Duration) string {
 		return fmt.Sprintf("%ds", d/time.Second)
 	}
 	return d.String()
-}
-
-func ceilSecond(d time.Duration) time.Duration {
-	if r := d % time.Second; r > 0 {
-		return d - r + time.Second
-	}
-	return d
 }

@@ -11,7 +11,7 @@ import (
 
 func TestLeaseTimingCheck(t *testing.T) {
 	s := time.Second
-	defaults := LeaseTiming{TTL: 60 * s, RenewInterval: 20 * s, PodGrace: 30 * s,
+	defaults := LeaseTiming{TTL: 60 * s, RenewInterval: 20 * s, PodGrace: 30 * s, CallTimeout: 3 * s,
 		LeaderElection: true, LeaderLeaseDuration: 15 * s, LeaderRetryPeriod: 2 * s}
 	with := func(f func(*LeaseTiming)) LeaseTiming {
 		lt := defaults
@@ -25,17 +25,25 @@ func TestLeaseTimingCheck(t *testing.T) {
 	}{
 		{name: "the defaults are safe", timing: defaults},
 		{name: "the defaults without leader election are safe", timing: with(func(t *LeaseTiming) { t.LeaderElection = false })},
-		{name: "ttl exactly renewInterval + grace + 5s is safe",
-			timing: with(func(t *LeaseTiming) { t.TTL, t.RenewInterval, t.PodGrace = 45*s, 10*s, 30*s })},
+		{name: "ttl just above renewInterval + call timeout + grace + 5s is safe",
+			timing: with(func(t *LeaseTiming) { t.TTL, t.RenewInterval, t.PodGrace = 49*s, 10*s, 30*s })},
+		{name: "ttl exactly renewInterval + call timeout + grace + 5s is unsafe: the deadline would tie with a slow renewal",
+			timing: with(func(t *LeaseTiming) { t.TTL, t.RenewInterval, t.PodGrace = 48*s, 10*s, 30*s }),
+			msg: "lock.ttl 48s is too short for renewInterval 10s, the lock store's call timeout 3s and the Pods' " +
+				"terminationGracePeriodSeconds 30s (a run that cannot renew must stop its Pods before the lease expires, " +
+				"and a slow renewal must answer before that): " +
+				"use lock.ttl >= 49s, or lower terminationGracePeriodSeconds or lock.renewInterval"},
 		{name: "ttl too short for the Pods' grace period",
 			timing: with(func(t *LeaseTiming) { t.TTL, t.RenewInterval, t.PodGrace = 30*s, 10*s, 30*s }),
-			msg: "lock.ttl 30s is too short for renewInterval 10s and the Pods' terminationGracePeriodSeconds 30s " +
-				"(a run that cannot renew must stop its Pods before the lease expires): " +
-				"use lock.ttl >= 45s, or lower terminationGracePeriodSeconds or lock.renewInterval"},
+			msg: "lock.ttl 30s is too short for renewInterval 10s, the lock store's call timeout 3s and the Pods' " +
+				"terminationGracePeriodSeconds 30s (a run that cannot renew must stop its Pods before the lease expires, " +
+				"and a slow renewal must answer before that): " +
+				"use lock.ttl >= 49s, or lower terminationGracePeriodSeconds or lock.renewInterval"},
 		{name: "the suggested ttl satisfies the leader rule too",
 			timing: with(func(t *LeaseTiming) { t.TTL, t.RenewInterval, t.PodGrace = 20*s, 15*s, 5*s }),
-			msg: "lock.ttl 20s is too short for renewInterval 15s and the Pods' terminationGracePeriodSeconds 5s " +
-				"(a run that cannot renew must stop its Pods before the lease expires): " +
+			msg: "lock.ttl 20s is too short for renewInterval 15s, the lock store's call timeout 3s and the Pods' " +
+				"terminationGracePeriodSeconds 5s (a run that cannot renew must stop its Pods before the lease expires, " +
+				"and a slow renewal must answer before that): " +
 				"use lock.ttl >= 38s, or lower terminationGracePeriodSeconds or lock.renewInterval"},
 		{name: "ttl - renewInterval exactly the leader bound is unsafe",
 			timing: with(func(t *LeaseTiming) { t.TTL, t.RenewInterval, t.PodGrace = 42*s, 20*s, 10*s }),
@@ -51,9 +59,10 @@ func TestLeaseTimingCheck(t *testing.T) {
 			timing: with(func(t *LeaseTiming) { t.LeaderElection, t.LeaderLeaseDuration = false, 60*s })},
 		{name: "fractional durations round the suggestion up",
 			timing: with(func(t *LeaseTiming) { t.TTL, t.RenewInterval, t.LeaderElection = 50*s, 15500*time.Millisecond, false }),
-			msg: "lock.ttl 50s is too short for renewInterval 15.5s and the Pods' terminationGracePeriodSeconds 30s " +
-				"(a run that cannot renew must stop its Pods before the lease expires): " +
-				"use lock.ttl >= 51s, or lower terminationGracePeriodSeconds or lock.renewInterval"},
+			msg: "lock.ttl 50s is too short for renewInterval 15.5s, the lock store's call timeout 3s and the Pods' " +
+				"terminationGracePeriodSeconds 30s (a run that cannot renew must stop its Pods before the lease expires, " +
+				"and a slow renewal must answer before that): " +
+				"use lock.ttl >= 54s, or lower terminationGracePeriodSeconds or lock.renewInterval"},
 		{name: "a zero renewInterval is unsafe",
 			timing: with(func(t *LeaseTiming) { t.RenewInterval = 0 }),
 			msg:    "lock.ttl 60s and lock.renewInterval 0s must both be positive"},

@@ -28,7 +28,7 @@ func (r *GuardedJobReconciler) resumeLeases(ctx context.Context) error {
 		gj := &list.Items[i]
 		for j := range gj.Status.Active {
 			run := &gj.Status.Active[j]
-			if run.Cluster != r.ClusterName || run.OwnerUID != gj.UID || run.Phase == batchv1alpha1.RunPhaseAcquiring {
+			if !r.ownsRun(gj, run) || run.Phase == batchv1alpha1.RunPhaseAcquiring {
 				continue // not ours, or not acquired yet (the reconciler acquires it)
 			}
 			store, err := r.runStore(ctx, gj, run)
@@ -36,7 +36,7 @@ func (r *GuardedJobReconciler) resumeLeases(ctx context.Context) error {
 				log.Error(err, "Cannot resume a lease: its store is unknown", "guardedjob", gj.Namespace+"/"+gj.Name, "job", run.JobName)
 				continue
 			}
-			reqs = append(reqs, trackRequest(gj, run, store, noSendTime))
+			reqs = append(reqs, r.trackRequest(gj, run, store, resumed))
 		}
 	}
 	if len(reqs) == 0 {

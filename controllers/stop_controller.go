@@ -11,12 +11,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -38,10 +41,33 @@ type StopReconciler struct {
 	Writer client.Writer
 	Keeper *lockclient.Keeper
 	Clock  clock.Clock
+	// Recorder, when set, records why a Job no run claims is stopped.
+	Recorder recorder.EventRecorder
 
 	MaxConcurrentReconciles int
 
 	events chan event.GenericEvent
+}
+
+// The stop path's budget. When Redis dies with many active runs, every run
+// reaches its self-fence deadline within one renew interval of the others, and
+// each needs a Job delete and at least one Pod delete issued within the stop
+// margin (5s). 1,000 runs are about 2,000 deletes: a burst of 1,000 and 500 per
+// second afterwards issue them in about 2s when the API server keeps up, and 32
+// workers keep that many requests in flight.
+const (
+	StopQPS     = 500
+	StopBurst   = 1000
+	stopWorkers = 32
+)
+
+// NewStopClient returns the client the stop controller deletes with: a rate
+// budget of its own (StopQPS, StopBurst), so stops never wait behind status
+// writes in a shared limiter.
+func NewStopClient(cfg *rest.Config, opts client.Options) (client.Client, error) {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = StopQPS, StopBurst
+	return client.New(c, opts)
 }
 
 // SetupWithManager registers the stop controller.
@@ -81,7 +107,7 @@ func (r *StopReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, podToJob).
 		Watches(&batchv1alpha1.GuardedJob{}, stoppingRuns).
 		WatchesRawSource(source.Channel(r.events, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(2, r.MaxConcurrentReconciles)}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(stopWorkers, r.MaxConcurrentReconciles)}).
 		Complete(r)
 }
 
@@ -96,56 +122,122 @@ func (r *StopReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		return ctrl.Result{}, nil
 	}
 	gj := &batchv1alpha1.GuardedJob{}
-	if err := r.Reader.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: ref.Name}, gj); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil // the garbage collector takes it
-		}
+	key := client.ObjectKey{Namespace: job.Namespace, Name: ref.Name}
+	err := r.Reader.Get(ctx, key, gj)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, key, gj) // the cache may lag behind a new GuardedJob
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		// The GuardedJob is gone, and with it the only record of the run's token:
+		// the garbage collector would give the Pods their full grace only after
+		// the lease finalizer went. Stop them; the lease is left to expire.
+		return r.stopOrphan(ctx, job, "its GuardedJob "+ref.Name+" is gone")
+	case err != nil:
 		return ctrl.Result{}, err
 	}
-	grace, stop, err := r.decide(ctx, gj, job)
-	if err != nil || !stop {
-		return ctrl.Result{}, err
+	if runByName(gj, job.Name) == nil {
+		return r.unclaimed(ctx, gj, job)
+	}
+	grace, stop := r.decide(gj, job)
+	if !stop {
+		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, r.stop(ctx, job, grace)
 }
 
-// decide says whether the Job must stop now and with which Pod grace period.
-func (r *StopReconciler) decide(ctx context.Context, gj *batchv1alpha1.GuardedJob, job *batchv1.Job) (time.Duration, bool, error) {
+// unclaimed handles a Job of a GuardedJob whose status (as cached) has no run for
+// it. The cache may simply not have the status that claims a brand-new Job yet,
+// so the API server is asked before anything is stopped.
+func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.GuardedJob, job *batchv1.Job) (ctrl.Result, error) {
+	fresh := &batchv1alpha1.GuardedJob{}
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(gj), fresh)
+	switch {
+	case apierrors.IsNotFound(err):
+		return r.stopOrphan(ctx, job, "its GuardedJob "+gj.Name+" is gone")
+	case err != nil:
+		return ctrl.Result{}, err
+	case metav1.GetControllerOf(job).UID != fresh.UID:
+		return r.stopOrphan(ctx, job, "its GuardedJob "+gj.Name+" was deleted and created again")
+	case runByName(fresh, job.Name) != nil:
+		return ctrl.Result{}, nil // claimed: the cache was behind
+	}
+	// The live GuardedJob's reconciler reports it and drops its finalizer once
+	// its Pods are gone.
+	if _, finished := jobFinished(job); finished {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, r.stop(ctx, job, fresh.Spec.PodGracePeriod())
+}
+
+// orphanRecheck is how often a stopped Job that no run claims is looked at until
+// its Pods are gone.
+const orphanRecheck = 5 * time.Second
+
+// stopOrphan stops a Job that carries the lease finalizer but that no live run
+// claims (its GuardedJob was deleted, or its status lost): it deletes the Job and
+// its Pods with their own grace period, and removes the lease finalizer once no
+// Pod is left. The lease, whose token only the lost status knew, is left to
+// expire.
+func (r *StopReconciler) stopOrphan(ctx context.Context, job *batchv1.Job, why string) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(job, batchv1alpha1.LeaseFinalizer) {
+		return ctrl.Result{}, nil // not a lease-holding Job (or already released)
+	}
+	if _, finished := jobFinished(job); !finished {
+		if job.DeletionTimestamp.IsZero() && r.Recorder != nil {
+			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, batchv1alpha1.StaleJobReason, batchv1alpha1.StaleJobReason,
+				"Stopping Job %s: %s; its lease is left to expire", job.Name, why)
+		}
+		if err := r.stop(ctx, job, podGraceOf(job)); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list pods of job %s: %w", job.Name, err)
+	}
+	if len(pods.Items) > 0 {
+		return ctrl.Result{RequeueAfter: orphanRecheck}, nil
+	}
+	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(job, batchv1alpha1.LeaseFinalizer)
+	if err := r.Writer.Patch(ctx, job, patch); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("remove lease finalizer from job %s: %w", job.Name, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// podGraceOf is the grace period a Job's Pod template asks for.
+func podGraceOf(job *batchv1.Job) time.Duration {
+	if g := job.Spec.Template.Spec.TerminationGracePeriodSeconds; g != nil {
+		return time.Duration(*g) * time.Second
+	}
+	return corev1.DefaultTerminationGracePeriodSeconds * time.Second
+}
+
+// decide says whether the Job of an active run must stop now and with which Pod
+// grace period.
+func (r *StopReconciler) decide(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) (time.Duration, bool) {
 	podGrace := gj.Spec.PodGracePeriod()
 	run := runByName(gj, job.Name)
-	if run == nil {
-		if _, finished := jobFinished(job); finished {
-			return 0, false, nil
-		}
-		// The cache may not have the status that claims a brand-new Job yet: ask
-		// the API server before stopping anything.
-		fresh := &batchv1alpha1.GuardedJob{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(gj), fresh); err != nil {
-			return 0, false, client.IgnoreNotFound(err)
-		}
-		if runByName(fresh, job.Name) != nil || metav1.GetControllerOf(job).UID != fresh.UID {
-			return 0, false, nil
-		}
-		return podGrace, true, nil
-	}
 	now := r.Clock.Now()
 	if st, ok := r.Keeper.Get(run.Token); ok {
 		switch {
 		case st.State == lockclient.StateLost:
-			return time.Second, true, nil // another holder may be running already
+			return time.Second, true // another holder may be running already
 		case st.DeadlineReached:
-			return DeadlineGrace(podGrace, st.ValidUntil, now), true, nil
+			return DeadlineGrace(podGrace, st.ValidUntil, now), true
 		case st.MaxHoldReached:
-			return podGrace, true, nil
+			return podGrace, true
 		}
 	}
 	if run.Phase == batchv1alpha1.RunPhaseStopping || !gj.DeletionTimestamp.IsZero() && stopsRunsOnDelete(gj) {
 		if strings.HasPrefix(run.StopReason, string(batchv1alpha1.RunResultLockLost)) {
-			return time.Second, true, nil
+			return time.Second, true
 		}
-		return podGrace, true, nil
+		return podGrace, true
 	}
-	return 0, false, nil
+	return 0, false
 }
 
 // stop deletes the Job (Foreground, so it stays until its Pods are gone) and its

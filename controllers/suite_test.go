@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -36,6 +37,7 @@ import (
 	"github.com/guardedjob/guardedjob/controllers"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
+	"github.com/guardedjob/guardedjob/internal/testutil/tcpproxy"
 )
 
 var (
@@ -52,6 +54,10 @@ type quietRedis struct{}
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
 func TestMain(m *testing.M) {
+	// Waits that fit a loaded 2-core machine; safety bounds are asserted
+	// explicitly, never through these timeouts.
+	SetDefaultEventuallyTimeout(15 * time.Second)
+	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
 	redis.SetLogger(quietRedis{})
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(batchv1alpha1.AddToScheme(scheme))
@@ -99,6 +105,24 @@ type harness struct {
 	done    chan struct{}
 	// intercept, when set, wraps the manager's client (fault injection).
 	intercept *interceptor.Funcs
+	// proxy, when set by storeViaProxy, stands between the manager and Redis.
+	proxy *tcpproxy.Proxy
+	// keeper is the running manager's keeper.
+	keeper *lockclient.Keeper
+	// restWrap, when set, wraps the manager's transport to the API server.
+	restWrap func(http.RoundTripper) http.RoundTripper
+}
+
+// storeViaProxy makes the manager reach Redis through a proxy the test can cut
+// or blackhole, while the test itself still reaches Redis directly.
+func (h *harness) storeViaProxy() *tcpproxy.Proxy {
+	h.t.Helper()
+	h.proxy = tcpproxy.Start(h.t, h.redis.Addr())
+	store, err := lockclient.Dial(lockclient.Config{URL: "redis://" + h.proxy.Addr(), Timeout: time.Second})
+	h.g.Expect(err).NotTo(HaveOccurred())
+	h.t.Cleanup(func() { _ = store.Close() })
+	h.store = store
+	return h.proxy
 }
 
 func newHarness(t *testing.T) *harness {
@@ -111,7 +135,7 @@ func newHarness(t *testing.T) *harness {
 	h.redis = redisserver.Start(t)
 	h.rdb = h.redis.Client(t)
 	var err error
-	h.store, err = lockclient.Dial(lockclient.Config{URL: h.redis.URL(), Timeout: 2 * time.Second})
+	h.store, err = lockclient.Dial(lockclient.Config{URL: h.redis.URL(), Timeout: time.Second})
 	h.g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = h.store.Close() })
 	return h
@@ -142,14 +166,22 @@ func (h *harness) start() {
 			return interceptor.NewClient(c, funcs), nil
 		}
 	}
-	mgr, err := ctrl.NewManager(restCfg, opts)
+	cfg := rest.CopyConfig(restCfg)
+	if h.restWrap != nil {
+		cfg.WrapTransport = h.restWrap
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	h.g.Expect(err).NotTo(HaveOccurred())
 	keeper := lockclient.NewKeeper(h.store)
-	stopper := &controllers.StopReconciler{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Keeper: keeper, Clock: h.clock}
+	h.keeper = keeper
+	stopWriter, err := controllers.NewStopClient(cfg, client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})
+	h.g.Expect(err).NotTo(HaveOccurred())
+	stopper := &controllers.StopReconciler{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: stopWriter, Keeper: keeper, Clock: h.clock,
+		Recorder: mgr.GetEventRecorder("guardedjob-stop")}
 	h.g.Expect(stopper.SetupWithManager(mgr)).To(Succeed())
 	r := &controllers.GuardedJobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
-		Clock: h.clock, Store: h.store, Keeper: keeper, ClusterName: "cluster-a", Stopper: stopper,
+		Clock: h.clock, Store: h.store, Keeper: keeper, ClusterName: "cluster-a", Stopper: stopper, ClockSkew: time.Second,
 	}
 	h.g.Expect(r.SetupWithManager(mgr)).To(Succeed())
 

@@ -119,6 +119,11 @@ const (
 	// or (with leader election) ttl - renewInterval does not exceed the leader-election
 	// lease duration + retry period + 5s.
 	UnsafeLeaseTimingReason = "UnsafeLeaseTiming"
+	// StoreKeyWrongTypeReason (Ready=False): a rendered lock, done-marker or fence key
+	// holds a value of another type in the store (or a fence that is not an integer);
+	// the acquisition wrote nothing. It stays until the key is fixed (the next
+	// acquisition succeeds) or the spec changes.
+	StoreKeyWrongTypeReason = "StoreKeyWrongType"
 	// DuplicateClusterNameReason (Ready=False): another manager announces the same
 	// --cluster-name to this store.
 	DuplicateClusterNameReason = "DuplicateClusterName"

@@ -49,6 +49,7 @@ type options struct {
 	probeAddr               string
 	maxConcurrentReconciles int
 	redisTimeout            time.Duration
+	clockSkew               time.Duration
 }
 
 func envOr(name, def string) string {
@@ -78,6 +79,8 @@ func main() {
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables it.")
 	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "GuardedJobs reconciled in parallel.")
 	flag.DurationVar(&o.redisTimeout, "redis-timeout", lockclient.DefaultTimeout, "Bound on every call to the lock store.")
+	flag.DurationVar(&o.clockSkew, "clock-skew-allowance", 2*time.Second,
+		"How far the clocks of the manager's replicas may differ. A lease resumed after a restart or a leader change counts its self-fence deadline from the run's recorded acquisition time less this allowance.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -146,21 +149,20 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	keeper := lockclient.NewKeeper(store)
 	// The stop controller writes with a client of its own, so its deletes never
 	// wait behind status writes in a shared rate limiter.
-	stopCfg := rest(cfg)
-	stopWriter, err := client.New(stopCfg, client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})
+	stopWriter, err := controllers.NewStopClient(cfg, client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})
 	if err != nil {
 		return fmt.Errorf("create stop client: %w", err)
 	}
 	stopper := &controllers.StopReconciler{
 		Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: stopWriter, Keeper: keeper,
-		Clock: clock.RealClock{}, MaxConcurrentReconciles: o.maxConcurrentReconciles,
+		Clock: clock.RealClock{}, MaxConcurrentReconciles: o.maxConcurrentReconciles, Recorder: mgr.GetEventRecorder("guardedjob-stop"),
 	}
 	if err := stopper.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up stop controller: %w", err)
 	}
 	reconciler := &controllers.GuardedJobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
-		Clock: clock.RealClock{}, Store: store, Keeper: keeper, ClusterName: o.clusterName, KeyGrants: grants,
+		Clock: clock.RealClock{}, Store: store, Keeper: keeper, ClusterName: o.clusterName, KeyGrants: grants, ClockSkew: o.clockSkew,
 		LeaderElection: o.leaderElect, LeaderLeaseDuration: o.leaseDuration, LeaderRetryPeriod: o.retryPeriod,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles, Stopper: stopper,
 	}
@@ -241,13 +243,6 @@ func apiReachable(cfg *restclient.Config) bool {
 	}
 	_, err = dc.ServerVersion()
 	return err == nil
-}
-
-// rest copies a rest config with a rate budget of its own.
-func rest(cfg *restclient.Config) *restclient.Config {
-	c := *cfg
-	c.QPS, c.Burst = 50, 100
-	return &c
 }
 
 // defaultClusterName derives a stable name from the kube-system namespace UID,

@@ -34,11 +34,19 @@ type TrackRequest struct {
 	// ReacquireIfAbsent takes the key again, with the same token, when a renewal
 	// finds it absent (Redis restarted empty). A different holder is still a loss.
 	ReacquireIfAbsent bool
-	// LastRenewed is the send time of the last renewal known to have succeeded;
-	// Lease.SentAt when zero. When both are zero (a lease resumed after a restart,
-	// last renewed by someone else at an unknown time) the Keeper assumes one renew
-	// interval ago, by its own clock, and renews at once.
+	// LastRenewed is the latest moment from which the lease is provably valid for
+	// its TTL, by the Keeper's clock: the send time of an acquisition or renewal
+	// this process saw succeed, or, for a lease resumed after a restart or a leader
+	// change, the run's recorded acquisition time less a clock-skew allowance.
+	// Never an assumed time. Lease.SentAt is used when it is zero. With neither
+	// (no evidence at all) the self-fence deadline has already passed: only a
+	// renewal that succeeds at once keeps the lease.
 	LastRenewed time.Time
+	// MaxPodLife is how long after the manager's last contact with the API server
+	// a Pod of the run may still be running (maxHold + Pod grace + stop margin: the
+	// kubelet counts activeDeadlineSeconds from the Pod's start). ExtendMaxHold
+	// uses it; zero leaves MaxHoldUntil as it is.
+	MaxPodLife time.Duration
 }
 
 // LeaseState is the Keeper's view of a tracked lease.
@@ -64,11 +72,17 @@ type LeaseStatus struct {
 	State LeaseState
 	// Holder is the key's value when the lease was lost; empty when the key was gone.
 	Holder string
-	// LastRenewed is the send time of the last successful renewal (or acquisition).
+	// LastRenewed is the send time of the last successful renewal (or acquisition),
+	// or the evidence the lease was resumed with.
 	LastRenewed time.Time
+	// Confirmed is true once this process saw an acquisition or a renewal of the
+	// lease succeed; a resumed lease is unconfirmed until its first renewal answers.
+	Confirmed bool
 	// ValidUntil is LastRenewed + TTL: the lease cannot be ours after it unless a
 	// renewal succeeds.
 	ValidUntil time.Time
+	// ValidFor is ValidUntil less the Keeper's clock when the status was read.
+	ValidFor time.Duration
 	// Deadline is the self-fence deadline; zero when self-fencing is off.
 	Deadline        time.Time
 	DeadlineReached bool
@@ -110,16 +124,24 @@ type entry struct {
 	client   *Client
 	interval time.Duration
 
-	state           LeaseState
-	holder          string
-	inflightSince   time.Time
-	lastRenewed     time.Time
-	nextRenew       time.Time
-	inflight        bool
+	state         LeaseState
+	holder        string
+	inflightSince time.Time
+	lastRenewed   time.Time
+	nextRenew     time.Time
+	inflight      bool
+	confirmed     bool
+	// settled is closed when the renewal in flight has been applied.
+	settled         chan struct{}
 	deadlineReached bool
 	maxHoldReached  bool
 	failures        int
 	lastErr         error
+}
+
+func (e *entry) startInflight(now time.Time) {
+	e.inflight, e.inflightSince = true, now
+	e.settled = make(chan struct{})
 }
 
 func (e *entry) deadline() time.Time {
@@ -132,7 +154,7 @@ func (e *entry) deadline() time.Time {
 func (e *entry) status() LeaseStatus {
 	return LeaseStatus{
 		Token: e.req.Lease.Token, Owner: e.req.Owner, Keys: e.req.Lease.Keys, Fence: e.req.Lease.Fence,
-		State: e.state, Holder: e.holder, LastRenewed: e.lastRenewed,
+		State: e.state, Holder: e.holder, LastRenewed: e.lastRenewed, Confirmed: e.confirmed,
 		ValidUntil: e.lastRenewed.Add(e.req.Lease.TTL), Deadline: e.deadline(),
 		DeadlineReached: e.deadlineReached, MaxHoldReached: e.maxHoldReached,
 		Failures: e.failures, LastError: e.lastErr,
@@ -149,9 +171,13 @@ const (
 	renewRetry     = time.Second
 )
 
-// inflightAllowance is how long past its self-fence deadline a lease waits for a
-// renewal that was sent before the deadline.
-const inflightAllowance = 500 * time.Millisecond
+// resumeAnswerAllowance is how long an unconfirmed (resumed) lease whose
+// self-fence deadline has already passed waits for its first renewal to answer
+// before it is reported: long enough for a healthy store, much shorter than the
+// call timeout, which would eat into the stop margin. Confirmed leases get no
+// allowance: the lease-timing rule (ttl - stop budget > renew interval + call
+// timeout) makes every regular renewal answer or time out before the deadline.
+const resumeAnswerAllowance = 500 * time.Millisecond
 
 func latest(a, b time.Time) time.Time {
 	if a.After(b) {
@@ -245,13 +271,15 @@ func (k *Keeper) trackLocked(req TrackRequest) *entry {
 		e.interval = req.Lease.TTL / 3
 	}
 	e.lastRenewed = req.LastRenewed
-	if e.lastRenewed.IsZero() {
-		e.lastRenewed = req.Lease.SentAt
+	if !req.Lease.SentAt.IsZero() {
+		// Acquired by this process: the acquisition is confirmed evidence.
+		e.confirmed = true
+		e.lastRenewed = latest(e.lastRenewed, req.Lease.SentAt)
+		e.nextRenew = e.lastRenewed.Add(e.interval)
+	} else {
+		// Resumed: renew at once; until that answers, only the evidence counts.
+		e.nextRenew = k.clock.Now()
 	}
-	if e.lastRenewed.IsZero() {
-		e.lastRenewed = k.clock.Now().Add(-e.interval)
-	}
-	e.nextRenew = e.lastRenewed.Add(e.interval)
 	k.leases[req.Lease.Token] = e
 	return e
 }
@@ -270,6 +298,53 @@ func (k *Keeper) Untrack(token string) {
 	k.pending = kept
 }
 
+// Quiesce stops re-acquiring a lease (ReacquireIfAbsent) and waits until no
+// renewal of it is in flight. Call it before releasing or completing a lease that
+// re-acquires: a renewal sent before the release could otherwise take the key
+// again right after it was deleted. Renewals go on, compare-token only.
+func (k *Keeper) Quiesce(ctx context.Context, token string) error {
+	k.mu.Lock()
+	e, ok := k.leases[token]
+	if !ok {
+		k.mu.Unlock()
+		return nil
+	}
+	e.req.ReacquireIfAbsent = false
+	settled := e.settled
+	inflight := e.inflight
+	k.mu.Unlock()
+	if !inflight {
+		return nil
+	}
+	select {
+	case <-settled:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ExtendMaxHold moves the maxHold bound of every lease that has a MaxPodLife to
+// at least lastContact + MaxPodLife: a manager cut off from the API server since
+// lastContact cannot see Pods started until then, and the kubelet lets each run
+// for maxHold from its own start. A lease already reported at maxHold is renewed
+// again until the new bound.
+func (k *Keeper) ExtendMaxHold(lastContact time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, e := range k.leases {
+		if e.req.MaxPodLife <= 0 {
+			continue
+		}
+		until := lastContact.Add(e.req.MaxPodLife)
+		if until.After(e.req.MaxHoldUntil) {
+			e.req.MaxHoldUntil = until
+			e.maxHoldReached = false
+		}
+	}
+	k.poke()
+}
+
 // Get returns the state of one tracked lease.
 func (k *Keeper) Get(token string) (LeaseStatus, bool) {
 	k.mu.Lock()
@@ -278,7 +353,9 @@ func (k *Keeper) Get(token string) (LeaseStatus, bool) {
 	if !ok {
 		return LeaseStatus{}, false
 	}
-	return e.status(), true
+	st := e.status()
+	st.ValidFor = st.ValidUntil.Sub(k.clock.Now())
+	return st, true
 }
 
 // Uses reports whether any tracked lease lives in c.
@@ -334,10 +411,13 @@ func (k *Keeper) ResumeAll(ctx context.Context, reqs []TrackRequest) map[string]
 		if e.inflight || e.state == StateLost {
 			continue
 		}
-		e.inflight, e.inflightSince = true, k.clock.Now()
+		e.startInflight(k.clock.Now())
 		batches[e.client] = append(batches[e.client], e)
 	}
 	k.mu.Unlock()
+	// The run loop judges deadlines while these renewals are in flight: a lease
+	// whose evidence is already too old is reported without waiting for them.
+	k.poke()
 
 	results := map[string]error{}
 	var mu sync.Mutex
@@ -408,7 +488,7 @@ func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 		// deadline is judged.
 		if !e.inflight {
 			if !e.nextRenew.After(now.Add(renewCoalesce)) {
-				e.inflight, e.inflightSince = true, now
+				e.startInflight(now)
 				batches[e.client] = append(batches[e.client], e)
 			} else {
 				earliest(e.nextRenew)
@@ -416,10 +496,10 @@ func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 		}
 		if e.req.SelfFence && !e.deadlineReached {
 			d := e.deadline()
-			if e.inflight {
-				// A renewal sent before the deadline gets a moment to answer; the
-				// stop budget's margin covers it.
-				d = latest(d, e.inflightSince.Add(inflightAllowance))
+			if e.inflight && !e.confirmed {
+				// The first renewal of a resumed lease gets a moment to answer
+				// before stale evidence stops a healthy run.
+				d = latest(d, e.inflightSince.Add(resumeAnswerAllowance))
 			}
 			if !now.Before(d) {
 				e.deadlineReached = true
@@ -474,6 +554,7 @@ func (k *Keeper) renewBatch(ctx context.Context, c *Client, es []*entry) []error
 
 func (k *Keeper) applyLocked(e *entry, sent, now time.Time, err error) {
 	e.inflight = false
+	close(e.settled)
 	if k.leases[e.req.Lease.Token] != e {
 		return // untracked while the renewal was in flight
 	}
@@ -488,6 +569,7 @@ func (k *Keeper) applyLocked(e *entry, sent, now time.Time, err error) {
 			k.reportLocked(e, ReportReacquired)
 		}
 		e.state, e.failures, e.lastErr = StateHeld, 0, nil
+		e.confirmed = true
 		e.lastRenewed = sent
 		e.nextRenew = sent.Add(e.interval)
 	case errors.As(err, &nh):

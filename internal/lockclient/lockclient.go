@@ -160,6 +160,26 @@ func (e *InvalidError) Error() string { return e.Msg }
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
+// WrongTypeError says a lock, done-marker or fence key holds a value of another
+// type (a hash, a list, a counter that is not a number): written by something
+// other than a lock client. Nothing was written. errors.Is(err, ErrInvalid) is
+// true.
+type WrongTypeError struct {
+	Key string
+	// Type is the Redis type found, or "string" for a fence that is not a number.
+	Type string
+}
+
+func (e *WrongTypeError) Error() string {
+	if e.Type == "string" {
+		return fmt.Sprintf("key %s holds a value that is not a number; a fence counter must be an integer", e.Key)
+	}
+	return fmt.Sprintf("key %s holds a %s, not a string (written by something other than a lock client?); delete or rename it", e.Key, e.Type)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *WrongTypeError) Is(target error) bool { return target == ErrInvalid }
+
 func invalidf(format string, args ...any) error {
 	return &InvalidError{Msg: fmt.Sprintf(format, args...)}
 }

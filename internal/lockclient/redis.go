@@ -142,6 +142,8 @@ func (c *Client) Acquire(ctx context.Context, req AcquireRequest) (Lease, error)
 	}
 	kind, _ := res[0].(string)
 	switch kind {
+	case "wrongtype":
+		return Lease{}, &WrongTypeError{Key: str(res, 1), Type: str(res, 2)}
 	case "done":
 		return Lease{}, &DoneError{Key: req.Keys.Occurrence, By: str(res, 1)}
 	case "busy":

@@ -9,8 +9,14 @@
 -- ARGV[4]  fencing policy: "none" | "inject" | "strict"
 -- ARGV[5]  "1" when KEYS[2] is an occurrence marker
 --
+-- Nothing is written unless every key can be used: the types are checked first.
+--
 -- Returns one of
---   {"done", <marker value>}                       the occurrence already succeeded
+--   {"wrongtype", <key>, <type>}                   a key holds another type (or a
+--                                                  fence that is not an integer)
+--   {"done", <marker value>}                       the occurrence already succeeded;
+--                                                  a lock holding the caller's own
+--                                                  token was deleted
 --   {"busy", <holder value>, <pttl ms>}            another token holds the lock
 --   {"ok", <fence>, <raised 0|1>, <reentered 0|1>} the caller holds the lock now
 local lock = KEYS[1]
@@ -19,9 +25,44 @@ local ttl = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
 local policy = ARGV[4]
 
+local function kind(key)
+  return redis.call("TYPE", key)["ok"]
+end
+local function usable(key)
+  local t = kind(key)
+  return t == "none" or t == "string", t
+end
+
+local ok, t = usable(lock)
+if not ok then
+  return {"wrongtype", lock, t}
+end
+if ARGV[5] == "1" then
+  ok, t = usable(KEYS[2])
+  if not ok then
+    return {"wrongtype", KEYS[2], t}
+  end
+end
+if policy ~= "none" then
+  local fenceKey = KEYS[#KEYS]
+  ok, t = usable(fenceKey)
+  if not ok then
+    return {"wrongtype", fenceKey, t}
+  end
+  local v = redis.call("GET", fenceKey)
+  if v and not string.match(v, "^%-?%d+$") then
+    return {"wrongtype", fenceKey, "string"}
+  end
+end
+
 if ARGV[5] == "1" then
   local done = redis.call("GET", KEYS[2])
   if done then
+    -- The caller may hold the key already (a retried call after a crash): a
+    -- finished occurrence needs no lease, so it is released here.
+    if redis.call("GET", lock) == token then
+      redis.call("DEL", lock)
+    end
     return {"done", done}
   end
 end

@@ -1,0 +1,356 @@
+package controllers_test
+
+// Stories for fault windows where two things break at once, or one breaks at an
+// unlucky moment. Each is named after its row in docs/failure-semantics.md.
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/controllers"
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+)
+
+// waitRenewal waits until the manager has just renewed key: its PTTL, having
+// dropped below low, is back above high. It returns when that was seen.
+func (h *harness) waitRenewal(key string, low, high time.Duration) time.Time {
+	h.t.Helper()
+	ctx := context.Background()
+	h.g.Eventually(func() time.Duration { return h.rdb.PTTL(ctx, key).Val() }).WithTimeout(30 * time.Second).WithPolling(20 * time.Millisecond).
+		Should(BeNumerically("<", low))
+	h.g.Eventually(func() time.Duration { return h.rdb.PTTL(ctx, key).Val() }).WithTimeout(30 * time.Second).WithPolling(20 * time.Millisecond).
+		Should(BeNumerically(">", high))
+	return time.Now()
+}
+
+func TestWindowResumedLease_ARestartWhileCutOffFromRedisStopsThePodsBeforeTheKeyCouldExpire(t *testing.T) {
+	h := newHarness(t)
+	proxy := h.storeViaProxy()
+	h.start()
+	ctx := context.Background()
+	const ttl, interval = 20 * time.Second, 4 * time.Second
+	key := h.ns + ":resumed"
+	gj := h.guardedJob("resumed", key)
+	gj.Spec.Lock.TTL = &metav1.Duration{Duration: ttl}
+	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: interval}
+	gj.Spec.JobTemplate.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To(int64(2))
+	job, pod := h.runningJob(gj)
+
+	// Cut this manager off from Redis just before a renewal would land (other
+	// clusters still reach it), then kill it and start it again, still cut off.
+	h.waitRenewal(key, ttl-interval/2, ttl-interval/4)
+	h.g.Eventually(func() time.Duration { return h.rdb.PTTL(ctx, key).Val() }).WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).
+		Should(BeNumerically("<", ttl-interval+400*time.Millisecond))
+	proxy.Blackhole()
+	expires := time.Now().Add(h.rdb.PTTL(ctx, key).Val())
+	time.Sleep(3 * time.Second) // the manager keeps running, cut off, for a few seconds
+	h.stop()
+	h.start()
+
+	g := h.g
+	var deleted *corev1.Pod
+	g.Eventually(func() *corev1.Pod { deleted = h.podDeletion(pod); return deleted }).WithTimeout(ttl).ShouldNot(BeNil())
+	g.Expect(h.jobDeleted(job)).To(BeTrue())
+	// deletionTimestamp is the moment the grace period ends, rounded down to the
+	// second: the Pod is gone before it + 1s, which must be at least the design's
+	// margin (5s) before the key could expire.
+	podGone := deleted.DeletionTimestamp.Add(time.Second)
+	g.Expect(podGone).To(BeTemporally("<=", expires.Add(-5*time.Second)),
+		"Pods stopped %s before the key expires", expires.Sub(podGone))
+	g.Expect(*deleted.DeletionGracePeriodSeconds).To(BeNumerically("<=", 2))
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(HavePrefix("cluster-a/"), "nobody else took the key meanwhile")
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("StoreUnavailable: Stopping " + job.Name)))
+	t.Logf("Pods gone %s before the key could expire", expires.Sub(podGone).Round(time.Millisecond))
+}
+
+func TestWindowTimingTie_AHealthyRunAtTheSmallestSafeTTLIsNeverStopped(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	// renewInterval 1s + call timeout 1s + grace 2s + margin 5s = 9s: the smallest
+	// safe ttl is 10s. Redis answering late is not a fault.
+	gj := h.guardedJob("boundary", h.ns+":boundary")
+	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 10 * time.Second}
+	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
+	gj.Spec.JobTemplate.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To(int64(2))
+	job, _ := h.runningJob(gj)
+
+	for range 3 {
+		h.redis.Pause()
+		time.Sleep(800 * time.Millisecond) // a slow Redis: each renewal in this window answers late
+		h.redis.Resume()
+		time.Sleep(time.Second)
+	}
+	g := h.g
+	g.Expect(h.jobDeleted(job)).To(BeFalse(), "a healthy run is never stopped")
+	run := h.get(gj).Status.Active
+	g.Expect(run).To(HaveLen(1))
+	g.Expect(run[0].Phase).To(Equal(batchv1alpha1.RunPhaseRunning))
+	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("StoreUnavailable:")))
+}
+
+// hideJobsFromCache makes the manager's cached reads of Jobs answer NotFound, as
+// a cache that has not yet seen a Job created moments ago. Lists and the API
+// reader are unaffected.
+func (h *harness) hideJobsFromCache(hidden *atomic.Bool) {
+	h.intercept = &interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if _, ok := obj.(*batchv1.Job); ok && hidden.Load() {
+			return apierrors.NewNotFound(batchv1.Resource("jobs"), key.Name)
+		}
+		return c.Get(ctx, key, obj, opts...)
+	}}
+}
+
+func TestWindowCachedJobNotFound_AGuardedJobDeletedRightAfterItsJobWasCreatedNeverReleasesBeforeThePodsAreGone(t *testing.T) {
+	h := newHarness(t)
+	var hidden atomic.Bool
+	h.hideJobsFromCache(&hidden)
+	h.start()
+	ctx := context.Background()
+	key := h.ns + ":fresh"
+	gj := h.create(h.guardedJob("fresh", key))
+	h.trigger(gj)
+	job := h.waitJobs(1)[0]
+	h.waitRecorded(gj)
+	token := h.rdb.Get(ctx, key).Val()
+
+	// The Job exists, its Pods do not yet, and the cache has not seen it: delete
+	// the GuardedJob now (onDelete: Stop).
+	hidden.Store(true)
+	h.g.Expect(k8s.Delete(ctx, gj)).To(Succeed())
+	time.Sleep(2 * time.Second) // the cache lags this long
+	g := h.g
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(token), "no release while the Job may still start Pods")
+	hidden.Store(false)
+
+	// The Job controller starts a Pod meanwhile: it must be stopped, and the lease
+	// released only once it is gone.
+	pod := h.podFor(&job)
+	g.Eventually(func() bool { return h.jobDeleted(&job) }).Should(BeTrue())
+	g.Eventually(func() *corev1.Pod { return h.podDeletion(pod) }).ShouldNot(BeNil())
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(token), "the lease is kept while the Pod terminates")
+	h.kubeletRemoves(pod)
+	g.Eventually(func() string { return h.rdb.Get(ctx, key).Val() }).Should(BeEmpty(), "released once the Pod is gone")
+	g.Eventually(func() bool {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(gj), &batchv1alpha1.GuardedJob{})
+		return apierrors.IsNotFound(err)
+	}).Should(BeTrue(), "the GuardedJob goes once its run is over")
+}
+
+func TestWindowCachedJobNotFound_AJobWithTheLeaseFinalizerThatNoRunClaimsIsAlwaysStopped(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	key := h.ns + ":lost-status"
+	gj := h.guardedJob("lost-status", key)
+	gj.Spec.JobTemplate.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To(int64(3))
+	job, pod := h.runningJob(gj)
+	token := h.rdb.Get(ctx, key).Val()
+
+	// The GuardedJob disappears without the manager's help (its finalizer removed
+	// by hand), taking the run's token with it.
+	h.stop()
+	cur := h.get(gj)
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Finalizers = nil
+	h.g.Expect(k8s.Patch(ctx, cur, patch)).To(Succeed())
+	h.g.Expect(k8s.Delete(ctx, cur)).To(Succeed())
+	h.start()
+
+	g := h.g
+	var deleted *corev1.Pod
+	g.Eventually(func() *corev1.Pod { deleted = h.podDeletion(pod); return deleted }).ShouldNot(BeNil())
+	g.Expect(*deleted.DeletionGracePeriodSeconds).To(Equal(int64(3)), "the Pods' own grace period")
+	g.Expect(h.jobDeleted(job)).To(BeTrue())
+	g.Eventually(func() []string { return h.eventsAll() }).Should(ContainElement(
+		HavePrefix("StaleJob: Stopping Job " + job.Name + ": its GuardedJob lost-status is gone")))
+	g.Consistently(func() []string { return jobFinalizers(job) }).WithTimeout(time.Second).Should(ContainElement(batchv1alpha1.LeaseFinalizer),
+		"the finalizer stays while a Pod may run")
+
+	h.kubeletRemoves(pod)
+	g.Eventually(func() []string { return jobFinalizers(job) }).ShouldNot(ContainElement(batchv1alpha1.LeaseFinalizer))
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(token), "the lease is left to expire: its token is unknown to the manager")
+}
+
+// jobFinalizers returns the Job's finalizers, or nil once it is gone.
+func jobFinalizers(job *batchv1.Job) []string {
+	cur := &batchv1.Job{}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(job), cur); err != nil {
+		return nil
+	}
+	return cur.Finalizers
+}
+
+// leftRun records in gj's status a run as a manager that crashed would have left
+// it: the intent (phase Acquiring) or, with fence > 0, the fence too (phase
+// Running, no Job yet). The manager must not be running. It returns the run.
+func (h *harness) leftRun(gj *batchv1alpha1.GuardedJob, cluster string, scheduled time.Time, fence int64) batchv1alpha1.ActiveRun {
+	h.t.Helper()
+	random, err := lockclient.NewRandom()
+	h.g.Expect(err).NotTo(HaveOccurred())
+	cur := h.get(gj)
+	name := controllers.JobName(gj.Name, scheduled, random)
+	holder := lockclient.FormatHolder(cluster, gj.Namespace, name)
+	run := batchv1alpha1.ActiveRun{
+		JobName: name, Phase: batchv1alpha1.RunPhaseAcquiring, ScheduledTime: metav1.NewTime(scheduled),
+		Key: gj.Spec.Lock.Key, OccurrenceKey: fmt.Sprintf("%s:done:%d", gj.Spec.Lock.Key, scheduled.Unix()), FenceKey: gj.Spec.Lock.Key + ":fence",
+		Holder: holder, Token: lockclient.FormatToken(holder, random), Cluster: cluster, OwnerUID: cur.UID,
+		TTL: metav1.Duration{Duration: gj.Spec.Lock.TTLOrDefault()}, RenewInterval: metav1.Duration{Duration: gj.Spec.Lock.RenewIntervalOrDefault()},
+		MaxHold: metav1.Duration{Duration: gj.Spec.Lock.MaxHoldOrDefault()}, EnvName: "GUARDEDJOB_FENCE",
+		FencingPolicy: batchv1alpha1.FencingInject, StoreFailurePolicy: batchv1alpha1.FailClosed,
+	}
+	if fence > 0 {
+		run.Phase, run.Fence, run.AcquiredAt = batchv1alpha1.RunPhaseRunning, fence, ptr.To(metav1.NewTime(scheduled))
+	}
+	cur.Status.Active = append(cur.Status.Active, run)
+	cur.Status.LastScheduleTime = ptr.To(metav1.NewTime(scheduled))
+	h.g.Expect(k8s.Status().Update(context.Background(), cur)).To(Succeed())
+	return run
+}
+
+func TestWindowStartingDeadline_ARunLeftBeforeItsJobExistedIsSkippedPastItsDeadlineAndReleased(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fence int64
+	}{
+		{"the intent was written, the acquisition never came back", 0},
+		{"the lease and the fence were recorded, the Job never created", 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			ctx := context.Background()
+			gj := h.create(h.guardedJob("late", h.ns+":late"))
+			// Due at 00:05, the manager down until 09:00 (startingDeadlineSeconds 300).
+			scheduled := time.Now().Add(-9 * time.Hour).Truncate(time.Minute)
+			run := h.leftRun(gj, "cluster-a", scheduled, tc.fence)
+			h.g.Expect(h.rdb.Set(ctx, run.Key, run.Token, time.Minute).Err()).To(Succeed(), "the acquisition went through before the crash")
+			h.start()
+
+			g := h.g
+			g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(
+				Not(BeNil()),
+				HaveField("JobName", run.JobName),
+				HaveField("Result", batchv1alpha1.RunResultSkipped),
+				HaveField("Message", ContainSubstring("did not start before its starting deadline"))))
+			g.Expect(h.get(gj).Status.Active).To(BeEmpty())
+			g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("StartingDeadlineExceeded: Skipped " + run.JobName)))
+			g.Expect(h.rdb.Exists(ctx, run.Key).Val()).To(BeZero(), "the lease it held is released")
+			g.Consistently(h.jobs).WithTimeout(2 * time.Second).Should(BeEmpty(), "no Job hours late")
+			_, tracked := h.keeper.Get(run.Token)
+			g.Expect(tracked).To(BeFalse())
+		})
+	}
+}
+
+func TestWindowLeaseLeak_ADoneOccurrenceReleasesTheKeyTheRunAlreadyHeld(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	gj := h.create(h.guardedJob("leak", h.ns+":leak"))
+	scheduled := time.Now().Add(-time.Minute).Truncate(time.Minute)
+	run := h.leftRun(gj, "cluster-a", scheduled, 0)
+	// The acquisition went through before a crash; meanwhile another process
+	// marked the occurrence done.
+	h.g.Expect(h.rdb.Set(ctx, run.Key, run.Token, time.Minute).Err()).To(Succeed())
+	h.g.Expect(h.rdb.Set(ctx, run.OccurrenceKey, "cluster-b/ns/other#1", time.Hour).Err()).To(Succeed())
+	h.start()
+
+	g := h.g
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(
+		Not(BeNil()), HaveField("Result", batchv1alpha1.RunResultSkipped), HaveField("HeldBy", "cluster-b/ns/other")))
+	g.Expect(h.rdb.Exists(ctx, run.Key).Val()).To(BeZero(), "no lease is left that nobody renews or releases")
+	_, tracked := h.keeper.Get(run.Token)
+	g.Expect(tracked).To(BeFalse())
+}
+
+func TestWindowWrongType_AKeyOfAnotherTypeWritesNothingAndKeepsReadyFalseUntilFixed(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	key := h.ns + ":wrongtype"
+	gj := h.create(h.guardedJob("wrongtype", key))
+	h.g.Expect(h.rdb.HSet(ctx, key+":fence", "not", "a counter").Err()).To(Succeed())
+	h.trigger(gj)
+
+	g := h.g
+	ready := func() *metav1.Condition { return findCond(h.get(gj).Status.Conditions, batchv1alpha1.ReadyCondition) }
+	g.Eventually(ready).Should(And(Not(BeNil()),
+		HaveField("Status", metav1.ConditionFalse),
+		HaveField("Reason", batchv1alpha1.StoreKeyWrongTypeReason),
+		HaveField("Message", ContainSubstring(key+":fence"))))
+	g.Expect(h.rdb.Exists(ctx, key).Val()).To(BeZero(), "the lock was not written")
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("StoreKeyWrongType: Did not start")))
+
+	// Later passes (another trigger, an unrelated annotation) do not flip Ready back.
+	h.annotateOther(gj, "unrelated", "1")
+	g.Consistently(func() string { return string(ready().Status) }).WithTimeout(2 * time.Second).Should(Equal("False"))
+
+	// Fixed in the store: the next run starts and Ready turns True.
+	h.g.Expect(h.rdb.Del(ctx, key+":fence").Err()).To(Succeed())
+	h.clock.Step(2 * time.Second)
+	h.trigger(gj)
+	g.Eventually(func() []batchv1.Job { return h.jobs() }).Should(HaveLen(1))
+	g.Eventually(func() string { return string(ready().Status) }).Should(Equal("True"))
+}
+
+// annotateOther sets an annotation that means nothing to the manager: it causes
+// a pass and nothing else.
+func (h *harness) annotateOther(gj *batchv1alpha1.GuardedJob, k, v string) {
+	h.t.Helper()
+	cur := h.get(gj)
+	patch := client.MergeFrom(cur.DeepCopy())
+	if cur.Annotations == nil {
+		cur.Annotations = map[string]string{}
+	}
+	cur.Annotations[k] = v
+	h.g.Expect(k8s.Patch(context.Background(), cur, patch)).To(Succeed())
+}
+
+func TestWindowFailOpen_AnUnguardedRunWhoseKeyWasTakenBackWritesTheDoneMarker(t *testing.T) {
+	h := newHarness(t)
+	proxy := h.storeViaProxy()
+	h.start()
+	ctx := context.Background()
+	key := h.ns + ":failopen"
+	gj := h.guardedJob("failopen", key)
+	gj.Spec.Lock.StoreFailurePolicy = batchv1alpha1.FailOpen
+	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 10 * time.Second}
+	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
+	h.create(gj)
+	proxy.Cut()
+	h.trigger(gj)
+	job := h.waitJobs(1)[0]
+	h.waitRecorded(gj)
+	g := h.g
+	g.Expect(h.get(gj).Status.Active[0].Unguarded).To(BeTrue())
+
+	proxy.Restore(t)
+	token := h.get(gj).Status.Active[0].Token
+	g.Eventually(func() string { return h.rdb.Get(ctx, key).Val() }).Should(Equal(token), "the keeper takes the key for the run")
+	h.complete(&job)
+	g.Eventually(func() string { return h.rdb.Get(ctx, key+":done:"+scheduledUnix(&job)).Val() }).Should(Equal(token),
+		"the occurrence is marked done by the run that succeeded")
+	g.Expect(h.rdb.Exists(ctx, key).Val()).To(BeZero(), "and its key released")
+}
+
+// scheduledUnix returns the Job's scheduled time in Unix seconds, as the default
+// occurrence key has it.
+func scheduledUnix(job *batchv1.Job) string {
+	t, err := time.Parse(time.RFC3339, job.Annotations[batchv1alpha1.ScheduledTimeAnnotation])
+	if err != nil {
+		return "<no scheduled time>"
+	}
+	return strconv.FormatInt(t.Unix(), 10)
+}

@@ -1,0 +1,137 @@
+package lockclient_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
+	"github.com/guardedjob/guardedjob/internal/testutil/tcpproxy"
+)
+
+// resumed is how a restarted manager hands a lease to its keeper: no send time,
+// only what status recorded.
+func resumed(l lockclient.Lease, evidence time.Time) lockclient.TrackRequest {
+	l.SentAt = time.Time{}
+	return lockclient.TrackRequest{Lease: l, Owner: "ns/gj/job", RenewInterval: time.Second,
+		SelfFence: true, StopBudget: 2 * time.Second, LastRenewed: evidence}
+}
+
+// resumeBehind returns a keeper whose store is reached through a proxy that a
+// test can blackhole, plus the proxy. The call timeout is long, so a test sees
+// whether the keeper waits for it.
+func resumeBehind(t *testing.T, srv *redisserver.Server) (*lockclient.Keeper, *tcpproxy.Proxy) {
+	t.Helper()
+	proxy := tcpproxy.Start(t, srv.Addr())
+	c := dialConfig(t, lockclient.Config{URL: "redis://" + proxy.Addr(), Timeout: 5 * time.Second})
+	if err := c.LoadScripts(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return lockclient.NewKeeper(c), proxy
+}
+
+func TestKeeperNeverAssumesAResumedLeaseIsYoungerThanItsEvidence(t *testing.T) {
+	t.Parallel()
+	srv := redisserver.Start(t)
+	direct := dial(t, srv)
+
+	for _, tc := range []struct {
+		name     string
+		evidence func(acquired time.Time) time.Time
+	}{
+		{"no evidence at all: the deadline has passed", func(time.Time) time.Time { return time.Time{} }},
+		{"evidence older than the deadline allows", func(a time.Time) time.Time { return a.Add(-time.Hour) }},
+		{"recent evidence: the deadline counts from it", func(a time.Time) time.Time { return a.Add(-2 * time.Second) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			const ttl = 8 * time.Second
+			l := acquire(t, direct, keys("resumed"), ttl)
+			evidence := tc.evidence(l.SentAt)
+			k, proxy := resumeBehind(t, srv)
+			startKeeper(t, k)
+			proxy.Blackhole() // cut off from Redis, while other clients still reach it
+
+			start := time.Now()
+			go k.ResumeAll(context.Background(), []lockclient.TrackRequest{resumed(l, evidence)})
+			for r := nextReport(t, k, ttl); r.Kind != lockclient.ReportDeadlineReached; r = nextReport(t, k, ttl) {
+				g.Expect(r.Kind).To(Equal(lockclient.ReportStoreFailing))
+			}
+			reported := time.Now()
+			st, ok := k.Get(l.Token)
+			g.Expect(ok).To(BeTrue())
+			g.Expect(st.Confirmed).To(BeFalse(), "no renewal answered")
+			g.Expect(st.LastRenewed).To(Equal(evidence))
+			g.Expect(st.ValidUntil).To(Equal(evidence.Add(ttl)))
+
+			// The stop must come no later than the evidence allows, and never wait
+			// for the hanging renewal's 5 s timeout.
+			want := evidence.Add(ttl - 2*time.Second)
+			if want.Before(start) {
+				g.Expect(reported.Sub(start)).To(BeNumerically("<", 1500*time.Millisecond),
+					"the evidence was already too old: report at once")
+			} else {
+				g.Expect(reported).To(BeTemporally("~", want, 700*time.Millisecond))
+			}
+			g.Expect(rdbPTTL(t, srv, l.Keys.Lock)).To(BeNumerically(">", 0), "the key has not expired yet: the stop is in time")
+		})
+	}
+}
+
+func TestKeeperKeepsAHealthyResumedLeaseWhoseEvidenceIsOld(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	c := dial(t, srv)
+	k := lockclient.NewKeeper(c)
+	startKeeper(t, k)
+
+	l := acquire(t, c, keys("healthy"), 8*time.Second)
+	res := k.ResumeAll(context.Background(), []lockclient.TrackRequest{resumed(l, l.SentAt.Add(-time.Hour))})
+	g.Expect(res[l.Token]).NotTo(HaveOccurred())
+	g.Consistently(k.Reports()).WithTimeout(2 * time.Second).ShouldNot(Receive())
+	st, _ := k.Get(l.Token)
+	g.Expect(st.Confirmed).To(BeTrue())
+	g.Expect(st.DeadlineReached).To(BeFalse())
+	g.Expect(st.LastRenewed).To(BeTemporally(">", l.SentAt))
+}
+
+func TestKeeperQuiesceWaitsForARenewalInFlightAndStopsReacquiring(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	direct := dial(t, srv)
+	proxy := tcpproxy.Start(t, srv.Addr())
+	c := dialConfig(t, lockclient.Config{URL: "redis://" + proxy.Addr(), Timeout: 5 * time.Second})
+	g.Expect(c.LoadScripts(context.Background())).To(Succeed())
+	k := lockclient.NewKeeper(c)
+	startKeeper(t, k)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+
+	l := acquire(t, direct, keys("failopen"), 6*time.Second)
+	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: 500 * time.Millisecond, ReacquireIfAbsent: true})).To(Succeed())
+
+	// A renewal is on its way when the run completes: it must not take the key
+	// again after the release deleted it.
+	proxy.Hold()
+	g.Eventually(k.InFlight).WithTimeout(3 * time.Second).Should(Equal(1))
+	quiesced := make(chan error, 1)
+	go func() { quiesced <- k.Quiesce(ctx, l.Token) }()
+	g.Consistently(quiesced).WithTimeout(300 * time.Millisecond).ShouldNot(Receive(), "a renewal is still in flight")
+	proxy.Unhold()
+	g.Eventually(quiesced).WithTimeout(3 * time.Second).Should(Receive(BeNil()))
+
+	_, err := direct.Complete(ctx, l, time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Consistently(func() int64 { return rdb.Exists(ctx, l.Keys.Lock).Val() }).WithTimeout(1500 * time.Millisecond).Should(BeZero(),
+		"later renewals only compare the token; the key stays released")
+}
+
+func rdbPTTL(t *testing.T, srv *redisserver.Server, key string) time.Duration {
+	t.Helper()
+	return srv.Client(t).PTTL(context.Background(), key).Val()
+}

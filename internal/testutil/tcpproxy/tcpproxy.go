@@ -1,0 +1,214 @@
+// Package tcpproxy is a loopback TCP proxy for fault injection in tests: it
+// forwards connections to a target until a test cuts it (connections refused
+// and closed) or blackholes it (connections stay open, nothing gets through,
+// so callers wait for their own timeouts, as behind a dead network path).
+package tcpproxy
+
+import (
+	"net"
+	"sync"
+	"testing"
+)
+
+type mode int
+
+const (
+	forwarding mode = iota
+	blackholed
+)
+
+// Proxy forwards connections from Addr to a target.
+type Proxy struct {
+	addr, target string
+
+	mu    sync.Mutex
+	l     net.Listener
+	mode  mode
+	conns map[*link]struct{}
+	// gate is closed while data may flow; Hold replaces it with an open one.
+	gate chan struct{}
+}
+
+// link is one proxied connection: the client side and, unless blackholed, the
+// target side.
+type link struct {
+	client, up net.Conn
+	dead       bool
+}
+
+// Start listens on a free loopback port and forwards to target. It is stopped
+// when the test ends.
+func Start(t testing.TB, target string) *Proxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("tcpproxy: listen: %v", err)
+	}
+	p := &Proxy{addr: l.Addr().String(), target: target, conns: map[*link]struct{}{}, gate: make(chan struct{})}
+	close(p.gate)
+	p.serve(l)
+	t.Cleanup(p.Cut)
+	return p
+}
+
+// Addr is the proxy's host:port.
+func (p *Proxy) Addr() string { return p.addr }
+
+func (p *Proxy) serve(l net.Listener) {
+	p.mu.Lock()
+	p.l = l
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			p.handle(c)
+		}
+	}()
+}
+
+func (p *Proxy) handle(c net.Conn) {
+	p.mu.Lock()
+	lk := &link{client: c, dead: p.mode == blackholed}
+	p.conns[lk] = struct{}{}
+	p.mu.Unlock()
+	if lk.dead {
+		go p.pump(lk, c, nil)
+		return
+	}
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		p.drop(lk)
+		return
+	}
+	p.mu.Lock()
+	lk.up = up
+	p.mu.Unlock()
+	go p.pump(lk, c, up)
+	go p.pump(lk, up, c)
+}
+
+// pump copies from src to dst until either side closes; once the link is dead
+// (blackholed) whatever arrives is read and dropped.
+func (p *Proxy) pump(lk *link, src, dst net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			gate := p.gate
+			p.mu.Unlock()
+			<-gate
+			p.mu.Lock()
+			dead := lk.dead
+			p.mu.Unlock()
+			if !dead && dst != nil {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					p.drop(lk)
+					return
+				}
+			}
+		}
+		if err != nil {
+			p.mu.Lock()
+			dead := lk.dead
+			p.mu.Unlock()
+			if !dead {
+				p.drop(lk)
+			}
+			return
+		}
+	}
+}
+
+func (p *Proxy) drop(lk *link) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	closeLink(lk)
+	delete(p.conns, lk)
+}
+
+func closeLink(lk *link) {
+	_ = lk.client.Close()
+	if lk.up != nil {
+		_ = lk.up.Close()
+	}
+}
+
+// Cut refuses new connections and closes the open ones: callers see errors at once.
+func (p *Proxy) Cut() {
+	p.Unhold()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.l != nil {
+		_ = p.l.Close()
+		p.l = nil
+	}
+	for lk := range p.conns {
+		closeLink(lk)
+	}
+	p.conns = map[*link]struct{}{}
+}
+
+// Blackhole keeps every connection open and accepts new ones, but nothing gets
+// through in either direction: callers wait until their own timeouts.
+func (p *Proxy) Blackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mode = blackholed
+	for lk := range p.conns {
+		lk.dead = true
+		if lk.up != nil {
+			_ = lk.up.Close()
+		}
+	}
+}
+
+// Hold delays everything sent through the proxy, in both directions, until
+// Unhold: a request is on its way but has not arrived.
+func (p *Proxy) Hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.gate:
+		p.gate = make(chan struct{})
+	default: // already held
+	}
+}
+
+// Unhold delivers what Hold delayed, in order, and forwards again.
+func (p *Proxy) Unhold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.gate:
+	default:
+		close(p.gate)
+	}
+}
+
+// Restore forwards again. Connections that were blackholed are closed (their
+// streams lost data), so clients reconnect.
+func (p *Proxy) Restore(t testing.TB) {
+	t.Helper()
+	p.mu.Lock()
+	p.mode = forwarding
+	for lk := range p.conns {
+		if lk.dead {
+			closeLink(lk)
+			delete(p.conns, lk)
+		}
+	}
+	listening := p.l != nil
+	p.mu.Unlock()
+	if listening {
+		return
+	}
+	l, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		t.Fatalf("tcpproxy: listen on %s again: %v", p.addr, err)
+	}
+	p.serve(l)
+}
