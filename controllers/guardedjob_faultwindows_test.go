@@ -248,7 +248,7 @@ func TestWindowStartingDeadline_ARunLeftBeforeItsJobExistedIsSkippedPastItsDeadl
 			g.Expect(h.get(gj).Status.Active).To(BeEmpty())
 			g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("StartingDeadlineExceeded: Skipped " + run.JobName)))
 			g.Expect(h.rdb.Exists(ctx, run.Key).Val()).To(BeZero(), "the lease it held is released")
-			g.Consistently(h.jobs).WithTimeout(2 * time.Second).Should(BeEmpty(), "no Job hours late")
+			g.Consistently(h.jobs).WithTimeout(2*time.Second).Should(BeEmpty(), "no Job hours late")
 			_, tracked := h.keeper.Get(run.Token)
 			g.Expect(tracked).To(BeFalse())
 		})

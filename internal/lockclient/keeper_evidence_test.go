@@ -121,13 +121,13 @@ func TestKeeperQuiesceWaitsForARenewalInFlightAndStopsReacquiring(t *testing.T) 
 	g.Eventually(k.InFlight).WithTimeout(3 * time.Second).Should(Equal(1))
 	quiesced := make(chan error, 1)
 	go func() { quiesced <- k.Quiesce(ctx, l.Token) }()
-	g.Consistently(quiesced).WithTimeout(300 * time.Millisecond).ShouldNot(Receive(), "a renewal is still in flight")
+	g.Consistently(quiesced).WithTimeout(300*time.Millisecond).ShouldNot(Receive(), "a renewal is still in flight")
 	proxy.Unhold()
 	g.Eventually(quiesced).WithTimeout(3 * time.Second).Should(Receive(BeNil()))
 
 	_, err := direct.Complete(ctx, l, time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Consistently(func() int64 { return rdb.Exists(ctx, l.Keys.Lock).Val() }).WithTimeout(1500 * time.Millisecond).Should(BeZero(),
+	g.Consistently(func() int64 { return rdb.Exists(ctx, l.Keys.Lock).Val() }).WithTimeout(1500*time.Millisecond).Should(BeZero(),
 		"later renewals only compare the token; the key stays released")
 }
 
