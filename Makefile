@@ -39,6 +39,9 @@ help: ## Display this help.
 .PHONY: manifests
 manifests: controller-gen ## Generate the CRD and the ClusterRole from kubebuilder markers.
 	$(CONTROLLER_GEN) rbac:roleName=guardedjob-manager-role crd:generateEmbeddedObjectMeta=true,maxDescLen=0 webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+	# The Helm chart ships the same CRD and the same manager rules.
+	cp config/crd/bases/batch.guardedjob.dev_guardedjobs.yaml charts/guardedjob/crds/
+	cp config/rbac/role.yaml charts/guardedjob/files/manager-role.yaml
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.
@@ -60,9 +63,9 @@ lint: golangci-lint ## Run golangci-lint.
 .PHONY: verify
 verify: manifests generate ## Fail when generated files or go.mod are stale.
 	go mod tidy
-	@if [ -n "$$(git status --porcelain -- go.mod go.sum api config)" ]; then \
+	@if [ -n "$$(git status --porcelain -- go.mod go.sum api config charts)" ]; then \
 		echo "Generated files are stale; run 'make manifests generate' and 'go mod tidy' and commit:"; \
-		git status --porcelain -- go.mod go.sum api config; git --no-pager diff --stat -- go.mod go.sum api config; exit 1; fi
+		git status --porcelain -- go.mod go.sum api config charts; git --no-pager diff --stat -- go.mod go.sum api config charts; exit 1; fi
 
 .PHONY: test
 test: ## Run all tests (installs redis-server and builds kube-apiserver + etcd on first use).
