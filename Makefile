@@ -117,9 +117,12 @@ uninstall: manifests ## Remove the CRD (and every GuardedJob) from the cluster.
 deploy: manifests ## Deploy the manager with image IMG (create the guardedjob-redis Secret first).
 	hack/render-manifests.sh $(IMG) | kubectl apply --server-side -f -
 
+# How long undeploy waits for the runs of deleted GuardedJobs to stop.
+UNDEPLOY_TIMEOUT ?= 10m
+
 .PHONY: undeploy
-undeploy: ## Remove the manager AND the CRD: this deletes every GuardedJob.
-	kubectl delete --ignore-not-found -k config/default
+undeploy: ## Delete every GuardedJob, wait for their runs to stop (UNDEPLOY_TIMEOUT), then remove the manager and the CRD.
+	UNDEPLOY_TIMEOUT=$(UNDEPLOY_TIMEOUT) hack/undeploy.sh
 
 ##@ Demo
 
