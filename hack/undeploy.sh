@@ -52,8 +52,10 @@ if "$kubectl" get crd "$crd" >/dev/null 2>&1; then
   log "no GuardedJob left"
 fi
 
+# The namespace finishes terminating in the background; nothing below depends on it.
 log "removing the manager, its RBAC and namespace"
-"$kubectl" delete --ignore-not-found -k "$root/config/manager"
-"$kubectl" delete --ignore-not-found -k "$root/config/rbac"
+"$kubectl" delete --ignore-not-found --wait=false -k "$root/config/manager"
+"$kubectl" delete --ignore-not-found --wait=false -k "$root/config/rbac"
 log "removing the CRD"
 "$kubectl" delete --ignore-not-found -k "$root/config/crd"
+log "done"
