@@ -262,6 +262,7 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 		g.Expect(rdb.Get(ctx, "default:settle").Val()).To(Equal("batch-host-7"))
 		g.Expect(rdb.Keys(ctx, "default:settle:done:*").Val()).To(BeEmpty())
 
+		g.Expect(stderr).NotTo(ContainSubstring("warning"))
 		events := &eventsv1.EventList{}
 		g.Expect(w.k8s.List(ctx, events, client.InNamespace("default"))).To(Succeed())
 		g.Expect(events.Items).To(ContainElement(And(
@@ -293,7 +294,11 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 				next = gj.Status.Active[0].JobName
 			}
 			return next
-		}).WithTimeout(30 * time.Second).ShouldNot(BeEmpty())
+		}).WithTimeout(30*time.Second).ShouldNot(BeEmpty(), func() string {
+			gj := &batchv1alpha1.GuardedJob{}
+			_ = w.k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "settle"}, gj)
+			return fmt.Sprintf("status: %+v\nannotations: %v", gj.Status, gj.Annotations)
+		})
 		g.Expect(next).NotTo(Equal(jobName))
 		w.complete(g, w.job(g, next))
 		g.Eventually(done).WithTimeout(60 * time.Second).Should(BeClosed())

@@ -113,7 +113,7 @@ func recordEvent(ctx context.Context, o *options, gj *batchv1alpha1.GuardedJob, 
 	host, _ := os.Hostname()
 	now := metav1.NowMicro()
 	ev := &eventsv1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: gj.Name + ".", Namespace: gj.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", gj.Name, time.Now().UnixNano()), Namespace: gj.Namespace},
 		EventTime:  now,
 		Regarding: corev1.ObjectReference{
 			APIVersion: batchv1alpha1.GroupVersion.String(), Kind: "GuardedJob",
