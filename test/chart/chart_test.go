@@ -1,12 +1,14 @@
 // Package chart_test renders the Helm chart in charts/guardedjob with several value
 // sets and checks it against the kustomize install (config/default) where the two
 // must agree: the same CRD, the same RBAC rules, the same manager container (args,
-// ports, probes, security context, resources, the store only from a Secret). helm
-// comes from `make helm` (a cache outside the checkout); set HELM to use another.
+// ports, probes, security context, resources, the store only from a Secret), lints
+// it, and installs, upgrades and uninstalls it on a real API server. helm comes from
+// `make helm` (a cache outside the checkout); set HELM to use another.
 package chart_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -20,10 +22,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/guardedjob/guardedjob/controllers"
 )
@@ -412,4 +420,69 @@ func TestChartValues(t *testing.T) {
 		get(t, ms, "Secret", "ops-guardedjob-redis", &corev1.Secret{})
 		g.Expect(env(dep.Spec.Template.Spec.Containers[0], "GUARDEDJOB_REDIS_URL").ValueFrom.SecretKeyRef.Name).To(Equal("ops-guardedjob-redis"))
 	})
+}
+
+// TestChartInstallsOnARealAPIServer installs, upgrades and uninstalls the chart with
+// helm against a real kube-apiserver, which validates every object it renders, and
+// checks that uninstalling keeps the CRD (and so every GuardedJob), as Helm does
+// for crds/.
+func TestChartInstallsOnARealAPIServer(t *testing.T) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		t.Skip("KUBEBUILDER_ASSETS is not set: run the tests with `make test`")
+	}
+	g := NewWithT(t)
+	helm := helmBin(t)
+	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	cfg, err := env.Start()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	kc, err := user.KubeConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx := context.Background()
+
+	// Helm keeps its state in this directory tree, not in the user's home.
+	home := t.TempDir()
+	helmCmd := func(args ...string) (string, error) {
+		cmd := exec.Command(helm, append(args, "--kubeconfig", kubeconfig)...)
+		cmd.Dir = repoRoot(t)
+		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+
+	out, err := helmCmd("install", release, "charts/guardedjob", "-n", namespace, "--create-namespace",
+		"--set", "redis.url=redis://127.0.0.1:6379", "--set", "clusterName=test", "--set", "keyGrants.payments[0]=lock:settlement")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("STATUS: deployed"))
+
+	dep := &appsv1.Deployment{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, dep)).To(Succeed())
+	g.Expect(*dep.Spec.Replicas).To(BeEquivalentTo(2))
+	role := &rbacv1.ClusterRole{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "guardedjob-manager-role"}, role)).To(Succeed())
+	g.Expect(role.Rules).To(Equal(get(t, kustomize(t), "ClusterRole", "guardedjob-manager-role", &rbacv1.ClusterRole{}).Rules))
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "guardedjob-redis"}, &corev1.Secret{})).To(Succeed())
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, &policyv1.PodDisruptionBudget{})).To(Succeed())
+
+	out, err = helmCmd("upgrade", release, "charts/guardedjob", "-n", namespace, "--reuse-values", "--set", "replicaCount=3")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, dep)).To(Succeed())
+	g.Expect(*dep.Spec.Replicas).To(BeEquivalentTo(3))
+	g.Expect(dep.Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "GUARDEDJOB_CLUSTER_NAME", Value: "test"}), "--reuse-values keeps the values of the install")
+
+	out, err = helmCmd("uninstall", release, "-n", namespace)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	err = k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, dep)
+	g.Expect(err == nil && dep.DeletionTimestamp != nil || apierrors.IsNotFound(err)).To(BeTrue(), "the manager is removed: %v", err)
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: crdName}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed(), "Helm keeps the CRD, so GuardedJobs survive an uninstall")
 }
