@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,10 +114,27 @@ func startWorld(t *testing.T) *world {
 // plugin runs the plugin's Main in-process as a user would run the command, with
 // the given stdin and environment.
 func (w *world) plugin(stdin string, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	return w.pluginReading(strings.NewReader(stdin), env, args...)
+}
+
+func (w *world) pluginReading(stdin io.Reader, env map[string]string, args ...string) (code int, stdout, stderr string) {
 	var out, errOut bytes.Buffer
 	args = append(args, "--kubeconfig", w.kubeconfig)
-	code = Main(context.Background(), args, strings.NewReader(stdin), &out, &errOut, func(k string) string { return env[k] })
+	code = Main(context.Background(), args, stdin, &out, &errOut, func(k string) string { return env[k] })
 	return code, out.String(), errOut.String()
+}
+
+// answerAfter is a user who answers while something else happens: before the
+// first answer is read, it runs meanwhile.
+type answerAfter struct {
+	meanwhile func()
+	answers   io.Reader
+	once      sync.Once
+}
+
+func (a *answerAfter) Read(p []byte) (int, error) {
+	a.once.Do(a.meanwhile)
+	return a.answers.Read(p)
 }
 
 // job returns the GuardedJob's Job of the given name once it exists.
@@ -275,6 +293,42 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 		g.Expect(code).To(Equal(0))
 		g.Expect(stdout).To(ContainSubstring("deleted lock default:settle"))
 		g.Expect(rdb.Exists(ctx, "default:settle").Val()).To(BeZero())
+	})
+
+	t.Run("unlock never deletes a value written after it was shown", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(rdb.Set(ctx, "default:settle", "batch-host-7", 0).Err()).To(Succeed())
+		user := &answerAfter{
+			meanwhile: func() { rdb.Set(ctx, "default:settle", "batch-host-8", 0) },
+			answers:   strings.NewReader("y\n"),
+		}
+		code, stdout, _ := w.pluginReading(user, nil, append([]string{"unlock", "settle", "-n", "default", "--force"}, store...)...)
+		g.Expect(code).To(Equal(1), "nothing was deleted")
+		g.Expect(stdout).To(ContainSubstring("Delete lock default:settle (held by batch-host-7"))
+		g.Expect(stdout).To(ContainSubstring("lock default:settle changed since it was shown (now batch-host-8): not deleted"))
+		g.Expect(rdb.Get(ctx, "default:settle").Val()).To(Equal("batch-host-8"))
+		g.Expect(rdb.Del(ctx, "default:settle").Err()).To(Succeed())
+	})
+
+	t.Run("a GuardedJob with its own store is looked up there", func(t *testing.T) {
+		g := NewWithT(t)
+		own := redisserver.Start(t)
+		g.Expect(w.k8s.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "own-redis", Namespace: "default"},
+			StringData: map[string]string{"url": "redis://" + own.Addr()},
+		})).To(Succeed())
+		g.Expect(w.k8s.Create(ctx, &batchv1alpha1.GuardedJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "own", Namespace: "default"},
+			Spec: batchv1alpha1.GuardedJobSpec{Schedule: "@daily",
+				Lock: batchv1alpha1.LockSpec{Key: "shared:report", StoreRef: &batchv1alpha1.StoreReference{Name: "own-redis"}},
+				JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "w", Image: "busybox"}}}}}}},
+		})).To(Succeed())
+		g.Expect(own.Client(t).Set(ctx, "shared:report", "cluster-b/reports/report-1-aaaaaa#77", time.Minute).Err()).To(Succeed())
+		code, stdout, stderr := w.plugin("", nil, append([]string{"locks", "-n", "default"}, store...)...)
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(MatchRegexp(`default\s+own\s+shared:report\s+cluster-b/reports/report-1-aaaaaa\s+cluster cluster-b`))
+		g.Expect(stdout).To(MatchRegexp(`default\s+settle\s+default:settle\s+-`), "the manager's store for the others")
 	})
 
 	t.Run("run --wait follows a new run to its end", func(t *testing.T) {
