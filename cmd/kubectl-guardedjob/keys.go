@@ -11,8 +11,6 @@ import (
 // runKeys are the keys of one run (active) or of the current occurrence (idle).
 type runKeys struct {
 	lockclient.Keys
-	// run is the active run the keys belong to; nil for the current occurrence.
-	run *batchv1alpha1.ActiveRun
 	// unknown names a derived key that cannot be shown without rendering a custom
 	// template ("fence", "done-marker"); the manager records the rendered keys of
 	// active runs only.
@@ -30,7 +28,7 @@ func keysOf(gj *batchv1alpha1.GuardedJob) []runKeys {
 		if r.Key == "" {
 			continue
 		}
-		out = append(out, runKeys{Keys: lockclient.Keys{Lock: r.Key, Fence: r.FenceKey, Occurrence: r.OccurrenceKey}, run: r})
+		out = append(out, runKeys{Keys: lockclient.Keys{Lock: r.Key, Fence: r.FenceKey, Occurrence: r.OccurrenceKey}})
 	}
 	if len(out) > 0 {
 		return out
