@@ -1,6 +1,6 @@
 # The GuardedJob manager image.
 #
-# Build:  make docker-build IMG=registry.example.com/guardedjob-manager:v0.1.0
+# Build:  make docker-build VERSION=0.1.0 IMG=registry.example.com/guardedjob-manager:0.1.0
 # The build command below is the one `make build` runs and test/config checks, so a
 # change here must be made there too.
 
@@ -24,11 +24,18 @@ COPY cmd/ cmd/
 COPY controllers/ controllers/
 COPY internal/ internal/
 
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o manager ./cmd/manager
+# The release version, printed by `manager --version` and in its startup log.
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o manager ./cmd/manager
 
 # Distroless static: no shell, no package manager, CA roots for rediss:// included;
 # time zone rules are compiled into the binary (time/tzdata).
 FROM gcr.io/distroless/static:nonroot
+# An ARG ends with its stage: declared again to label the final image.
+ARG VERSION=dev
+LABEL org.opencontainers.image.title="guardedjob-manager" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.source="https://github.com/guardedjob/guardedjob"
 WORKDIR /
 COPY --from=builder /workspace/manager /manager
 # The distroless "nonroot" user; numeric, so runAsNonRoot can verify it.

@@ -1,5 +1,15 @@
-# Image the manager is built into by docker-build and deployed by deploy.
-IMG ?= guardedjob-manager:dev
+# The release version: stamped into the manager (--version), the image label, the
+# image tag and the installer. `make build-installer VERSION=0.2.0` makes a release file.
+VERSION ?= dev
+# Image the manager is built into by docker-build and deployed by deploy and
+# build-installer. IMAGE_REPO is where release images are pushed.
+IMAGE_REPO ?= guardedjob-manager
+IMG ?= $(IMAGE_REPO):$(VERSION)
+
+# Tools that CI should keep between runs live outside the checkout, keyed by version.
+TOOLS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/guardedjob/bin
+HELM_VERSION ?= v3.22.0
+HELM ?= $(TOOLS_CACHE)/helm-$(HELM_VERSION)
 
 # Tools are pinned and installed into ./bin from the Go module proxy.
 LOCALBIN ?= $(shell pwd)/bin
@@ -28,7 +38,10 @@ help: ## Display this help.
 
 .PHONY: manifests
 manifests: controller-gen ## Generate the CRD and the ClusterRole from kubebuilder markers.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:generateEmbeddedObjectMeta=true,maxDescLen=0 webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=guardedjob-manager-role crd:generateEmbeddedObjectMeta=true,maxDescLen=0 webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+	# The Helm chart ships the same CRD and the same manager rules.
+	cp config/crd/bases/batch.guardedjob.dev_guardedjobs.yaml charts/guardedjob/crds/
+	cp config/rbac/role.yaml charts/guardedjob/files/manager-role.yaml
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.
@@ -50,15 +63,16 @@ lint: golangci-lint ## Run golangci-lint.
 .PHONY: verify
 verify: manifests generate ## Fail when generated files or go.mod are stale.
 	go mod tidy
-	@if [ -n "$$(git status --porcelain -- go.mod go.sum api config)" ]; then \
+	@if [ -n "$$(git status --porcelain -- go.mod go.sum api config charts)" ]; then \
 		echo "Generated files are stale; run 'make manifests generate' and 'go mod tidy' and commit:"; \
-		git status --porcelain -- go.mod go.sum api config; git --no-pager diff --stat -- go.mod go.sum api config; exit 1; fi
+		git status --porcelain -- go.mod go.sum api config charts; git --no-pager diff --stat -- go.mod go.sum api config charts; exit 1; fi
 
 .PHONY: test
 test: ## Run all tests (installs redis-server and builds kube-apiserver + etcd on first use).
 	hack/ensure-redis.sh
+	$(MAKE) --no-print-directory helm
 	assets="$$(hack/build-control-plane.sh)"; \
-	KUBEBUILDER_ASSETS="$$assets" go test $(GOTESTFLAGS) $(TESTARGS)
+	HELM="$(HELM)" KUBEBUILDER_ASSETS="$$assets" go test $(GOTESTFLAGS) $(TESTARGS)
 
 .PHONY: test-race
 test-race: ## Run all tests with the race detector.
@@ -73,7 +87,7 @@ bench: ## Run the benchmarks (compare runs with benchstat).
 
 .PHONY: build
 build: ## Build the manager binary the way the Dockerfile does.
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(LOCALBIN)/manager ./cmd/manager
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=$(VERSION)" -o $(LOCALBIN)/manager ./cmd/manager
 
 .PHONY: run
 run: manifests generate ## Run the manager against the cluster in your kubeconfig.
@@ -81,7 +95,13 @@ run: manifests generate ## Run the manager against the cluster in your kubeconfi
 
 .PHONY: docker-build
 docker-build: ## Build the manager image (needs a Docker engine).
-	docker build -t $(IMG) .
+	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+.PHONY: build-installer
+build-installer: manifests ## Write dist/install.yaml (CRD, RBAC, manager) for image IMG, e.g. VERSION=0.2.0.
+	mkdir -p dist
+	hack/render-manifests.sh $(IMG) > dist/install.yaml
+	@echo "Wrote dist/install.yaml for image $(IMG)"
 
 ##@ Deployment
 
@@ -95,11 +115,14 @@ uninstall: manifests ## Remove the CRD (and every GuardedJob) from the cluster.
 
 .PHONY: deploy
 deploy: manifests ## Deploy the manager with image IMG (create the guardedjob-redis Secret first).
-	kubectl kustomize config/default | sed "s|image: guardedjob-manager:dev|image: $(IMG)|" | kubectl apply --server-side -f -
+	hack/render-manifests.sh $(IMG) | kubectl apply --server-side -f -
+
+# How long undeploy waits for the runs of deleted GuardedJobs to stop.
+UNDEPLOY_TIMEOUT ?= 10m
 
 .PHONY: undeploy
-undeploy: ## Remove the manager AND the CRD: this deletes every GuardedJob.
-	kubectl delete --ignore-not-found -k config/default
+undeploy: ## Delete every GuardedJob, wait for their runs to stop (UNDEPLOY_TIMEOUT), then remove the manager and the CRD.
+	UNDEPLOY_TIMEOUT=$(UNDEPLOY_TIMEOUT) hack/undeploy.sh
 
 ##@ Demo
 
@@ -122,6 +145,13 @@ $(CONTROLLER_GEN): | $(LOCALBIN)
 golangci-lint: $(GOLANGCI_LINT)
 $(GOLANGCI_LINT): | $(LOCALBIN)
 	GOBIN=$(LOCALBIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+.PHONY: helm
+helm: $(HELM) ## Install helm into the tools cache (outside the checkout, reused by CI).
+$(HELM):
+	mkdir -p $(TOOLS_CACHE)
+	tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	GOBIN="$$tmp" GOWORK=off go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION) && mv "$$tmp/helm" $(HELM)
 
 $(LOCALBIN):
 	mkdir -p $(LOCALBIN)

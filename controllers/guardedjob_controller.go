@@ -83,14 +83,18 @@ type GuardedJobReconciler struct {
 	stores storeSet
 }
 
-// +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs,verbs=get;list;watch;update;patch
+// The verbs are the calls the manager makes, no more: finalizers are added and
+// removed with patches; guardedjobs/finalizers update is what the API server asks of
+// a Job's owner reference with blockOwnerDeletion; Pods are only listed from the
+// cache and deleted; the kube-system namespace is read once, for the default
+// --cluster-name.
+// +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs/finalizers,verbs=update
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=batch,resources=jobs/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get,resourceNames=kube-system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // jobOwnerKey indexes Jobs by the name of their GuardedJob.

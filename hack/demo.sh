@@ -246,7 +246,7 @@ make_certs() {
   admin_token="$(random_token)"
   manager_token="$(random_token)"
   # token,user,uid,"groups": the admin (kubectl and the control plane components) is in
-  # system:masters; the manager is a plain user bound to config/rbac's manager-role.
+  # system:masters; the manager is a plain user bound to config/rbac's guardedjob-manager-role.
   {
     echo "$admin_token,admin,admin,\"system:masters\""
     echo "$manager_token,guardedjob-manager,guardedjob-manager,\"system:authenticated\""
@@ -329,7 +329,7 @@ start_manager() {
   log "Installing the CRD and the manager's RBAC role"
   k apply --server-side -f "$repo/config/crd/bases" >/dev/null
   k apply --server-side -f "$repo/config/rbac/role.yaml" >/dev/null
-  k create clusterrolebinding guardedjob-manager --clusterrole=manager-role --user=guardedjob-manager \
+  k create clusterrolebinding guardedjob-manager --clusterrole=guardedjob-manager-role --user=guardedjob-manager \
     --dry-run=client -o yaml | k apply --server-side -f - >/dev/null
   wait_for "the GuardedJob CRD" 60 k wait --for=condition=Established --timeout=5s crd/guardedjobs.batch.guardedjob.dev
   kubeconfig "$state/manager.kubeconfig" "$manager_token" guardedjob-manager

@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,12 +28,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/controllers"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
+
+// version is the release this binary was built from, set at build time with
+// -ldflags "-X main.version=..." (make build, the Dockerfile).
+var version = "dev"
 
 type options struct {
 	redisURL                string
@@ -46,6 +52,7 @@ type options struct {
 	renewDeadline           time.Duration
 	retryPeriod             time.Duration
 	metricsAddr             string
+	metricsSecure           bool
 	probeAddr               string
 	maxConcurrentReconciles int
 	redisTimeout            time.Duration
@@ -75,7 +82,10 @@ func main() {
 	flag.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits before taking over.")
 	flag.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing before it gives up.")
 	flag.DurationVar(&o.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often leader election actions are retried.")
-	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it.")
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint; 0 disables it.")
+	flag.BoolVar(&o.metricsSecure, "metrics-secure", true,
+		"Serve metrics over HTTPS to callers the API server authenticates and authorizes (get on the /metrics URL); false serves plain HTTP to anyone who can connect.")
+	printVersion := flag.Bool("version", false, "Print the version and exit.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables it.")
 	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "GuardedJobs reconciled in parallel.")
 	flag.DurationVar(&o.redisTimeout, "redis-timeout", lockclient.DefaultTimeout, "Bound on every call to the lock store.")
@@ -84,6 +94,10 @@ func main() {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *printVersion {
+		fmt.Println(version)
+		return
+	}
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
@@ -130,7 +144,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   controllers.CacheOptions(),
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        o.leaderElectionID,
@@ -191,12 +205,33 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		<-keeperDone
 	}()
 
-	log.Info("Starting manager", "cluster", o.clusterName, "store", store.Identity(), "keyGrants", grants.String(), "leaderElection", o.leaderElect)
+	log.Info("Starting manager", "version", version, "cluster", o.clusterName, "store", store.Identity(), "keyGrants", grants.String(), "leaderElection", o.leaderElect)
 	err = mgr.Start(ctx)
 	if err == nil || ctx.Err() != nil || !o.leaderElect || !strings.Contains(err.Error(), "leader election lost") {
 		return err
 	}
 	return renewOnly(ctx, cfg, keeper, o.retryPeriod, log)
+}
+
+// The metrics filter asks the API server who a scraper is and whether it may read
+// /metrics.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// metricsOptions serves metrics over HTTPS with a self-signed certificate, to callers
+// the API server authenticates (TokenReview) and authorizes (SubjectAccessReview for
+// get on the /metrics URL), unless --metrics-secure=false. HTTP/2 is off: its
+// stream-reset floods (CVE-2023-44487, CVE-2023-39325) are not worth a metrics port.
+func metricsOptions(o options) metricsserver.Options {
+	if !o.metricsSecure {
+		return metricsserver.Options{BindAddress: o.metricsAddr}
+	}
+	return metricsserver.Options{
+		BindAddress:    o.metricsAddr,
+		SecureServing:  true,
+		FilterProvider: filters.WithAuthenticationAndAuthorization,
+		TLSOpts:        []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+	}
 }
 
 // renewOnly runs after leadership was lost. If the API server answers, another

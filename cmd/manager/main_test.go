@@ -3,6 +3,7 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -16,8 +17,10 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -80,13 +83,55 @@ func probe(url string) int {
 }
 
 func scrape(url string) string {
-	resp, err := http.Get(url) //nolint:noctx // a loopback scrape in a test
+	_, body := scrapeAs(url, "")
+	return body
+}
+
+// scrapeAs GETs url with a bearer token (none if empty), accepting the manager's
+// self-signed certificate as a scraper configured with insecureSkipVerify does.
+func scrapeAs(url, token string) (int, string) {
+	req, err := http.NewRequest(http.MethodGet, url, nil) //nolint:noctx // a loopback scrape in a test
 	if err != nil {
-		return ""
+		return 0, ""
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the manager's certificate is self-signed
+	}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, ""
 	}
 	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
-	return string(b)
+	return resp.StatusCode, string(b)
+}
+
+// scraperToken returns a token of a new ServiceAccount, bound to a ClusterRole
+// that allows get on /metrics when allowed is true.
+func scraperToken(t *testing.T, cp *controlPlane, name string, allowed bool) string {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
+	g.Expect(cp.client.Create(ctx, sa)).To(Succeed())
+	if allowed {
+		g.Expect(cp.client.Create(ctx, &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+		})).To(Succeed())
+		g.Expect(cp.client.Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: "default"}},
+		})).To(Succeed())
+	}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}
+	g.Expect(cp.client.SubResource("token").Create(ctx, sa, req)).To(Succeed())
+	g.Expect(req.Status.Token).NotTo(BeEmpty())
+	return req.Status.Token
 }
 
 // controlPlane is a real kube-apiserver + etcd with the CRD installed.
@@ -229,7 +274,20 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 		return fmt.Sprintf("status: %+v\nlogs:\n%s", cur.Status, logs)
 	})
 	g.Expect(srv.Client(t).Get(ctx, "lock:smoke").Val()).To(HavePrefix("cluster-smoke/default/smoke-"))
-	g.Eventually(func() string { return scrape("http://" + metricsAddr + "/metrics") }).Should(And(
+
+	// Metrics are HTTPS by default and answer only callers the API server
+	// authenticates and allows to get /metrics.
+	metricsURL := "https://" + metricsAddr + "/metrics"
+	scraper, stranger := scraperToken(t, cp, "scraper", true), scraperToken(t, cp, "stranger", false)
+	statusFor := func(token string) int { code, _ := scrapeAs(metricsURL, token); return code }
+	g.Expect(statusFor("")).To(Equal(http.StatusUnauthorized), "no token")
+	// (controller-runtime answers 500 when the TokenReview reports an error, as it
+	// does for a malformed token: refused all the same.)
+	g.Expect(statusFor("not-a-token")).To(BeNumerically(">=", 400), "a token the API server does not know")
+	g.Expect(statusFor(stranger)).To(Equal(http.StatusForbidden), "a token not allowed to get /metrics")
+	g.Expect(probe("http://"+metricsAddr+"/metrics")).NotTo(Equal(http.StatusOK), "plain HTTP on the secure port")
+	scrapeMetrics := func() string { _, body := scrapeAs(metricsURL, scraper); return body }
+	g.Eventually(scrapeMetrics).Should(And(
 		ContainSubstring(`guardedjob_leases{state="Held"} 1`),
 		ContainSubstring(`guardedjob_lease_renewals_total{result="ok"}`),
 		ContainSubstring(`guardedjob_lease_renewal_pipelines_total `)))
@@ -244,7 +302,7 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
 	}}
 	g.Expect(k8s.Status().Update(ctx, job)).To(Succeed())
-	g.Eventually(func() string { return scrape("http://" + metricsAddr + "/metrics") }).Should(
+	g.Eventually(scrapeMetrics).Should(
 		ContainSubstring(`guardedjob_runs_total{result="Succeeded"} 1`))
 
 	srv.Kill()
@@ -255,4 +313,15 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 	g.Eventually(exited).WithTimeout(30 * time.Second).Should(BeClosed())
 	g.Expect(logs.String()).NotTo(ContainSubstring(password), "the Redis password never reaches the log")
 	g.Expect(strings.Count(logs.String(), "Starting manager")).To(Equal(1), fmt.Sprintf("logs:\n%s", logs))
+	g.Expect(logs.String()).To(MatchRegexp(`"Starting manager".*"version":"dev"`), "the startup line names the version")
+
+	t.Run("--metrics-secure=false serves plain HTTP to anyone", func(t *testing.T) {
+		g := NewWithT(t)
+		addr := freeAddr(t)
+		plain := startManager(t, bin, "--kubeconfig", kubeconfigPath, "--redis-url", "redis://"+srv.Addr(),
+			"--cluster-name", "cluster-plain", "--metrics-bind-address", addr, "--metrics-secure=false",
+			"--health-probe-bind-address", "0", "--leader-elect=false")
+		g.Eventually(func() string { return scrape("http://" + addr + "/metrics") }).WithTimeout(30*time.Second).Should(
+			ContainSubstring("guardedjob_leases"), "logs:\n%s", plain.logs)
+	})
 }

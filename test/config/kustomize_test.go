@@ -51,10 +51,13 @@ import (
 const (
 	systemNamespace = "guardedjob-system"
 	managerName     = "guardedjob-manager"
-	// The image the Deployment names; `make deploy` replaces this exact line.
-	devImageLine = "image: guardedjob-manager:dev"
+	// The image the Deployment names; `make deploy` and `make build-installer` set
+	// it through kustomize's images transformer, which matches this name.
+	devImage = "guardedjob-manager:dev"
 	// The build command of the Dockerfile (and of `make build`).
-	buildCommand = `CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o manager ./cmd/manager`
+	buildCommand = `CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o manager ./cmd/manager`
+	managerRole  = "guardedjob-manager-role"
+	metricsPort  = 8443
 )
 
 // repoRoot is the directory holding go.mod, found upward from the test's directory.
@@ -171,10 +174,6 @@ func TestDefaultDeployment(t *testing.T) {
 	raw := kustomize(t, "default")
 	ms := manifests(decode(t, raw))
 
-	if n := strings.Count(string(raw), devImageLine+"\n"); n != 1 {
-		t.Errorf("rendered output has %d lines %q, want 1 (make deploy replaces it with IMG)", n, devImageLine)
-	}
-
 	dep := one(t, ms, "Deployment", managerName, &appsv1.Deployment{})
 	if dep.Namespace != systemNamespace {
 		t.Errorf("Deployment namespace %q, want %q", dep.Namespace, systemNamespace)
@@ -202,11 +201,11 @@ func TestDefaultDeployment(t *testing.T) {
 		t.Fatalf("%d containers, want 1", len(pod.Containers))
 	}
 	c := pod.Containers[0]
-	if c.Image != "guardedjob-manager:dev" {
-		t.Errorf("image %q, want guardedjob-manager:dev", c.Image)
+	if c.Image != devImage {
+		t.Errorf("image %q, want %s", c.Image, devImage)
 	}
 
-	for _, arg := range []string{"--leader-elect", "--health-probe-bind-address=:8081", "--metrics-bind-address=:8080"} {
+	for _, arg := range []string{"--leader-elect", "--health-probe-bind-address=:8081", "--metrics-bind-address=:8443"} {
 		if !slices.Contains(c.Args, arg) {
 			t.Errorf("args %q lack %q", c.Args, arg)
 		}
@@ -266,8 +265,12 @@ func TestDefaultDeployment(t *testing.T) {
 	}
 	probePort("liveness", c.LivenessProbe, "/healthz")
 	probePort("readiness", c.ReadinessProbe, "/readyz")
-	if port := containerPort(c, "metrics"); port != 8080 {
-		t.Errorf("container port named metrics is %d, want 8080 (--metrics-bind-address)", port)
+	if port := containerPort(c, "metrics"); port != metricsPort {
+		t.Errorf("container port named metrics is %d, want %d (--metrics-bind-address)", port, metricsPort)
+	}
+	// Metrics are HTTPS with authn/authz unless a flag turns that off.
+	if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--metrics-secure") }) {
+		t.Errorf("args %q set --metrics-secure; the default (HTTPS with authn/authz) is the production shape", c.Args)
 	}
 
 	// The Redis URL only from a Secret; no credential in the manifests.
@@ -308,6 +311,10 @@ func TestDefaultDeployment(t *testing.T) {
 	if pdb.Spec.Selector == nil || !labels.SelectorFromSet(pdb.Spec.Selector.MatchLabels).Matches(labels.Set(dep.Spec.Template.Labels)) {
 		t.Errorf("PodDisruptionBudget selector %v does not select the manager's Pods", pdb.Spec.Selector)
 	}
+	// A replica that is unready because Redis is down must not block a node drain.
+	if p := pdb.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow {
+		t.Errorf("PodDisruptionBudget unhealthyPodEvictionPolicy %v, want AlwaysAllow", p)
+	}
 
 	// The metrics Service reaches the container's metrics port.
 	svc := one(t, ms, "Service", "guardedjob-manager-metrics", &corev1.Service{})
@@ -316,8 +323,8 @@ func TestDefaultDeployment(t *testing.T) {
 	}
 	if i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == "metrics" }); i < 0 {
 		t.Errorf("metrics Service has no port named metrics: %+v", svc.Spec.Ports)
-	} else if p := svc.Spec.Ports[i]; p.Port != 8080 || containerPort(c, p.TargetPort.String()) != 8080 {
-		t.Errorf("metrics Service port %d -> %s, want 8080 -> the container's 8080", p.Port, p.TargetPort.String())
+	} else if p := svc.Spec.Ports[i]; p.Port != metricsPort || containerPort(c, p.TargetPort.String()) != metricsPort {
+		t.Errorf("metrics Service port %d -> %s, want %d -> the container's %d", p.Port, p.TargetPort.String(), metricsPort, metricsPort)
 	}
 }
 
@@ -342,7 +349,7 @@ func TestDefaultRBACAndCRD(t *testing.T) {
 
 	one(t, ms, "CustomResourceDefinition", "guardedjobs.batch.guardedjob.dev", &unstructured.Unstructured{})
 	one(t, ms, "Namespace", systemNamespace, &corev1.Namespace{})
-	one(t, ms, "ClusterRole", "manager-role", &rbacv1.ClusterRole{})
+	role := one(t, ms, "ClusterRole", managerRole, &rbacv1.ClusterRole{})
 
 	isManagerSA := func(s rbacv1.Subject) bool {
 		return s.Kind == rbacv1.ServiceAccountKind && s.Name == managerName && s.Namespace == systemNamespace
@@ -354,7 +361,7 @@ func TestDefaultRBACAndCRD(t *testing.T) {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, crb); err != nil {
 			t.Fatal(err)
 		}
-		if crb.RoleRef.Kind == "ClusterRole" && crb.RoleRef.Name == "manager-role" {
+		if crb.RoleRef.Kind == "ClusterRole" && crb.RoleRef.Name == managerRole {
 			bound = true
 			if len(crb.Subjects) != 1 || !isManagerSA(crb.Subjects[0]) {
 				t.Errorf("ClusterRoleBinding %s subjects %+v, want only ServiceAccount %s/%s", crb.Name, crb.Subjects, systemNamespace, managerName)
@@ -362,7 +369,7 @@ func TestDefaultRBACAndCRD(t *testing.T) {
 		}
 	}
 	if !bound {
-		t.Error("no ClusterRoleBinding for manager-role")
+		t.Errorf("no ClusterRoleBinding for %s", managerRole)
 	}
 
 	// Leader election: a namespaced Role for Leases, bound to the same ServiceAccount.
@@ -422,6 +429,31 @@ func TestDefaultRBACAndCRD(t *testing.T) {
 				t.Errorf("viewer role grants %q on %v", v, r.Resources)
 			}
 		}
+	}
+
+	// The manager's own role: what the metrics filter needs, and nothing the code
+	// never calls.
+	for _, need := range [][2]string{{"authentication.k8s.io", "tokenreviews"}, {"authorization.k8s.io", "subjectaccessreviews"}} {
+		if !allows(role.Rules, need[0], need[1], "create") {
+			t.Errorf("%s does not grant create on %s: the secure metrics endpoint cannot check callers", managerRole, need[1])
+		}
+	}
+	for _, unused := range []struct{ group, resource, verb string }{
+		{"batch", "jobs", "update"}, {"batch", "jobs/finalizers", "update"},
+		{"batch.guardedjob.dev", "guardedjobs", "update"}, {"", "pods", "get"},
+	} {
+		if allows(role.Rules, unused.group, unused.resource, unused.verb) {
+			t.Errorf("%s grants %s on %s, which the manager never does", managerRole, unused.verb, unused.resource)
+		}
+	}
+	for _, r := range role.Rules {
+		if slices.Contains(r.Resources, "namespaces") && !slices.Equal(r.ResourceNames, []string{"kube-system"}) {
+			t.Errorf("%s grants %v on namespaces %v, want get on kube-system only", managerRole, r.Verbs, r.ResourceNames)
+		}
+	}
+	reader := one(t, ms, "ClusterRole", "guardedjob-metrics-reader", &rbacv1.ClusterRole{})
+	if len(reader.Rules) != 1 || !slices.Equal(reader.Rules[0].NonResourceURLs, []string{"/metrics"}) || !slices.Equal(reader.Rules[0].Verbs, []string{"get"}) {
+		t.Errorf("guardedjob-metrics-reader rules %+v, want get on /metrics only", reader.Rules)
 	}
 
 	// Every namespaced object lands in the manager's namespace.
@@ -500,6 +532,20 @@ func TestDockerfile(t *testing.T) {
 	if want := "golang:" + string(m[1]) + " AS builder"; !strings.Contains(df, want) {
 		t.Errorf("Dockerfile does not build with %q (go.mod says go %s)", want, m[1])
 	}
+	// The image says which release it is: the final stage declares the build ARG
+	// again (an ARG ends with its stage) and labels with it.
+	final := df[strings.LastIndex(df, "\nFROM "):]
+	if !regexp.MustCompile(`(?m)^ARG VERSION\b`).MatchString(final) {
+		t.Error("the final stage does not declare ARG VERSION, so its label would be empty")
+	}
+	if !regexp.MustCompile(`org\.opencontainers\.image\.version="?\$\{?VERSION\}?"?`).MatchString(final) {
+		t.Error("the final stage has no LABEL org.opencontainers.image.version=$VERSION")
+	}
+	mk := string(mustRead(t, filepath.Join(root, "Makefile")))
+	if !strings.Contains(mk, "--build-arg VERSION=$(VERSION)") {
+		t.Error("make docker-build does not pass --build-arg VERSION=$(VERSION)")
+	}
+
 	for _, want := range []string{
 		buildCommand,
 		"FROM gcr.io/distroless/static:nonroot",
@@ -529,7 +575,8 @@ func TestMakeBuildMatchesDockerfile(t *testing.T) {
 	if got == nil {
 		t.Fatal("no `CGO_ENABLED=0 go build ... -o ... ./cmd/manager` in the Makefile")
 	}
-	if got[1] != want[1] {
+	// The same version variable, spelled the make way and the Dockerfile way.
+	if mkFlags := strings.ReplaceAll(got[1], "$(VERSION)", "${VERSION}"); mkFlags != want[1] {
 		t.Errorf("make build uses flags %q, the Dockerfile %q", got[1], want[1])
 	}
 }
@@ -583,7 +630,8 @@ func TestDockerBuildCommand(t *testing.T) {
 
 	// The Dockerfile's RUN line, with the output moved into the temporary directory.
 	out := filepath.Join(t.TempDir(), "manager")
-	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./cmd/manager")
+	const version = "9.8.7-test"
+	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w -X main.version="+version, "-o", out, "./cmd/manager")
 	cmd.Dir = ctx
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOWORK=off", "GOFLAGS=-mod=readonly")
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -623,6 +671,10 @@ func TestDockerBuildCommand(t *testing.T) {
 	}
 	if strings.Contains(string(mustRead(t, out)), ctx) {
 		t.Errorf("the binary contains the build directory %s; -trimpath did not apply", ctx)
+	}
+	// The version the build stamped is what --version prints.
+	if b, err := exec.Command(out, "--version").CombinedOutput(); err != nil || strings.TrimSpace(string(b)) != version {
+		t.Errorf("manager --version printed %q (%v), want %q", b, err, version)
 	}
 }
 
@@ -665,4 +717,54 @@ func copyContext(src, dst string) error {
 		}
 		return os.WriteFile(target, b, 0o644)
 	})
+}
+
+// TestInstaller renders what `make build-installer` writes: one file with the CRD,
+// RBAC, the Deployment, the metrics Service and the PDB, with the image set through
+// kustomize's images transformer, and nothing left naming the development image.
+func TestInstaller(t *testing.T) {
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("kubectl not found on PATH")
+	}
+	root := repoRoot(t)
+	mk := exec.Command("make", "-n", "build-installer", "VERSION=9.8.7", "IMAGE_REPO=registry.example:5000/team/guardedjob-manager")
+	mk.Dir = root
+	dry, err := mk.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n build-installer: %v\n%s", err, dry)
+	}
+	if !strings.Contains(string(dry), "hack/render-manifests.sh registry.example:5000/team/guardedjob-manager:9.8.7 > dist/install.yaml") {
+		t.Errorf("make build-installer VERSION=9.8.7 does not render with image registry.example:5000/team/guardedjob-manager:9.8.7:\n%s", dry)
+	}
+
+	for image, want := range map[string]string{
+		"registry.example:5000/team/guardedjob-manager:9.8.7":     "registry.example:5000/team/guardedjob-manager:9.8.7",
+		"registry.example/guardedjob-manager@sha256:0123456789ab": "registry.example/guardedjob-manager@sha256:0123456789ab",
+		"registry.example:5000/guardedjob-manager":                "registry.example:5000/guardedjob-manager:latest",
+	} {
+		t.Run(image, func(t *testing.T) {
+			cmd := exec.Command(filepath.Join(root, "hack", "render-manifests.sh"), image)
+			cmd.Dir = t.TempDir() // works from anywhere
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			raw, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("hack/render-manifests.sh %s: %v\n%s", image, err, stderr.String())
+			}
+			ms := manifests(decode(t, raw))
+			dep := one(t, ms, "Deployment", managerName, &appsv1.Deployment{})
+			if got := dep.Spec.Template.Spec.Containers[0].Image; got != want {
+				t.Errorf("image %q, want %q", got, want)
+			}
+			if strings.Contains(string(raw), devImage) {
+				t.Errorf("the installer still names %s", devImage)
+			}
+			one(t, ms, "CustomResourceDefinition", "guardedjobs.batch.guardedjob.dev", &unstructured.Unstructured{})
+			one(t, ms, "ClusterRole", managerRole, &rbacv1.ClusterRole{})
+			one(t, ms, "ClusterRoleBinding", "guardedjob-manager-rolebinding", &rbacv1.ClusterRoleBinding{})
+			one(t, ms, "ServiceAccount", managerName, &corev1.ServiceAccount{})
+			one(t, ms, "Service", "guardedjob-manager-metrics", &corev1.Service{})
+			one(t, ms, "PodDisruptionBudget", managerName, &policyv1.PodDisruptionBudget{})
+		})
+	}
 }

@@ -1,0 +1,64 @@
+{{/* The base of every object name: the release name, with "guardedjob" added
+unless it is already in it (release "guardedjob" gives guardedjob-manager, as the
+kustomize install names it). */}}
+{{- define "guardedjob.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else if contains "guardedjob" .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-guardedjob" .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "guardedjob.manager" -}}
+{{ include "guardedjob.fullname" . }}-manager
+{{- end -}}
+
+{{- define "guardedjob.labels" -}}
+app.kubernetes.io/name: guardedjob
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* Selects the manager's Pods: never change on upgrade (a Deployment's selector is
+immutable). */}}
+{{- define "guardedjob.selectorLabels" -}}
+app.kubernetes.io/name: guardedjob
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: manager
+{{- end -}}
+
+{{- define "guardedjob.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret holding the lock store's URL: the user's, or the chart's own. */}}
+{{- define "guardedjob.redisSecret" -}}
+{{- if and .Values.redis.existingSecret .Values.redis.url -}}
+{{- fail "set only one of redis.existingSecret and redis.url" -}}
+{{- else if .Values.redis.existingSecret -}}
+{{- .Values.redis.existingSecret -}}
+{{- else if .Values.redis.url -}}
+{{ include "guardedjob.fullname" . }}-redis
+{{- else -}}
+{{- fail "the lock store is required: set redis.existingSecret (a Secret with key url) or redis.url" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* --key-grants in flag syntax from a map of namespace to prefixes. */}}
+{{- define "guardedjob.keyGrants" -}}
+{{- $pairs := list -}}
+{{- range $ns := keys .Values.keyGrants | sortAlpha -}}
+{{- range $prefix := index $.Values.keyGrants $ns -}}
+{{- $pairs = append $pairs (printf "%s=%s" $ns $prefix) -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}

@@ -1,0 +1,378 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
+)
+
+// syncBuffer is a bytes.Buffer safe for a process writing while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// world is a real API server with the CRD, a real Redis holding the manager's
+// store, and the manager binary running against both.
+type world struct {
+	kubeconfig string
+	k8s        client.Client
+	redis      *redisserver.Server
+	password   string
+	managerLog *syncBuffer
+}
+
+const (
+	storeSecret = "guardedjob-system/guardedjob-redis"
+	clusterName = "cluster-a"
+)
+
+func startWorld(t *testing.T) *world {
+	t.Helper()
+	g := NewWithT(t)
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		t.Skip("KUBEBUILDER_ASSETS is not set: run the tests with `make test`")
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+	}
+	cfg, err := env.Start()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	kc, err := user.KubeConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	w := &world{kubeconfig: filepath.Join(t.TempDir(), "kubeconfig"), password: "plugin-test-s3cret", managerLog: &syncBuffer{}}
+	g.Expect(os.WriteFile(w.kubeconfig, kc, 0o600)).To(Succeed())
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(batchv1alpha1.AddToScheme(scheme))
+	w.k8s, err = client.New(cfg, client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	w.redis = redisserver.Start(t, redisserver.WithPassword(w.password))
+	ctx := context.Background()
+	g.Expect(w.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "guardedjob-system"}})).To(Succeed())
+	g.Expect(w.k8s.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "guardedjob-redis", Namespace: "guardedjob-system"},
+		StringData: map[string]string{"url": "redis://" + w.redis.Addr(), "password": w.password},
+	})).To(Succeed())
+
+	bin := filepath.Join(t.TempDir(), "manager")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/guardedjob/guardedjob/cmd/manager").CombinedOutput(); err != nil {
+		t.Fatalf("build manager: %v\n%s", err, out)
+	}
+	mgr := exec.Command(bin, "--kubeconfig", w.kubeconfig, "--redis-secret", storeSecret, "--cluster-name", clusterName,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
+	mgr.Stdout, mgr.Stderr = w.managerLog, w.managerLog
+	g.Expect(mgr.Start()).To(Succeed())
+	exited := make(chan struct{})
+	go func() { _ = mgr.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = mgr.Process.Kill(); <-exited })
+	return w
+}
+
+// plugin runs the plugin's Main in-process as a user would run the command, with
+// the given stdin and environment.
+func (w *world) plugin(stdin string, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	return w.pluginReading(strings.NewReader(stdin), env, args...)
+}
+
+func (w *world) pluginReading(stdin io.Reader, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	args = append(args, "--kubeconfig", w.kubeconfig)
+	code = Main(context.Background(), args, stdin, &out, &errOut, func(k string) string { return env[k] })
+	return code, out.String(), errOut.String()
+}
+
+// answerAfter is a user who answers while something else happens: before the
+// first answer is read, it runs meanwhile.
+type answerAfter struct {
+	meanwhile func()
+	answers   io.Reader
+	once      sync.Once
+}
+
+func (a *answerAfter) Read(p []byte) (int, error) {
+	a.once.Do(a.meanwhile)
+	return a.answers.Read(p)
+}
+
+// job returns the GuardedJob's Job of the given name once it exists.
+func (w *world) job(g Gomega, name string) *batchv1.Job {
+	job := &batchv1.Job{}
+	g.Eventually(func() error {
+		return w.k8s.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: name}, job)
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	return job
+}
+
+// complete plays the Job controller: the Job succeeded.
+func (w *world) complete(g Gomega, job *batchv1.Job) {
+	now := metav1.Now()
+	job.Status = batchv1.JobStatus{StartTime: &now, CompletionTime: &now, Succeeded: 1, Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+	}}
+	g.Expect(w.k8s.Status().Update(context.Background(), job)).To(Succeed())
+}
+
+func activeJob(g Gomega, w *world) string {
+	gj := &batchv1alpha1.GuardedJob{}
+	g.Expect(w.k8s.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "settle"}, gj)).To(Succeed())
+	g.Expect(gj.Status.Active).To(HaveLen(1))
+	return gj.Status.Active[0].JobName
+}
+
+// The plugin against a real API server, a real Redis and the real manager: a run
+// triggered and followed, its lock and done-marker seen in Redis, the locks table
+// telling this GuardedJob, another cluster and a foreign process apart, and unlock
+// deleting only what the user confirmed, with an event.
+func TestPluginOperatesAGuardedJob(t *testing.T) {
+	w := startWorld(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	rdb := w.redis.Client(t)
+	store := []string{"--redis-secret", storeSecret}
+
+	t.Run("without a store the commands that need one say how to give it", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(w.k8s.Create(ctx, &batchv1alpha1.GuardedJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "idle", Namespace: "default"},
+			Spec: batchv1alpha1.GuardedJobSpec{Schedule: "@daily", Lock: batchv1alpha1.LockSpec{Key: "default:idle"},
+				JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "w", Image: "busybox"}}}}}}},
+		})).To(Succeed())
+		code, _, stderr := w.plugin("", nil, "status", "idle", "-n", "default")
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring("pass --redis-secret NAMESPACE/NAME"))
+
+		// A store that does not answer: the error names it without its password.
+		code, _, stderr = w.plugin("", map[string]string{"GUARDEDJOB_REDIS_URL": "redis://:" + w.password + "@127.0.0.1:1"}, "status", "idle", "-n", "default")
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring("inspect default:idle"))
+		g.Expect(stderr).NotTo(ContainSubstring(w.password))
+
+		code, _, stderr = w.plugin("", nil, "unlock", "idle", "-n", "default")
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring("pass --force"))
+	})
+
+	g.Expect(w.k8s.Create(ctx, &batchv1alpha1.GuardedJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "settle", Namespace: "default"},
+		Spec: batchv1alpha1.GuardedJobSpec{
+			Schedule: "@daily",
+			Lock:     batchv1alpha1.LockSpec{Key: "default:settle"},
+			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "w", Image: "busybox"}},
+				TerminationGracePeriodSeconds: ptr.To(int64(5)),
+			}}}},
+		},
+	})).To(Succeed())
+
+	var jobName string
+	t.Run("run starts the occurrence due now and shows its Job", func(t *testing.T) {
+		g := NewWithT(t)
+		code, stdout, stderr := w.plugin("", nil, "run", "settle", "-n", "default", "--timeout", "60s")
+		g.Expect(code).To(Equal(0), "stdout:\n%s\nstderr:\n%s\nmanager:\n%s", stdout, stderr, w.managerLog)
+		jobName = activeJob(g, w)
+		g.Expect(stdout).To(ContainSubstring("job.batch/" + jobName + " started"))
+		g.Expect(stdout).To(ContainSubstring("fence 1"))
+		w.job(g, jobName)
+	})
+
+	t.Run("status shows who holds the lock in Redis now", func(t *testing.T) {
+		g := NewWithT(t)
+		code, stdout, stderr := w.plugin("", nil, append([]string{"status", "settle", "-n", "default"}, store...)...)
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(MatchRegexp(`lock\s+default:settle\s+held by ` + clusterName + `/default/` + jobName + ` \(this GuardedJob \(` + jobName + `\)\), expires in \d`))
+		g.Expect(stdout).To(MatchRegexp(`fence\s+default:settle:fence\s+1\n`))
+		g.Expect(stdout).To(MatchRegexp(`done-marker\s+default:settle:done:\d+\s+absent`))
+		g.Expect(stdout).To(ContainSubstring("LockAcquired"), "the GuardedJob's events")
+		g.Expect(stdout + stderr).NotTo(ContainSubstring(w.password))
+	})
+
+	t.Run("unlock never deletes the lock of a running run", func(t *testing.T) {
+		g := NewWithT(t)
+		code, stdout, _ := w.plugin("", nil, append([]string{"unlock", "settle", "-n", "default", "--force", "--yes"}, store...)...)
+		g.Expect(code).To(Equal(0))
+		g.Expect(stdout).To(ContainSubstring("held by the active run"))
+		g.Expect(stdout).To(ContainSubstring("nothing to unlock"))
+		g.Expect(rdb.Get(ctx, "default:settle").Val()).To(HavePrefix(clusterName + "/default/" + jobName + "#"))
+	})
+
+	t.Run("after the Job succeeds status shows the done-marker, and run again is skipped", func(t *testing.T) {
+		g := NewWithT(t)
+		w.complete(g, w.job(g, jobName))
+		g.Eventually(func() string {
+			_, stdout, _ := w.plugin("", nil, append([]string{"status", "settle", "-n", "default"}, store...)...)
+			return stdout
+		}).WithTimeout(30 * time.Second).Should(And(
+			MatchRegexp(`lock\s+default:settle\s+free`),
+			MatchRegexp(`done-marker\s+default:settle:done:\d+\s+done by `+clusterName+`/default/`+jobName)))
+
+		code, stdout, stderr := w.plugin("", nil, "run", "settle", "-n", "default", "--wait", "--timeout", "60s")
+		g.Expect(code).To(Equal(1), "the run did not succeed: exit 1")
+		g.Expect(stdout).To(ContainSubstring(": Skipped"))
+		g.Expect(stderr).To(ContainSubstring("the run ended Skipped"))
+	})
+
+	t.Run("locks tells this GuardedJob, another cluster and a foreign process apart", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(rdb.Set(ctx, "default:settle", "cluster-b/payments/settle-1-abcdef#0123", time.Minute).Err()).To(Succeed())
+		code, stdout, stderr := w.plugin("", nil, append([]string{"locks", "-A", "--cluster-name", clusterName}, store...)...)
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(MatchRegexp(`default\s+settle\s+default:settle\s+cluster-b/payments/settle-1-abcdef\s+cluster cluster-b\s+\d`))
+		g.Expect(stdout).To(MatchRegexp(`default\s+idle\s+default:idle\s+-\s+-`))
+
+		g.Expect(rdb.Set(ctx, "default:settle", "batch-host-7", 0).Err()).To(Succeed())
+		_, stdout, _ = w.plugin("", nil, append([]string{"locks", "-n", "default"}, store...)...)
+		g.Expect(stdout).To(MatchRegexp(`default\s+settle\s+default:settle\s+batch-host-7\s+foreign process\s+never`))
+	})
+
+	t.Run("unlock deletes only what the user confirms, and records it", func(t *testing.T) {
+		g := NewWithT(t)
+		// Two candidates (the foreign lock, then the done-marker): keep the first, delete the second.
+		code, stdout, stderr := w.plugin("n\ny\n", nil, append([]string{"unlock", "settle", "-n", "default", "--force"}, store...)...)
+		g.Expect(code).To(Equal(0), "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+		g.Expect(stdout).To(ContainSubstring("Delete lock default:settle (held by batch-host-7 (foreign process), no expiry"))
+		g.Expect(stdout).To(ContainSubstring("kept default:settle"))
+		g.Expect(stdout).To(MatchRegexp(`deleted done-marker default:settle:done:\d+`))
+		g.Expect(rdb.Get(ctx, "default:settle").Val()).To(Equal("batch-host-7"))
+		g.Expect(rdb.Keys(ctx, "default:settle:done:*").Val()).To(BeEmpty())
+
+		g.Expect(stderr).NotTo(ContainSubstring("warning"))
+		events := &eventsv1.EventList{}
+		g.Expect(w.k8s.List(ctx, events, client.InNamespace("default"))).To(Succeed())
+		g.Expect(events.Items).To(ContainElement(And(
+			HaveField("Reason", ManualUnlockReason),
+			HaveField("Regarding.Name", "settle"),
+			HaveField("Note", MatchRegexp(`Deleted done-marker default:settle:done:\d+ \(done by `+clusterName+`/default/`+jobName+`\)`)))))
+
+		// Confirmed, the foreign lock goes too.
+		code, stdout, _ = w.plugin("y\n", nil, append([]string{"unlock", "settle", "-n", "default", "--force"}, store...)...)
+		g.Expect(code).To(Equal(0))
+		g.Expect(stdout).To(ContainSubstring("deleted lock default:settle"))
+		g.Expect(rdb.Exists(ctx, "default:settle").Val()).To(BeZero())
+	})
+
+	t.Run("unlock never deletes a value written after it was shown", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(rdb.Set(ctx, "default:settle", "batch-host-7", 0).Err()).To(Succeed())
+		user := &answerAfter{
+			meanwhile: func() { rdb.Set(ctx, "default:settle", "batch-host-8", 0) },
+			answers:   strings.NewReader("y\n"),
+		}
+		code, stdout, _ := w.pluginReading(user, nil, append([]string{"unlock", "settle", "-n", "default", "--force"}, store...)...)
+		g.Expect(code).To(Equal(1), "nothing was deleted")
+		g.Expect(stdout).To(ContainSubstring("Delete lock default:settle (held by batch-host-7"))
+		g.Expect(stdout).To(ContainSubstring("lock default:settle changed since it was shown (now batch-host-8): not deleted"))
+		g.Expect(rdb.Get(ctx, "default:settle").Val()).To(Equal("batch-host-8"))
+		g.Expect(rdb.Del(ctx, "default:settle").Err()).To(Succeed())
+	})
+
+	t.Run("a GuardedJob with its own store is looked up there", func(t *testing.T) {
+		g := NewWithT(t)
+		own := redisserver.Start(t)
+		g.Expect(w.k8s.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "own-redis", Namespace: "default"},
+			StringData: map[string]string{"url": "redis://" + own.Addr()},
+		})).To(Succeed())
+		g.Expect(w.k8s.Create(ctx, &batchv1alpha1.GuardedJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "own", Namespace: "default"},
+			Spec: batchv1alpha1.GuardedJobSpec{Schedule: "@daily",
+				Lock: batchv1alpha1.LockSpec{Key: "shared:report", StoreRef: &batchv1alpha1.StoreReference{Name: "own-redis"}},
+				JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "w", Image: "busybox"}}}}}}},
+		})).To(Succeed())
+		g.Expect(own.Client(t).Set(ctx, "shared:report", "cluster-b/reports/report-1-aaaaaa#77", time.Minute).Err()).To(Succeed())
+		code, stdout, stderr := w.plugin("", nil, append([]string{"locks", "-n", "default"}, store...)...)
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(MatchRegexp(`default\s+own\s+shared:report\s+cluster-b/reports/report-1-aaaaaa\s+cluster cluster-b`))
+		g.Expect(stdout).To(MatchRegexp(`default\s+settle\s+default:settle\s+-`), "the manager's store for the others")
+	})
+
+	t.Run("run --wait follows a new run to its end", func(t *testing.T) {
+		g := NewWithT(t)
+		done := make(chan struct{})
+		var code int
+		var stdout, stderr string
+		go func() {
+			defer close(done)
+			code, stdout, stderr = w.plugin("", nil, "run", "settle", "-n", "default", "--wait", "--timeout", "60s")
+		}()
+		var next string
+		g.Eventually(func() string {
+			gj := &batchv1alpha1.GuardedJob{}
+			_ = w.k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "settle"}, gj)
+			if len(gj.Status.Active) == 1 && gj.Status.Active[0].JobUID != "" {
+				next = gj.Status.Active[0].JobName
+			}
+			return next
+		}).WithTimeout(30*time.Second).ShouldNot(BeEmpty(), func() string {
+			gj := &batchv1alpha1.GuardedJob{}
+			_ = w.k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "settle"}, gj)
+			return fmt.Sprintf("status: %+v\nannotations: %v", gj.Status, gj.Annotations)
+		})
+		g.Expect(next).NotTo(Equal(jobName))
+		w.complete(g, w.job(g, next))
+		g.Eventually(done).WithTimeout(60 * time.Second).Should(BeClosed())
+		g.Expect(code).To(Equal(0), "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+		g.Expect(stdout).To(ContainSubstring(fmt.Sprintf("run %s: Succeeded (fence 2)", next)))
+	})
+
+	t.Run("suspend and resume", func(t *testing.T) {
+		g := NewWithT(t)
+		code, stdout, _ := w.plugin("", nil, "suspend", "settle", "-n", "default")
+		g.Expect(code).To(Equal(0))
+		g.Expect(stdout).To(ContainSubstring("guardedjob default/settle suspended"))
+		gj := &batchv1alpha1.GuardedJob{}
+		g.Expect(w.k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "settle"}, gj)).To(Succeed())
+		g.Expect(gj.Spec.Suspended()).To(BeTrue())
+		code, _, _ = w.plugin("", nil, "resume", "settle", "-n", "default")
+		g.Expect(code).To(Equal(0))
+		g.Expect(w.k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "settle"}, gj)).To(Succeed())
+		g.Expect(gj.Spec.Suspended()).To(BeFalse())
+	})
+
+	g.Expect(w.managerLog.String()).NotTo(ContainSubstring(w.password))
+}

@@ -1,0 +1,488 @@
+// Package chart_test renders the Helm chart in charts/guardedjob with several value
+// sets and checks it against the kustomize install (config/default) where the two
+// must agree: the same CRD, the same RBAC rules, the same manager container (args,
+// ports, probes, security context, resources, the store only from a Secret), lints
+// it, and installs, upgrades and uninstalls it on a real API server. helm comes from
+// `make helm` (a cache outside the checkout); set HELM to use another.
+package chart_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/guardedjob/guardedjob/controllers"
+)
+
+const (
+	release   = "guardedjob"
+	namespace = "guardedjob-system"
+	manager   = "guardedjob-manager"
+	crdName   = "guardedjobs.batch.guardedjob.dev"
+	// A helm built with go install does not know a cluster's version; render for the
+	// one the project is tested against.
+	kubeVersion = "1.37.2"
+)
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test directory")
+		}
+		dir = parent
+	}
+}
+
+// helmBin is $HELM, or the binary `make helm` installs.
+func helmBin(t *testing.T) string {
+	t.Helper()
+	if h := os.Getenv("HELM"); h != "" {
+		if _, err := os.Stat(h); err != nil {
+			t.Fatalf("HELM=%s: %v (run make helm)", h, err)
+		}
+		return h
+	}
+	mk := exec.Command("make", "-s", "--no-print-directory", "-f", "-", "print")
+	mk.Dir = repoRoot(t)
+	mk.Stdin = strings.NewReader("include Makefile\nprint:\n\t@echo $(HELM)\n")
+	out, err := mk.Output()
+	if err == nil {
+		if h := strings.TrimSpace(string(out)); h != "" {
+			if _, err := os.Stat(h); err == nil {
+				return h
+			}
+		}
+	}
+	t.Skip("helm is not installed: run `make helm` (make test does)")
+	return ""
+}
+
+func run(t *testing.T, name string, args ...string) ([]byte, error) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = repoRoot(t)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, errors.New(err.Error() + ": " + stderr.String())
+	}
+	return out, nil
+}
+
+// render runs helm template for the release guardedjob in guardedjob-system, with
+// the CRD, and the given --set values.
+func render(t *testing.T, set ...string) (manifests, error) {
+	t.Helper()
+	args := []string{"template", release, "charts/guardedjob", "--namespace", namespace, "--include-crds", "--kube-version", kubeVersion}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	out, err := run(t, helmBin(t), args...)
+	if err != nil {
+		return nil, err
+	}
+	return decode(t, out), nil
+}
+
+func mustRender(t *testing.T, set ...string) manifests {
+	t.Helper()
+	ms, err := render(t, set...)
+	if err != nil {
+		t.Fatalf("helm template %v: %v", set, err)
+	}
+	return ms
+}
+
+func kustomize(t *testing.T) manifests {
+	t.Helper()
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("kubectl not found on PATH")
+	}
+	out, err := run(t, "kubectl", "kustomize", "config/default")
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/default: %v", err)
+	}
+	return decode(t, out)
+}
+
+type manifests []*unstructured.Unstructured
+
+func decode(t *testing.T, data []byte) manifests {
+	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var objs manifests
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs
+			}
+			t.Fatalf("decode rendered YAML: %v", err)
+		}
+		if len(m) > 0 {
+			objs = append(objs, &unstructured.Unstructured{Object: m})
+		}
+	}
+}
+
+func (ms manifests) find(kind, name string) *unstructured.Unstructured {
+	for _, o := range ms {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	return nil
+}
+
+func (ms manifests) kinds() []string {
+	var out []string
+	for _, o := range ms {
+		out = append(out, o.GetKind()+"/"+o.GetName())
+	}
+	return out
+}
+
+// get converts the object of a kind and name to its typed form, failing if absent.
+func get[T any](t *testing.T, ms manifests, kind, name string, into *T) *T {
+	t.Helper()
+	o := ms.find(kind, name)
+	if o == nil {
+		t.Fatalf("no %s %q in %v", kind, name, ms.kinds())
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, into); err != nil {
+		t.Fatalf("convert %s %s: %v", kind, name, err)
+	}
+	return into
+}
+
+func managerContainer(t *testing.T, ms manifests) (*appsv1.Deployment, corev1.Container) {
+	t.Helper()
+	dep := get(t, ms, "Deployment", manager, &appsv1.Deployment{})
+	if len(dep.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(dep.Spec.Template.Spec.Containers))
+	}
+	return dep, dep.Spec.Template.Spec.Containers[0]
+}
+
+func env(c corev1.Container, name string) *corev1.EnvVar {
+	for i := range c.Env {
+		if c.Env[i].Name == name {
+			return &c.Env[i]
+		}
+	}
+	return nil
+}
+
+func TestChartLints(t *testing.T) {
+	helm := helmBin(t)
+	for _, set := range [][]string{
+		{"redis.existingSecret=guardedjob-redis"},
+		{"redis.url=rediss://user:pw@redis.example:6380/0", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"},
+	} {
+		args := []string{"lint", "--strict", "--kube-version", kubeVersion, "charts/guardedjob"}
+		for _, s := range set {
+			args = append(args, "--set", s)
+		}
+		if out, err := run(t, helm, args...); err != nil {
+			t.Errorf("helm lint %v: %v\n%s", set, err, out)
+		}
+	}
+}
+
+// TestChartAgreesWithKustomize: installed with the chart's defaults and an existing
+// Secret, the manager is the same as config/default installs.
+func TestChartAgreesWithKustomize(t *testing.T) {
+	g := NewWithT(t)
+	chart := mustRender(t, "redis.existingSecret=guardedjob-redis")
+	kust := kustomize(t)
+
+	// The CRD is the generated one, byte for byte in meaning.
+	chartCRD, kustCRD := chart.find("CustomResourceDefinition", crdName), kust.find("CustomResourceDefinition", crdName)
+	g.Expect(chartCRD).NotTo(BeNil(), "the chart ships the CRD in crds/")
+	g.Expect(kustCRD).NotTo(BeNil())
+	g.Expect(chartCRD.Object["spec"]).To(Equal(kustCRD.Object["spec"]), "CRD spec differs: run make manifests")
+
+	// The same rules in every role, under the same names.
+	for _, name := range []string{"guardedjob-manager-role", "guardedjob-editor-role", "guardedjob-viewer-role", "guardedjob-metrics-reader"} {
+		c, k := get(t, chart, "ClusterRole", name, &rbacv1.ClusterRole{}), get(t, kust, "ClusterRole", name, &rbacv1.ClusterRole{})
+		g.Expect(c.Rules).To(Equal(k.Rules), "ClusterRole %s", name)
+		for l, v := range k.Labels {
+			if strings.HasPrefix(l, "rbac.authorization.k8s.io/aggregate-to-") {
+				g.Expect(c.Labels).To(HaveKeyWithValue(l, v), "ClusterRole %s", name)
+			}
+		}
+	}
+	c, k := get(t, chart, "Role", "guardedjob-leader-election-role", &rbacv1.Role{}), get(t, kust, "Role", "guardedjob-leader-election-role", &rbacv1.Role{})
+	g.Expect(c.Rules).To(Equal(k.Rules))
+	g.Expect(c.Namespace).To(Equal(namespace))
+	for _, kind := range []string{"ClusterRoleBinding/guardedjob-manager-rolebinding", "RoleBinding/guardedjob-leader-election-rolebinding"} {
+		kind, name, _ := strings.Cut(kind, "/")
+		cb, kb := chart.find(kind, name), kust.find(kind, name)
+		g.Expect(cb).NotTo(BeNil(), "%s %s", kind, name)
+		g.Expect(cb.Object["roleRef"]).To(Equal(kb.Object["roleRef"]), "%s %s", kind, name)
+		g.Expect(cb.Object["subjects"]).To(Equal(kb.Object["subjects"]), "%s %s", kind, name)
+	}
+	get(t, chart, "ServiceAccount", manager, &corev1.ServiceAccount{})
+
+	// The manager Deployment.
+	cDep, cc := managerContainer(t, chart)
+	kDep, kc := managerContainer(t, kust)
+	g.Expect(cDep.Spec.Replicas).To(Equal(kDep.Spec.Replicas))
+	g.Expect(cDep.Spec.Template.Spec.SecurityContext).To(Equal(kDep.Spec.Template.Spec.SecurityContext))
+	g.Expect(cDep.Spec.Template.Spec.TerminationGracePeriodSeconds).To(Equal(kDep.Spec.Template.Spec.TerminationGracePeriodSeconds))
+	g.Expect(cDep.Spec.Template.Spec.ServiceAccountName).To(Equal(kDep.Spec.Template.Spec.ServiceAccountName))
+	g.Expect(labels.SelectorFromSet(cDep.Spec.Selector.MatchLabels).Matches(labels.Set(cDep.Spec.Template.Labels))).To(BeTrue())
+	g.Expect(cc.Args).To(ContainElements(kc.Args), "every argument of the kustomize install")
+	g.Expect(cc.Ports).To(Equal(kc.Ports))
+	g.Expect(cc.LivenessProbe).To(Equal(kc.LivenessProbe))
+	g.Expect(cc.ReadinessProbe).To(Equal(kc.ReadinessProbe))
+	g.Expect(cc.SecurityContext).To(Equal(kc.SecurityContext))
+	g.Expect(cc.Resources).To(Equal(kc.Resources))
+	g.Expect(env(cc, "GUARDEDJOB_REDIS_URL")).To(Equal(env(kc, "GUARDEDJOB_REDIS_URL")))
+	g.Expect(cc.Image).To(Equal("guardedjob-manager:0.1.0"), "image.tag defaults to the chart's appVersion")
+
+	// Service and PDB.
+	cSvc, kSvc := get(t, chart, "Service", manager+"-metrics", &corev1.Service{}), get(t, kust, "Service", manager+"-metrics", &corev1.Service{})
+	g.Expect(cSvc.Spec.Ports).To(Equal(kSvc.Spec.Ports))
+	g.Expect(labels.SelectorFromSet(cSvc.Spec.Selector).Matches(labels.Set(cDep.Spec.Template.Labels))).To(BeTrue(), "metrics Service selects the manager")
+	cPDB, kPDB := get(t, chart, "PodDisruptionBudget", manager, &policyv1.PodDisruptionBudget{}), get(t, kust, "PodDisruptionBudget", manager, &policyv1.PodDisruptionBudget{})
+	g.Expect(cPDB.Spec.MinAvailable).To(Equal(kPDB.Spec.MinAvailable))
+	g.Expect(cPDB.Spec.UnhealthyPodEvictionPolicy).To(Equal(kPDB.Spec.UnhealthyPodEvictionPolicy))
+	g.Expect(labels.SelectorFromSet(cPDB.Spec.Selector.MatchLabels).Matches(labels.Set(cDep.Spec.Template.Labels))).To(BeTrue())
+
+	// Everything namespaced lands in the release namespace.
+	for _, o := range chart {
+		switch o.GetKind() {
+		case "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding":
+		default:
+			g.Expect(o.GetNamespace()).To(Equal(namespace), "%s %s", o.GetKind(), o.GetName())
+		}
+	}
+}
+
+// TestChartValues renders value sets a user would choose and checks what each changes.
+func TestChartValues(t *testing.T) {
+	t.Run("redis.url becomes a Secret the manager reads; the URL is in no argument or env value", func(t *testing.T) {
+		g := NewWithT(t)
+		const url = "rediss://guardedjob:s3cret@redis.example:6380/0"
+		ms := mustRender(t, "redis.url="+url)
+		secret := get(t, ms, "Secret", "guardedjob-redis", &corev1.Secret{})
+		g.Expect(string(secret.Data["url"])).To(Equal(url))
+		dep, c := managerContainer(t, ms)
+		ref := env(c, "GUARDEDJOB_REDIS_URL")
+		g.Expect(ref).NotTo(BeNil())
+		g.Expect(ref.ValueFrom.SecretKeyRef.Name).To(Equal("guardedjob-redis"))
+		g.Expect(ref.ValueFrom.SecretKeyRef.Key).To(Equal("url"))
+		for _, o := range ms {
+			if o.GetKind() == "Secret" {
+				continue
+			}
+			b, _ := o.MarshalJSON()
+			g.Expect(string(b)).NotTo(ContainSubstring("s3cret"), "%s %s holds the password", o.GetKind(), o.GetName())
+		}
+		g.Expect(dep.Spec.Template.Annotations).To(HaveKey("checksum/redis-secret"), "a new URL restarts the manager")
+	})
+
+	t.Run("readWholeSecret passes the Secret's name, not its URL", func(t *testing.T) {
+		g := NewWithT(t)
+		_, c := managerContainer(t, mustRender(t, "redis.existingSecret=store", "redis.readWholeSecret=true"))
+		g.Expect(c.Args).To(ContainElement("--redis-secret=" + namespace + "/store"))
+		g.Expect(env(c, "GUARDEDJOB_REDIS_URL")).To(BeNil(), "the manager takes exactly one of the two")
+	})
+
+	t.Run("the store is required, and only one way", func(t *testing.T) {
+		g := NewWithT(t)
+		_, err := render(t)
+		g.Expect(err).To(MatchError(ContainSubstring("set redis.existingSecret (a Secret with key url) or redis.url")))
+		_, err = render(t, "redis.existingSecret=a", "redis.url=redis://b:6379")
+		g.Expect(err).To(MatchError(ContainSubstring("set only one of redis.existingSecret and redis.url")))
+	})
+
+	t.Run("cluster name and key grants reach the manager in its flag syntax", func(t *testing.T) {
+		g := NewWithT(t)
+		_, c := managerContainer(t, mustRender(t, "redis.existingSecret=s", "clusterName=prod-eu-1",
+			"keyGrants.reports[0]=shared:", "keyGrants.payments[0]=lock:settlement", "keyGrants.payments[1]=lock:payout"))
+		g.Expect(env(c, "GUARDEDJOB_CLUSTER_NAME")).To(Equal(&corev1.EnvVar{Name: "GUARDEDJOB_CLUSTER_NAME", Value: "prod-eu-1"}))
+		grants := env(c, "GUARDEDJOB_KEY_GRANTS")
+		g.Expect(grants).NotTo(BeNil())
+		parsed, err := controllers.ParseKeyGrants(grants.Value)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(parsed).To(Equal(controllers.KeyGrants{"payments": {"lock:payout", "lock:settlement"}, "reports": {"shared:"}}))
+	})
+
+	t.Run("one replica without leader election has no PDB and no Lease role", func(t *testing.T) {
+		g := NewWithT(t)
+		ms := mustRender(t, "redis.existingSecret=s", "replicaCount=1", "leaderElection.enabled=false")
+		dep, c := managerContainer(t, ms)
+		g.Expect(*dep.Spec.Replicas).To(BeEquivalentTo(1))
+		g.Expect(c.Args).NotTo(ContainElement(HavePrefix("--leader-elect")))
+		g.Expect(ms.find("PodDisruptionBudget", manager)).To(BeNil(), "a PDB over one replica blocks every drain")
+		g.Expect(ms.find("Role", "guardedjob-leader-election-role")).To(BeNil())
+	})
+
+	t.Run("leader election timings are passed on", func(t *testing.T) {
+		g := NewWithT(t)
+		_, c := managerContainer(t, mustRender(t, "redis.existingSecret=s", "leaderElection.leaseDuration=30s"))
+		g.Expect(c.Args).To(ContainElements("--leader-elect", "--leader-elect-lease-duration=30s"))
+	})
+
+	t.Run("image by tag or digest", func(t *testing.T) {
+		g := NewWithT(t)
+		_, c := managerContainer(t, mustRender(t, "redis.existingSecret=s", "image.repository=registry.example/gj", "image.tag=1.2.3"))
+		g.Expect(c.Image).To(Equal("registry.example/gj:1.2.3"))
+		_, c = managerContainer(t, mustRender(t, "redis.existingSecret=s", "image.repository=registry.example/gj", "image.digest=sha256:abc"))
+		g.Expect(c.Image).To(Equal("registry.example/gj@sha256:abc"))
+	})
+
+	t.Run("plain HTTP metrics only when asked, and the monitor follows", func(t *testing.T) {
+		g := NewWithT(t)
+		ms := mustRender(t, "redis.existingSecret=s", "metrics.secure=false", "metrics.serviceMonitor.enabled=true")
+		_, c := managerContainer(t, ms)
+		g.Expect(c.Args).To(ContainElement("--metrics-secure=false"))
+		mon := ms.find("ServiceMonitor", manager+"-metrics")
+		g.Expect(mon).NotTo(BeNil())
+		eps, _, _ := unstructured.NestedSlice(mon.Object, "spec", "endpoints")
+		g.Expect(eps).To(ConsistOf(HaveKeyWithValue("scheme", "http")))
+		g.Expect(ms.find("ClusterRole", "guardedjob-metrics-reader")).To(BeNil())
+	})
+
+	t.Run("ServiceMonitor and PrometheusRule select what exists", func(t *testing.T) {
+		g := NewWithT(t)
+		ms := mustRender(t, "redis.existingSecret=s", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true")
+		svc := get(t, ms, "Service", manager+"-metrics", &corev1.Service{})
+		mon := ms.find("ServiceMonitor", manager+"-metrics")
+		g.Expect(mon).NotTo(BeNil())
+		sel, _, _ := unstructured.NestedStringMap(mon.Object, "spec", "selector", "matchLabels")
+		g.Expect(labels.SelectorFromSet(sel).Matches(labels.Set(svc.Labels))).To(BeTrue(), "monitor %v, Service labels %v", sel, svc.Labels)
+		eps, _, _ := unstructured.NestedSlice(mon.Object, "spec", "endpoints")
+		g.Expect(eps).To(ConsistOf(And(HaveKeyWithValue("port", "metrics"), HaveKeyWithValue("scheme", "https"))))
+		rule := ms.find("PrometheusRule", manager)
+		g.Expect(rule).NotTo(BeNil())
+		b, _ := rule.MarshalJSON()
+		for _, metric := range []string{"guardedjob_lease_renewals_total", "guardedjob_runs_total"} {
+			g.Expect(string(b)).To(ContainSubstring(metric))
+		}
+		g.Expect(string(b)).To(ContainSubstring("{{ $labels.result }}"), "Prometheus, not Helm, fills in the alert's labels")
+		g.Expect(mustRender(t, "redis.existingSecret=s").find("ServiceMonitor", manager+"-metrics")).To(BeNil(), "off by default: it needs the Prometheus Operator's CRDs")
+	})
+
+	t.Run("pod security context, resources and extra args are the user's", func(t *testing.T) {
+		g := NewWithT(t)
+		dep, c := managerContainer(t, mustRender(t, "redis.existingSecret=s", "podSecurityContext.runAsUser=1000",
+			"resources.limits.memory=512Mi", "extraArgs[0]=--zap-log-level=debug"))
+		g.Expect(*dep.Spec.Template.Spec.SecurityContext.RunAsUser).To(BeEquivalentTo(1000))
+		g.Expect(c.Resources.Limits.Memory().String()).To(Equal("512Mi"))
+		g.Expect(c.Args).To(ContainElement("--zap-log-level=debug"))
+	})
+
+	t.Run("another release name prefixes every object", func(t *testing.T) {
+		g := NewWithT(t)
+		out, err := run(t, helmBin(t), "template", "ops", "charts/guardedjob", "--namespace", "ops", "--kube-version", kubeVersion, "--set", "redis.url=redis://r:6379")
+		g.Expect(err).NotTo(HaveOccurred())
+		ms := decode(t, out)
+		crb := get(t, ms, "ClusterRoleBinding", "ops-guardedjob-manager-rolebinding", &rbacv1.ClusterRoleBinding{})
+		g.Expect(crb.RoleRef.Name).To(Equal("ops-guardedjob-manager-role"))
+		g.Expect(crb.Subjects).To(ConsistOf(HaveField("Namespace", "ops")))
+		dep := get(t, ms, "Deployment", "ops-guardedjob-manager", &appsv1.Deployment{})
+		g.Expect(dep.Spec.Template.Spec.ServiceAccountName).To(Equal("ops-guardedjob-manager"))
+		get(t, ms, "Secret", "ops-guardedjob-redis", &corev1.Secret{})
+		g.Expect(env(dep.Spec.Template.Spec.Containers[0], "GUARDEDJOB_REDIS_URL").ValueFrom.SecretKeyRef.Name).To(Equal("ops-guardedjob-redis"))
+	})
+}
+
+// TestChartInstallsOnARealAPIServer installs, upgrades and uninstalls the chart with
+// helm against a real kube-apiserver, which validates every object it renders, and
+// checks that uninstalling keeps the CRD (and so every GuardedJob), as Helm does
+// for crds/.
+func TestChartInstallsOnARealAPIServer(t *testing.T) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		t.Skip("KUBEBUILDER_ASSETS is not set: run the tests with `make test`")
+	}
+	g := NewWithT(t)
+	helm := helmBin(t)
+	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	cfg, err := env.Start()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	kc, err := user.KubeConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx := context.Background()
+
+	// Helm keeps its state in this directory tree, not in the user's home.
+	home := t.TempDir()
+	helmCmd := func(args ...string) (string, error) {
+		cmd := exec.Command(helm, append(args, "--kubeconfig", kubeconfig)...)
+		cmd.Dir = repoRoot(t)
+		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+
+	out, err := helmCmd("install", release, "charts/guardedjob", "-n", namespace, "--create-namespace",
+		"--set", "redis.url=redis://127.0.0.1:6379", "--set", "clusterName=test", "--set", "keyGrants.payments[0]=lock:settlement")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("STATUS: deployed"))
+
+	dep := &appsv1.Deployment{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, dep)).To(Succeed())
+	g.Expect(*dep.Spec.Replicas).To(BeEquivalentTo(2))
+	role := &rbacv1.ClusterRole{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "guardedjob-manager-role"}, role)).To(Succeed())
+	g.Expect(role.Rules).To(Equal(get(t, kustomize(t), "ClusterRole", "guardedjob-manager-role", &rbacv1.ClusterRole{}).Rules))
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "guardedjob-redis"}, &corev1.Secret{})).To(Succeed())
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, &policyv1.PodDisruptionBudget{})).To(Succeed())
+
+	out, err = helmCmd("upgrade", release, "charts/guardedjob", "-n", namespace, "--reuse-values", "--set", "replicaCount=3")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, dep)).To(Succeed())
+	g.Expect(*dep.Spec.Replicas).To(BeEquivalentTo(3))
+	g.Expect(dep.Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "GUARDEDJOB_CLUSTER_NAME", Value: "test"}), "--reuse-values keeps the values of the install")
+
+	out, err = helmCmd("uninstall", release, "-n", namespace)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	err = k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, dep)
+	g.Expect(err == nil && dep.DeletionTimestamp != nil || apierrors.IsNotFound(err)).To(BeTrue(), "the manager is removed: %v", err)
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: crdName}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed(), "Helm keeps the CRD, so GuardedJobs survive an uninstall")
+}

@@ -1,0 +1,131 @@
+// Package undeploy_test runs hack/undeploy.sh (make undeploy) with kubectl against a
+// real API server: it must not remove the manager while a GuardedJob still has a run
+// to stop, must say what is still running when it gives up, and must remove the
+// manager and the CRD once the GuardedJobs are gone.
+package undeploy_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+)
+
+func TestUndeployWaitsForRunsThenRemovesManagerAndCRD(t *testing.T) {
+	g := NewWithT(t)
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		t.Skip("KUBEBUILDER_ASSETS is not set: run the tests with `make test`")
+	}
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not found on PATH")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	g.Expect(err).NotTo(HaveOccurred())
+
+	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	cfg, err := env.Start()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	kc, err := user.KubeConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
+	utilruntime.Must(batchv1alpha1.AddToScheme(scheme))
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx := context.Background()
+
+	sh := func(timeout string, args ...string) *exec.Cmd {
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "UNDEPLOY_TIMEOUT="+timeout, "KUBECTL="+kubectl)
+		return cmd
+	}
+	// What make deploy installs.
+	if out, err := sh("", kubectl, "apply", "--server-side", "-k", "config/default").CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply -k config/default: %v\n%s", err, out)
+	}
+	g.Eventually(func() error {
+		return k8s.List(ctx, &batchv1alpha1.GuardedJobList{})
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+
+	// A GuardedJob whose run the manager is still stopping: its finalizer stays
+	// until the run's Pods are gone and the lease is released.
+	gj := &batchv1alpha1.GuardedJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "settle", Namespace: "default", Finalizers: []string{batchv1alpha1.GuardedJobFinalizer}},
+		Spec: batchv1alpha1.GuardedJobSpec{
+			Schedule: "@daily", Lock: batchv1alpha1.LockSpec{Key: "default:settle"}, OnDelete: batchv1alpha1.OnDeleteWait,
+			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "w", Image: "busybox"}}}}}},
+		},
+	}
+	g.Expect(k8s.Create(ctx, gj)).To(Succeed())
+	gj.Status.Active = []batchv1alpha1.ActiveRun{{JobName: "settle-29412000-5f3a9c", Phase: batchv1alpha1.RunPhaseRunning, ScheduledTime: metav1.Now()}}
+	g.Expect(k8s.Status().Update(ctx, gj)).To(Succeed())
+
+	// Gives up after UNDEPLOY_TIMEOUT, says what is still running, removes nothing.
+	var stderr bytes.Buffer
+	giveUp := sh("3s", "hack/undeploy.sh")
+	giveUp.Stderr = &stderr
+	err = giveUp.Run()
+	g.Expect(err).To(HaveOccurred(), "exit 1 when runs are still going")
+	g.Expect(stderr.String()).To(ContainSubstring("gave up after 3s"))
+	g.Expect(stderr.String()).To(MatchRegexp(`default\s+settle\s+Wait\s+settle-29412000-5f3a9c`))
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "guardedjob-system", Name: "guardedjob-manager"}, &appsv1.Deployment{})).To(Succeed(), "the manager must stay to finish the runs")
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "guardedjob-manager-role"}, &rbacv1.ClusterRole{})).To(Succeed())
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(gj), gj)).To(Succeed())
+	g.Expect(gj.DeletionTimestamp).NotTo(BeNil(), "the GuardedJob was deleted, its finalizer holds it")
+
+	// Once the run has stopped (the manager drops the finalizer), everything goes.
+	var out bytes.Buffer
+	finish := sh("60s", "hack/undeploy.sh")
+	finish.Stdout, finish.Stderr = &out, &out
+	g.Expect(finish.Start()).To(Succeed())
+	exited := make(chan error, 1)
+	go func() { exited <- finish.Wait() }()
+	t.Cleanup(func() { _ = finish.Process.Kill() })
+	g.Consistently(exited).WithTimeout(3*time.Second).ShouldNot(Receive(), "undeploy waits for the GuardedJob")
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "guardedjob-system", Name: "guardedjob-manager"}, &appsv1.Deployment{})).To(Succeed())
+	patch := client.MergeFrom(gj.DeepCopy())
+	gj.Finalizers = nil
+	g.Expect(k8s.Patch(ctx, gj, patch)).To(Succeed())
+	var runErr error
+	g.Eventually(exited).WithTimeout(60*time.Second).Should(Receive(&runErr), "output:\n%s", &out)
+	g.Expect(runErr).NotTo(HaveOccurred(), "output:\n%s", &out)
+
+	gone := func(obj client.Object, key client.ObjectKey) {
+		t.Helper()
+		err := k8s.Get(ctx, key, obj)
+		g.Expect(apierrors.IsNotFound(err) || (err == nil && obj.GetDeletionTimestamp() != nil)).To(BeTrue(), "%T %s still there: %v", obj, key, err)
+	}
+	gone(&appsv1.Deployment{}, client.ObjectKey{Namespace: "guardedjob-system", Name: "guardedjob-manager"})
+	gone(&rbacv1.ClusterRole{}, client.ObjectKey{Name: "guardedjob-manager-role"})
+	gone(&apiextensionsv1.CustomResourceDefinition{}, client.ObjectKey{Name: "guardedjobs.batch.guardedjob.dev"})
+}
