@@ -6,12 +6,15 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/redis/go-redis/v9"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -353,4 +356,88 @@ func scheduledUnix(job *batchv1.Job) string {
 		return "<no scheduled time>"
 	}
 	return strconv.FormatInt(t.Unix(), 10)
+}
+
+// slowAPI delays every request of the manager to the API server, as a proxy in
+// front of a loaded API server would.
+type slowAPI struct {
+	next  http.RoundTripper
+	delay time.Duration
+}
+
+func (s slowAPI) RoundTrip(req *http.Request) (*http.Response, error) {
+	time.Sleep(s.delay) // the latency under test
+	return s.next.RoundTrip(req)
+}
+
+func TestWindowResumeWaitsOnTheAPIServer_FiveHundredLeasesAcrossFiftyTenantStoresAreRenewedWithinTheHandoverMargin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("creates 500 GuardedJobs")
+	}
+	const runs, secrets = 500, 50
+	const ttl = 20 * time.Second
+	h := newHarness(t)
+	ctx := context.Background()
+	for i := range secrets {
+		h.g.Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("store-%d", i), Namespace: h.ns},
+			StringData: map[string]string{"url": h.redis.URL()}})).To(Succeed())
+	}
+	keys, tokens := make([]string, runs), make([]string, runs)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			secret := fmt.Sprintf("store-%d", i%secrets)
+			gj := h.guardedJob(fmt.Sprintf("resume-%d", i), fmt.Sprintf("tenant:resume-%d", i))
+			gj.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: secret}
+			gj.Spec.Lock.TTL = &metav1.Duration{Duration: ttl}
+			h.create(gj)
+			run := h.leftRun(gj, "cluster-a", time.Now().Truncate(time.Second), int64(i+1))
+			run.Store = "secret:" + h.ns + "/" + secret + ":" + lockclient.Redact(h.redis.URL())
+			cur := h.get(gj)
+			cur.Status.Active[0].Store = run.Store
+			cur.Status.Active[0].JobUID = "running" // the Job exists
+			h.g.Expect(k8s.Status().Update(ctx, cur)).To(Succeed())
+			keys[i], tokens[i] = run.Key, run.Token
+		}()
+	}
+	wg.Wait()
+	// Half of each lease is left when the new leader starts.
+	pipe := h.rdb.Pipeline()
+	for i := range keys {
+		pipe.Set(ctx, keys[i], tokens[i], ttl/2)
+	}
+	_, err := pipe.Exec(ctx)
+	h.g.Expect(err).NotTo(HaveOccurred())
+
+	h.restWrap = func(rt http.RoundTripper) http.RoundTripper { return slowAPI{next: rt, delay: 200 * time.Millisecond} }
+	started := time.Now()
+	h.start()
+	lowest := ttl
+	var renewedAfter time.Duration
+	h.g.Eventually(func() int {
+		pipe := h.rdb.Pipeline()
+		cmds := make([]*redis.DurationCmd, len(keys))
+		for i, k := range keys {
+			cmds[i] = pipe.PTTL(ctx, k)
+		}
+		_, _ = pipe.Exec(ctx)
+		renewed := 0
+		for _, c := range cmds {
+			lowest = min(lowest, c.Val())
+			if c.Val() > ttl/2 {
+				renewed++
+			}
+		}
+		renewedAfter = time.Since(started)
+		return renewed
+	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Equal(runs))
+	t.Logf("%d leases in %d tenant stores renewed %s after the manager started behind a 200 ms API server; lowest PTTL seen %s",
+		runs, secrets, renewedAfter.Round(time.Millisecond), lowest.Round(time.Millisecond))
+	// The design's leader handover margin.
+	h.g.Expect(renewedAfter).To(BeNumerically("<", 5*time.Second))
 }
