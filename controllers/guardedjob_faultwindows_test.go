@@ -441,3 +441,71 @@ func TestWindowResumeWaitsOnTheAPIServer_FiveHundredLeasesAcrossFiftyTenantStore
 	// The design's leader handover margin.
 	h.g.Expect(renewedAfter).To(BeNumerically("<", 5*time.Second))
 }
+
+func TestWindowStoppingManyAtOnce_TwoHundredRunsAreStoppedBeforeTheirLeasesCouldExpireWhenRedisDies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("creates 200 GuardedJobs")
+	}
+	const n = 200
+	const ttl, interval = 20 * time.Second, 2 * time.Second
+	h := newHarness(t)
+	h.start()
+	var objs []*batchv1alpha1.GuardedJob
+	for i := range n {
+		gj := h.guardedJob(fmt.Sprintf("mass-%d", i), fmt.Sprintf("%s:mass-%d", h.ns, i))
+		gj.Spec.Lock.TTL = &metav1.Duration{Duration: ttl}
+		gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: interval}
+		gj.Spec.JobTemplate.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To(int64(2))
+		gj.Annotations = map[string]string{batchv1alpha1.RunNowAnnotation: time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)}
+		objs = append(objs, h.create(gj))
+	}
+	h.clock.SetTime(time.Now().Add(2 * time.Second))
+	h.g.Eventually(func() int {
+		started := 0
+		for _, gj := range objs {
+			if a := h.get(gj).Status.Active; len(a) == 1 && a[0].JobUID != "" {
+				started++
+			}
+		}
+		return started
+	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Equal(n))
+	var pods []*corev1.Pod
+	for _, job := range h.jobs() {
+		pods = append(pods, h.podFor(&job))
+	}
+
+	killed := time.Now()
+	h.redis.Kill()
+	// Every lease was renewed at most one renew interval before the kill, so none
+	// can expire before killed + ttl - interval: every Pod must be gone by then.
+	expiresNoSoonerThan := killed.Add(ttl - interval)
+	g := h.g
+	g.Eventually(func() int {
+		stopped := 0
+		for _, p := range pods {
+			if h.podDeletion(p) != nil {
+				stopped++
+			}
+		}
+		return stopped
+	}).WithTimeout(ttl).WithPolling(250 * time.Millisecond).Should(Equal(n))
+	var latest time.Time
+	for _, p := range pods {
+		d := h.podDeletion(p)
+		g.Expect(d).NotTo(BeNil())
+		gone := d.DeletionTimestamp.Add(time.Second) // deletionTimestamp is rounded down to the second
+		g.Expect(gone).To(BeTemporally("<=", expiresNoSoonerThan), "Pod %s", p.Name)
+		latest = maxTime(latest, gone)
+	}
+	for _, job := range h.jobs() {
+		g.Expect(job.DeletionTimestamp).NotTo(BeNil(), "Job %s", job.Name)
+	}
+	t.Logf("%d runs: the last Pod is gone %s before the earliest moment a lease could expire", n, expiresNoSoonerThan.Sub(latest).Round(time.Millisecond))
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
