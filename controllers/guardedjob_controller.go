@@ -96,6 +96,7 @@ type GuardedJobReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get,resourceNames=kube-system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=list
 
 // jobOwnerKey indexes Jobs by the name of their GuardedJob.
 const jobOwnerKey = ".metadata.guardedjob"

@@ -509,3 +509,63 @@ func maxTime(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+func TestWindowPodsNeverStart_ARunWhosePodsCannotStartIsStoppedAndReleasedAfterPodStartTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// block plays the cluster refusing to start the run's Pods; it returns
+		// the Pod it created, if any.
+		block func(h *harness, job *batchv1.Job) *corev1.Pod
+		why   string
+	}{
+		{"an unschedulable Pod", func(h *harness, job *batchv1.Job) *corev1.Pod {
+			pod := h.podFor(job)
+			pod.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+				Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
+				Message: "0/3 nodes are available: 3 Insufficient memory."}}}
+			h.g.Expect(k8s.Status().Update(context.Background(), pod)).To(Succeed())
+			return pod
+		}, "is not scheduled: 0/3 nodes are available: 3 Insufficient memory."},
+		{"Pods refused by admission", func(h *harness, job *batchv1.Job) *corev1.Pod {
+			now := metav1.Now()
+			h.g.Expect(k8s.Create(context.Background(), &corev1.Event{
+				ObjectMeta:     metav1.ObjectMeta{Name: job.Name + ".failedcreate", Namespace: job.Namespace},
+				InvolvedObject: corev1.ObjectReference{Kind: "Job", APIVersion: "batch/v1", Name: job.Name, Namespace: job.Namespace, UID: job.UID},
+				Reason:         "FailedCreate", Type: corev1.EventTypeWarning, FirstTimestamp: now, LastTimestamp: now, Count: 1,
+				Message: `Error creating: pods "x" is forbidden: violates PodSecurity "restricted:latest"`,
+			})).To(Succeed())
+			return nil
+		}, `the Job controller could not create its Pods: Error creating: pods "x" is forbidden: violates PodSecurity "restricted:latest"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.start()
+			ctx := context.Background()
+			key := h.ns + ":nostart"
+			gj := h.guardedJob("nostart", key)
+			gj.Spec.Lock.PodStartTimeout = &metav1.Duration{Duration: 30 * time.Second}
+			h.create(gj)
+			h.trigger(gj)
+			job := h.waitJobs(1)[0]
+			h.waitRecorded(gj)
+			pod := tc.block(h, &job)
+
+			g := h.g
+			g.Consistently(func() bool { return h.jobDeleted(&job) }).WithTimeout(time.Second).Should(BeFalse(), "not before the timeout")
+			h.clock.SetTime(job.CreationTimestamp.Add(31 * time.Second))
+			h.annotateOther(gj, "nudge", "1")
+			g.Eventually(func() bool { return h.jobDeleted(&job) }).Should(BeTrue())
+			if pod != nil {
+				g.Eventually(func() *corev1.Pod { return h.podDeletion(pod) }).ShouldNot(BeNil())
+				g.Expect(h.rdb.Get(ctx, key).Val()).NotTo(BeEmpty(), "the lease is kept until the Pod is gone")
+				h.kubeletRemoves(pod)
+			}
+			g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
+				HaveField("Result", batchv1alpha1.RunResultFailed),
+				HaveField("Message", ContainSubstring("started within lock.podStartTimeout 30s")),
+				HaveField("Message", ContainSubstring(tc.why))))
+			g.Expect(h.rdb.Exists(ctx, key).Val()).To(BeZero(), "the lease is released")
+			g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("PodStartTimeout: Stopping " + job.Name)))
+		})
+	}
+}

@@ -97,8 +97,74 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 	if !job.DeletionTimestamp.IsZero() {
 		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the Job "+run.JobName+" is being deleted", batchv1alpha1.JobDeletedReason, batchv1alpha1.LockStateHeld, run.Holder)
 	}
+	if msg, err := r.podsNotStarted(ctx, s, job); err != nil || msg != "" {
+		if err != nil {
+			return err
+		}
+		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, msg, batchv1alpha1.PodStartTimeoutReason, batchv1alpha1.LockStateHeld, run.Holder)
+	}
 	setLockHeld(gj, "", "", s.now)
 	return nil
+}
+
+// podsNotStarted returns why the run must stop when no Pod of its Job has
+// reached Running or finished within lock.podStartTimeout of the Job's creation
+// (an unschedulable Pod, or Pods rejected by admission or quota would otherwise
+// hold the lock until maxHold), or "" while the Pods have started or may still.
+func (r *GuardedJobReconciler) podsNotStarted(ctx context.Context, s *scope, job *batchv1.Job) (string, error) {
+	if job.Status.Succeeded > 0 || job.Status.Failed > 0 || job.Status.Ready != nil && *job.Status.Ready > 0 {
+		return "", nil
+	}
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		return "", fmt.Errorf("list pods of job %s: %w", job.Name, err)
+	}
+	why := ""
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Status.Phase != corev1.PodPending && p.Status.Phase != "" {
+			return "", nil // Running, Succeeded or Failed: it started
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
+				why = "Pod " + p.Name + " is not scheduled: " + c.Message
+			}
+		}
+	}
+	timeout := s.gj.Spec.Lock.PodStartTimeoutOrDefault()
+	due := job.CreationTimestamp.Add(timeout)
+	if s.now.Before(due) {
+		s.requeueAt(due)
+		return "", nil
+	}
+	if why == "" {
+		why = r.jobCreateFailure(ctx, job)
+	}
+	if why == "" {
+		why = "no Pod was created"
+	}
+	return fmt.Sprintf("no Pod of Job %s started within lock.podStartTimeout %s: %s", job.Name, timeout, why), nil
+}
+
+// jobCreateFailure returns the message of the Job controller's latest
+// FailedCreate event for the Job (admission or quota refused its Pods), or "".
+func (r *GuardedJobReconciler) jobCreateFailure(ctx context.Context, job *batchv1.Job) string {
+	events := &corev1.EventList{}
+	if err := r.APIReader.List(ctx, events, client.InNamespace(job.Namespace),
+		client.MatchingFields{"involvedObject.name": job.Name, "reason": "FailedCreate"}); err != nil {
+		return ""
+	}
+	var latest *corev1.Event
+	for i := range events.Items {
+		e := &events.Items[i]
+		if latest == nil || e.LastTimestamp.After(latest.LastTimestamp.Time) {
+			latest = e
+		}
+	}
+	if latest == nil {
+		return ""
+	}
+	return "the Job controller could not create its Pods: " + latest.Message
 }
 
 // confirmRetry is how soon a run waiting for its lease to be confirmed looks

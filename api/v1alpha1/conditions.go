@@ -198,6 +198,10 @@ const (
 	// UnguardedReason (Warning): a FailOpen run started without a lease because the store
 	// was unreachable. Also a LockHeld=False reason.
 	UnguardedReason = "Unguarded"
+	// PodStartTimeoutReason (Warning; also LockHeld=False while the run stops): no
+	// Pod of the run reached Running or finished within lock.podStartTimeout; the
+	// message says why (the scheduler's or the Job controller's last word).
+	PodStartTimeoutReason = "PodStartTimeout"
 	// StaleJobReason (Warning): a Job with the run's name exists but carries another
 	// fence; it is stopped before the run goes on.
 	StaleJobReason = "StaleJob"

@@ -152,6 +152,17 @@ func (l *LockSpec) MaxHoldOrDefault() time.Duration {
 	return l.MaxHold.Duration
 }
 
+// DefaultPodStartTimeout is lock.podStartTimeout when unset.
+const DefaultPodStartTimeout = 10 * time.Minute
+
+// PodStartTimeoutOrDefault returns lock.podStartTimeout, default 10m.
+func (l *LockSpec) PodStartTimeoutOrDefault() time.Duration {
+	if l.PodStartTimeout == nil || l.PodStartTimeout.Duration <= 0 {
+		return DefaultPodStartTimeout
+	}
+	return l.PodStartTimeout.Duration
+}
+
 // KeepAfterSuccessOrDefault returns lock.keepAfterSuccess, default 0.
 func (l *LockSpec) KeepAfterSuccessOrDefault() time.Duration {
 	if l.KeepAfterSuccess == nil || l.KeepAfterSuccess.Duration < 0 {

@@ -240,6 +240,19 @@ type LockSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) <= duration('8760h')",message="lock.maxHold must be at most 8760h (a year)"
 	MaxHold *metav1.Duration `json:"maxHold,omitempty"`
 
+	// podStartTimeout is how long the Pods of a run may take to start (reach
+	// Running, or finish) after its Job is created. A run none of whose Pods has
+	// started by then (unschedulable, rejected by Pod Security admission, over
+	// quota) is stopped, its lease released, and it ends Failed with the reason
+	// the Pods did not start. Defaults to 10m; at least 10s.
+	// +optional
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="lock.podStartTimeout must be a duration such as 10m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) >= duration('10s')",message="lock.podStartTimeout must be at least 10s"
+	PodStartTimeout *metav1.Duration `json:"podStartTimeout,omitempty"`
+
 	// keepAfterSuccess extends the life of an occurrence's done-marker: it lives until the
 	// next occurrence is due + startingDeadlineSeconds + 5m + keepAfterSuccess.
 	// Defaults to 0s; at most 8760h.

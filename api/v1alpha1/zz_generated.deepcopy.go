@@ -237,6 +237,11 @@ func (in *LockSpec) DeepCopyInto(out *LockSpec) {
 		*out = new(v1.Duration)
 		**out = **in
 	}
+	if in.PodStartTimeout != nil {
+		in, out := &in.PodStartTimeout, &out.PodStartTimeout
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.KeepAfterSuccess != nil {
 		in, out := &in.KeepAfterSuccess, &out.KeepAfterSuccess
 		*out = new(v1.Duration)
