@@ -240,13 +240,19 @@ func metricsOptions(o options) metricsserver.Options {
 // still running: letting their leases lapse would let another cluster start
 // beside them. So the keeper keeps renewing (and nothing else happens) until the
 // API server answers again, then the process exits and the leader resumes.
-// Leases past their maxHold, or lost, are dropped; the kubelet ends those Pods
-// through activeDeadlineSeconds.
+// Leases lost, or past the moment their last Pod must have stopped (last
+// contact + maxHold + Pod grace + stop margin), are dropped; the kubelet ends
+// those Pods through activeDeadlineSeconds.
 func renewOnly(ctx context.Context, cfg *restclient.Config, keeper *lockclient.Keeper, period time.Duration, log logr.Logger) error {
 	if apiReachable(cfg) {
 		log.Info("Leadership moved to another replica; stopping renewals so it resumes the leases")
 		return errors.New("leader election lost")
 	}
+	// The manager cannot see Pods the Job controller started since its last
+	// contact with the API server (no later than now), and the kubelet lets each
+	// of them run for maxHold from its own start: keep renewing until the last of
+	// them could still be running, not merely until acquisition + maxHold.
+	keeper.ExtendMaxHold(time.Now())
 	log.Info("Leadership lost while the API server is unreachable: renewing the leases held until it answers again", "leases", len(keeper.Snapshot()))
 	ticker := time.NewTicker(period)
 	defer ticker.Stop()
