@@ -569,3 +569,45 @@ func TestWindowPodsNeverStart_ARunWhosePodsCannotStartIsStoppedAndReleasedAfterP
 		})
 	}
 }
+
+func TestWindowAbandonedRuns_ARunOfAnotherClusterNameIsStoppedHereAndItsLeaseLeftAlone(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	key := h.ns + ":renamed"
+	gj := h.create(h.guardedJob("renamed", key))
+	// Recorded by this cluster under its previous --cluster-name (or restored from
+	// a backup of a cluster that is still alive): its Job and Pod run here.
+	run := h.leftRun(gj, "cluster-old", time.Now().Add(-time.Minute).Truncate(time.Minute), 3)
+	cur := h.get(gj)
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: run.JobName, Namespace: h.ns,
+			Labels:          map[string]string{batchv1alpha1.GuardedJobLabel: gj.Name},
+			Finalizers:      []string{batchv1alpha1.LeaseFinalizer},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cur, batchv1alpha1.GroupVersion.WithKind("GuardedJob"))}},
+		Spec: *gj.Spec.JobTemplate.Spec.DeepCopy(),
+	}
+	h.g.Expect(k8s.Create(ctx, job)).To(Succeed())
+	pod := h.podFor(job)
+	cur.Status.Active[0].JobUID = job.UID
+	h.g.Expect(k8s.Status().Update(ctx, cur)).To(Succeed())
+	h.g.Expect(h.rdb.Set(ctx, key, run.Token, 30*time.Second).Err()).To(Succeed())
+	h.start()
+
+	g := h.g
+	g.Eventually(func() *corev1.Pod { return h.podDeletion(pod) }).ShouldNot(BeNil(), "its Pods here are stopped")
+	g.Expect(h.jobDeleted(job)).To(BeTrue())
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(And(
+		HavePrefix("StaleJob: Stopping "+run.JobName), ContainSubstring(`recorded by cluster "cluster-old"`))))
+
+	// A new occurrence does not start while that Pod may still run.
+	h.trigger(gj)
+	g.Consistently(func() int { return len(h.jobs()) }).WithTimeout(2 * time.Second).Should(Equal(1), "no second Job beside the old Pod")
+	h.kubeletRemoves(pod)
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
+		HaveField("JobName", run.JobName), HaveField("Message", ContainSubstring("its lease is left alone"))))
+	// Its lease was never renewed or released here.
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(run.Token))
+	g.Expect(h.rdb.PTTL(ctx, key).Val()).To(BeNumerically("<", 29*time.Second))
+	_, tracked := h.keeper.Get(run.Token)
+	g.Expect(tracked).To(BeFalse())
+}
