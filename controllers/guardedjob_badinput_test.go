@@ -88,7 +88,7 @@ func TestBadInputMatrix(t *testing.T) {
 		{"an unreachable Redis", func(g *batchv1alpha1.GuardedJob) {
 			g.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "unreachable"}
 		}, want{condition: batchv1alpha1.StoreReachableCondition, reason: "StoreUnavailable", message: "127.0.0.1:1"}},
-		{"a hash stored at the lock key", func(g *batchv1alpha1.GuardedJob) { g.Spec.Lock.Key = g.Namespace + ":hash" }, want{reason: "InvalidKey", message: "not a string", lastRun: batchv1alpha1.RunResultFailed}},
+		{"a hash stored at the lock key", func(g *batchv1alpha1.GuardedJob) { g.Spec.Lock.Key = g.Namespace + ":hash" }, want{reason: "StoreKeyWrongType", message: "holds a hash, not a string", lastRun: batchv1alpha1.RunResultFailed}},
 		{"a lease shorter than the Pods' grace period", func(g *batchv1alpha1.GuardedJob) {
 			g.Spec.JobTemplate.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To(int64(120))
 		}, want{reason: "UnsafeLeaseTiming", message: "use lock.ttl >= 147s"}},

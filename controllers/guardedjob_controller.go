@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -210,6 +211,10 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Get(ctx, req.NamespacedName, gj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.superseded.Delete(req.NamespacedName)
+			// The object is gone, and with it every record of its runs: nothing
+			// may renew their leases any more (a Job left behind is stopped by
+			// the stop controller, and its lease left to expire).
+			r.untrackOwner(req.Namespace, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -293,6 +298,13 @@ func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error 
 		return fmt.Errorf("patch status: %w", err)
 	}
 	r.superseded.Store(client.ObjectKeyFromObject(s.gj), before)
+	// A run that left status.active is over, whichever path ended it: its lease
+	// must not be renewed any more.
+	for _, run := range s.orig.Status.Active {
+		if runByName(s.gj, run.JobName) == nil {
+			r.Keeper.Untrack(run.Token)
+		}
+	}
 	if last := s.gj.Status.LastRun; last != nil && !equality.Semantic.DeepEqual(last, s.orig.Status.LastRun) {
 		runsTotal.WithLabelValues(string(last.Result)).Inc()
 	}
@@ -312,6 +324,16 @@ func (r *GuardedJobReconciler) writeGuarded(ctx context.Context, s *scope) error
 	r.superseded.Store(client.ObjectKeyFromObject(s.gj), before)
 	s.orig = s.gj.DeepCopy()
 	return errPassEnded
+}
+
+// untrackOwner stops renewing every lease of the runs of one GuardedJob.
+func (r *GuardedJobReconciler) untrackOwner(namespace, name string) {
+	prefix := namespace + "/" + name + "/"
+	for _, st := range r.Keeper.Snapshot() {
+		if strings.HasPrefix(st.Owner, prefix) {
+			r.Keeper.Untrack(st.Token)
+		}
+	}
 }
 
 // event records an event about the GuardedJob (and the Job it concerns, if any).

@@ -611,3 +611,30 @@ func TestWindowAbandonedRuns_ARunOfAnotherClusterNameIsStoppedHereAndItsLeaseLef
 	_, tracked := h.keeper.Get(run.Token)
 	g.Expect(tracked).To(BeFalse())
 }
+
+func TestWindowLeaseLeak_AGuardedJobThatVanishesLeavesNoLeaseRenewedForever(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	key := h.ns + ":vanish"
+	gj := h.guardedJob("vanish", key)
+	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 9 * time.Second}
+	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
+	_, pod := h.runningJob(gj)
+
+	// The object disappears under the running manager (its finalizer removed by
+	// hand right after the delete).
+	h.g.Expect(k8s.Delete(ctx, h.get(gj))).To(Succeed())
+	cur := h.get(gj)
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Finalizers = nil
+	h.g.Expect(k8s.Patch(ctx, cur, patch)).To(Succeed())
+
+	g := h.g
+	g.Eventually(func() *corev1.Pod { return h.podDeletion(pod) }).ShouldNot(BeNil(), "its Pods are stopped")
+	// Nothing renews the lease any more: it expires.
+	g.Eventually(func() int64 { return h.rdb.Exists(ctx, key).Val() }).WithTimeout(20 * time.Second).Should(BeZero())
+	for _, st := range h.keeper.Snapshot() {
+		g.Expect(st.Owner).NotTo(HavePrefix(h.ns+"/vanish/"), "no lease of the vanished object is tracked")
+	}
+}
