@@ -67,7 +67,7 @@ func startWorld(t *testing.T) *world {
 	g := NewWithT(t)
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
-		t.Skip("KUBEBUILDER_ASSETS is not set: run the tests with `make test`")
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds kube-apiserver and etcd")
 	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true,

@@ -84,7 +84,7 @@ func helmBin(t *testing.T) string {
 			}
 		}
 	}
-	t.Skip("helm is not installed: run `make helm` (make test does)")
+	t.Fatal("helm is not installed: run `make helm` (make test does)")
 	return ""
 }
 
@@ -128,7 +128,7 @@ func mustRender(t *testing.T, set ...string) manifests {
 func kustomize(t *testing.T) manifests {
 	t.Helper()
 	if _, err := exec.LookPath("kubectl"); err != nil {
-		t.Skip("kubectl not found on PATH")
+		t.Fatal("kubectl not found on PATH: install kubectl (v1.32 or newer)")
 	}
 	out, err := run(t, "kubectl", "kustomize", "config/default")
 	if err != nil {
@@ -429,7 +429,7 @@ func TestChartValues(t *testing.T) {
 func TestChartInstallsOnARealAPIServer(t *testing.T) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
-		t.Skip("KUBEBUILDER_ASSETS is not set: run the tests with `make test`")
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds kube-apiserver and etcd")
 	}
 	g := NewWithT(t)
 	helm := helmBin(t)

@@ -96,7 +96,7 @@ func run(m *testing.M) int {
 func requireAPIServer(t *testing.T) {
 	t.Helper()
 	if k8sClient == nil {
-		t.Skip("KUBEBUILDER_ASSETS is unset: no kube-apiserver and etcd to test against")
+		t.Fatal("KUBEBUILDER_ASSETS is unset: run the tests with `make test`, which builds kube-apiserver and etcd")
 	}
 }
 
