@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -40,7 +39,6 @@ type StopReconciler struct {
 	// Writer deletes Jobs and Pods.
 	Writer client.Writer
 	Keeper *lockclient.Keeper
-	Clock  clock.Clock
 	// Recorder, when set, records why a Job no run claims is stopped.
 	Recorder recorder.EventRecorder
 
@@ -72,9 +70,6 @@ func NewStopClient(cfg *rest.Config, opts client.Options) (client.Client, error)
 
 // SetupWithManager registers the stop controller.
 func (r *StopReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
-	}
 	if r.events == nil {
 		r.events = make(chan event.GenericEvent, 1024)
 	}
@@ -220,13 +215,13 @@ func podGraceOf(job *batchv1.Job) time.Duration {
 func (r *StopReconciler) decide(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) (time.Duration, bool) {
 	podGrace := gj.Spec.PodGracePeriod()
 	run := runByName(gj, job.Name)
-	now := r.Clock.Now()
 	if st, ok := r.Keeper.Get(run.Token); ok {
 		switch {
 		case st.State == lockclient.StateLost:
 			return time.Second, true // another holder may be running already
 		case st.DeadlineReached:
-			return DeadlineGrace(podGrace, st.ValidUntil, now), true
+			// Counted on the keeper's clock, the one that measured the lease.
+			return DeadlineGrace(podGrace, st.ValidUntil, st.ValidUntil.Add(-st.ValidFor)), true
 		case st.MaxHoldReached:
 			return podGrace, true
 		}

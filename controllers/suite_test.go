@@ -176,7 +176,7 @@ func (h *harness) start() {
 	h.keeper = keeper
 	stopWriter, err := controllers.NewStopClient(cfg, client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})
 	h.g.Expect(err).NotTo(HaveOccurred())
-	stopper := &controllers.StopReconciler{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: stopWriter, Keeper: keeper, Clock: h.clock,
+	stopper := &controllers.StopReconciler{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: stopWriter, Keeper: keeper,
 		Recorder: mgr.GetEventRecorder("guardedjob-stop")}
 	h.g.Expect(stopper.SetupWithManager(mgr)).To(Succeed())
 	r := &controllers.GuardedJobReconciler{

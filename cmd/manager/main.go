@@ -169,7 +169,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 	stopper := &controllers.StopReconciler{
 		Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: stopWriter, Keeper: keeper,
-		Clock: clock.RealClock{}, MaxConcurrentReconciles: o.maxConcurrentReconciles, Recorder: mgr.GetEventRecorder("guardedjob-stop"),
+		MaxConcurrentReconciles: o.maxConcurrentReconciles, Recorder: mgr.GetEventRecorder("guardedjob-stop"),
 	}
 	if err := stopper.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up stop controller: %w", err)
