@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -59,6 +60,12 @@ func TestMain(m *testing.M) {
 		logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(zapcore.DebugLevel)))
 	} else {
 		logf.SetLogger(logr.Discard())
+	}
+
+	// Fuzzing runs only pure parsers, in many worker processes: no API server.
+	flag.Parse()
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		os.Exit(m.Run())
 	}
 
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
