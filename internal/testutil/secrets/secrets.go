@@ -15,17 +15,19 @@ type Password struct {
 
 // Hostile are passwords that break naive URL parsers: the characters URLs use as
 // delimiters, escapes, none at all, and a very long one. Each mixes cases and
-// digits so that none of its 3-character fragments occurs in ordinary messages.
+// digits so that none of its 3-character fragments occurs in ordinary messages,
+// and has at least three characters before its first delimiter, so that a
+// parser that splits there shows a fragment.
 var Hostile = []Password{
-	{"a slash", "Sl/shPw9Qk"},
-	{"a question mark", "Qm?Rk=Zt7X"},
-	{"a hash", "Hx#Fr4gMnt"},
-	{"at signs", "At@Vw@Yj2Z"},
-	{"colons", "Co:Lo:Nq5W"},
-	{"percent signs", "Pc%Ze%41Xq"},
-	{"every delimiter", "Mx/?#@:%Kv9"},
+	{"a slash", "Zqw/XjPw9Qk"},
+	{"a question mark", "Qmr?Rk=Zt7X"},
+	{"a hash", "Hxv#Fr4gMnt"},
+	{"at signs", "Atk@Vw@Yj2Z"},
+	{"colons", "Cqz:Xo:Nq5W"},
+	{"percent signs", "Pcj%Ze%41Xq"},
+	{"every delimiter", "Mxb/?#@:%Kv9"},
 	{"nothing", ""},
-	{"4 KiB", strings.Repeat("Lg/Qz@", 700) + "Tl9"},
+	{"4 KiB", strings.Repeat("Lgq/Qz@", 600) + "Tl9"},
 }
 
 // Encode percent-encodes a user name or password for the userinfo of a URL:
