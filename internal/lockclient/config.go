@@ -43,6 +43,12 @@ type Config struct {
 	Timeout time.Duration
 	// PoolSize is the connection pool size per node; go-redis' default when zero.
 	PoolSize int
+	// Tenant marks a store a tenant named: a failure to connect is reported as
+	// "unreachable", without the dialer's detail.
+	Tenant bool
+	// Allow, when set, is checked on every connection, including to masters a
+	// Sentinel announces and nodes a Cluster redirects to.
+	Allow *AllowList
 }
 
 // Dial makes a Client from cfg. It does not connect: the first call does.
@@ -109,6 +115,9 @@ func universalOptions(cfg Config) (*redis.UniversalOptions, string, error) {
 		return nil, "", invalidf("TLS certificates were given but the redis URL is not rediss://")
 	}
 
+	if cfg.Tenant || cfg.Allow != nil {
+		uo.Dialer = tenantDialer(cfg.Allow, uo.DialTimeout, uo.TLSConfig)
+	}
 	uo.DB = p.db
 	uo.Addrs = p.hosts
 	switch {
