@@ -88,7 +88,10 @@ func TestHostileStorePasswordsNeverReachStatusOrEvents(t *testing.T) {
 		cur := &batchv1alpha1.GuardedJob{}
 		switch {
 		case s.invalid:
-			g.Eventually(func() *metav1.Condition { cur = h.get(s.gj); return findCond(cur.Status.Conditions, batchv1alpha1.ReadyCondition) }).
+			g.Eventually(func() *metav1.Condition {
+				cur = h.get(s.gj)
+				return findCond(cur.Status.Conditions, batchv1alpha1.ReadyCondition)
+			}).
 				WithTimeout(20*time.Second).Should(And(Not(BeNil()), HaveField("Reason", batchv1alpha1.StoreSecretInvalidReason),
 				HaveField("Message", ContainSubstring("percent-encode"))), "story %d", i)
 		case s.live:
