@@ -51,6 +51,8 @@ type GuardedJobReconciler struct {
 	// cluster name are never renewed here.
 	ClusterName string
 	KeyGrants   KeyGrants
+	// StoreAllow limits the hosts storeRef stores may have; nil allows any.
+	StoreAllow *lockclient.AllowList
 	// Leader election timing, for the lease-timing check.
 	LeaderElection      bool
 	LeaderLeaseDuration time.Duration

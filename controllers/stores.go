@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -59,6 +61,12 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 	if ref == nil {
 		return r.Store, true, nil
 	}
+	// Only a Secret of the object's own namespace: a name that is not a plain
+	// object name never reaches the API server.
+	if msgs := validation.IsDNS1123Subdomain(ref.Name); len(msgs) > 0 {
+		return nil, false, &SpecError{Reason: batchv1alpha1.StoreSecretInvalidReason,
+			Message: fmt.Sprintf("spec.lock.storeRef.name must name a Secret in namespace %s: %s", gj.Namespace, strings.Join(msgs, "; "))}
+	}
 	secret := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -73,6 +81,15 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 			Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s has no key \"url\"", gj.Namespace, ref.Name)}
 	}
 	identity := "secret:" + gj.Namespace + "/" + ref.Name + ":" + lockclient.Redact(url)
+	// Checked on every pass, not only for a new client: DNS answers change.
+	// (A malformed URL is reported by Dial below.)
+	switch err := r.StoreAllow.Check(ctx, url); {
+	case errors.Is(err, lockclient.ErrNotAllowed):
+		return nil, false, &SpecError{Reason: batchv1alpha1.StoreNotAllowedReason,
+			Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s: %v; ask the cluster admin to add the host to --store-allow", gj.Namespace, ref.Name, err)}
+	case err != nil && !errors.Is(err, lockclient.ErrInvalid):
+		return nil, false, &lockclient.StoreError{Op: "resolve store " + identity, Err: err}
+	}
 	key := identity + "@" + secret.ResourceVersion
 
 	r.stores.mu.Lock()
@@ -87,7 +104,7 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 	c, err := lockclient.Dial(lockclient.Config{
 		URL: url, Username: string(secret.Data["username"]), Password: string(secret.Data["password"]),
 		CACert: secret.Data["ca.crt"], ClientCert: secret.Data["tls.crt"], ClientKey: secret.Data["tls.key"],
-		Timeout: r.storeTimeout(),
+		Timeout: r.storeTimeout(), Tenant: true, Allow: r.StoreAllow,
 	}, lockclient.WithIdentity(identity))
 	if err != nil {
 		return nil, false, &SpecError{Reason: batchv1alpha1.StoreSecretInvalidReason,

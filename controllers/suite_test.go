@@ -106,6 +106,8 @@ type harness struct {
 	done    chan struct{}
 	// intercept, when set, wraps the manager's client (fault injection).
 	intercept *interceptor.Funcs
+	// storeAllow is the manager's --store-allow.
+	storeAllow *lockclient.AllowList
 }
 
 func newHarness(t *testing.T) *harness {
@@ -156,7 +158,7 @@ func (h *harness) start() {
 	h.g.Expect(stopper.SetupWithManager(mgr)).To(Succeed())
 	r := &controllers.GuardedJobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
-		Clock: h.clock, Store: h.store, Keeper: keeper, ClusterName: "cluster-a", Stopper: stopper,
+		Clock: h.clock, Store: h.store, Keeper: keeper, ClusterName: "cluster-a", Stopper: stopper, StoreAllow: h.storeAllow,
 	}
 	h.g.Expect(r.SetupWithManager(mgr)).To(Succeed())
 

@@ -115,6 +115,9 @@ const (
 	// StoreSecretInvalidReason (Ready=False): the storeRef Secret has no usable "url" key,
 	// or its "ca.crt" is not PEM.
 	StoreSecretInvalidReason = "StoreSecretInvalid"
+	// StoreNotAllowedReason (Ready=False): a host of the storeRef Secret's URL is
+	// outside the manager's --store-allow; no connection was made.
+	StoreNotAllowedReason = "StoreNotAllowed"
 	// UnsafeLeaseTimingReason (Ready=False): ttl < renewInterval + Pod grace period + 5s,
 	// or (with leader election) ttl - renewInterval does not exceed the leader-election
 	// lease duration + retry period + 5s.

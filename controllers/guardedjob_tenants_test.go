@@ -1,0 +1,108 @@
+package controllers_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
+)
+
+// totalConnections returns a function that reads how many connections srv has
+// accepted (its own client's one included).
+func totalConnections(t *testing.T, srv *redisserver.Server) func() string {
+	t.Helper()
+	rdb := srv.Client(t)
+	return func() string {
+		for _, line := range strings.Split(rdb.Info(context.Background(), "stats").Val(), "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_connections_received:"); ok {
+				return v
+			}
+		}
+		return "?"
+	}
+}
+
+// With --store-allow, a storeRef whose host is outside the list is Ready=False
+// StoreNotAllowed and its store never sees a connection; a host inside it runs.
+func TestAStoreOutsideStoreAllowGetsNoConnection(t *testing.T) {
+	h := newHarness(t)
+	var err error
+	h.storeAllow, err = lockclient.ParseAllowList("localhost") // names only: no IP literal
+	h.g.Expect(err).NotTo(HaveOccurred())
+	h.start()
+	ctx := context.Background()
+	tenant := redisserver.Start(t)
+	received := totalConnections(t, tenant)
+	before := received()
+	_, port, _ := strings.Cut(tenant.Addr(), ":")
+
+	for name, url := range map[string]string{"by-ip": "redis://" + tenant.Addr(), "by-name": "redis://localhost:" + port} {
+		h.g.Expect(k8s.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns}, StringData: map[string]string{"url": url},
+		})).To(Succeed())
+	}
+	denied := h.guardedJob("denied", "{denied}")
+	denied.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "by-ip"}
+	h.create(denied)
+	h.trigger(denied)
+	g := h.g
+	g.Eventually(func() *metav1.Condition { return findCond(h.get(denied).Status.Conditions, batchv1alpha1.ReadyCondition) }).
+		WithTimeout(20 * time.Second).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse),
+		HaveField("Reason", batchv1alpha1.StoreNotAllowedReason), HaveField("Message", ContainSubstring("--store-allow"))))
+	g.Eventually(func() []string { return h.events(denied) }).WithTimeout(10 * time.Second).Should(ContainElement(HavePrefix("StoreNotAllowed:")))
+	g.Consistently(func() []batchv1.Job { return h.jobs() }).WithTimeout(2 * time.Second).Should(BeEmpty())
+	g.Expect(received()).To(Equal(before), "no connection to a store outside --store-allow")
+
+	allowed := h.guardedJob("allowed", "{allowed}")
+	allowed.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "by-name"}
+	h.create(allowed)
+	h.trigger(allowed)
+	h.waitJobs(1)
+	g.Expect(tenant.Client(t).Get(ctx, "{allowed}").Val()).To(HavePrefix("cluster-a/" + h.ns + "/allowed-"))
+}
+
+// A GuardedJob can only name a Secret of its own namespace: neither a Secret of
+// the same name elsewhere nor a path-like name reaches another namespace's store.
+func TestAStoreRefNeverReadsAnotherNamespacesSecret(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	victim := redisserver.Start(t)
+	received := totalConnections(t, victim)
+	before := received()
+	other := h.ns + "-victim"
+	h.g.Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: other}})).To(Succeed())
+	h.g.Expect(k8s.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "victim-store", Namespace: other},
+		StringData: map[string]string{"url": "redis://" + victim.Addr()},
+	})).To(Succeed())
+
+	g := h.g
+	for name, ref := range map[string]string{
+		"same-name": "victim-store",
+		"path":      "../" + other + "/secrets/victim-store",
+		"slash":     other + "/victim-store",
+	} {
+		gj := h.guardedJob(name, "{"+name+"}")
+		gj.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: ref}
+		h.create(gj)
+		h.trigger(gj)
+		want := batchv1alpha1.StoreSecretInvalidReason
+		if name == "same-name" {
+			want = batchv1alpha1.StoreSecretNotFoundReason
+		}
+		g.Eventually(func() *metav1.Condition { return findCond(h.get(gj).Status.Conditions, batchv1alpha1.ReadyCondition) }).
+			WithTimeout(20*time.Second).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", want)), name)
+	}
+	g.Consistently(func() []batchv1.Job { return h.jobs() }).WithTimeout(2 * time.Second).Should(BeEmpty())
+	g.Expect(received()).To(Equal(before), "the other namespace's store saw no connection")
+}
