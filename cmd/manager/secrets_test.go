@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 	"github.com/guardedjob/guardedjob/internal/testutil/secrets"
@@ -64,5 +65,46 @@ func TestHostilePasswordsInRedisURLNeverReachTheLog(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// --store-allow: a malformed list stops the manager with a clear error; when
+// it is unset while GuardedJobs name stores of their own, the manager warns.
+func TestStoreAllowIsParsedAndItsAbsenceWarnedAbout(t *testing.T) {
+	bin := buildManager(t)
+	cp := startControlPlane(t)
+	srv := redisserver.Start(t)
+	common := []string{"--kubeconfig", cp.kubeconfig, "--redis-url", srv.URL(), "--cluster-name", "cluster-allow",
+		"--metrics-bind-address", "0", "--leader-elect=false"}
+
+	t.Run("a malformed list", func(t *testing.T) {
+		g := NewWithT(t)
+		mgr := startManager(t, bin, append(common, "--health-probe-bind-address", "0", "--store-allow", "10.0.0.0/33")...)
+		g.Eventually(mgr.exited).WithTimeout(30 * time.Second).Should(BeClosed())
+		g.Expect(mgr.logs.String()).To(ContainSubstring(`--store-allow: \"10.0.0.0/33\" is not a CIDR`))
+	})
+
+	g := NewWithT(t)
+	gj := haGuardedJob("tenant-store")
+	gj.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "tenant-redis"}
+	g.Expect(cp.client.Create(context.Background(), gj)).To(Succeed())
+	for _, tc := range []struct {
+		allow string
+		warns bool
+	}{{"", true}, {"*.svc.cluster.local,10.96.0.0/12", false}} {
+		t.Run("store-allow="+tc.allow, func(t *testing.T) {
+			g := NewWithT(t)
+			probeAddr := freeAddr(t)
+			mgr := startManager(t, bin, append(common, "--health-probe-bind-address", probeAddr, "--store-allow", tc.allow)...)
+			g.Eventually(func() int { return probe("http://" + probeAddr + "/readyz") }).WithTimeout(30 * time.Second).Should(Equal(http.StatusOK))
+			_ = mgr.cmd.Process.Signal(syscall.SIGTERM)
+			g.Eventually(mgr.exited).WithTimeout(30 * time.Second).Should(BeClosed())
+			if tc.warns {
+				g.Expect(mgr.logs.String()).To(ContainSubstring("GuardedJobs use spec.lock.storeRef but --store-allow is not set"))
+			} else {
+				g.Expect(mgr.logs.String()).NotTo(ContainSubstring("--store-allow is not set"))
+				g.Expect(mgr.logs.String()).To(ContainSubstring(`"storeAllow":"*.svc.cluster.local,10.96.0.0/12"`))
+			}
+		})
 	}
 }
