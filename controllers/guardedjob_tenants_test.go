@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -105,4 +106,45 @@ func TestAStoreRefNeverReadsAnotherNamespacesSecret(t *testing.T) {
 	}
 	g.Consistently(func() []batchv1.Job { return h.jobs() }).WithTimeout(2 * time.Second).Should(BeEmpty())
 	g.Expect(received()).To(Equal(before), "the other namespace's store saw no connection")
+}
+
+// A store whose user has exactly the ACL docs/security.md gives (no CONFIG):
+// a run goes through to Succeeded, and StoreSafe reads Unknown, not False.
+func TestARunWithTheDocumentedRedisACL(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	tenant := redisserver.Start(t, redisserver.WithPassword("Adm1n-pw"))
+	admin := tenant.Client(t)
+	doc, err := os.ReadFile("../docs/security.md")
+	h.g.Expect(err).NotTo(HaveOccurred())
+	var acl []any
+	for _, line := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(line, "ACL SETUSER guardedjob ") {
+			for _, f := range strings.Fields(strings.Replace(line, ">PASSWORD", ">acl-Pw7", 1)) {
+				acl = append(acl, f)
+			}
+		}
+	}
+	h.g.Expect(acl).NotTo(BeEmpty(), "docs/security.md gives the ACL line")
+	h.g.Expect(admin.Do(ctx, acl...).Err()).To(Succeed())
+	h.g.Expect(k8s.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "acl-store", Namespace: h.ns},
+		StringData: map[string]string{"url": "redis://guardedjob:acl-Pw7@" + tenant.Addr()},
+	})).To(Succeed())
+
+	gj := h.guardedJob("acl", "lock:acl")
+	gj.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "acl-store"}
+	h.create(gj)
+	h.trigger(gj)
+	g := h.g
+	job := h.waitJobs(1)[0]
+	h.waitRecorded(gj)
+	h.complete(&job)
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).WithTimeout(20 * time.Second).Should(And(
+		Not(BeNil()), HaveField("Result", batchv1alpha1.RunResultSucceeded)))
+	g.Expect(admin.Keys(ctx, "lock:acl:done:*").Val()).To(HaveLen(1))
+	g.Eventually(func() *metav1.Condition { return findCond(h.get(gj).Status.Conditions, batchv1alpha1.StoreSafeCondition) }).
+		WithTimeout(10 * time.Second).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionUnknown),
+		HaveField("Reason", batchv1alpha1.ConfigUnknownReason)))
 }

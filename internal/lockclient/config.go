@@ -98,6 +98,9 @@ func universalOptions(cfg Config) (*redis.UniversalOptions, string, error) {
 		// The default RESP3 handshake costs an extra HELLO round trip per connection
 		// and some managed Redis versions reject it.
 		Protocol: 2,
+		// CLIENT SETINFO only names the library; without it the ACL the manager
+		// needs is smaller and works on Redis before 7.2.
+		DisableIdentity: true,
 		// Maintenance notifications need RESP3 and a managed service that sends them.
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	}
