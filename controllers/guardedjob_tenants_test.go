@@ -56,7 +56,9 @@ func TestAStoreOutsideStoreAllowGetsNoConnection(t *testing.T) {
 	h.create(denied)
 	h.trigger(denied)
 	g := h.g
-	g.Eventually(func() *metav1.Condition { return findCond(h.get(denied).Status.Conditions, batchv1alpha1.ReadyCondition) }).
+	g.Eventually(func() *metav1.Condition {
+		return findCond(h.get(denied).Status.Conditions, batchv1alpha1.ReadyCondition)
+	}).
 		WithTimeout(20 * time.Second).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse),
 		HaveField("Reason", batchv1alpha1.StoreNotAllowedReason), HaveField("Message", ContainSubstring("--store-allow"))))
 	g.Eventually(func() []string { return h.events(denied) }).WithTimeout(10 * time.Second).Should(ContainElement(HavePrefix("StoreNotAllowed:")))
@@ -144,7 +146,9 @@ func TestARunWithTheDocumentedRedisACL(t *testing.T) {
 	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).WithTimeout(20 * time.Second).Should(And(
 		Not(BeNil()), HaveField("Result", batchv1alpha1.RunResultSucceeded)))
 	g.Expect(admin.Keys(ctx, "lock:acl:done:*").Val()).To(HaveLen(1))
-	g.Eventually(func() *metav1.Condition { return findCond(h.get(gj).Status.Conditions, batchv1alpha1.StoreSafeCondition) }).
+	g.Eventually(func() *metav1.Condition {
+		return findCond(h.get(gj).Status.Conditions, batchv1alpha1.StoreSafeCondition)
+	}).
 		WithTimeout(10 * time.Second).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionUnknown),
 		HaveField("Reason", batchv1alpha1.ConfigUnknownReason)))
 }

@@ -259,9 +259,15 @@ func validHostname(h string) bool {
 	if h == "" || len(h) > 253 {
 		return false
 	}
-	for i := 0; i < len(h); i++ {
-		c := h[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+	return onlyBytes(h, "._-")
+}
+
+// onlyBytes reports whether s holds only ASCII letters, digits and bytes of extra.
+func onlyBytes(s, extra string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && strings.IndexByte(extra, c) < 0 {
 			return false
 		}
 	}
@@ -312,12 +318,4 @@ func (p *parsedURL) setDB(s string) error {
 	return nil
 }
 
-func validName(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_' || c == ':') {
-			return false
-		}
-	}
-	return true
-}
+func validName(s string) bool { return onlyBytes(s, "._-:") }
