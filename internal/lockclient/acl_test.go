@@ -83,3 +83,24 @@ func TestTheDocumentedACLIsEnoughForTheLeaseCycle(t *testing.T) {
 	}
 	g.Expect(denied).To(ConsistOf("config|get"), "the only command denied is the optional CONFIG GET")
 }
+
+// In Redis Cluster the client also reads the slot map and the command table:
+// the documented line plus its Cluster addition is enough.
+func TestTheDocumentedACLWithItsClusterAddition(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	cluster := redisserver.StartCluster(t, 3)
+	addition := []any{"+cluster|slots", "+command"}
+	for _, node := range cluster.Nodes() {
+		g.Expect(node.Client(t).Do(ctx, append(docsACL(t, "acl-Pw7"), addition...)...).Err()).To(Succeed())
+	}
+	c := dialConfig(t, lockclient.Config{URL: "redis+cluster://guardedjob:acl-Pw7@" + strings.Join(cluster.Addrs(), ",")})
+	k := lockclient.Keys{Lock: "{acl}:lock", Occurrence: "{acl}:done:1", Fence: "{acl}:fence"}
+	g.Expect(c.LoadScripts(ctx)).To(Succeed())
+	l, err := c.Acquire(ctx, acquireReq(k, token(t, "j"), 5*time.Second))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Renew(ctx, l)).To(Succeed())
+	_, err = c.Complete(ctx, l, time.Minute)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Ping(ctx)).To(Succeed())
+}
