@@ -38,6 +38,12 @@ func FuzzKeyTemplate(f *testing.F) {
 		f.Add(s, "payments", "daily-settlement", int64(1795968300))
 	}
 	f.Fuzz(func(t *testing.T, text, namespace, name string, at int64) {
+		start := time.Now()
+		defer func() {
+			if d := time.Since(start); d > 2*time.Second { // bounded work: a template cannot stall a reconcile
+				t.Fatalf("%q took %s", text, d)
+			}
+		}()
 		tmpl, err := ParseKeyTemplate("spec.lock.key", text)
 		if err != nil {
 			checkSpecError(t, err)
