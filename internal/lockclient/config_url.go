@@ -127,23 +127,21 @@ func userinfoEnd(rest string, unix bool) int {
 		}
 		return strings.LastIndex(rest, "@/")
 	}
-	for i := strings.LastIndexByte(rest, '@'); i >= 0; i = strings.LastIndexByte(rest[:i], '@') {
-		if !inQuery(rest[:i]) {
-			return i
-		}
-	}
-	return -1
+	return strings.LastIndexByte(rest[:queryValueStart(rest)], '@')
 }
 
-// inQuery reports whether s, the text before some '@', has already started the
-// value of a known query parameter.
-func inQuery(s string) bool {
+// queryValueStart returns where the value of the first known query parameter
+// begins in s, or len(s): an '@' from there on belongs to that value.
+func queryValueStart(s string) int {
+	start := len(s)
 	for _, name := range queryParams {
-		if strings.Contains(s, "?"+name+"=") || strings.Contains(s, "&"+name+"=") {
-			return true
+		for _, sep := range []string{"?", "&"} {
+			if i := strings.Index(s, sep+name+"="); i >= 0 {
+				start = min(start, i+len(sep+name+"="))
+			}
 		}
 	}
-	return false
+	return start
 }
 
 func (p *parsedURL) setUserinfo(userinfo string) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 
@@ -135,4 +136,16 @@ func TestStoreURLFormsAreReadAsTheUserMeantThem(t *testing.T) {
 			g.Expect(c.Identity()).To(Equal(tc.identity))
 		})
 	}
+}
+
+// A tenant controls the URL: the longest one the parser takes, built to make a
+// naive search for the userinfo quadratic, is still parsed at once.
+func TestTheLongestHostileURLParsesQuickly(t *testing.T) {
+	g := NewWithT(t)
+	half := strings.Repeat("@", 8000)
+	url := "redis+sentinel://" + half + "?sentinelPassword=" + half
+	start := time.Now()
+	_, err := lockclient.Dial(lockclient.Config{URL: url})
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(time.Since(start)).To(BeNumerically("<", 100*time.Millisecond))
 }
