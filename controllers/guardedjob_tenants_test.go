@@ -152,3 +152,43 @@ func TestARunWithTheDocumentedRedisACL(t *testing.T) {
 		WithTimeout(10 * time.Second).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionUnknown),
 		HaveField("Reason", batchv1alpha1.ConfigUnknownReason)))
 }
+
+// TLS verification is on unless the store's Secret turns it off explicitly, and
+// then every run acquired there gets a Warning.
+func TestSkippingTLSVerificationIsAnExplicitOptInWithAWarning(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	tlsSrv := redisserver.Start(t, redisserver.WithTLS())
+	for name, data := range map[string]map[string]string{
+		"verified": {"url": "rediss://" + tlsSrv.Addr()},
+		"insecure": {"url": "rediss://" + tlsSrv.Addr(), "insecureSkipVerify": "true"},
+		"garbled":  {"url": "rediss://" + tlsSrv.Addr(), "insecureSkipVerify": "yes"},
+	} {
+		h.g.Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns}, StringData: data})).To(Succeed())
+	}
+	gjs := map[string]*batchv1alpha1.GuardedJob{}
+	for _, name := range []string{"verified", "insecure", "garbled"} {
+		gj := h.guardedJob(name, "lock:"+name)
+		gj.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: name}
+		gjs[name] = h.create(gj)
+		h.trigger(gj)
+	}
+	g := h.g
+	g.Eventually(func() []string { return h.events(gjs["insecure"]) }).WithTimeout(20 * time.Second).Should(ContainElement(And(
+		HavePrefix("InsecureStore:"), ContainSubstring("turns TLS server verification off"))))
+	g.Expect(tlsSrv.Client(t).Get(ctx, "lock:insecure").Val()).To(HavePrefix("cluster-a/" + h.ns + "/insecure-"))
+
+	g.Eventually(func() *metav1.Condition {
+		return findCond(h.get(gjs["verified"]).Status.Conditions, batchv1alpha1.StoreReachableCondition)
+	}).WithTimeout(20 * time.Second).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse),
+		HaveField("Message", ContainSubstring("certificate"))))
+	g.Eventually(func() *metav1.Condition {
+		return findCond(h.get(gjs["garbled"]).Status.Conditions, batchv1alpha1.ReadyCondition)
+	}).
+		WithTimeout(20 * time.Second).Should(And(Not(BeNil()), HaveField("Reason", batchv1alpha1.StoreSecretInvalidReason),
+		HaveField("Message", ContainSubstring(`insecureSkipVerify must be "true" or "false"`))))
+	for _, name := range []string{"verified", "garbled"} {
+		g.Expect(h.events(gjs[name])).NotTo(ContainElement(HavePrefix("InsecureStore:")), name)
+	}
+}

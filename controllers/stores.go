@@ -34,6 +34,8 @@ type storeSet struct {
 	safety map[string]safetyVerdict
 	// lastUsed is when a pass last resolved each identity.
 	lastUsed map[string]time.Time
+	// insecure holds the identities whose Secret turns TLS verification off.
+	insecure map[string]bool
 }
 
 // storeIdle is how long a tenant store's client stays open after the last pass
@@ -49,7 +51,7 @@ type safetyVerdict struct {
 func (s *storeSet) init() {
 	if s.byVersion == nil {
 		s.byVersion, s.latest, s.safety = map[string]*lockclient.Client{}, map[string]*lockclient.Client{}, map[string]safetyVerdict{}
-		s.lastUsed = map[string]time.Time{}
+		s.lastUsed, s.insecure = map[string]time.Time{}, map[string]bool{}
 	}
 }
 
@@ -92,6 +94,16 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 	}
 	key := identity + "@" + secret.ResourceVersion
 
+	var insecure bool
+	switch v := strings.TrimSpace(string(secret.Data["insecureSkipVerify"])); v {
+	case "", "false":
+	case "true":
+		insecure = true
+	default:
+		return nil, false, &SpecError{Reason: batchv1alpha1.StoreSecretInvalidReason,
+			Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s: insecureSkipVerify must be \"true\" or \"false\"", gj.Namespace, ref.Name)}
+	}
+
 	r.stores.mu.Lock()
 	defer r.stores.mu.Unlock()
 	r.stores.init()
@@ -104,7 +116,7 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 	c, err := lockclient.Dial(lockclient.Config{
 		URL: url, Username: string(secret.Data["username"]), Password: string(secret.Data["password"]),
 		CACert: secret.Data["ca.crt"], ClientCert: secret.Data["tls.crt"], ClientKey: secret.Data["tls.key"],
-		Timeout: r.storeTimeout(), Tenant: true, Allow: r.StoreAllow,
+		InsecureSkipVerify: insecure, Timeout: r.storeTimeout(), Tenant: true, Allow: r.StoreAllow,
 	}, lockclient.WithIdentity(identity))
 	if err != nil {
 		return nil, false, &SpecError{Reason: batchv1alpha1.StoreSecretInvalidReason,
@@ -112,7 +124,15 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 	}
 	r.stores.byVersion[key] = c
 	r.stores.latest[identity] = c
+	r.stores.insecure[identity] = insecure
 	return c, false, nil
+}
+
+// insecureStore reports whether a tenant store's Secret turns TLS verification off.
+func (r *GuardedJobReconciler) insecureStore(c *lockclient.Client) bool {
+	r.stores.mu.Lock()
+	defer r.stores.mu.Unlock()
+	return r.stores.insecure[c.Identity()]
 }
 
 // closeUnusedLocked closes tenant store clients no lease is renewed through any
@@ -130,6 +150,7 @@ func (r *GuardedJobReconciler) closeUnusedLocked(now time.Time) {
 				delete(r.stores.latest, identity)
 				delete(r.stores.lastUsed, identity)
 				delete(r.stores.safety, identity)
+				delete(r.stores.insecure, identity)
 			}
 		}
 	}

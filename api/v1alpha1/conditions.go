@@ -203,6 +203,9 @@ const (
 	// OnFailure, which forbids the podFailurePolicy that fails the Job on disruption, so a
 	// replacement Pod may run with the fence of a Pod that is maybe still alive.
 	NoPodFailurePolicyReason = "NoPodFailurePolicy"
+	// InsecureStoreReason (Warning): a run acquired its lease in a store whose Secret
+	// turns TLS server verification off (insecureSkipVerify: "true").
+	InsecureStoreReason = "InsecureStore"
 )
 
 // LockState is the observed state of a GuardedJob's lock key (status.lock.state).

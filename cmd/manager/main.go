@@ -64,7 +64,7 @@ func main() {
 	flag.StringVar(&o.redisURL, "redis-url", envOr("GUARDEDJOB_REDIS_URL", ""),
 		"URL of the manager's lock store (redis://, rediss://, unix://, redis+sentinel://, redis+cluster://); env GUARDEDJOB_REDIS_URL.")
 	flag.StringVar(&o.redisSecret, "redis-secret", envOr("GUARDEDJOB_REDIS_SECRET", ""),
-		"namespace/name of a Secret with the lock store's connection: key url, optional ca.crt, tls.crt, tls.key, username, password (read at start); env GUARDEDJOB_REDIS_SECRET.")
+		"namespace/name of a Secret with the lock store's connection: key url, optional ca.crt, tls.crt, tls.key, username, password, insecureSkipVerify (read at start); env GUARDEDJOB_REDIS_SECRET.")
 	flag.StringVar(&o.clusterName, "cluster-name", envOr("GUARDEDJOB_CLUSTER_NAME", ""),
 		"Name of this cluster in lease holders; env GUARDEDJOB_CLUSTER_NAME. Defaults to one derived from the kube-system namespace UID.")
 	flag.StringVar(&o.keyGrants, "key-grants", envOr("GUARDEDJOB_KEY_GRANTS", ""),
@@ -294,8 +294,12 @@ func storeConfigFromSecret(ctx context.Context, cfg *restclient.Config, scheme *
 	if url == "" {
 		return lockclient.Config{}, fmt.Errorf("--redis-secret %s has no key \"url\"", ref)
 	}
+	insecure := strings.TrimSpace(string(secret.Data["insecureSkipVerify"])) == "true"
+	if insecure {
+		ctrl.Log.WithName("setup").Info("WARNING: --redis-secret turns TLS server verification off (insecureSkipVerify): anyone on the network path can pose as the lock store; put its CA into ca.crt instead", "secret", ref)
+	}
 	return lockclient.Config{
-		URL: url, Timeout: timeout,
+		URL: url, Timeout: timeout, InsecureSkipVerify: insecure,
 		Username: string(secret.Data["username"]), Password: string(secret.Data["password"]),
 		CACert: secret.Data["ca.crt"], ClientCert: secret.Data["tls.crt"], ClientKey: secret.Data["tls.key"],
 	}, nil

@@ -39,6 +39,9 @@ type Config struct {
 	// ClientCert and ClientKey are a PEM pair presented to the server (TLS only).
 	ClientCert []byte
 	ClientKey  []byte
+	// InsecureSkipVerify turns off verification of the server certificate (TLS
+	// only). Callers take it only from an explicit setting and warn about it.
+	InsecureSkipVerify bool
 	// Timeout bounds every call; DefaultTimeout when zero.
 	Timeout time.Duration
 	// PoolSize is the connection pool size per node; go-redis' default when zero.
@@ -114,8 +117,8 @@ func universalOptions(cfg Config) (*redis.UniversalOptions, string, error) {
 		if uo.TLSConfig, err = tlsConfig(cfg, p.hosts[0]); err != nil {
 			return nil, "", err
 		}
-	} else if len(cfg.CACert) > 0 || len(cfg.ClientCert) > 0 {
-		return nil, "", invalidf("TLS certificates were given but the redis URL is not rediss://")
+	} else if len(cfg.CACert) > 0 || len(cfg.ClientCert) > 0 || cfg.InsecureSkipVerify {
+		return nil, "", invalidf("TLS settings were given but the redis URL is not rediss://")
 	}
 
 	if cfg.Tenant || cfg.Allow != nil {
@@ -138,7 +141,7 @@ func universalOptions(cfg Config) (*redis.UniversalOptions, string, error) {
 
 func tlsConfig(cfg Config, firstHost string) (*tls.Config, error) {
 	host, _, _ := net.SplitHostPort(firstHost)
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host, InsecureSkipVerify: cfg.InsecureSkipVerify} //nolint:gosec // an explicit, warned-about opt-in
 	if len(cfg.CACert) > 0 {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(cfg.CACert) {

@@ -88,6 +88,10 @@ func TestAnAllowListDecidesWhichStoresATenantMayReach(t *testing.T) {
 		g.Expect(c.Ping(ctx)).To(Succeed())
 		unverified := dialConfig(t, lockclient.Config{URL: "rediss://" + tlsSrv.Addr(), Tenant: true, Allow: allow(t, "127.0.0.1")})
 		g.Expect(unverified.Ping(ctx)).To(MatchError(ContainSubstring("certificate")))
+		insecure := dialConfig(t, lockclient.Config{URL: "rediss://" + tlsSrv.Addr(), InsecureSkipVerify: true, Tenant: true, Allow: allow(t, "127.0.0.1")})
+		g.Expect(insecure.Ping(ctx)).To(Succeed(), "only with the explicit opt-in")
+		_, err = lockclient.Dial(lockclient.Config{URL: "redis://" + tlsSrv.Addr(), InsecureSkipVerify: true})
+		g.Expect(err).To(MatchError(ContainSubstring("not rediss://")))
 	})
 
 	t.Run("unix sockets are never a tenant's with a list", func(t *testing.T) {
