@@ -157,6 +157,9 @@ func (a *AllowList) Check(ctx context.Context, rawURL string) error {
 	if p.scheme == "unix" {
 		return &NotAllowedError{Addr: "unix://" + p.path}
 	}
+	// A slow resolver must not hold a reconcile.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
 	for _, h := range p.hosts {
 		if _, err := a.resolve(ctx, h); err != nil {
 			return err
