@@ -78,6 +78,18 @@ test: ## Run all tests (installs redis-server and builds kube-apiserver + etcd o
 test-race: ## Run all tests with the race detector.
 	$(MAKE) test GOTESTFLAGS="$(GOTESTFLAGS) -race"
 
+# How long each fuzz target runs in test-fuzz.
+FUZZTIME ?= 10s
+
+.PHONY: test-fuzz
+test-fuzz: ## Run every fuzz target for FUZZTIME (their seed corpora in testdata/fuzz also run in make test).
+	@for f in $$(grep -rl --include='*_test.go' --exclude-dir=bin '^func Fuzz' .); do \
+		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "go test -fuzz $$t -fuzztime $(FUZZTIME) $$(dirname $$f)/"; \
+			go test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$(dirname $$f)/ || exit 1; \
+		done; \
+	done
+
 .PHONY: bench
 bench: ## Run the benchmarks (compare runs with benchstat).
 	hack/ensure-redis.sh

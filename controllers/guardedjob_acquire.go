@@ -52,6 +52,10 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		}
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.LockAcquiredReason,
 			"Acquired lock %s for %s%s", run.Key, run.JobName, fenceSuffix(lease.Fence))
+		if r.insecureStore(store) {
+			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InsecureStoreReason,
+				"Lock %s is in store %s, whose Secret turns TLS server verification off (insecureSkipVerify): anyone on the network path can pose as that Redis; put its CA into ca.crt instead", run.Key, store.Identity())
+		}
 		if lease.FenceRaised {
 			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.FenceRaisedReason,
 				"The fence counter %s was at or below the last fence %d (the store lost data?); raised to %d", run.FenceKey, floor, lease.Fence)

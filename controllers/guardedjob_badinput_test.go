@@ -78,7 +78,7 @@ func TestBadInputMatrix(t *testing.T) {
 		}, want{reason: "StoreSecretInvalid", message: `no key "url"`}},
 		{"a store Secret with a garbled url", func(g *batchv1alpha1.GuardedJob) {
 			g.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "garbled-url"}
-		}, want{reason: "StoreSecretInvalid", message: `scheme "http"`}},
+		}, want{reason: "StoreSecretInvalid", message: "the scheme is not one of redis, rediss"}},
 		{"a store Secret with a garbled CA", func(g *batchv1alpha1.GuardedJob) {
 			g.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "garbled-ca"}
 		}, want{reason: "StoreSecretInvalid", message: "no PEM certificate"}},

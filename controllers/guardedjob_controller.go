@@ -56,6 +56,8 @@ type GuardedJobReconciler struct {
 	// subtracted from a recorded acquisition time before it counts as evidence
 	// that a resumed lease is still valid.
 	ClockSkew time.Duration
+	// StoreAllow limits the hosts storeRef stores may have; nil allows any.
+	StoreAllow *lockclient.AllowList
 	// Leader election timing, for the lease-timing check.
 	LeaderElection      bool
 	LeaderLeaseDuration time.Duration

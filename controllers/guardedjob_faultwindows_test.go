@@ -601,7 +601,7 @@ func TestWindowAbandonedRuns_ARunOfAnotherClusterNameIsStoppedHereAndItsLeaseLef
 
 	// A new occurrence does not start while that Pod may still run.
 	h.trigger(gj)
-	g.Consistently(func() int { return len(h.jobs()) }).WithTimeout(2 * time.Second).Should(Equal(1), "no second Job beside the old Pod")
+	g.Consistently(func() int { return len(h.jobs()) }).WithTimeout(2*time.Second).Should(Equal(1), "no second Job beside the old Pod")
 	h.kubeletRemoves(pod)
 	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
 		HaveField("JobName", run.JobName), HaveField("Message", ContainSubstring("its lease is left alone"))))

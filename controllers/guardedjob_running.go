@@ -65,7 +65,7 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 			return r.beginStop(s, run, batchv1alpha1.RunResultLockLost, msg, batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, holder)
 		case st.DeadlineReached:
 			return r.beginStop(s, run, batchv1alpha1.RunResultStoreUnavailable,
-				fmt.Sprintf("the lock store did not answer renewals for %s; stopped before the lease could expire", (run.TTL.Duration - st.ValidFor).Round(time.Second)),
+				fmt.Sprintf("the lock store did not answer renewals for %s; stopped before the lease could expire", (run.TTL.Duration-st.ValidFor).Round(time.Second)),
 				batchv1alpha1.StoreUnavailableReason, batchv1alpha1.LockStateStoreDown, "")
 		case st.MaxHoldReached:
 			return r.beginStop(s, run, batchv1alpha1.RunResultMaxHoldExceeded,

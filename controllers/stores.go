@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -32,6 +34,8 @@ type storeSet struct {
 	safety map[string]safetyVerdict
 	// lastUsed is when a pass last resolved each identity.
 	lastUsed map[string]time.Time
+	// insecure holds the identities whose Secret turns TLS verification off.
+	insecure map[string]bool
 }
 
 // storeIdle is how long a tenant store's client stays open after the last pass
@@ -47,7 +51,7 @@ type safetyVerdict struct {
 func (s *storeSet) init() {
 	if s.byVersion == nil {
 		s.byVersion, s.latest, s.safety = map[string]*lockclient.Client{}, map[string]*lockclient.Client{}, map[string]safetyVerdict{}
-		s.lastUsed = map[string]time.Time{}
+		s.lastUsed, s.insecure = map[string]time.Time{}, map[string]bool{}
 	}
 }
 
@@ -58,6 +62,12 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 	ref := gj.Spec.Lock.StoreRef
 	if ref == nil {
 		return r.Store, true, nil
+	}
+	// Only a Secret of the object's own namespace: a name that is not a plain
+	// object name never reaches the API server.
+	if msgs := validation.IsDNS1123Subdomain(ref.Name); len(msgs) > 0 {
+		return nil, false, &SpecError{Reason: batchv1alpha1.StoreSecretInvalidReason,
+			Message: fmt.Sprintf("spec.lock.storeRef.name must name a Secret in namespace %s: %s", gj.Namespace, strings.Join(msgs, "; "))}
 	}
 	secret := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: ref.Name}, secret); err != nil {
@@ -73,7 +83,26 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 			Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s has no key \"url\"", gj.Namespace, ref.Name)}
 	}
 	identity := "secret:" + gj.Namespace + "/" + ref.Name + ":" + lockclient.Redact(url)
+	// Checked on every pass, not only for a new client: DNS answers change.
+	// (A malformed URL is reported by Dial below.)
+	switch err := r.StoreAllow.Check(ctx, url); {
+	case errors.Is(err, lockclient.ErrNotAllowed):
+		return nil, false, &SpecError{Reason: batchv1alpha1.StoreNotAllowedReason,
+			Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s: %v; ask the cluster admin to add the host to --store-allow", gj.Namespace, ref.Name, err)}
+	case err != nil && !errors.Is(err, lockclient.ErrInvalid):
+		return nil, false, &lockclient.StoreError{Op: "resolve store " + identity, Err: err}
+	}
 	key := identity + "@" + secret.ResourceVersion
+
+	var insecure bool
+	switch v := strings.TrimSpace(string(secret.Data["insecureSkipVerify"])); v {
+	case "", "false":
+	case "true":
+		insecure = true
+	default:
+		return nil, false, &SpecError{Reason: batchv1alpha1.StoreSecretInvalidReason,
+			Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s: insecureSkipVerify must be \"true\" or \"false\"", gj.Namespace, ref.Name)}
+	}
 
 	r.stores.mu.Lock()
 	defer r.stores.mu.Unlock()
@@ -87,7 +116,7 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 	c, err := lockclient.Dial(lockclient.Config{
 		URL: url, Username: string(secret.Data["username"]), Password: string(secret.Data["password"]),
 		CACert: secret.Data["ca.crt"], ClientCert: secret.Data["tls.crt"], ClientKey: secret.Data["tls.key"],
-		Timeout: r.storeTimeout(),
+		InsecureSkipVerify: insecure, Timeout: r.storeTimeout(), Tenant: true, Allow: r.StoreAllow,
 	}, lockclient.WithIdentity(identity))
 	if err != nil {
 		return nil, false, &SpecError{Reason: batchv1alpha1.StoreSecretInvalidReason,
@@ -95,7 +124,15 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 	}
 	r.stores.byVersion[key] = c
 	r.stores.latest[identity] = c
+	r.stores.insecure[identity] = insecure
 	return c, false, nil
+}
+
+// insecureStore reports whether a tenant store's Secret turns TLS verification off.
+func (r *GuardedJobReconciler) insecureStore(c *lockclient.Client) bool {
+	r.stores.mu.Lock()
+	defer r.stores.mu.Unlock()
+	return r.stores.insecure[c.Identity()]
 }
 
 // closeUnusedLocked closes tenant store clients no lease is renewed through any
@@ -113,6 +150,7 @@ func (r *GuardedJobReconciler) closeUnusedLocked(now time.Time) {
 				delete(r.stores.latest, identity)
 				delete(r.stores.lastUsed, identity)
 				delete(r.stores.safety, identity)
+				delete(r.stores.insecure, identity)
 			}
 		}
 	}

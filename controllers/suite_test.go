@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -67,6 +68,12 @@ func TestMain(m *testing.M) {
 		logf.SetLogger(logr.Discard())
 	}
 
+	// Fuzzing runs only pure parsers, in many worker processes: no API server.
+	flag.Parse()
+	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
+		os.Exit(m.Run())
+	}
+
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds kube-apiserver and etcd")
@@ -111,6 +118,8 @@ type harness struct {
 	keeper *lockclient.Keeper
 	// restWrap, when set, wraps the manager's transport to the API server.
 	restWrap func(http.RoundTripper) http.RoundTripper
+	// storeAllow is the manager's --store-allow.
+	storeAllow *lockclient.AllowList
 }
 
 // storeViaProxy makes the manager reach Redis through a proxy the test can cut
@@ -181,7 +190,7 @@ func (h *harness) start() {
 	h.g.Expect(stopper.SetupWithManager(mgr)).To(Succeed())
 	r := &controllers.GuardedJobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
-		Clock: h.clock, Store: h.store, Keeper: keeper, ClusterName: "cluster-a", Stopper: stopper, ClockSkew: time.Second,
+		Clock: h.clock, Store: h.store, Keeper: keeper, ClusterName: "cluster-a", Stopper: stopper, ClockSkew: time.Second, StoreAllow: h.storeAllow,
 	}
 	h.g.Expect(r.SetupWithManager(mgr)).To(Succeed())
 

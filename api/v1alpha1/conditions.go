@@ -115,6 +115,9 @@ const (
 	// StoreSecretInvalidReason (Ready=False): the storeRef Secret has no usable "url" key,
 	// or its "ca.crt" is not PEM.
 	StoreSecretInvalidReason = "StoreSecretInvalid"
+	// StoreNotAllowedReason (Ready=False): a host of the storeRef Secret's URL is
+	// outside the manager's --store-allow; no connection was made.
+	StoreNotAllowedReason = "StoreNotAllowed"
 	// UnsafeLeaseTimingReason (Ready=False): ttl < renewInterval + Pod grace period + 5s,
 	// or (with leader election) ttl - renewInterval does not exceed the leader-election
 	// lease duration + retry period + 5s.
@@ -209,6 +212,9 @@ const (
 	// OnFailure, which forbids the podFailurePolicy that fails the Job on disruption, so a
 	// replacement Pod may run with the fence of a Pod that is maybe still alive.
 	NoPodFailurePolicyReason = "NoPodFailurePolicy"
+	// InsecureStoreReason (Warning): a run acquired its lease in a store whose Secret
+	// turns TLS server verification off (insecureSkipVerify: "true").
+	InsecureStoreReason = "InsecureStore"
 )
 
 // LockState is the observed state of a GuardedJob's lock key (status.lock.state).

@@ -45,6 +45,7 @@ type options struct {
 	redisSecret             string
 	clusterName             string
 	keyGrants               string
+	storeAllow              string
 	leaderElect             bool
 	leaderElectionID        string
 	leaderElectionNamespace string
@@ -71,11 +72,13 @@ func main() {
 	flag.StringVar(&o.redisURL, "redis-url", envOr("GUARDEDJOB_REDIS_URL", ""),
 		"URL of the manager's lock store (redis://, rediss://, unix://, redis+sentinel://, redis+cluster://); env GUARDEDJOB_REDIS_URL.")
 	flag.StringVar(&o.redisSecret, "redis-secret", envOr("GUARDEDJOB_REDIS_SECRET", ""),
-		"namespace/name of a Secret with the lock store's connection: key url, optional ca.crt, tls.crt, tls.key, username, password (read at start); env GUARDEDJOB_REDIS_SECRET.")
+		"namespace/name of a Secret with the lock store's connection: key url, optional ca.crt, tls.crt, tls.key, username, password, insecureSkipVerify (read at start); env GUARDEDJOB_REDIS_SECRET.")
 	flag.StringVar(&o.clusterName, "cluster-name", envOr("GUARDEDJOB_CLUSTER_NAME", ""),
 		"Name of this cluster in lease holders; env GUARDEDJOB_CLUSTER_NAME. Defaults to one derived from the kube-system namespace UID.")
 	flag.StringVar(&o.keyGrants, "key-grants", envOr("GUARDEDJOB_KEY_GRANTS", ""),
 		"Key prefixes namespaces may use outside '<namespace>:', as namespace=prefix pairs: payments=lock:settlement,reports=shared:")
+	flag.StringVar(&o.storeAllow, "store-allow", envOr("GUARDEDJOB_STORE_ALLOW", ""),
+		"Hosts that spec.lock.storeRef stores may have: name patterns and CIDRs, *.svc.cluster.local,10.96.0.0/12 (unset: any host); env GUARDEDJOB_STORE_ALLOW.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election, so that one of several replicas is active.")
 	flag.StringVar(&o.leaderElectionID, "leader-election-id", "guardedjob-manager.batch.guardedjob.dev", "Name of the leader election Lease.")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's).")
@@ -114,6 +117,10 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	grants, err := controllers.ParseKeyGrants(o.keyGrants)
 	if err != nil {
 		return fmt.Errorf("--key-grants: %w", err)
+	}
+	storeAllow, err := lockclient.ParseAllowList(o.storeAllow)
+	if err != nil {
+		return fmt.Errorf("--store-allow: %w", err)
 	}
 	redis.SetLogger(redisLogger{log: ctrl.Log.WithName("redis")})
 
@@ -176,7 +183,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 	reconciler := &controllers.GuardedJobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
-		Clock: clock.RealClock{}, Store: store, Keeper: keeper, ClusterName: o.clusterName, KeyGrants: grants, ClockSkew: o.clockSkew,
+		Clock: clock.RealClock{}, Store: store, Keeper: keeper, ClusterName: o.clusterName, KeyGrants: grants, StoreAllow: storeAllow, ClockSkew: o.clockSkew,
 		LeaderElection: o.leaderElect, LeaderLeaseDuration: o.leaseDuration, LeaderRetryPeriod: o.retryPeriod,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles, Stopper: stopper,
 	}
@@ -205,7 +212,11 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		<-keeperDone
 	}()
 
-	log.Info("Starting manager", "version", version, "cluster", o.clusterName, "store", store.Identity(), "keyGrants", grants.String(), "leaderElection", o.leaderElect)
+	if storeAllow == nil {
+		warnOpenStoreRefs(ctx, cfg, scheme, log)
+	}
+	log.Info("Starting manager", "version", version, "cluster", o.clusterName, "store", store.Identity(), "keyGrants", grants.String(),
+		"storeAllow", storeAllow.String(), "leaderElection", o.leaderElect)
 	err = mgr.Start(ctx)
 	if err == nil || ctx.Err() != nil || !o.leaderElect || !strings.Contains(err.Error(), "leader election lost") {
 		return err
@@ -319,11 +330,40 @@ func storeConfigFromSecret(ctx context.Context, cfg *restclient.Config, scheme *
 	if url == "" {
 		return lockclient.Config{}, fmt.Errorf("--redis-secret %s has no key \"url\"", ref)
 	}
+	insecure := strings.TrimSpace(string(secret.Data["insecureSkipVerify"])) == "true"
+	if insecure {
+		ctrl.Log.WithName("setup").Info("WARNING: --redis-secret turns TLS server verification off (insecureSkipVerify): anyone on the network path can pose as the lock store; put its CA into ca.crt instead", "secret", ref)
+	}
 	return lockclient.Config{
-		URL: url, Timeout: timeout,
+		URL: url, Timeout: timeout, InsecureSkipVerify: insecure,
 		Username: string(secret.Data["username"]), Password: string(secret.Data["password"]),
 		CACert: secret.Data["ca.crt"], ClientCert: secret.Data["tls.crt"], ClientKey: secret.Data["tls.key"],
 	}, nil
+}
+
+// warnOpenStoreRefs warns when GuardedJobs name stores of their own while
+// --store-allow is unset: a tenant can then point the manager at any host it
+// reaches.
+func warnOpenStoreRefs(ctx context.Context, cfg *restclient.Config, scheme *runtime.Scheme, log logr.Logger) {
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return
+	}
+	list := &batchv1alpha1.GuardedJobList{}
+	if err := c.List(ctx, list); err != nil {
+		log.V(1).Info("Could not list GuardedJobs to check for storeRef", "error", err.Error())
+		return
+	}
+	n := 0
+	for i := range list.Items {
+		if list.Items[i].Spec.Lock.StoreRef != nil {
+			n++
+		}
+	}
+	if n > 0 {
+		log.Info("WARNING: GuardedJobs use spec.lock.storeRef but --store-allow is not set, so their stores may be any host the manager can reach; set --store-allow",
+			"guardedJobsWithStoreRef", n)
+	}
 }
 
 // redisLogger sends go-redis' internal messages (reconnects, pool errors) to the

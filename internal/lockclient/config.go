@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +25,9 @@ import (
 //
 // The URL's user and password log in to the data nodes. Sentinels that need their
 // own login take the query parameters sentinelUsername and sentinelPassword.
+// A user name or password holding '/', '?', '#' or '%' must be percent-encoded
+// (other Redis tools split the URL there); '@' and ':' may be written as they are.
+// Errors about a URL never quote it.
 type Config struct {
 	URL string
 	// Username and Password, when set, override the URL's.
@@ -38,10 +39,19 @@ type Config struct {
 	// ClientCert and ClientKey are a PEM pair presented to the server (TLS only).
 	ClientCert []byte
 	ClientKey  []byte
+	// InsecureSkipVerify turns off verification of the server certificate (TLS
+	// only). Callers take it only from an explicit setting and warn about it.
+	InsecureSkipVerify bool
 	// Timeout bounds every call; DefaultTimeout when zero.
 	Timeout time.Duration
 	// PoolSize is the connection pool size per node; go-redis' default when zero.
 	PoolSize int
+	// Tenant marks a store a tenant named: a failure to connect is reported as
+	// "unreachable", without the dialer's detail.
+	Tenant bool
+	// Allow, when set, is checked on every connection, including to masters a
+	// Sentinel announces and nodes a Cluster redirects to.
+	Allow *AllowList
 }
 
 // Dial makes a Client from cfg. It does not connect: the first call does.
@@ -71,103 +81,6 @@ func Dial(cfg Config, opts ...ClientOption) (*Client, error) {
 	return New(rdb, append([]ClientOption{WithTimeout(timeout), WithIdentity(identity)}, opts...)...), nil
 }
 
-// Redact returns the URL without credentials or query, for status and logs.
-// It returns "<invalid URL>" for anything it cannot parse.
-func Redact(rawURL string) string {
-	u, err := splitURL(rawURL)
-	if err != nil {
-		return "<invalid URL>"
-	}
-	return u.identity()
-}
-
-// parsedURL is a store URL broken into parts. Multi-host URLs are not valid for
-// net/url, so it is parsed by hand.
-type parsedURL struct {
-	scheme   string // redis | rediss | unix
-	mode     string // "", "sentinel" or "cluster"
-	user     string
-	password string
-	hasPass  bool
-	hosts    []string
-	path     string
-	query    url.Values
-}
-
-func (p parsedURL) identity() string {
-	if p.scheme == "unix" {
-		return "unix://" + p.path
-	}
-	s := p.scheme
-	if p.mode != "" {
-		s += "+" + p.mode
-	}
-	return s + "://" + strings.Join(p.hosts, ",") + p.path
-}
-
-func splitURL(raw string) (parsedURL, error) {
-	var p parsedURL
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		return p, invalidf("redis URL must start with redis://, rediss://, unix://, redis+sentinel:// or redis+cluster://")
-	}
-	p.scheme, p.mode, _ = strings.Cut(strings.ToLower(scheme), "+")
-	switch {
-	case p.scheme == "unix" && p.mode == "":
-	case (p.scheme == "redis" || p.scheme == "rediss") && (p.mode == "" || p.mode == "sentinel" || p.mode == "cluster"):
-	default:
-		return p, invalidf("redis URL scheme %q is not one of redis, rediss, unix, redis+sentinel, rediss+sentinel, redis+cluster, rediss+cluster", scheme)
-	}
-	rest, rawQuery, _ := strings.Cut(rest, "?")
-	q, err := url.ParseQuery(rawQuery)
-	if err != nil {
-		return p, invalidf("redis URL has a malformed query")
-	}
-	p.query = q
-	authority, path, _ := strings.Cut(rest, "/")
-	if path != "" || strings.HasSuffix(rest, "/") {
-		p.path = "/" + path
-	}
-	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
-		userinfo := authority[:at]
-		authority = authority[at+1:]
-		user, pass, hasPass := strings.Cut(userinfo, ":")
-		if p.user, err = url.PathUnescape(user); err != nil {
-			return p, invalidf("redis URL has a malformed user name")
-		}
-		if p.password, err = url.PathUnescape(pass); err != nil {
-			return p, invalidf("redis URL has a malformed password")
-		}
-		p.hasPass = hasPass
-	}
-	if p.scheme == "unix" {
-		if authority != "" || p.path == "" {
-			return p, invalidf("unix redis URL must look like unix:///path/to/redis.sock")
-		}
-		return p, nil
-	}
-	if authority == "" {
-		return p, invalidf("redis URL has no host")
-	}
-	for _, h := range strings.Split(authority, ",") {
-		host, port, err := net.SplitHostPort(h)
-		if err != nil {
-			if p.mode == "sentinel" {
-				h = net.JoinHostPort(h, "26379")
-			} else {
-				h = net.JoinHostPort(h, "6379")
-			}
-		} else if _, perr := strconv.Atoi(port); perr != nil || host == "" {
-			return p, invalidf("redis URL host %q is not host:port", h)
-		}
-		p.hosts = append(p.hosts, h)
-	}
-	if len(p.hosts) > 1 && p.mode == "" {
-		return p, invalidf("redis URL lists several hosts: use redis+sentinel:// or redis+cluster://")
-	}
-	return p, nil
-}
-
 func universalOptions(cfg Config) (*redis.UniversalOptions, string, error) {
 	p, err := splitURL(cfg.URL)
 	if err != nil {
@@ -188,6 +101,9 @@ func universalOptions(cfg Config) (*redis.UniversalOptions, string, error) {
 		// The default RESP3 handshake costs an extra HELLO round trip per connection
 		// and some managed Redis versions reject it.
 		Protocol: 2,
+		// CLIENT SETINFO only names the library; without it the ACL the manager
+		// needs is smaller and works on Redis before 7.2.
+		DisableIdentity: true,
 		// Maintenance notifications need RESP3 and a managed service that sends them.
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	}
@@ -201,59 +117,31 @@ func universalOptions(cfg Config) (*redis.UniversalOptions, string, error) {
 		if uo.TLSConfig, err = tlsConfig(cfg, p.hosts[0]); err != nil {
 			return nil, "", err
 		}
-	} else if len(cfg.CACert) > 0 || len(cfg.ClientCert) > 0 {
-		return nil, "", invalidf("TLS certificates were given but the redis URL is not rediss://")
+	} else if len(cfg.CACert) > 0 || len(cfg.ClientCert) > 0 || cfg.InsecureSkipVerify {
+		return nil, "", invalidf("TLS settings were given but the redis URL is not rediss://")
 	}
 
-	dbFrom := func(s string) error {
-		if s == "" {
-			return nil
-		}
-		db, err := strconv.Atoi(s)
-		if err != nil || db < 0 {
-			return invalidf("redis URL database %q is not a number", s)
-		}
-		uo.DB = db
-		return nil
+	if cfg.Tenant || cfg.Allow != nil {
+		uo.Dialer = tenantDialer(cfg.Allow, uo.DialTimeout, uo.TLSConfig)
 	}
+	uo.DB = p.db
+	uo.Addrs = p.hosts
 	switch {
 	case p.scheme == "unix":
 		uo.Addrs = []string{p.path}
-		if err := dbFrom(p.query.Get("db")); err != nil {
-			return nil, "", err
-		}
 	case p.mode == "sentinel":
-		parts := strings.Split(strings.Trim(p.path, "/"), "/")
-		if parts[0] == "" {
-			return nil, "", invalidf("redis+sentinel URL needs the master name as its path, e.g. redis+sentinel://sentinel-0:26379/mymaster")
-		}
-		uo.MasterName = parts[0]
-		if len(parts) > 1 {
-			if err := dbFrom(parts[1]); err != nil {
-				return nil, "", err
-			}
-		}
-		uo.Addrs = p.hosts
+		uo.MasterName = p.master
 		uo.SentinelUsername = p.query.Get("sentinelUsername")
 		uo.SentinelPassword = p.query.Get("sentinelPassword")
 	case p.mode == "cluster":
-		if strings.Trim(p.path, "/") != "" {
-			return nil, "", invalidf("redis+cluster URL cannot select a database")
-		}
-		uo.Addrs = p.hosts
 		uo.IsClusterMode = true
-	default:
-		uo.Addrs = p.hosts
-		if err := dbFrom(strings.Trim(p.path, "/")); err != nil {
-			return nil, "", err
-		}
 	}
 	return uo, p.identity(), nil
 }
 
 func tlsConfig(cfg Config, firstHost string) (*tls.Config, error) {
 	host, _, _ := net.SplitHostPort(firstHost)
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host, InsecureSkipVerify: cfg.InsecureSkipVerify} //nolint:gosec // an explicit, warned-about opt-in
 	if len(cfg.CACert) > 0 {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(cfg.CACert) {

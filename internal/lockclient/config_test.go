@@ -81,15 +81,15 @@ func TestURLsAreParsedIntoTheRightModeAndNeverLeakThePassword(t *testing.T) {
 
 	bad := []struct{ name, url, want string }{
 		{"no scheme", "127.0.0.1:6379", "must start with"},
-		{"unknown scheme", "http://" + secret + "@x:1", `scheme "http"`},
-		{"bad port", "redis://u:" + secret + "@host:port", "not host:port"},
+		{"unknown scheme", "http://" + secret + "@x:1", "the scheme is not one of"},
+		{"bad port", "redis://u:" + secret + "@host:port", "not host or host:port"},
 		{"no host", "redis://:" + secret + "@", "no host"},
 		{"several hosts without a mode", "redis://:" + secret + "@a:1,b:2", "use redis+sentinel:// or redis+cluster://"},
 		{"sentinel without master", "redis+sentinel://:" + secret + "@a:1", "needs the master name"},
-		{"bad database", "redis://:" + secret + "@a:1/x", `database "x"`},
+		{"bad database", "redis://:" + secret + "@a:1/x", "the database is not a number"},
 		{"cluster with a database", "redis+cluster://a:1/2", "cannot select a database"},
 		{"unix with a host", "unix://host/sock", "unix:///path"},
-		{"malformed escape in the password", "redis://u:%zz" + secret + "@a:1", "malformed password"},
+		{"malformed escape in the password", "redis://u:%zz" + secret + "@a:1", "the password must be percent-encoded"},
 		{"certificates without TLS", "redis://a:1", "not rediss://"},
 	}
 	for _, tc := range bad {

@@ -140,15 +140,21 @@ func (c *Client) Acquire(ctx context.Context, req AcquireRequest) (Lease, error)
 	if err != nil {
 		return Lease{}, c.callError("acquire", req.Keys.Lock, err)
 	}
-	kind, _ := res[0].(string)
-	switch kind {
-	case "wrongtype":
+	return acquireResult(req, res, sent)
+}
+
+// acquireResult interprets the acquire script's reply; a reply of any other shape
+// is a *StoreError.
+func acquireResult(req AcquireRequest, res []any, sent time.Time) (Lease, error) {
+	kind := str(res, 0)
+	switch {
+	case kind == "wrongtype" && len(res) == 3 && isStr(res[1]) && isStr(res[2]):
 		return Lease{}, &WrongTypeError{Key: str(res, 1), Type: str(res, 2)}
-	case "done":
+	case kind == "done" && len(res) == 2 && isStr(res[1]):
 		return Lease{}, &DoneError{Key: req.Keys.Occurrence, By: str(res, 1)}
-	case "busy":
+	case kind == "busy" && len(res) == 3 && isStr(res[1]) && isNum(res[2]):
 		return Lease{}, &BusyError{Key: req.Keys.Lock, Holder: str(res, 1), TTL: time.Duration(num(res, 2)) * time.Millisecond}
-	case "ok":
+	case kind == "ok" && len(res) == 4 && isNum(res[1]) && isNum(res[2]) && isNum(res[3]):
 		keysCopy := req.Keys
 		if req.Policy == FenceNone {
 			keysCopy.Fence = ""
@@ -158,7 +164,7 @@ func (c *Client) Acquire(ctx context.Context, req AcquireRequest) (Lease, error)
 			Fence: num(res, 1), FenceRaised: num(res, 2) == 1, Reentered: num(res, 3) == 1,
 		}, nil
 	default:
-		return Lease{}, &StoreError{Op: "acquire", Err: fmt.Errorf("unexpected script reply %v", res)}
+		return Lease{}, unexpectedReply("acquire", req.Keys.Lock, res)
 	}
 }
 
@@ -180,16 +186,18 @@ func (c *Client) Renew(ctx context.Context, l Lease) error {
 // renewResult interprets the renew script's reply. errReacquired is returned as nil
 // unless the caller asked to see it.
 func renewResult(key string, res []any, reportReacquire bool) error {
-	switch num(res, 0) {
-	case 1:
+	switch {
+	case isReply(res, 1, false):
 		return nil
-	case 2:
+	case isReply(res, 2, false):
 		if reportReacquire {
 			return errReacquired
 		}
 		return nil
-	default:
+	case isReply(res, 0, true):
 		return &NotHeldError{Key: key, Holder: str(res, 1)}
+	default:
+		return unexpectedReply("renew", key, res)
 	}
 }
 
@@ -225,10 +233,19 @@ func (c *Client) Complete(ctx context.Context, l Lease, markerTTL time.Duration)
 	if err != nil {
 		return false, c.callError("complete", l.Keys.Lock, err)
 	}
-	if num(res, 0) != 1 {
-		return false, &NotHeldError{Key: l.Keys.Lock, Holder: str(res, 1)}
+	return completeResult(l.Keys.Lock, res)
+}
+
+// completeResult interprets the complete script's reply: {1, released} or {0, holder}.
+func completeResult(key string, res []any) (bool, error) {
+	switch {
+	case len(res) == 2 && res[0] == int64(1) && (res[1] == int64(0) || res[1] == int64(1)):
+		return res[1] == int64(1), nil
+	case len(res) == 2 && res[0] == int64(0) && isStr(res[1]):
+		return false, &NotHeldError{Key: key, Holder: str(res, 1)}
+	default:
+		return false, unexpectedReply("complete", key, res)
 	}
-	return num(res, 1) == 1, nil
 }
 
 // Release deletes the lease key if it holds the lease's token. An absent key is
@@ -244,10 +261,19 @@ func (c *Client) Release(ctx context.Context, l Lease) error {
 	if err != nil {
 		return c.callError("release", l.Keys.Lock, err)
 	}
-	if num(res, 0) == 1 {
+	return releaseResult(l.Keys.Lock, res)
+}
+
+// releaseResult interprets the release script's reply: {1}, or {0} / {0, holder}.
+func releaseResult(key string, res []any) error {
+	switch {
+	case isReply(res, 1, false):
 		return nil
+	case isReply(res, 0, true):
+		return &NotHeldError{Key: key, Holder: str(res, 1)}
+	default:
+		return unexpectedReply("release", key, res)
 	}
-	return &NotHeldError{Key: l.Keys.Lock, Holder: str(res, 1)}
 }
 
 // KeyState is what Inspect saw.
@@ -307,6 +333,25 @@ func (c *Client) callError(op, key string, err error) error {
 		return invalidf("%s %s: %v; use a {hash tag} in lock.key so that all keys of a run share a slot", op, key, err)
 	}
 	return &StoreError{Op: fmt.Sprintf("%s %s", op, key), Err: err}
+}
+
+func isStr(v any) bool { _, ok := v.(string); return ok }
+
+func isNum(v any) bool { _, ok := v.(int64); return ok }
+
+// isReply reports whether res is {n}, or with holder also {n, string}.
+func isReply(res []any, n int64, holder bool) bool {
+	switch len(res) {
+	case 1:
+		return res[0] == n
+	case 2:
+		return holder && res[0] == n && isStr(res[1])
+	}
+	return false
+}
+
+func unexpectedReply(op, key string, res []any) error {
+	return &StoreError{Op: op + " " + key, Err: fmt.Errorf("unexpected script reply %.200v", res)}
 }
 
 // str returns res[i] as a string, or "" when absent.
