@@ -180,21 +180,20 @@ func TestWindowCachedJobNotFound_AJobWithTheLeaseFinalizerThatNoRunClaimsIsAlway
 	g.Expect(h.jobDeleted(job)).To(BeTrue())
 	g.Eventually(func() []string { return h.eventsAll() }).Should(ContainElement(
 		HavePrefix("StaleJob: Stopping Job " + job.Name + ": its GuardedJob lost-status is gone")))
-	g.Consistently(func() []string { return jobFinalizers(job) }).WithTimeout(time.Second).Should(ContainElement(batchv1alpha1.LeaseFinalizer),
+	g.Consistently(func() ([]string, error) { return jobFinalizers(job) }).WithTimeout(time.Second).Should(ContainElement(batchv1alpha1.LeaseFinalizer),
 		"the finalizer stays while a Pod may run")
 
 	h.kubeletRemoves(pod)
-	g.Eventually(func() []string { return jobFinalizers(job) }).ShouldNot(ContainElement(batchv1alpha1.LeaseFinalizer))
+	g.Eventually(func() ([]string, error) { return jobFinalizers(job) }).ShouldNot(ContainElement(batchv1alpha1.LeaseFinalizer))
 	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(token), "the lease is left to expire: its token is unknown to the manager")
 }
 
-// jobFinalizers returns the Job's finalizers, or nil once it is gone.
-func jobFinalizers(job *batchv1.Job) []string {
+// jobFinalizers returns the Job's finalizers; an error (the Job gone) makes an
+// Eventually keep waiting, so an absence check cannot pass on a failed read.
+func jobFinalizers(job *batchv1.Job) ([]string, error) {
 	cur := &batchv1.Job{}
-	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(job), cur); err != nil {
-		return nil
-	}
-	return cur.Finalizers
+	err := k8s.Get(context.Background(), client.ObjectKeyFromObject(job), cur)
+	return cur.Finalizers, err
 }
 
 // leftRun records in gj's status a run as a manager that crashed would have left

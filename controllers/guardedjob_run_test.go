@@ -81,10 +81,10 @@ func TestASucceededRunMarksTheOccurrenceDoneAndReleasesTheLease(t *testing.T) {
 	g.Expect(h.rdb.Exists(ctx, key).Val()).To(BeZero(), "the lease is released")
 	marker := key + ":done:" + itoa(yearStart().Unix())
 	g.Expect(h.rdb.Get(ctx, marker).Val()).To(Equal(token), "the done-marker names the run that succeeded")
-	g.Eventually(func() []string {
+	g.Eventually(func() ([]string, error) {
 		j := &batchv1.Job{}
-		_ = k8s.Get(ctx, client.ObjectKeyFromObject(&job), j)
-		return j.Finalizers
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(&job), j)
+		return j.Finalizers, err
 	}).ShouldNot(ContainElement(batchv1alpha1.LeaseFinalizer))
 	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElements(
 		HavePrefix("OccurrenceDone: Marked occurrence "+marker), HavePrefix("LockReleased: Released lock "+key)))
@@ -303,10 +303,10 @@ func TestAJobNoRunClaimsIsStoppedWithAWarning(t *testing.T) {
 	}).ShouldNot(BeNil())
 	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("StaleJob: Stopping Job orphan-29000000-abcdef")))
 	// Its Pods are gone (envtest has no kubelet), so the lease finalizer goes too.
-	g.Eventually(func() []string {
+	g.Eventually(func() ([]string, error) {
 		j := &batchv1.Job{}
-		_ = k8s.Get(ctx, client.ObjectKeyFromObject(stray), j)
-		return j.Finalizers
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(stray), j)
+		return j.Finalizers, err
 	}).ShouldNot(ContainElement(batchv1alpha1.LeaseFinalizer))
 }
 

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,10 +54,12 @@ func (h *harness) kubeletRemoves(pod *corev1.Pod) {
 	h.g.Expect(client.IgnoreNotFound(k8s.Delete(context.Background(), pod, client.GracePeriodSeconds(0)))).To(Succeed())
 }
 
+// jobDeleted says whether the Job is being deleted or gone; a failed read says
+// neither.
 func (h *harness) jobDeleted(job *batchv1.Job) bool {
 	cur := &batchv1.Job{}
 	err := k8s.Get(context.Background(), client.ObjectKeyFromObject(job), cur)
-	return err != nil || cur.DeletionTimestamp != nil
+	return apierrors.IsNotFound(err) || err == nil && cur.DeletionTimestamp != nil
 }
 
 // runningJob creates gj, triggers it and waits until its Job exists and is

@@ -35,6 +35,10 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
+// Waits that fit a loaded 2-core machine; safety bounds are asserted explicitly,
+// never through this timeout.
+func init() { SetDefaultEventuallyTimeout(30 * time.Second) }
+
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/guardedjob/guardedjob/internal/lockclient"
@@ -37,7 +38,12 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
-func init() { redis.SetLogger(quietLogger{}) }
+func init() {
+	redis.SetLogger(quietLogger{})
+	// Waits that fit a loaded 2-core machine; safety bounds are asserted
+	// explicitly, never through this timeout.
+	SetDefaultEventuallyTimeout(10 * time.Second)
+}
 
 var tokenSeq struct {
 	sync.Mutex
