@@ -47,7 +47,7 @@ func TestStrictFencesRiseAboveTheLastFenceEvenWhenRedisClockIsBehindIt(t *testin
 	ctx := context.Background()
 	key := h.ns + ":strict-floor"
 	gj := h.guardedJob("strict-floor", key)
-	gj.Spec.Fencing.Policy = batchv1alpha1.FencingStrict
+	gj.Spec.Fencing = &batchv1alpha1.FencingSpec{Policy: batchv1alpha1.FencingStrict}
 	h.create(gj)
 	// A fence handed out before, far above what Redis' clock gives (ms x 1024 is
 	// about 1.8e15 today): only the floor can keep the next fence above it.
