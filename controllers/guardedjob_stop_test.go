@@ -79,8 +79,10 @@ func TestAStolenLeaseStopsTheJobAndItsPodsAndLeavesTheThiefAlone(t *testing.T) {
 	ctx := context.Background()
 	key := h.ns + ":theft"
 	gj := h.guardedJob("theft", key)
-	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 9 * time.Second}
+	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 10 * time.Second}
 	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
+	// Longer than the 1s a lost lease gets, so the test sees which grace was chosen.
+	gj.Spec.JobTemplate.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To(int64(2))
 	job, pod := h.runningJob(gj)
 
 	thief := "cluster-b/" + h.ns + "/theft-1-abcdef#ffffffffffffffffffffffffffffffff"
@@ -108,13 +110,14 @@ func TestAStolenLeaseStopsTheJobAndItsPodsAndLeavesTheThiefAlone(t *testing.T) {
 func TestWhenRedisDiesAFailClosedRunIsStoppedBeforeItsLeaseCouldExpire(t *testing.T) {
 	h := newHarness(t)
 	h.start()
-	const ttl = 9 * time.Second
+	const ttl = 10 * time.Second
 	gj := h.guardedJob("redisdown", h.ns+":redisdown")
 	gj.Spec.Lock.TTL = &metav1.Duration{Duration: ttl}
 	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
+	gj.Spec.JobTemplate.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To(int64(2))
 	job, pod := h.runningJob(gj)
 	// Let a renewal go through, then kill Redis.
-	h.g.Eventually(func() time.Duration { return h.rdb.PTTL(context.Background(), h.ns+":redisdown").Val() }).Should(BeNumerically(">", 7*time.Second))
+	h.g.Eventually(func() time.Duration { return h.rdb.PTTL(context.Background(), h.ns+":redisdown").Val() }).Should(BeNumerically(">", 8*time.Second))
 	killed := time.Now()
 	h.redis.Kill()
 

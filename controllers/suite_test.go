@@ -94,6 +94,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if code == 0 {
+		if err := checkRole(); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL:", err)
+			code = 1
+		}
+	}
 	_ = env.Stop()
 	os.Exit(code)
 }
@@ -176,8 +182,9 @@ func (h *harness) start() {
 		}
 	}
 	cfg := rest.CopyConfig(restCfg)
+	cfg.Wrap(apiCalls.Wrap)
 	if h.restWrap != nil {
-		cfg.WrapTransport = h.restWrap
+		cfg.Wrap(h.restWrap)
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	h.g.Expect(err).NotTo(HaveOccurred())

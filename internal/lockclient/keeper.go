@@ -370,11 +370,13 @@ func (k *Keeper) Uses(c *Client) bool {
 	return false
 }
 
-// InFlight returns the number of renewals sent and not yet answered.
+// InFlight returns the number of renewals sent and not yet answered, plus one
+// while the run loop has a wake-up to process (an answer it has not planned
+// after yet).
 func (k *Keeper) InFlight() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	n := 0
+	n := len(k.wake)
 	for _, e := range k.leases {
 		if e.inflight {
 			n++
@@ -523,7 +525,6 @@ func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 		go func() {
 			defer k.wg.Done()
 			k.renewBatch(ctx, c, es)
-			k.poke()
 		}()
 	}
 	return next
@@ -535,9 +536,11 @@ func (k *Keeper) renewBatch(ctx context.Context, c *Client, es []*entry) []error
 	for start := 0; start < len(es); start += renewBatchSize {
 		chunk := es[start:min(start+renewBatchSize, len(es))]
 		items := make([]renewItem, len(chunk))
+		k.mu.Lock() // Quiesce may turn re-acquiring off meanwhile
 		for i, e := range chunk {
 			items[i] = renewItem{lease: e.req.Lease, reacquire: e.req.ReacquireIfAbsent}
 		}
+		k.mu.Unlock()
 		sent := k.clock.Now()
 		res := c.renewMany(ctx, items)
 		k.mu.Lock()
@@ -546,6 +549,9 @@ func (k *Keeper) renewBatch(ctx context.Context, c *Client, es []*entry) []error
 		for i, e := range chunk {
 			k.applyLocked(e, sent, now, res[i])
 		}
+		// Wake the run loop before anyone can see the renewals as answered, so
+		// that InFlight never reads zero while their outcome is still unplanned.
+		k.poke()
 		k.mu.Unlock()
 		errs = append(errs, res...)
 	}
