@@ -92,7 +92,7 @@ type GuardedJobReconciler struct {
 // cache and deleted; the kube-system namespace is read once, for the default
 // --cluster-name.
 // +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs/status,verbs=update;patch
 // +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;delete
