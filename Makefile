@@ -78,6 +78,10 @@ test: ## Run all tests (installs redis-server and builds kube-apiserver + etcd o
 test-race: ## Run all tests with the race detector.
 	$(MAKE) test GOTESTFLAGS="$(GOTESTFLAGS) -race"
 
+.PHONY: test-race-core
+test-race-core: ## Run the packages with goroutines (lease client, controllers) under the race detector, without the mass stories.
+	$(MAKE) test GOTESTFLAGS="$(GOTESTFLAGS) -race -short" TESTARGS="./internal/lockclient/ ./controllers/"
+
 # How long each fuzz target runs in test-fuzz.
 FUZZTIME ?= 10s
 
