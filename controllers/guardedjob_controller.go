@@ -131,7 +131,10 @@ func (r *GuardedJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return fmt.Errorf("index jobs: %w", err)
 	}
-	podToGuardedJob := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []ctrl.Request {
+	// Jobs and Pods name their GuardedJob in a label, which survives a delete
+	// with --cascade=orphan (that removes the owner reference, and the run must
+	// still see its Job end).
+	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []ctrl.Request {
 		name := o.GetLabels()[batchv1alpha1.GuardedJobLabel]
 		if name == "" {
 			return nil
@@ -150,8 +153,8 @@ func (r *GuardedJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&batchv1alpha1.GuardedJob{}).
-		Owns(&batchv1.Job{}).
-		Watches(&corev1.Pod{}, podToGuardedJob, builder.WithPredicates(predicate.Funcs{
+		Watches(&batchv1.Job{}, byLabel).
+		Watches(&corev1.Pod{}, byLabel, builder.WithPredicates(predicate.Funcs{
 			// Only a Pod's disappearance moves a stopping run on.
 			CreateFunc: func(event.CreateEvent) bool { return false },
 			UpdateFunc: func(event.UpdateEvent) bool { return false },

@@ -637,3 +637,28 @@ func TestWindowLeaseLeak_AGuardedJobThatVanishesLeavesNoLeaseRenewedForever(t *t
 		g.Expect(st.Owner).NotTo(HavePrefix(h.ns+"/vanish/"), "no lease of the vanished object is tracked")
 	}
 }
+
+func TestAFinishedJobWhosePodObjectStaysDoesNotBlockTheNextRun(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	gj := h.create(h.guardedJob("next", h.ns+":next")) // concurrencyPolicy Forbid
+	h.trigger(gj)
+	first := h.waitJobs(1)[0]
+	h.waitRecorded(gj)
+	// The Job controller keeps a finished Job's Pods, ended, until the Job goes.
+	pod := h.podFor(&first)
+	pod.Status.Phase = corev1.PodSucceeded
+	h.g.Expect(k8s.Status().Update(ctx, pod)).To(Succeed())
+	h.complete(&first)
+	h.g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
+		HaveField("JobName", first.Name), HaveField("Result", batchv1alpha1.RunResultSucceeded)))
+
+	// Run the occurrence again (its done-marker deleted, as docs/failure-semantics.md
+	// describes for a forced re-run).
+	h.g.Expect(h.rdb.Del(ctx, h.ns+":next:done:"+scheduledUnix(&first)).Val()).To(Equal(int64(1)))
+	time.Sleep(time.Second) // a trigger value must differ from the last one handled (1s resolution)
+	h.trigger(gj)
+	h.g.Eventually(func() []batchv1.Job { return h.jobs() }).Should(HaveLen(2), "the next run starts")
+	h.g.Expect(h.events(gj)).NotTo(ContainElement(ContainSubstring("which no run claims")))
+}

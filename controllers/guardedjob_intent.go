@@ -202,11 +202,19 @@ func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) 
 		if runByName(s.gj, job.Name) != nil {
 			continue
 		}
-		left, err := r.podsLeft(ctx, job.Namespace, job.Name)
-		if err != nil {
-			return "", err
+		if _, finished := jobFinished(job); finished {
+			// Complete or Failed: the Job controller saw every Pod end (the Pod
+			// objects stay, finished, until the Job goes).
+			if err := r.dropLeaseFinalizer(ctx, job.Namespace, job.Name); err != nil {
+				return "", err
+			}
+			continue
 		}
-		if _, finished := jobFinished(job); finished || !job.DeletionTimestamp.IsZero() {
+		if !job.DeletionTimestamp.IsZero() {
+			left, err := r.podsLeft(ctx, job.Namespace, job.Name)
+			if err != nil {
+				return "", err
+			}
 			if left == 0 {
 				if err := r.dropLeaseFinalizer(ctx, job.Namespace, job.Name); err != nil {
 					return "", err

@@ -178,7 +178,8 @@ func (r *StopReconciler) stopOrphan(ctx context.Context, job *batchv1.Job, why s
 	if !controllerutil.ContainsFinalizer(job, batchv1alpha1.LeaseFinalizer) {
 		return ctrl.Result{}, nil // not a lease-holding Job (or already released)
 	}
-	if _, finished := jobFinished(job); !finished {
+	_, finished := jobFinished(job)
+	if !finished {
 		if job.DeletionTimestamp.IsZero() && r.Recorder != nil {
 			r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, batchv1alpha1.StaleJobReason, batchv1alpha1.StaleJobReason,
 				"Stopping Job %s: %s; its lease is left to expire", job.Name, why)
@@ -191,7 +192,8 @@ func (r *StopReconciler) stopOrphan(ctx context.Context, job *batchv1.Job, why s
 	if err := r.APIReader.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list pods of job %s: %w", job.Name, err)
 	}
-	if len(pods.Items) > 0 {
+	// A finished Job's Pods have ended (their objects stay until the Job goes).
+	if len(pods.Items) > 0 && !finished {
 		return ctrl.Result{RequeueAfter: orphanRecheck}, nil
 	}
 	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})

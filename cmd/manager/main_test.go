@@ -284,7 +284,8 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 	metricsURL := "https://" + metricsAddr + "/metrics"
 	scraper, stranger := scraperToken(t, cp, "scraper", true), scraperToken(t, cp, "stranger", false)
 	statusFor := func(token string) int { code, _ := scrapeAs(metricsURL, token); return code }
-	g.Expect(statusFor("")).To(Equal(http.StatusUnauthorized), "no token")
+	// The metrics server may start a moment after /readyz answers.
+	g.Eventually(func() int { return statusFor("") }).Should(Equal(http.StatusUnauthorized), "no token")
 	// (controller-runtime answers 500 when the TokenReview reports an error, as it
 	// does for a malformed token: refused all the same.)
 	g.Expect(statusFor("not-a-token")).To(BeNumerically(">=", 400), "a token the API server does not know")
