@@ -236,6 +236,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		if s.guardedWriteFailed {
 			return
 		}
+		setKstatus(gj, s.now)
 		if err := r.patchStatus(ctx, s); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
@@ -319,6 +320,7 @@ func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error 
 // the next pass starts over.
 func (r *GuardedJobReconciler) writeGuarded(ctx context.Context, s *scope) error {
 	before := s.gj.ResourceVersion
+	setKstatus(s.gj, s.now)
 	if err := r.Status().Update(ctx, s.gj); err != nil {
 		s.guardedWriteFailed = true
 		return fmt.Errorf("record run state: %w", err)

@@ -87,7 +87,40 @@ const (
 	// PersistenceDisabled. Unknown with reason ConfigUnknown when the configuration
 	// cannot be read (managed Redis or ACLs often forbid CONFIG GET).
 	StoreSafeCondition = "StoreSafe"
+
+	// ReconcilingCondition (kstatus) is True only while metadata.generation differs
+	// from status.observedGeneration: the manager has not yet finished a pass over the
+	// latest spec (reason GenerationNotObserved). A run in progress is normal
+	// operation, not reconciling. The condition is absent otherwise.
+	ReconcilingCondition = "Reconciling"
+
+	// StalledCondition (kstatus) is True when Ready is False for a reason that
+	// retrying cannot fix: someone must change the spec, the store's keys or the
+	// manager's flags. Its reason is Ready's reason (see IsStalledReason). The condition
+	// is absent otherwise.
+	StalledCondition = "Stalled"
 )
+
+// ReconcilingCondition reason.
+const (
+	// GenerationNotObservedReason (Reconciling=True): the latest spec generation has
+	// not been reconciled without error yet.
+	GenerationNotObservedReason = "GenerationNotObserved"
+)
+
+// IsStalledReason says whether a Ready=False reason also sets Stalled=True:
+// waiting does not clear it, someone must change the spec, the store's keys or the
+// manager's flags. StoreSecretNotFound and StoreSecretInvalid are not stalled: the
+// Secret is read again every 30s, so applying or fixing it clears them.
+func IsStalledReason(reason string) bool {
+	switch reason {
+	case InvalidScheduleReason, InvalidTimeZoneReason, InvalidTemplateReason, InvalidKeyReason,
+		KeyNotAllowedReason, UnsafeLeaseTimingReason, StoreKeyWrongTypeReason, StoreNotAllowedReason,
+		DuplicateClusterNameReason:
+		return true
+	}
+	return false
+}
 
 // Ready condition reasons.
 const (
