@@ -365,7 +365,7 @@ func (r *GuardedJobReconciler) warnFixedKeyWithAllow(gj *batchv1alpha1.GuardedJo
 	}
 	first := spec.schedule.Next(gj.CreationTimestamp.Time)
 	if key := at(first); key == at(spec.schedule.Next(first)) {
-		r.event(gj, nil, corev1.EventTypeWarning, "FixedKeyWithAllow",
+		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.FixedKeyWithAllowReason,
 			"concurrencyPolicy Allow with lock.key %q, which is the same for every occurrence: overlapping runs wait for each other's lease (onBusy applies), as with Forbid; use {{ .ScheduledTime }} in lock.key to let them overlap", key)
 	}
 }
