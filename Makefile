@@ -22,6 +22,10 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 TESTARGS ?= ./...
 GOTESTFLAGS ?= -count=1 -timeout 25m
 
+# The GitOps health rules (Argo CD Lua, Flux CEL) are tested in a module of their
+# own, so that the Lua and CEL interpreters stay out of the manager's go.mod.
+HEALTHTEST_DIR ?= config/healthtest
+
 SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
 
@@ -59,6 +63,7 @@ vet: ## Run go vet and check formatting.
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
+	cd $(HEALTHTEST_DIR) && $(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
 verify: manifests generate ## Fail when generated files or go.mod are stale.
@@ -74,10 +79,6 @@ test: ## Run all tests (installs redis-server and builds kube-apiserver + etcd o
 	$(MAKE) --no-print-directory helm
 	assets="$$(hack/build-control-plane.sh)"; \
 	HELM="$(HELM)" KUBEBUILDER_ASSETS="$$assets" go test $(GOTESTFLAGS) $(TESTARGS)
-
-# The GitOps health rules (Argo CD Lua, Flux CEL) are tested in a module of their
-# own, so that the Lua and CEL interpreters stay out of the manager's go.mod.
-HEALTHTEST_DIR = config/healthtest
 
 .PHONY: test-health
 test-health: ## Test the Argo CD health check and the Flux health expressions against status fixtures.
