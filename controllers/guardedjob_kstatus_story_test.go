@@ -13,7 +13,7 @@ import (
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 )
 
-// kstatusOf reads the object from the API server as Flux and `kubectl wait` do
+// kstatusOf reads the object from the API server as Flux does
 // (unstructured) and computes its kstatus.
 func (h *harness) kstatusOf(gj *batchv1alpha1.GuardedJob) status.Status {
 	h.t.Helper()

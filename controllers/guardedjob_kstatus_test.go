@@ -15,7 +15,7 @@ import (
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 )
 
-// kstatusOf computes what Flux, `kubectl wait` and other kstatus users see.
+// kstatusOf computes what Flux and other kstatus users see.
 func kstatusOf(t *testing.T, gj *batchv1alpha1.GuardedJob) *status.Result {
 	t.Helper()
 	gj = gj.DeepCopy()

@@ -1,6 +1,6 @@
 -- Argo CD health of a GuardedJob (batch.guardedjob.dev/v1alpha1).
 --
--- It agrees with kstatus (what Flux and `kubectl wait` compute): Degraded only
+-- It agrees with kstatus (what Flux computes): Degraded only
 -- when a person must act (Stalled=True), Progressing while the manager has not
 -- reconciled the latest spec or waits for something that clears by itself (a
 -- store Secret not applied yet), Healthy otherwise. A run in progress, a busy

@@ -1,7 +1,7 @@
 // Package healthtest checks the health rules shipped for GitOps tools (the Argo
 // CD Lua health check in config/argocd, the Flux healthCheckExprs in
 // config/flux and docs/operations.md) against GuardedJob status fixtures, and
-// against kstatus, which Flux and `kubectl wait` use. It is a module of its own
+// against kstatus, which Flux uses. It is a module of its own
 // so that the Lua and CEL interpreters stay out of the manager's dependencies.
 package healthtest
 
