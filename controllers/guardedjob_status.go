@@ -59,7 +59,7 @@ func setAcquired(gj *batchv1alpha1.GuardedJob, now time.Time) {
 }
 
 // setKstatus sets the kstatus conditions from the rest of the status, as the last
-// step before a status write, so that Flux, Argo CD and `kubectl wait` tell a
+// step before a status write, so that Flux and Argo CD tell a
 // GuardedJob that is still being reconciled (Reconciling) from one that waits for
 // a person (Stalled). Both are removed when false, as kstatus reads an absent
 // condition as false. Runs, busy locks and store outages are normal operation:
