@@ -22,6 +22,11 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 TESTARGS ?= ./...
 GOTESTFLAGS ?= -count=1 -timeout 25m
 
+# The GitOps health rules (Argo CD Lua, Flux CEL) and the Prometheus alerts are tested in
+# modules of their own, so that the Lua, CEL and Prometheus dependencies stay out of the
+# manager's go.mod.
+OPS_TEST_MODULES ?= config/healthtest config/prometheus/rulestest
+
 SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
 
@@ -38,10 +43,11 @@ help: ## Display this help.
 
 .PHONY: manifests
 manifests: controller-gen ## Generate the CRD and the ClusterRole from kubebuilder markers.
-	$(CONTROLLER_GEN) rbac:roleName=guardedjob-manager-role crd:generateEmbeddedObjectMeta=true,maxDescLen=0 webhook paths="./..." output:crd:artifacts:config=config/crd/bases
-	# The Helm chart ships the same CRD and the same manager rules.
+	$(CONTROLLER_GEN) rbac:roleName=guardedjob-manager-role crd:generateEmbeddedObjectMeta=true webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+	# The Helm chart ships the same CRD, the same manager rules and the same alerts.
 	cp config/crd/bases/batch.guardedjob.dev_guardedjobs.yaml charts/guardedjob/crds/
 	cp config/rbac/role.yaml charts/guardedjob/files/manager-role.yaml
+	cp config/prometheus/guardedjob.rules.yaml charts/guardedjob/files/prometheus-rules.yaml
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.
@@ -59,10 +65,12 @@ vet: ## Run go vet and check formatting.
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
+	for m in $(OPS_TEST_MODULES); do (cd $$m && $(GOLANGCI_LINT) run ./...) || exit 1; done
 
 .PHONY: verify
 verify: manifests generate ## Fail when generated files or go.mod are stale.
 	go mod tidy
+	for m in $(OPS_TEST_MODULES); do (cd $$m && go mod tidy) || exit 1; done
 	@if [ -n "$$(git status --porcelain -- go.mod go.sum api config charts)" ]; then \
 		echo "Generated files are stale; run 'make manifests generate' and 'go mod tidy' and commit:"; \
 		git status --porcelain -- go.mod go.sum api config charts; git --no-pager diff --stat -- go.mod go.sum api config charts; exit 1; fi
@@ -73,6 +81,10 @@ test: ## Run all tests (installs redis-server and builds kube-apiserver + etcd o
 	$(MAKE) --no-print-directory helm
 	assets="$$(hack/build-control-plane.sh)"; \
 	HELM="$(HELM)" KUBEBUILDER_ASSETS="$$assets" go test $(GOTESTFLAGS) $(TESTARGS)
+
+.PHONY: test-ops
+test-ops: ## Test the Argo CD health check, the Flux health expressions and the Prometheus alerts.
+	for m in $(OPS_TEST_MODULES); do (cd $$m && go vet ./... && go test -count=1 ./...) || exit 1; done
 
 .PHONY: test-race
 test-race: ## Run all tests with the race detector.

@@ -239,6 +239,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		if s.guardedWriteFailed {
 			return
 		}
+		setKstatus(gj, s.now)
 		if err := r.patchStatus(ctx, s); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
@@ -322,6 +323,7 @@ func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error 
 // the next pass starts over.
 func (r *GuardedJobReconciler) writeGuarded(ctx context.Context, s *scope) error {
 	before := s.gj.ResourceVersion
+	setKstatus(s.gj, s.now)
 	if err := r.Status().Update(ctx, s.gj); err != nil {
 		s.guardedWriteFailed = true
 		return fmt.Errorf("record run state: %w", err)
@@ -366,7 +368,7 @@ func (r *GuardedJobReconciler) warnFixedKeyWithAllow(gj *batchv1alpha1.GuardedJo
 	}
 	first := spec.schedule.Next(gj.CreationTimestamp.Time)
 	if key := at(first); key == at(spec.schedule.Next(first)) {
-		r.event(gj, nil, corev1.EventTypeWarning, "FixedKeyWithAllow",
+		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.FixedKeyWithAllowReason,
 			"concurrencyPolicy Allow with lock.key %q, which is the same for every occurrence: overlapping runs wait for each other's lease (onBusy applies), as with Forbid; use {{ .ScheduledTime }} in lock.key to let them overlap", key)
 	}
 }

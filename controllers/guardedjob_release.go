@@ -123,12 +123,19 @@ func (r *GuardedJobReconciler) applyHistoryLimits(ctx context.Context, gj *batch
 	for _, set := range []struct {
 		jobs  []*batchv1.Job
 		limit int32
-	}{{succeeded, gj.Spec.SuccessfulHistoryLimit()}, {failed, gj.Spec.FailedHistoryLimit()}} {
+		field string
+	}{{succeeded, gj.Spec.SuccessfulHistoryLimit(), "successfulJobsHistoryLimit"}, {failed, gj.Spec.FailedHistoryLimit(), "failedJobsHistoryLimit"}} {
 		sortJobsByAge(set.jobs)
 		for i := 0; i < len(set.jobs)-int(set.limit); i++ {
-			if err := r.Delete(ctx, set.jobs[i], client.PropagationPolicy(metav1.DeletePropagationForeground)); client.IgnoreNotFound(err) != nil {
+			err := r.Delete(ctx, set.jobs[i], client.PropagationPolicy(metav1.DeletePropagationForeground))
+			if apierrors.IsNotFound(err) {
+				continue // someone else deleted it
+			}
+			if err != nil {
 				return fmt.Errorf("delete old job %s: %w", set.jobs[i].Name, err)
 			}
+			r.event(gj, set.jobs[i], corev1.EventTypeNormal, batchv1alpha1.JobDeletedReason,
+				"Deleted Job %s: %s is %d", set.jobs[i].Name, set.field, set.limit)
 		}
 	}
 	return nil

@@ -192,7 +192,7 @@ func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *bat
 		}
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
 			msg := "the API server rejected the Job: " + err.Error()
-			r.event(s.gj, nil, corev1.EventTypeWarning, "JobRejected", "%s", msg)
+			r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.JobRejectedReason, "%s", msg)
 			run.Phase = batchv1alpha1.RunPhaseReleasing
 			run.StopReason = string(batchv1alpha1.RunResultFailed) + ": " + msg
 			return r.release(ctx, s, run, store)

@@ -58,6 +58,30 @@ func setAcquired(gj *batchv1alpha1.GuardedJob, now time.Time) {
 	}
 }
 
+// setKstatus sets the kstatus conditions from the rest of the status, as the last
+// step before a status write, so that Flux and Argo CD tell a
+// GuardedJob that is still being reconciled (Reconciling) from one that waits for
+// a person (Stalled). Both are removed when false, as kstatus reads an absent
+// condition as false. Runs, busy locks and store outages are normal operation:
+// they set neither.
+func setKstatus(gj *batchv1alpha1.GuardedJob, now time.Time) {
+	if gj.Generation != gj.Status.ObservedGeneration {
+		setCondition(gj, batchv1alpha1.ReconcilingCondition, metav1.ConditionTrue, batchv1alpha1.GenerationNotObservedReason,
+			"generation "+itoa(gj.Generation)+" is not reconciled yet (observed: "+itoa(gj.Status.ObservedGeneration)+")", now)
+	} else {
+		meta.RemoveStatusCondition(&gj.Status.Conditions, batchv1alpha1.ReconcilingCondition)
+	}
+	// A Ready condition left from an older generation says nothing about the
+	// current spec: only one set for this generation can stall it.
+	ready := findCondition(gj.Status.Conditions, batchv1alpha1.ReadyCondition)
+	if ready != nil && ready.Status == metav1.ConditionFalse && ready.ObservedGeneration == gj.Generation &&
+		batchv1alpha1.IsStalledReason(ready.Reason) {
+		setCondition(gj, batchv1alpha1.StalledCondition, metav1.ConditionTrue, ready.Reason, ready.Message, now)
+		return
+	}
+	meta.RemoveStatusCondition(&gj.Status.Conditions, batchv1alpha1.StalledCondition)
+}
+
 // setStoreReachable records whether the last call to the store got an answer.
 func setStoreReachable(gj *batchv1alpha1.GuardedJob, err error, now time.Time) {
 	if err != nil {

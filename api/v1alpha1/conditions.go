@@ -70,12 +70,15 @@ const (
 	// ReadyCondition is True when the spec is valid and the GuardedJob schedules runs
 	// (reason Scheduled or Suspended). False names what to fix: InvalidSchedule,
 	// InvalidTimeZone, InvalidTemplate, InvalidKey, KeyNotAllowed, StoreSecretNotFound,
-	// StoreSecretInvalid, UnsafeLeaseTiming, DuplicateClusterName (reserved).
+	// StoreSecretInvalid, StoreNotAllowed, UnsafeLeaseTiming, StoreKeyWrongType,
+	// DuplicateClusterName (reserved).
 	ReadyCondition = "Ready"
 
 	// LockHeldCondition is True while a run of this GuardedJob holds the lease
-	// (reason LockAcquired). False reasons: Idle, LockBusy, LockLost, LockReleased,
-	// StoreUnavailable, Unguarded.
+	// (reason LockAcquired). False reasons: Idle (no run holds it, including a
+	// FailOpen run started without a lease), LockBusy, and while a run is stopped,
+	// the reason it is stopped: LockLost, StoreUnavailable, MaxHoldExceeded,
+	// JobDeleted, JobStopped, StaleJob, PodStartTimeout.
 	LockHeldCondition = "LockHeld"
 
 	// StoreReachableCondition is True when the last call to the store succeeded
@@ -87,7 +90,40 @@ const (
 	// PersistenceDisabled. Unknown with reason ConfigUnknown when the configuration
 	// cannot be read (managed Redis or ACLs often forbid CONFIG GET).
 	StoreSafeCondition = "StoreSafe"
+
+	// ReconcilingCondition (kstatus) is True only while metadata.generation differs
+	// from status.observedGeneration: the manager has not yet finished a pass over the
+	// latest spec (reason GenerationNotObserved). A run in progress is normal
+	// operation, not reconciling. The condition is absent otherwise.
+	ReconcilingCondition = "Reconciling"
+
+	// StalledCondition (kstatus) is True when Ready is False for a reason that
+	// retrying cannot fix: someone must change the spec, the store's keys or the
+	// manager's flags. Its reason is Ready's reason (see IsStalledReason). The condition
+	// is absent otherwise.
+	StalledCondition = "Stalled"
 )
+
+// ReconcilingCondition reason.
+const (
+	// GenerationNotObservedReason (Reconciling=True): the latest spec generation has
+	// not been reconciled without error yet.
+	GenerationNotObservedReason = "GenerationNotObserved"
+)
+
+// IsStalledReason says whether a Ready=False reason also sets Stalled=True:
+// waiting does not clear it, someone must change the spec, the store's keys or the
+// manager's flags. StoreSecretNotFound and StoreSecretInvalid are not stalled: the
+// Secret is read again every 30s, so applying or fixing it clears them.
+func IsStalledReason(reason string) bool {
+	switch reason {
+	case InvalidScheduleReason, InvalidTimeZoneReason, InvalidTemplateReason, InvalidKeyReason,
+		KeyNotAllowedReason, UnsafeLeaseTimingReason, StoreKeyWrongTypeReason, StoreNotAllowedReason,
+		DuplicateClusterNameReason:
+		return true
+	}
+	return false
+}
 
 // Ready condition reasons.
 const (
@@ -152,9 +188,10 @@ const (
 )
 
 // Event reasons. Events are emitted on transitions only, never per renewal. Several
-// double as condition reasons (LockAcquired, LockBusy, LockLost, LockReleased,
-// StoreUnavailable, Unguarded), and every Ready=False reason is also the reason of the
-// Warning event that accompanies it.
+// double as condition reasons (LockAcquired, LockBusy, LockLost, StoreUnavailable,
+// MaxHoldExceeded, JobDeleted, JobStopped, StaleJob, PodStartTimeout), and every
+// Ready=False reason is also the reason of the Warning event that accompanies it.
+// docs/events.md lists every reason with its type and message.
 const (
 	// LockAcquiredReason (Normal): a run acquired the lease; the message names key,
 	// holder and fence. Also LockHeld=True's reason.
@@ -168,12 +205,14 @@ const (
 	// the run is stopped now. The message names the new holder. Also a LockHeld=False
 	// reason.
 	LockLostReason = "LockLost"
-	// JobDeletedReason (Normal): a run's Job was deleted (history limit, or a stop).
+	// JobDeletedReason (Normal): a run's Job was deleted by someone else (the run ends
+	// once its Pods are gone; also a LockHeld=False reason), or the manager deleted a
+	// finished Job beyond successfulJobsHistoryLimit or failedJobsHistoryLimit.
 	JobDeletedReason = "JobDeleted"
-	// LockReleasedReason (Normal): a run's lease was released. Also a LockHeld=False
-	// reason.
+	// LockReleasedReason (Normal): a run's lease was released.
 	LockReleasedReason = "LockReleased"
-	// StoreUnavailableReason (Warning): the store could not be reached. Also the
+	// StoreUnavailableReason (Warning): the store could not be reached: a run did not
+	// start, or its Pods are stopped before its lease could expire. Also the
 	// StoreReachable=False and LockHeld=False reason.
 	StoreUnavailableReason = "StoreUnavailable"
 	// FenceRaisedReason (Warning): with fencing Strict, the counter was below the floor
@@ -181,20 +220,25 @@ const (
 	// data.
 	FenceRaisedReason = "FenceRaised"
 	// MaxHoldExceededReason (Warning): a run held the lease for lock.maxHold and is
-	// stopped.
+	// stopped. Also a LockHeld=False reason.
 	MaxHoldExceededReason = "MaxHoldExceeded"
-	// OccurrenceDoneReason (Normal): the occurrence's done-marker exists (it succeeded
-	// before, maybe in another cluster); the run is skipped. The message names the holder
-	// that completed it.
+	// OccurrenceDoneReason (Normal): a run succeeded and its occurrence's done-marker
+	// was written; the message names the done-marker key. (A run skipped because the
+	// marker already exists gets TriggerSkipped.)
 	OccurrenceDoneReason = "OccurrenceDone"
-	// JobStoppedReason (Normal): a run's Job and Pods were stopped (lock lost, deadline,
-	// maxHold, Replace, or the GuardedJob deleted with onDelete Stop).
+	// JobStoppedReason (Warning): a run's Job and Pods are being stopped because a newer
+	// run replaced it (concurrencyPolicy Replace) or the GuardedJob is deleted with
+	// onDelete Stop. Stops for other causes carry their own reason (LockLost,
+	// StoreUnavailable, MaxHoldExceeded, StaleJob, PodStartTimeout). Also a
+	// LockHeld=False reason.
 	JobStoppedReason = "JobStopped"
 	// StartingDeadlineExceededReason (Warning): an occurrence could not start before its
 	// starting deadline (busy lock with Retry, store down with FailClosed, manager down).
 	StartingDeadlineExceededReason = "StartingDeadlineExceeded"
-	// TriggerSkippedReason (Normal): a run-now value older than the object or than
-	// startingDeadlineSeconds was recorded as Skipped.
+	// TriggerSkippedReason (Normal): a run was recorded as Skipped: a run-now value
+	// older than the object or than startingDeadlineSeconds, an occurrence already done
+	// (the message names who completed it), or concurrencyPolicy Forbid with a run
+	// active.
 	TriggerSkippedReason = "TriggerSkipped"
 	// InvalidTriggerReason (Warning): a run-now value does not parse.
 	InvalidTriggerReason = "InvalidTrigger"
@@ -205,8 +249,10 @@ const (
 	// Pod of the run reached Running or finished within lock.podStartTimeout; the
 	// message says why (the scheduler's or the Job controller's last word).
 	PodStartTimeoutReason = "PodStartTimeout"
-	// StaleJobReason (Warning): a Job with the run's name exists but carries another
-	// fence; it is stopped before the run goes on.
+	// StaleJobReason (Warning): a Job is stopped that no run of this cluster may keep:
+	// one with the run's name but another fence or UID, one no active run claims (also
+	// emitted on the Job when its GuardedJob is gone), or a run recorded under another
+	// --cluster-name. Also a LockHeld=False reason.
 	StaleJobReason = "StaleJob"
 	// NoPodFailurePolicyReason (Warning): a fenced run's Pods use restartPolicy
 	// OnFailure, which forbids the podFailurePolicy that fails the Job on disruption, so a
@@ -215,6 +261,13 @@ const (
 	// InsecureStoreReason (Warning): a run acquired its lease in a store whose Secret
 	// turns TLS server verification off (insecureSkipVerify: "true").
 	InsecureStoreReason = "InsecureStore"
+	// JobRejectedReason (Warning): the API server rejected a run's Job (invalid or
+	// forbidden); the run's lease is released and the run ends Failed.
+	JobRejectedReason = "JobRejected"
+	// FixedKeyWithAllowReason (Warning): concurrencyPolicy Allow with a lock.key that is
+	// the same for every occurrence, so overlapping runs wait for each other's lease.
+	// Emitted once per spec generation.
+	FixedKeyWithAllowReason = "FixedKeyWithAllow"
 )
 
 // LockState is the observed state of a GuardedJob's lock key (status.lock.state).

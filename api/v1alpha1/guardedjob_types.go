@@ -560,11 +560,17 @@ type RunRecord struct {
 // +kubebuilder:resource:scope=Namespaced,shortName=gj,categories=all
 // +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
 // +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Lock",type=string,JSONPath=`.status.lock.state`
 // +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.lock.holder`
 // +kubebuilder:printcolumn:name="Fence",type=integer,JSONPath=`.status.lastFence`
 // +kubebuilder:printcolumn:name="Last Schedule",type=date,JSONPath=`.status.lastScheduleTime`
+// +kubebuilder:printcolumn:name="Last Success",type=date,JSONPath=`.status.lastSuccessfulTime`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="TimeZone",type=string,JSONPath=`.spec.timeZone`,priority=1
+// +kubebuilder:printcolumn:name="Key",type=string,JSONPath=`.status.lock.key`,priority=1
+// +kubebuilder:printcolumn:name="Next Schedule",type=string,JSONPath=`.status.nextScheduleTime`,priority=1
+// +kubebuilder:printcolumn:name="Last Result",type=string,JSONPath=`.status.lastRun.result`,priority=1
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 45",message="metadata.name must be at most 45 characters: Job names append -<minutes>-<6 hex>"
 type GuardedJob struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -394,7 +394,7 @@ func TestChartValues(t *testing.T) {
 		for _, metric := range []string{"guardedjob_lease_renewals_total", "guardedjob_runs_total"} {
 			g.Expect(string(b)).To(ContainSubstring(metric))
 		}
-		g.Expect(string(b)).To(ContainSubstring("{{ $labels.result }}"), "Prometheus, not Helm, fills in the alert's labels")
+		g.Expect(string(b)).To(ContainSubstring("{{ $value | humanize }}"), "Prometheus, not Helm, fills in the alert's values")
 		g.Expect(mustRender(t, "redis.existingSecret=s").find("ServiceMonitor", manager+"-metrics")).To(BeNil(), "off by default: it needs the Prometheus Operator's CRDs")
 	})
 
