@@ -91,6 +91,16 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.TriggerSkippedReason, "Skipped %s: %s", run.JobName, msg)
 		return nil
 
+	case errors.Is(err, lockclient.ErrNotAllowed):
+		// An address the store announced (a Sentinel's master, a Cluster node) is
+		// outside --store-allow: no connection was made, and retrying cannot help
+		// until the store or the flag changes.
+		msg := "the lock store announced an address outside --store-allow; no connection was made: " + err.Error()
+		finishRun(gj, *run, batchv1alpha1.RunResultFailed, "", msg, s.now)
+		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, batchv1alpha1.StoreNotAllowedReason, msg, s.now)
+		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.StoreNotAllowedReason, "Did not start %s: %s", run.JobName, msg)
+		return nil
+
 	case errors.As(err, &storeErr):
 		setStoreReachable(gj, err, s.now)
 		setLock(gj, batchv1alpha1.LockStateStoreDown, run.Key, "", 0)

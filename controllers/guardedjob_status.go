@@ -48,7 +48,8 @@ func setReady(gj *batchv1alpha1.GuardedJob, specErr error, now time.Time) {
 func acquisitionBlocked(gj *batchv1alpha1.GuardedJob) bool {
 	c := findCondition(gj.Status.Conditions, batchv1alpha1.ReadyCondition)
 	return c != nil && c.Status == metav1.ConditionFalse && c.ObservedGeneration == gj.Generation &&
-		(c.Reason == batchv1alpha1.StoreKeyWrongTypeReason || c.Reason == batchv1alpha1.InvalidKeyReason)
+		(c.Reason == batchv1alpha1.StoreKeyWrongTypeReason || c.Reason == batchv1alpha1.InvalidKeyReason ||
+			c.Reason == batchv1alpha1.StoreNotAllowedReason)
 }
 
 // setAcquired clears an acquisition error once an acquisition succeeded.

@@ -192,3 +192,34 @@ func TestSkippingTLSVerificationIsAnExplicitOptInWithAWarning(t *testing.T) {
 		g.Expect(h.events(gjs[name])).NotTo(ContainElement(HavePrefix("InsecureStore:")), name)
 	}
 }
+
+// A Sentinel inside --store-allow that announces a master outside it: the master
+// never sees a connection, and the object says why.
+func TestAMasterASentinelAnnouncesOutsideStoreAllowGetsNoConnection(t *testing.T) {
+	h := newHarness(t)
+	var err error
+	h.storeAllow, err = lockclient.ParseAllowList("localhost") // the Sentinel by name; it announces 127.0.0.1
+	h.g.Expect(err).NotTo(HaveOccurred())
+	h.start()
+	ctx := context.Background()
+	master := redisserver.Start(t)
+	sentinel := redisserver.StartSentinel(t, master, "mymaster")
+	received := totalConnections(t, master)
+	before := received()
+	_, port, _ := strings.Cut(sentinel.Addr(), ":")
+	h.g.Expect(k8s.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "sentinel", Namespace: h.ns},
+		StringData: map[string]string{"url": "redis+sentinel://localhost:" + port + "/mymaster"},
+	})).To(Succeed())
+	gj := h.guardedJob("announced", "{announced}")
+	gj.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "sentinel"}
+	h.create(gj)
+	h.trigger(gj)
+
+	g := h.g
+	g.Eventually(func() *metav1.Condition { return findCond(h.get(gj).Status.Conditions, batchv1alpha1.ReadyCondition) }).
+		WithTimeout(20 * time.Second).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse),
+		HaveField("Reason", batchv1alpha1.StoreNotAllowedReason), HaveField("Message", ContainSubstring("--store-allow"))))
+	g.Consistently(func() []batchv1.Job { return h.jobs() }).WithTimeout(2 * time.Second).Should(BeEmpty())
+	g.Expect(received()).To(Equal(before), "no connection to the announced master")
+}
