@@ -117,6 +117,7 @@ func setLock(gj *batchv1alpha1.GuardedJob, state batchv1alpha1.LockState, key, h
 func finishRun(gj *batchv1alpha1.GuardedJob, run batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, heldBy, msg string, now time.Time) {
 	removeRun(gj, run.JobName)
 	recordRun(gj, run.JobName, run.ScheduledTime.Time, run.Key, run.Fence, run.Unguarded, result, heldBy, msg, now)
+	gj.Status.LastRun.OccurrenceKey, gj.Status.LastRun.FenceKey = run.OccurrenceKey, run.FenceKey
 }
 
 // recordRun sets status.lastRun.

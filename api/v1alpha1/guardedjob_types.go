@@ -525,6 +525,14 @@ type RunRecord struct {
 	// +optional
 	Key string `json:"key,omitempty"`
 
+	// occurrenceKey is the run's rendered done-marker key.
+	// +optional
+	OccurrenceKey string `json:"occurrenceKey,omitempty"`
+
+	// fenceKey is the run's rendered fence counter key.
+	// +optional
+	FenceKey string `json:"fenceKey,omitempty"`
+
 	// fence is the fence the run had (0 if none).
 	// +optional
 	Fence int64 `json:"fence,omitempty"`

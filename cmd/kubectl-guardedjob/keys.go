@@ -44,8 +44,17 @@ func keysOf(gj *batchv1alpha1.GuardedJob) []runKeys {
 	default:
 		return nil // never ran, and the key is a template: nothing to look at yet
 	}
+	// The last run's keys, as the manager rendered them, when it ran for the
+	// latest occurrence.
+	var last *batchv1alpha1.RunRecord
+	if lr := gj.Status.LastRun; lr != nil && lr.Key == k.Lock && lr.ScheduledTime != nil && gj.Status.LastScheduleTime != nil &&
+		lr.ScheduledTime.Equal(gj.Status.LastScheduleTime) {
+		last = lr
+	}
 	switch tmpl := gj.Spec.Fencing.KeyTemplate(); {
 	case gj.Spec.Fencing.PolicyOrDefault() == batchv1alpha1.FencingNone:
+	case last != nil && last.FenceKey != "":
+		k.Fence = last.FenceKey
 	case tmpl == batchv1alpha1.DefaultFenceKeyTemplate:
 		k.Fence = k.Lock + ":fence"
 	case !isTemplate(tmpl):
@@ -54,6 +63,8 @@ func keysOf(gj *batchv1alpha1.GuardedJob) []runKeys {
 		k.unknown = append(k.unknown, "fence")
 	}
 	switch tmpl := gj.Spec.Lock.OccurrenceKeyTemplate(); {
+	case last != nil && last.OccurrenceKey != "":
+		k.Occurrence = last.OccurrenceKey
 	case !isTemplate(tmpl):
 		k.Occurrence = tmpl
 	case tmpl == batchv1alpha1.DefaultOccurrenceKeyTemplate && gj.Status.LastScheduleTime != nil:
