@@ -449,25 +449,9 @@ func TestWindowStoppingManyAtOnce_TwoHundredRunsAreStoppedBeforeTheirLeasesCould
 	const ttl, interval = 20 * time.Second, 2 * time.Second
 	h := newHarness(t)
 	h.start()
-	var objs []*batchv1alpha1.GuardedJob
-	for i := range n {
-		gj := h.guardedJob(fmt.Sprintf("mass-%d", i), fmt.Sprintf("%s:mass-%d", h.ns, i))
-		gj.Spec.Lock.TTL = &metav1.Duration{Duration: ttl}
-		gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: interval}
+	h.startMany(n, "mass", ttl, interval, func(gj *batchv1alpha1.GuardedJob) {
 		gj.Spec.JobTemplate.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To(int64(2))
-		gj.Annotations = map[string]string{batchv1alpha1.RunNowAnnotation: time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)}
-		objs = append(objs, h.create(gj))
-	}
-	h.clock.SetTime(time.Now().Add(2 * time.Second))
-	h.g.Eventually(func() int {
-		started := 0
-		for _, gj := range objs {
-			if a := h.get(gj).Status.Active; len(a) == 1 && a[0].JobUID != "" {
-				started++
-			}
-		}
-		return started
-	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Equal(n))
+	})
 	var pods []*corev1.Pod
 	for _, job := range h.jobs() {
 		pods = append(pods, h.podFor(&job))

@@ -256,26 +256,8 @@ func TestTwoHundredLostLeasesAreAllStoppedPromptly(t *testing.T) {
 	h := newHarness(t)
 	h.start()
 	ctx := context.Background()
-	var objs []*batchv1alpha1.GuardedJob
-	for i := range n {
-		gj := h.guardedJob(fmt.Sprintf("many-%d", i), fmt.Sprintf("%s:many-%d", h.ns, i))
-		gj.Spec.Lock.TTL = &metav1.Duration{Duration: 20 * time.Second}
-		gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: 2 * time.Second}
-		// A moment ahead, so that it is not older than the object it is created with.
-		gj.Annotations = map[string]string{batchv1alpha1.RunNowAnnotation: time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)}
-		objs = append(objs, h.create(gj))
-	}
-	h.clock.SetTime(time.Now().Add(2 * time.Second))
 	started := time.Now()
-	h.g.Eventually(func() int {
-		n := 0
-		for _, gj := range objs {
-			if a := h.get(gj).Status.Active; len(a) == 1 && a[0].JobUID != "" {
-				n++
-			}
-		}
-		return n
-	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Equal(n))
+	h.startMany(n, "many", 20*time.Second, 2*time.Second, func(*batchv1alpha1.GuardedJob) {})
 	t.Logf("%d runs started in %s", n, time.Since(started).Round(time.Second))
 
 	lost := time.Now()
@@ -304,4 +286,31 @@ func findCond(conds []metav1.Condition, typ string) *metav1.Condition {
 		}
 	}
 	return nil
+}
+
+// startMany creates n GuardedJobs named prefix-i, each triggered at once with the
+// given lease (shape adjusts each before it is created), and waits until every
+// run has its Job.
+func (h *harness) startMany(n int, prefix string, ttl, interval time.Duration, shape func(*batchv1alpha1.GuardedJob)) {
+	h.t.Helper()
+	var objs []*batchv1alpha1.GuardedJob
+	for i := range n {
+		gj := h.guardedJob(fmt.Sprintf("%s-%d", prefix, i), fmt.Sprintf("%s:%s-%d", h.ns, prefix, i))
+		gj.Spec.Lock.TTL = &metav1.Duration{Duration: ttl}
+		gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: interval}
+		// A moment ahead, so that it is not older than the object it is created with.
+		gj.Annotations = map[string]string{batchv1alpha1.RunNowAnnotation: time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)}
+		shape(gj)
+		objs = append(objs, h.create(gj))
+	}
+	h.clock.SetTime(time.Now().Add(2 * time.Second))
+	h.g.Eventually(func() int {
+		started := 0
+		for _, gj := range objs {
+			if a := h.get(gj).Status.Active; len(a) == 1 && a[0].JobUID != "" {
+				started++
+			}
+		}
+		return started
+	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Equal(n))
 }

@@ -2,11 +2,8 @@ package main_test
 
 import (
 	"context"
-	"io"
-	"net"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +18,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
+	"github.com/guardedjob/guardedjob/internal/testutil/tcpproxy"
 )
 
 // leaderArgs are the flags of a manager in a leader-elected pair, with short
@@ -154,74 +152,6 @@ func TestAGracefulHandoverResumesTheLeasesWithoutAGap(t *testing.T) {
 	g.Consistently(func() int { return jobCount(cp.client) }).WithTimeout(2 * time.Second).Should(Equal(1))
 }
 
-// tcpProxy forwards loopback connections to the API server; cut makes the API
-// server unreachable for the processes that use it.
-type tcpProxy struct {
-	addr, target string
-	mu           sync.Mutex
-	l            net.Listener
-	conns        []net.Conn
-}
-
-func startProxy(t *testing.T, target string) *tcpProxy {
-	t.Helper()
-	p := &tcpProxy{target: target}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.addr = l.Addr().String()
-	p.serve(l)
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *tcpProxy) serve(l net.Listener) {
-	p.mu.Lock()
-	p.l = l
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-			go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
-		}
-	}()
-}
-
-func (p *tcpProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.l != nil {
-		_ = p.l.Close()
-		p.l = nil
-	}
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *tcpProxy) restore(t *testing.T) {
-	t.Helper()
-	l, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		t.Fatalf("listen on %s again: %v", p.addr, err)
-	}
-	p.serve(l)
-}
-
 func TestAManagerCutOffFromTheAPIServerKeepsRenewingItsLeases(t *testing.T) {
 	g := NewWithT(t)
 	bin := buildManager(t)
@@ -230,17 +160,17 @@ func TestAManagerCutOffFromTheAPIServerKeepsRenewingItsLeases(t *testing.T) {
 	rdb := srv.Client(t)
 	ctx := context.Background()
 
-	proxy := startProxy(t, cp.host)
+	proxy := tcpproxy.Start(t, cp.host)
 	proxied := t.TempDir() + "/kubeconfig-proxied"
 	g.Expect(string(cp.kubeconfigBytes)).To(ContainSubstring(cp.host))
-	g.Expect(writeFile(proxied, strings.ReplaceAll(string(cp.kubeconfigBytes), cp.host, proxy.addr))).To(Succeed())
+	g.Expect(writeFile(proxied, strings.ReplaceAll(string(cp.kubeconfigBytes), cp.host, proxy.Addr()))).To(Succeed())
 
 	mgr := startManager(t, bin, leaderArgs(proxied, srv.URL())...)
 	g.Eventually(mgr.logs.String).WithTimeout(30 * time.Second).Should(ContainSubstring("Successfully acquired lease"))
 	gj := haGuardedJob("cutoff")
 	token := runningRun(t, cp.client, gj)
 
-	proxy.cut()
+	proxy.Cut()
 	g.Eventually(mgr.logs.String).WithTimeout(30*time.Second).Should(ContainSubstring("renewing the leases held until it answers again"), "logs:\n%s", mgr.logs)
 	// Longer than the lease: without renewals the key would expire, and another
 	// holder could take it while the Pods still run.
@@ -248,7 +178,7 @@ func TestAManagerCutOffFromTheAPIServerKeepsRenewingItsLeases(t *testing.T) {
 		Should(Equal(token))
 	g.Expect(rdb.SetNX(ctx, "default:cutoff", "cluster-b/default/other#1", time.Minute).Val()).To(BeFalse(), "no other holder can take it")
 
-	proxy.restore(t)
+	proxy.Restore(t)
 	g.Eventually(mgr.exited).WithTimeout(30*time.Second).Should(BeClosed(), "the cut-off process exits once the API server answers")
 	g.Expect(mgr.logs.String()).To(ContainSubstring("answers again"))
 
