@@ -6,7 +6,9 @@
 // an expiry never exists. Every change to a lease is one Lua script, so no other
 // client can act between a read and a write:
 //
-//   - Acquire checks the occurrence's done-marker, takes the key and increments the
+//   - Acquire checks the type of every key it was given (writing nothing if one is
+//     of another type), checks the occurrence's done-marker (deleting a key of the
+//     caller's own when the occurrence is done), takes the key and increments the
 //     fence counter in one call. Acquiring a key that already holds the caller's own
 //     token extends it and hands out a new, higher fence.
 //   - Renew extends the key only while it still holds the caller's token; otherwise
@@ -17,7 +19,7 @@
 //
 // Results other than success are typed errors: *BusyError (another holder),
 // *DoneError (the occurrence already succeeded), *NotHeldError (the lease is gone
-// or taken). Anything that kept Redis from answering is a *StoreError: a timeout is
+// or taken), *WrongTypeError (a key of another type). Anything that kept Redis from answering is a *StoreError: a timeout is
 // never read as "not held", and "not held" is never guessed from a failure.
 //
 // A lease held across Redis failover, a process pause or a clock jump can still
@@ -28,5 +30,7 @@
 // The Keeper renews every tracked lease on its own goroutine and clock, batching the
 // renewals that fall due together into one pipeline, and reports leases that were
 // lost, that could not be renewed before their self-fence deadline, or that reached
-// their maximum hold time.
+// their maximum hold time. A lease's deadline counts only from evidence: the send
+// time of an acquisition or renewal this process saw succeed, or what the caller
+// proves (a recorded acquisition time); never from an assumed time.
 package lockclient
