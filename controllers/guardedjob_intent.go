@@ -189,7 +189,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 // reapUnclaimedJobs handles Jobs of this GuardedJob that no active run claims:
 // finished ones lose the lease finalizer once their Pods are gone (their run is
 // over); running ones are stopped by the stop controller, which re-reads the
-// object before it acts. It returns the name of one such Job whose Pods may still
+// object before it acts and records why. It returns the name of one such Job whose Pods may still
 // run, or "".
 func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) (string, error) {
 	jobs, err := r.ownedJobs(ctx, s.gj)
@@ -225,9 +225,7 @@ func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) 
 			continue
 		}
 		running = job.Name
-		r.event(s.gj, job, corev1.EventTypeWarning, batchv1alpha1.StaleJobReason,
-			"Stopping Job %s: no active run of this GuardedJob claims it (status lost or restored from a backup?)", job.Name)
-		r.pokeStopper(job.Namespace, job.Name)
+		r.pokeStopper(job.Namespace, job.Name) // it stops the Job and says so
 	}
 	return running, nil
 }

@@ -157,10 +157,13 @@ func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.Guarde
 	case runByName(fresh, job.Name) != nil:
 		return ctrl.Result{}, nil // claimed: the cache was behind
 	}
-	// The live GuardedJob's reconciler reports it and drops its finalizer once
-	// its Pods are gone.
+	// The live GuardedJob's reconciler drops its finalizer once its Pods are gone.
 	if _, finished := jobFinished(job); finished {
 		return ctrl.Result{}, nil
+	}
+	if job.DeletionTimestamp.IsZero() && r.Recorder != nil {
+		r.Recorder.Eventf(fresh, job, corev1.EventTypeWarning, batchv1alpha1.StaleJobReason, batchv1alpha1.StaleJobReason,
+			"Stopping Job %s: no active run of this GuardedJob claims it (status lost or restored from a backup?)", job.Name)
 	}
 	return ctrl.Result{}, r.stop(ctx, job, fresh.Spec.PodGracePeriod())
 }
