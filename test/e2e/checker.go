@@ -40,14 +40,14 @@ type FaultKind string
 // The faults of the fault test. Only RedisDataLoss and KeyTheft may legitimately break
 // a lease, so only they open an overlap window.
 const (
-	FaultManagerKill   FaultKind = "manager-kill"   // SIGKILL, restarted like a Deployment
-	FaultManagerPause  FaultKind = "manager-pause"  // SIGSTOP, SIGCONT a few seconds later
+	FaultManagerKill   FaultKind = "manager-kill"  // SIGKILL, restarted like a Deployment
+	FaultManagerPause  FaultKind = "manager-pause" // SIGSTOP, SIGCONT a few seconds later
 	FaultRedisDataLoss FaultKind = "redis-data-loss"
 	FaultKeyTheft      FaultKind = "key-theft"  // a lock key overwritten by a foreign token
 	FaultAPIOutage     FaultKind = "api-outage" // one cluster's API server unreachable
 	FaultRedisCut      FaultKind = "redis-cut"  // one manager cut off from Redis
 	// Compound faults, opt-in (see fault_test.go).
-	FaultRestartCutOff FaultKind = "restart-cut-off"   // a manager restarted while cut off from Redis
+	FaultRestartCutOff FaultKind = "restart-cut-off" // a manager restarted while cut off from Redis
 	FaultSlowAPIResume FaultKind = "slow-api-resume" // the leader killed while the API server is slow
 )
 
