@@ -60,6 +60,11 @@ test: ## Run all tests (installs redis-server and builds kube-apiserver + etcd o
 	assets="$$(hack/build-control-plane.sh)"; \
 	KUBEBUILDER_ASSETS="$$assets" go test $(GOTESTFLAGS) $(TESTARGS)
 
+.PHONY: test-e2e
+test-e2e: ## Run the fault test: two local clusters, one Redis, faults (docs/reliability.md; E2E_SEED=N replays a run).
+	hack/ensure-redis.sh
+	E2E_FAULTS=1 go test -count=1 -timeout 45m -v -run '^TestFaults$$' ./test/e2e/
+
 .PHONY: test-race
 test-race: ## Run all tests with the race detector.
 	$(MAKE) test GOTESTFLAGS="$(GOTESTFLAGS) -race"
