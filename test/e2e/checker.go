@@ -219,7 +219,8 @@ func end(p PodRun) time.Time {
 }
 
 // checkOverlaps fails on two Pods of key running at once, unless the overlap starts
-// after a lease-breaking fault and ends within the overlap window after it.
+// after a lease-breaking fault and the older Pod (whose lease the fault broke) stopped
+// within the overlap window after it, however early the newer Pod ended.
 // Timestamps in Pod status have one-second resolution, so an end and a start in the
 // same second are not an overlap.
 func (r *Result) checkOverlaps(key string, pods []PodRun, faults []Fault, lim Limits) {
@@ -237,7 +238,7 @@ func (r *Result) checkOverlaps(key string, pods []PodRun, faults []Fault, lim Li
 					continue
 				}
 				// One second of slack before the fault: timestamps are truncated.
-				if !o.From.Before(f.At.Add(-time.Second)) && !o.To.After(f.At.Add(lim.OverlapWindow())) {
+				if !o.From.Before(f.At.Add(-time.Second)) && !end(a).After(f.At.Add(lim.OverlapWindow())) {
 					o.AllowedBy = &f
 					break
 				}

@@ -96,6 +96,11 @@ func TestTheCheckerCatchesEachKindOfViolation(t *testing.T) {
 			// The older Pod still runs 12 s after the loss; the window is 3+2+5 = 10 s.
 			h.Pods = append(h.Pods, pod("cluster-a", "k1", 4, 45, 46, 62, "Deleted"), pod("cluster-b", "k1", 5, 50, 52, 65, "Succeeded"))
 		}, RuleOverlap},
+		{"a Pod that runs on long after its key was stolen", func(h *History) {
+			h.Faults = append(h.Faults, Fault{Kind: FaultKeyTheft, Key: "k1", At: at(50), Until: at(50)})
+			// The newer Pod ends early, but the older one runs 15 s past the theft.
+			h.Pods = append(h.Pods, pod("cluster-a", "k1", 4, 45, 46, 65, "Succeeded"), pod("cluster-b", "k1", 5, 50, 52, 55, "Succeeded"))
+		}, RuleOverlap},
 		{"an overlap after a theft of another key", func(h *History) {
 			h.Faults = append(h.Faults, Fault{Kind: FaultKeyTheft, Key: "k2", At: at(50), Until: at(50)})
 			h.Pods = append(h.Pods, pod("cluster-a", "k1", 4, 45, 46, 53, "Deleted"), pod("cluster-b", "k1", 5, 50, 52, 55, "Succeeded"))

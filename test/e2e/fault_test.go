@@ -81,6 +81,7 @@ const (
 	runForAnnotation = "demo.guardedjob.dev/run-for"
 	failAnnotation   = "demo.guardedjob.dev/fail"
 	failShare        = 0.25
+	longShare        = 0.3
 )
 
 func envInt(t *testing.T, name string, def int64) int64 {
@@ -365,11 +366,20 @@ func (w *world) inject(ctx context.Context, kind FaultKind) {
 		f.At = time.Now()
 		w.redis.Restart(w.t)
 	case FaultKeyTheft:
+		// A key that is held, if any: the theft then has a victim that must stop.
 		i := w.rng.IntN(keys)
+		for j := range keys {
+			if k := (i + j) % keys; w.rdb.Exists(ctx, lockKey(k)).Val() == 1 {
+				i = k
+				break
+			}
+		}
 		f.Key, f.Target = lockKey(i), lockKey(i)
 		f.At = time.Now()
+		// The foreign holder lets go soon, so that the next run can start beside a
+		// victim that did not stop.
 		prev, err := w.rdb.SetArgs(ctx, lockKey(i), "foreign/e2e/thief#"+randomHex(4),
-			redis.SetArgs{TTL: w.between(2*time.Second, 5*time.Second), Get: true}).Result()
+			redis.SetArgs{TTL: w.between(time.Second, 3*time.Second), Get: true}).Result()
 		if err != nil && err != redis.Nil {
 			w.t.Logf("theft of %s: %v", lockKey(i), err)
 		}
@@ -714,10 +724,16 @@ func (r *recorder) release(rel Release) {
 	r.h.Releases = append(r.h.Releases, rel)
 }
 
+// outcome picks a Pod's run time and whether it fails. Most runs are short; some run
+// long enough that a Pod left running after losing its lease would meet the next run.
 func (r *recorder) outcome() (runFor string, fail bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return fmt.Sprintf("%dms", 1000+r.rng.IntN(3000)), r.rng.Float64() < failShare
+	ms := 1000 + r.rng.IntN(3000)
+	if r.rng.Float64() < longShare {
+		ms = 8000 + r.rng.IntN(6000)
+	}
+	return fmt.Sprintf("%dms", ms), r.rng.Float64() < failShare
 }
 
 func (r *recorder) pod(cluster string, p *corev1.Pod, deleted bool) {
