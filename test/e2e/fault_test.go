@@ -459,10 +459,31 @@ func (w *world) observe(ctx context.Context, c *cluster) {
 	}
 	stop := make(chan struct{})
 	f.Start(stop)
-	w.t.Cleanup(func() { close(stop); f.Shutdown() })
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		close(stop)
 		w.t.Fatalf("%s: Pod informer did not sync", c.name)
 	}
+	// After an outage the informer's watch comes back only after its back-off (many
+	// seconds), and would see deletions late: a list every 250 ms sees them as soon as
+	// the API server answers again.
+	listDone := make(chan struct{})
+	go func() {
+		defer close(listDone)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			sent := time.Now()
+			pods := &corev1.PodList{}
+			if err := c.client.List(ctx, pods, client.InNamespace(namespace)); err != nil {
+				continue
+			}
+			w.rec.gone(c.name, pods.Items, sent, time.Now())
+		}
+	}()
+	w.t.Cleanup(func() { close(stop); f.Shutdown(); <-listDone })
 }
 
 // annotate picks the Pod's run time and outcome. A Pod missed (its API server cut off)
@@ -470,7 +491,9 @@ func (w *world) observe(ctx context.Context, c *cluster) {
 func (w *world) annotate(ctx context.Context, c *cluster, p *corev1.Pod) {
 	runFor, fail := w.rec.outcome()
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, runForAnnotation, runFor, failAnnotation, strconv.FormatBool(fail))
-	_ = c.client.Patch(ctx, p, client.RawPatch(types.MergePatchType, []byte(patch)))
+	// A new object: Patch writes the answer into it, and p belongs to the informer.
+	target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
+	_ = c.client.Patch(ctx, target, client.RawPatch(types.MergePatchType, []byte(patch)))
 }
 
 // pollRedis records every change of holder of the lock keys, from a direct connection
@@ -690,6 +713,7 @@ func (r *replica) stop() {
 type podObs struct {
 	cluster   string
 	pod       *corev1.Pod
+	firstSeen time.Time
 	deletedAt time.Time
 }
 
@@ -741,12 +765,28 @@ func (r *recorder) pod(cluster string, p *corev1.Pod, deleted bool) {
 	defer r.mu.Unlock()
 	o := r.pods[p.UID]
 	if o == nil {
-		o = &podObs{cluster: cluster}
+		o = &podObs{cluster: cluster, firstSeen: time.Now()}
 		r.pods[p.UID] = o
 	}
 	o.pod = p.DeepCopy()
 	if deleted && o.deletedAt.IsZero() {
 		o.deletedAt = time.Now()
+	}
+}
+
+// gone marks the Pods of cluster seen before a list was sent, and not in its answer
+// present, as deleted at (at the latest) now.
+func (r *recorder) gone(cluster string, present []corev1.Pod, sent, now time.Time) {
+	there := make(map[types.UID]bool, len(present))
+	for _, p := range present {
+		there[p.UID] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for uid, o := range r.pods {
+		if o.cluster == cluster && !there[uid] && o.deletedAt.IsZero() && o.firstSeen.Before(sent) {
+			o.deletedAt = now
+		}
 	}
 }
 
