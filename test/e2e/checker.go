@@ -26,7 +26,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"sort"
@@ -395,8 +394,9 @@ func (r *Result) measure(h History) {
 	}
 }
 
-// Summary writes the short table of the fault test.
-func Summary(w io.Writer, h History, r Result) {
+// Summary returns the short table of the fault test.
+func Summary(h History, r Result) string {
+	var w strings.Builder
 	results := map[string]int{}
 	ran := 0
 	for _, p := range h.Pods {
@@ -419,38 +419,39 @@ func Summary(w io.Writer, h History, r Result) {
 	for _, p := range h.Pods {
 		maxFence[p.Key] = max(maxFence[p.Key], p.Fence)
 	}
-	fmt.Fprintf(w, "seed %d\n", h.Seed)
-	fmt.Fprintf(w, "%-22s %d (pods created %d; succeeded %d, failed %d, stopped %d, running %d)\n", "runs that started",
+	fmt.Fprintf(&w, "seed %d\n", h.Seed)
+	fmt.Fprintf(&w, "%-22s %d (pods created %d; succeeded %d, failed %d, stopped %d, running %d)\n", "runs that started",
 		ran, len(h.Pods), results["Succeeded"], results["Failed"], results["Deleted"], results["Running"])
 	var fk []string
 	for _, k := range slices.Sorted(maps.Keys(faults)) {
 		fk = append(fk, fmt.Sprintf("%s %d", k, faults[k]))
 	}
-	fmt.Fprintf(w, "%-22s %d (%s)\n", "faults", len(h.Faults), strings.Join(fk, ", "))
+	fmt.Fprintf(&w, "%-22s %d (%s)\n", "faults", len(h.Faults), strings.Join(fk, ", "))
 	exits := 0
 	for _, e := range h.Exits {
 		if e.Designed {
 			exits++
 		}
 	}
-	fmt.Fprintf(w, "%-22s %d designed (renew-only), %d other\n", "manager exits", exits, len(h.Exits)-exits)
-	fmt.Fprintf(w, "%-22s %d allowed (after data loss or theft), %d violations\n", "overlaps", allowed, len(r.Overlaps)-allowed)
+	fmt.Fprintf(&w, "%-22s %d designed (renew-only), %d other\n", "manager exits", exits, len(h.Exits)-exits)
+	fmt.Fprintf(&w, "%-22s %d allowed (after data loss or theft), %d violations\n", "overlaps", allowed, len(r.Overlaps)-allowed)
 	var mf []string
 	for _, k := range slices.Sorted(maps.Keys(maxFence)) {
 		mf = append(mf, fmt.Sprintf("%s %d", k, maxFence[k]))
 	}
-	fmt.Fprintf(w, "%-22s %s\n", "max fence", strings.Join(mf, ", "))
-	fmt.Fprintf(w, "%-22s %s\n", "theft -> stop", stats(r.TheftToStop))
-	fmt.Fprintf(w, "%-22s %s\n", "done -> release", stats(r.DoneToRelease))
-	fmt.Fprintf(w, "%-22s %s\n", "schedule -> Pod start", stats(r.ScheduleToStart))
+	fmt.Fprintf(&w, "%-22s %s\n", "max fence", strings.Join(mf, ", "))
+	fmt.Fprintf(&w, "%-22s %s\n", "theft -> stop", stats(r.TheftToStop))
+	fmt.Fprintf(&w, "%-22s %s\n", "done -> release", stats(r.DoneToRelease))
+	fmt.Fprintf(&w, "%-22s %s\n", "schedule -> Pod start", stats(r.ScheduleToStart))
 	if len(r.Violations) == 0 {
-		fmt.Fprintln(w, "violations             none")
-		return
+		fmt.Fprintln(&w, "violations             none")
+		return w.String()
 	}
-	fmt.Fprintf(w, "violations             %d\n", len(r.Violations))
+	fmt.Fprintf(&w, "violations             %d\n", len(r.Violations))
 	for _, v := range r.Violations {
-		fmt.Fprintf(w, "  - %s\n", v)
+		fmt.Fprintf(&w, "  - %s\n", v)
 	}
+	return w.String()
 }
 
 // stats formats n, median, p90 and max of ds. Pod timestamps have one-second
@@ -465,8 +466,9 @@ func stats(ds []time.Duration) string {
 	return fmt.Sprintf("n=%d median %s p90 %s max %s", len(s), q(0.5), q(0.9), q(1))
 }
 
-// Timeline writes the history in time order, for a failing run.
-func Timeline(w io.Writer, h History) {
+// Timeline returns the history in time order, for a failing run.
+func Timeline(h History) string {
+	var w strings.Builder
 	type line struct {
 		at   time.Time
 		text string
@@ -495,6 +497,7 @@ func Timeline(w io.Writer, h History) {
 	}
 	sort.SliceStable(ls, func(i, j int) bool { return ls[i].at.Before(ls[j].at) })
 	for _, l := range ls {
-		fmt.Fprintf(w, "%s %s\n", l.at.Format("15:04:05.0"), l.text)
+		fmt.Fprintf(&w, "%s %s\n", l.at.Format("15:04:05.0"), l.text)
 	}
+	return w.String()
 }

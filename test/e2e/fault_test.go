@@ -229,15 +229,15 @@ func TestFaults(t *testing.T) {
 	}
 	_ = poll(ctx, 60*time.Second, "every run finished and every lock released", func() error {
 		running, locked, active := w.leftovers(ctx)
-	// The control plane components are not restarted: one that died would leave the
-	// history meaningless.
-	for _, c := range w.clusters {
-		for _, p := range c.procs {
-			if p.exited() {
-				t.Errorf("%s exited during the test:\n%s", p.name, p.tail(20))
+		// The control plane components are not restarted: one that died would leave the
+		// history meaningless.
+		for _, c := range w.clusters {
+			for _, p := range c.procs {
+				if p.exited() {
+					t.Errorf("%s exited during the test:\n%s", p.name, p.tail(20))
+				}
 			}
 		}
-	}
 		if n := len(running) + len(locked) + len(active); n > 0 {
 			return fmt.Errorf("%d left", n)
 		}
@@ -248,13 +248,9 @@ func TestFaults(t *testing.T) {
 	h := w.rec.history()
 	h.LeftRunning, h.LeftLocked, h.LeftActive = running, locked, active
 	res := Check(h, Limits{RenewInterval: renewInterval, PodGrace: podGrace, Slack: slack, CrashLoopExits: 3, CrashLoopWindow: time.Minute})
-	var b bytes.Buffer
-	Summary(&b, h, res)
-	t.Logf("fault test finished after %s:\n%s", time.Since(started).Round(time.Second), b.String())
+	t.Logf("fault test finished after %s:\n%s", time.Since(started).Round(time.Second), Summary(h, res))
 	if len(res.Violations) > 0 {
-		b.Reset()
-		Timeline(&b, h)
-		t.Logf("history:\n%s", b.String())
+		t.Logf("history:\n%s", Timeline(h))
 		for _, r := range w.replicas {
 			t.Logf("--- %s (last 40 lines of its current log)\n%s", r.name, r.tail(40))
 		}

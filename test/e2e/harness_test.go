@@ -90,8 +90,6 @@ func startProc(name, logPath, bin string, args ...string) (*proc, error) {
 	return p, nil
 }
 
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
 func (p *proc) exited() bool {
 	select {
 	case <-p.done:
