@@ -229,21 +229,21 @@ func TestFaults(t *testing.T) {
 	}
 	_ = poll(ctx, 60*time.Second, "every run finished and every lock released", func() error {
 		running, locked, active := w.leftovers(ctx)
-		// The control plane components are not restarted: one that died would leave the
-		// history meaningless.
-		for _, c := range w.clusters {
-			for _, p := range c.procs {
-				if p.exited() {
-					t.Errorf("%s exited during the test:\n%s", p.name, p.tail(20))
-				}
-			}
-		}
 		if n := len(running) + len(locked) + len(active); n > 0 {
 			return fmt.Errorf("%d left", n)
 		}
 		return nil
 	})
 	running, locked, active := w.leftovers(ctx)
+	// The control plane components are not restarted: one that died would leave the
+	// history meaningless.
+	for _, c := range w.clusters {
+		for _, p := range c.procs {
+			if p.exited() {
+				t.Errorf("%s exited during the test:\n%s", p.name, p.tail(20))
+			}
+		}
+	}
 
 	h := w.rec.history()
 	h.LeftRunning, h.LeftLocked, h.LeftActive = running, locked, active
