@@ -44,7 +44,7 @@ const (
 	FaultRedisDataLoss FaultKind = "redis-data-loss"
 	FaultKeyTheft      FaultKind = "key-theft"  // a lock key overwritten by a foreign token
 	FaultAPIOutage     FaultKind = "api-outage" // one cluster's API server unreachable
-	FaultRedisCut      FaultKind = "redis-cut"  // one manager cut off from Redis
+	FaultRedisCut      FaultKind = "redis-cut"  // one cluster's managers cut off from Redis
 	// Compound faults, opt-in (see fault_test.go).
 	FaultRestartCutOff FaultKind = "restart-cut-off" // a manager restarted while cut off from Redis
 	FaultSlowAPIResume FaultKind = "slow-api-resume" // the leader killed while the API server is slow

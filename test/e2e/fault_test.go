@@ -160,14 +160,22 @@ func TestFaults(t *testing.T) {
 	}
 	t.Logf("two control planes up after %s", time.Since(started).Round(time.Second))
 
-	// Two replicas in cluster-a, one in cluster-b. Cleanups run last-in first-out:
-	// the managers stop before the control planes.
+	// Two replicas in cluster-a, one in cluster-b. The replicas of a cluster share its
+	// Redis proxy: they must be given the same store URL, as a Deployment's replicas
+	// are, since a run records the store it uses. Cleanups run last-in first-out: the
+	// managers stop before their proxies and the control planes.
 	for _, spec := range []struct {
 		c *cluster
 		n int
 	}{{w.clusters[0], 2}, {w.clusters[1], 1}} {
+		px, err := startProxy(w.redis.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec.c.redisProxy = px
+		t.Cleanup(px.Close)
 		for i := range spec.n {
-			r, err := newReplica(fmt.Sprintf("%s-%d", spec.c.name, i), spec.c, managerBin, w.redis.Addr(), dir, w.rec)
+			r, err := newReplica(fmt.Sprintf("%s-%d", spec.c.name, i), spec.c, managerBin, dir, w.rec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -395,22 +403,23 @@ func (w *world) inject(ctx context.Context, kind FaultKind) {
 		w.wait(ctx, d)
 		c.apiProxy.Restore()
 	case FaultRedisCut:
-		r := w.pick(w.replicas)
-		f.Target = r.name
+		c := w.clusters[w.rng.IntN(len(w.clusters))]
+		f.Target = c.name
 		d := w.between(2*time.Second, 10*time.Second)
 		f.At = time.Now()
-		r.redisProxy.Cut()
+		c.redisProxy.Cut()
 		w.wait(ctx, d)
-		r.redisProxy.Restore()
+		c.redisProxy.Restore()
 	case FaultRestartCutOff:
-		r := w.pick(w.replicas)
+		c := w.clusters[w.rng.IntN(len(w.clusters))]
+		r := w.leader(c)
 		f.Target = r.name
 		d := w.between(5*time.Second, 10*time.Second)
 		f.At = time.Now()
-		r.redisProxy.Cut()
+		c.redisProxy.Cut()
 		r.kill() // restarted after restartDelay, still cut off
 		w.wait(ctx, d)
-		r.redisProxy.Restore()
+		c.redisProxy.Restore()
 	case FaultSlowAPIResume:
 		c := w.clusters[0]
 		r := w.leader(c)
@@ -571,13 +580,12 @@ func (w *world) leftovers(ctx context.Context) (running, locked, active []string
 
 // replica is one manager process slot, restarted after any exit as a Deployment would.
 type replica struct {
-	name       string
-	cluster    *cluster
-	bin        string
-	args       []string
-	redisProxy *proxy
-	dir        string
-	rec        *recorder
+	name    string
+	cluster *cluster
+	bin     string
+	args    []string
+	dir     string
+	rec     *recorder
 
 	mu       sync.Mutex
 	p        *proc
@@ -588,16 +596,12 @@ type replica struct {
 	done     chan struct{}
 }
 
-func newReplica(name string, c *cluster, bin, redisAddr, dir string, rec *recorder) (*replica, error) {
-	px, err := startProxy(redisAddr)
-	if err != nil {
-		return nil, err
-	}
+func newReplica(name string, c *cluster, bin, dir string, rec *recorder) (*replica, error) {
 	r := &replica{
-		name: name, cluster: c, bin: bin, redisProxy: px, dir: filepath.Join(dir, "managers"), rec: rec,
+		name: name, cluster: c, bin: bin, dir: filepath.Join(dir, "managers"), rec: rec,
 		stopCh: make(chan struct{}), done: make(chan struct{}),
 		args: []string{
-			"--kubeconfig=" + c.managerConfig, "--redis-url=redis://" + px.Addr() + "/0", "--cluster-name=" + c.name,
+			"--kubeconfig=" + c.managerConfig, "--redis-url=redis://" + c.redisProxy.Addr() + "/0", "--cluster-name=" + c.name,
 			"--leader-elect", "--leader-election-namespace=guardedjob-system",
 			"--leader-elect-lease-duration=" + leaderLease.String(), "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s",
 			"--metrics-bind-address=0", "--health-probe-bind-address=0",
@@ -700,7 +704,6 @@ func (r *replica) stop() {
 		p.stop(10 * time.Second)
 	}
 	<-r.done
-	r.redisProxy.Close()
 }
 
 // ---------------------------------------------------------------------------------

@@ -273,6 +273,8 @@ type cluster struct {
 	dir      string
 	procs    []*proc // in start order
 	apiProxy *proxy
+	// redisProxy is the way of this cluster's managers to Redis (set by the test).
+	redisProxy *proxy
 
 	admin            *rest.Config
 	client           client.Client
