@@ -28,11 +28,13 @@ package e2e
 //	E2E_COMPOUND_FAULTS=1    also inject the compound faults: a manager restarted while
 //	                         cut off from Redis, and a leader killed while its API server
 //	                         is slow (off by default)
-//	E2E_DIR=path             keep logs and state there instead of a temporary directory
+//	E2E_DIR=path             keep logs, state and the history (history.json) there instead
+//	                         of in a temporary directory
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -255,6 +257,9 @@ func TestFaults(t *testing.T) {
 
 	h := w.rec.history()
 	h.LeftRunning, h.LeftLocked, h.LeftActive = running, locked, active
+	if data, err := json.MarshalIndent(h, "", "  "); err == nil {
+		_ = os.WriteFile(filepath.Join(dir, "history.json"), data, 0o600)
+	}
 	res := Check(h, Limits{RenewInterval: renewInterval, PodGrace: podGrace, Slack: slack, CrashLoopExits: 3, CrashLoopWindow: time.Minute})
 	t.Logf("fault test finished after %s:\n%s", time.Since(started).Round(time.Second), Summary(h, res))
 	if len(res.Violations) > 0 {
