@@ -220,15 +220,15 @@ func end(p PodRun) time.Time {
 // checkOverlaps fails on two Pods of key running at once, unless the overlap starts
 // after a lease-breaking fault and the older Pod (whose lease the fault broke) stopped
 // within the overlap window after it, however early the newer Pod ended.
-// Timestamps in Pod status have one-second resolution, so an end and a start in the
-// same second are not an overlap.
+// Start times in Pod status have one-second resolution, so ends are compared at that
+// resolution too: an end and a start in the same second are not an overlap.
 func (r *Result) checkOverlaps(key string, pods []PodRun, faults []Fault, lim Limits) {
 	ran := slices.DeleteFunc(slices.Clone(pods), func(p PodRun) bool { return !p.ran() })
 	sort.SliceStable(ran, func(i, j int) bool { return ran[i].Start.Before(ran[j].Start) })
 	for i := range ran {
 		for j := i + 1; j < len(ran); j++ {
 			a, b := ran[i], ran[j]
-			if !b.Start.Before(end(a)) {
+			if !b.Start.Before(end(a).Truncate(time.Second)) {
 				continue
 			}
 			o := Overlap{Key: key, Older: a, Newer: b, From: b.Start, To: minTime(end(a), end(b))}

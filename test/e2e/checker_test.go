@@ -172,7 +172,9 @@ func TestTheCheckerAllowsWhatALeaseBreakingFaultExplains(t *testing.T) {
 			h.Pods = append(h.Pods, pod("cluster-a", "k2", 4, 50, 52, 55, "Succeeded"), pod("cluster-b", "k2", 5, 50, 57, 59, "Succeeded"))
 		}},
 		{"an end and a start in the same second", func(h *History) {
-			h.Pods = append(h.Pods, pod("cluster-a", "k2", 4, 50, 52, 55, "Succeeded"), pod("cluster-b", "k2", 5, 55, 55, 59, "Succeeded"))
+			older := pod("cluster-a", "k2", 4, 50, 52, 55, "Deleted")
+			older.End = older.End.Add(400 * time.Millisecond) // a deletion seen at 55.4 s
+			h.Pods = append(h.Pods, older, pod("cluster-b", "k2", 5, 55, 55, 59, "Succeeded"))
 		}},
 		{"manager exits that are designed and far apart", func(h *History) {
 			for i := range 4 {

@@ -849,7 +849,7 @@ func podRun(o *podObs, keyOf map[string]string) (PodRun, bool) {
 	default:
 		if !o.deletedAt.IsZero() {
 			run.Result = "Deleted"
-			run.End = o.deletedAt.Truncate(time.Second)
+			run.End = o.deletedAt
 			if dt := p.DeletionTimestamp; dt != nil && dt.Before(&metav1.Time{Time: run.End}) {
 				run.End = dt.Time
 			}
