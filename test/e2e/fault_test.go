@@ -23,7 +23,7 @@ package e2e
 //
 //	E2E_FAULTS=1             run the test (make test-e2e sets it; plain go test skips it)
 //	E2E_SEED=N               replay the fault schedule of a printed seed
-//	E2E_FAULT_SECONDS=150    how long faults are injected
+//	E2E_FAULT_SECONDS=180    how long faults are injected
 //	E2E_QUIET_SECONDS=45     the quiet period after them, in which every key must succeed
 //	E2E_COMPOUND_FAULTS=1    also inject the compound faults: a manager restarted while
 //	                         cut off from Redis, and a leader killed while its API server
@@ -103,7 +103,7 @@ func TestFaults(t *testing.T) {
 		t.Skip("the fault test runs with `make test-e2e` (E2E_FAULTS=1)")
 	}
 	seed := envInt(t, "E2E_SEED", time.Now().UnixNano()%1_000_000_007)
-	faultFor := time.Duration(envInt(t, "E2E_FAULT_SECONDS", 150)) * time.Second
+	faultFor := time.Duration(envInt(t, "E2E_FAULT_SECONDS", 180)) * time.Second
 	quiet := time.Duration(envInt(t, "E2E_QUIET_SECONDS", 45)) * time.Second
 	compound := os.Getenv("E2E_COMPOUND_FAULTS") == "1"
 	t.Logf("seed %d (replay with E2E_SEED=%d); faults for %s, quiet for %s, compound faults %t", seed, seed, faultFor, quiet, compound)
