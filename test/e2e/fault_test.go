@@ -265,11 +265,13 @@ func TestFaults(t *testing.T) {
 	if len(res.Violations) > 0 {
 		t.Logf("history:\n%s", Timeline(h))
 		for _, r := range w.replicas {
-			t.Logf("--- %s (last 40 lines of its current log)\n%s", r.name, r.tail(40))
+			t.Logf("--- %s (last 25 lines of its current log, without stack traces)\n%s", r.name, stackTrace.ReplaceAllString(r.tail(25), ""))
 		}
 		t.Errorf("%d violations of the guarantee (seed %d; replay with E2E_SEED=%d)", len(res.Violations), seed, seed)
 	}
 }
+
+var stackTrace = regexp.MustCompile(`,"stacktrace":"[^"]*"`)
 
 func gjName(i int) string  { return fmt.Sprintf("work-%d", i) }
 func lockKey(i int) string { return namespace + ":" + gjName(i) }
