@@ -316,24 +316,24 @@ func (r *Result) checkOccurrences(key string, pods []PodRun, faults []Fault) {
 	}
 }
 
-// checkProgress fails when key has no successful run, or none that started after the
-// faults stopped (the system did not recover).
+// checkProgress fails when key has no successful run, or no run that started after
+// the faults stopped and ran to its end (the system did not recover). A run that ran
+// to its end and failed is progress too: its Pod chose to fail.
 func (r *Result) checkProgress(key string, pods []PodRun, quiet time.Time) {
-	var total, afterQuiet int
+	var succeeded, afterQuiet int
 	for _, p := range pods {
-		if p.Result != "Succeeded" {
-			continue
+		if p.Result == "Succeeded" {
+			succeeded++
 		}
-		total++
-		if !p.Start.Before(quiet) {
+		if (p.Result == "Succeeded" || p.Result == "Failed") && !p.Start.Before(quiet) {
 			afterQuiet++
 		}
 	}
 	switch {
-	case total == 0:
+	case succeeded == 0:
 		r.add(RuleNoProgress, "key %s: no run succeeded", key)
 	case !quiet.IsZero() && afterQuiet == 0:
-		r.add(RuleNoProgress, "key %s: no run succeeded after the faults stopped at %s", key, quiet.Format("15:04:05"))
+		r.add(RuleNoProgress, "key %s: no run started and ran to its end after the faults stopped at %s", key, quiet.Format("15:04:05"))
 	}
 }
 

@@ -127,8 +127,12 @@ func TestTheCheckerCatchesEachKindOfViolation(t *testing.T) {
 			h.Keys = append(h.Keys, "k3")
 			h.Pods = append(h.Pods, pod("cluster-a", "k3", 1, 50, 52, 55, "Failed"))
 		}, RuleNoProgress},
-		{"a key that did not succeed after the faults stopped", func(h *History) {
+		{"a key without a run that ended after the faults stopped", func(h *History) {
 			h.QuietStart = at(130)
+		}, RuleNoProgress},
+		{"a key whose only run after the faults stopped was stopped", func(h *History) {
+			h.QuietStart = at(125)
+			h.Pods = append(h.Pods, pod("cluster-a", "k1", 11, 126, 127, 129, "Deleted"), pod("cluster-a", "k2", 11, 126, 127, 130, "Failed"))
 		}, RuleNoProgress},
 		{"a Pod left running", func(h *History) { h.LeftRunning = []string{"cluster-a e2e/k1-x"} }, RuleLeftOver},
 		{"a lock left held", func(h *History) { h.LeftLocked = []string{"k1 held by cluster-a/e2e/k1-x"} }, RuleLeftOver},
@@ -175,6 +179,10 @@ func TestTheCheckerAllowsWhatALeaseBreakingFaultExplains(t *testing.T) {
 			older := pod("cluster-a", "k2", 4, 50, 52, 55, "Deleted")
 			older.End = older.End.Add(400 * time.Millisecond) // a deletion seen at 55.4 s
 			h.Pods = append(h.Pods, older, pod("cluster-b", "k2", 5, 55, 55, 59, "Succeeded"))
+		}},
+		{"a key whose run after the faults stopped failed", func(h *History) {
+			h.QuietStart = at(116)
+			h.Pods = append(h.Pods, pod("cluster-b", "k1", 11, 126, 127, 129, "Failed"))
 		}},
 		{"manager exits that are designed and far apart", func(h *History) {
 			for i := range 4 {

@@ -76,6 +76,9 @@ const (
 	// slack is the time the stop path may take on a loaded 2-core machine, beyond the
 	// renewal that finds the lease gone and the Pod's grace period.
 	slack = 5 * time.Second
+	// slowAPI is the delay the slow-api-resume fault adds to every exchange with an
+	// API server.
+	slowAPI = 1500 * time.Millisecond
 	// restartDelay is the harness' restart back-off, like a Deployment's.
 	restartDelay = time.Second
 	// Pod outcome and run time, picked per Pod and handed to kwok through the demo's
@@ -83,7 +86,7 @@ const (
 	runForAnnotation = "demo.guardedjob.dev/run-for"
 	failAnnotation   = "demo.guardedjob.dev/fail"
 	failShare        = 0.25
-	longShare        = 0.3
+	longShare        = 0.2
 )
 
 func envInt(t *testing.T, name string, def int64) int64 {
@@ -421,7 +424,8 @@ func (w *world) inject(ctx context.Context, kind FaultKind) {
 		c := w.clusters[w.rng.IntN(len(w.clusters))]
 		r := w.leader(c)
 		f.Target = r.name
-		d := w.between(5*time.Second, 10*time.Second)
+		// Longer than the ttl: the lease expires unless the Pods are stopped first.
+		d := w.between(ttl+2*time.Second, ttl+8*time.Second)
 		f.At = time.Now()
 		c.redisProxy.Cut()
 		r.kill() // restarted after restartDelay, still cut off
@@ -432,9 +436,9 @@ func (w *world) inject(ctx context.Context, kind FaultKind) {
 		r := w.leader(c)
 		f.Target = r.name
 		f.At = time.Now()
-		c.apiProxy.SetLatency(700 * time.Millisecond)
+		c.apiProxy.SetLatency(slowAPI)
 		r.kill() // the standby resumes the leases behind the slow API server
-		w.wait(ctx, 15*time.Second)
+		w.wait(ctx, ttl+8*time.Second)
 		c.apiProxy.SetLatency(0)
 	}
 	f.Until = time.Now()
@@ -761,7 +765,8 @@ func (r *recorder) outcome() (runFor string, fail bool) {
 	defer r.mu.Unlock()
 	ms := 1000 + r.rng.IntN(3000)
 	if r.rng.Float64() < longShare {
-		ms = 8000 + r.rng.IntN(6000)
+		// Longer than the lease's ttl: only renewals keep it.
+		ms = 18000 + r.rng.IntN(8000)
 	}
 	return fmt.Sprintf("%dms", ms), r.rng.Float64() < failShare
 }
