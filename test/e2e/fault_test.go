@@ -35,6 +35,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -422,6 +423,7 @@ func (w *world) inject(ctx context.Context, kind FaultKind) {
 		c.redisProxy.Restore()
 	case FaultRestartCutOff:
 		c := w.clusters[w.rng.IntN(len(w.clusters))]
+		w.awaitLongRun(ctx, c)
 		r := w.leader(c)
 		f.Target = r.name
 		// Longer than the ttl: the lease expires unless the Pods are stopped first.
@@ -433,6 +435,7 @@ func (w *world) inject(ctx context.Context, kind FaultKind) {
 		c.redisProxy.Restore()
 	case FaultSlowAPIResume:
 		c := w.clusters[0]
+		w.awaitLongRun(ctx, c)
 		r := w.leader(c)
 		f.Target = r.name
 		f.At = time.Now()
@@ -444,6 +447,17 @@ func (w *world) inject(ctx context.Context, kind FaultKind) {
 	f.Until = time.Now()
 	w.t.Logf("%s fault %s %s (%.1fs)", f.At.Format("15:04:05.0"), f.Kind, f.Target, f.Until.Sub(f.At).Seconds())
 	w.rec.fault(f)
+}
+
+// awaitLongRun waits, for 30 s at most, until a Pod runs in c that only renewals keep
+// safe (its run time exceeds the ttl): the compound faults aim at such runs.
+func (w *world) awaitLongRun(ctx context.Context, c *cluster) {
+	_ = poll(ctx, 30*time.Second, "a long run in "+c.name, func() error {
+		if !w.rec.longRunning(c.name) {
+			return errors.New("none yet")
+		}
+		return nil
+	})
 }
 
 // observe records every Pod of namespace e2e in c, from a watch through c's API proxy:
@@ -783,6 +797,20 @@ func (r *recorder) pod(cluster string, p *corev1.Pod, deleted bool) {
 	if deleted && o.deletedAt.IsZero() {
 		o.deletedAt = time.Now()
 	}
+}
+
+// longRunning says whether a Pod of cluster runs now with a run time beyond the ttl.
+func (r *recorder) longRunning(cluster string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, o := range r.pods {
+		d, err := time.ParseDuration(o.pod.Annotations[runForAnnotation])
+		if o.cluster == cluster && o.deletedAt.IsZero() && o.pod.DeletionTimestamp == nil &&
+			o.pod.Status.Phase == corev1.PodRunning && err == nil && d > ttl {
+			return true
+		}
+	}
+	return false
 }
 
 // gone marks the Pods of cluster seen before a list was sent, and not in its answer
