@@ -53,6 +53,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -205,6 +206,17 @@ func TestFaults(t *testing.T) {
 	}
 	t.Logf("workload applied after %s: %d keys, %s, in both clusters", time.Since(started).Round(time.Second), keys, schedule)
 
+	// Before any fault: every GuardedJob is Ready and runs start in both clusters.
+	// Otherwise the faults would test nothing: say why at once.
+	if err := poll(ctx, 90*time.Second, "every GuardedJob Ready and a run started in each cluster", func() error {
+		return w.started(ctx)
+	}); err != nil {
+		for _, r := range w.replicas {
+			t.Logf("--- %s (last 25 lines of its current log, without stack traces)\n%s", r.name, stackTrace.ReplaceAllString(r.tail(25), ""))
+		}
+		t.Fatal(err)
+	}
+
 	// Faults, one after the other, from a deck that holds every kind.
 	kinds := []FaultKind{FaultManagerKill, FaultManagerPause, FaultRedisDataLoss, FaultKeyTheft, FaultAPIOutage, FaultRedisCut}
 	if compound {
@@ -212,8 +224,6 @@ func TestFaults(t *testing.T) {
 	}
 	faultsEnd := time.Now().Add(faultFor)
 	var deck []FaultKind
-	// Let the first runs happen before the first fault.
-	w.wait(ctx, 10*time.Second)
 	for time.Now().Before(faultsEnd) && ctx.Err() == nil {
 		if len(deck) == 0 {
 			deck = slices.Clone(kinds)
@@ -564,6 +574,27 @@ func (w *world) pollRedis(ctx context.Context) func() {
 	return func() { cancel(); <-done }
 }
 
+// started fails unless every GuardedJob is Ready in both clusters and a Pod of each
+// cluster has started.
+func (w *world) started(ctx context.Context) error {
+	for _, c := range w.clusters {
+		gjs := &batchv1alpha1.GuardedJobList{}
+		if err := c.client.List(ctx, gjs, client.InNamespace(namespace)); err != nil {
+			return err
+		}
+		for _, gj := range gjs.Items {
+			ready := meta.FindStatusCondition(gj.Status.Conditions, batchv1alpha1.ReadyCondition)
+			if ready == nil || ready.Status != metav1.ConditionTrue {
+				return fmt.Errorf("%s %s not Ready: %v", c.name, gj.Name, ready)
+			}
+		}
+		if !w.rec.ranIn(c.name) {
+			return fmt.Errorf("no Pod started in %s yet", c.name)
+		}
+	}
+	return nil
+}
+
 // leftovers lists the Pods not finished, the lock keys held and the runs in status.
 func (w *world) leftovers(ctx context.Context) (running, locked, active []string) {
 	for _, c := range w.clusters {
@@ -627,7 +658,7 @@ func newReplica(name string, c *cluster, bin, dir string, rec *recorder) (*repli
 		stopCh: make(chan struct{}), done: make(chan struct{}),
 		args: []string{
 			"--kubeconfig=" + c.managerConfig, "--redis-url=redis://" + c.redisProxy.Addr() + "/0", "--cluster-name=" + c.name,
-			"--leader-elect", "--leader-election-namespace=guardedjob-system",
+			"--leader-elect", "--leader-election-namespace=" + c.electionNamespace,
 			"--leader-elect-lease-duration=" + leaderLease.String(), "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s",
 			"--metrics-bind-address=0", "--health-probe-bind-address=0",
 		},
@@ -797,6 +828,18 @@ func (r *recorder) pod(cluster string, p *corev1.Pod, deleted bool) {
 	if deleted && o.deletedAt.IsZero() {
 		o.deletedAt = time.Now()
 	}
+}
+
+// ranIn says whether a Pod of cluster has started.
+func (r *recorder) ranIn(cluster string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, o := range r.pods {
+		if o.cluster == cluster && o.pod.Status.StartTime != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // longRunning says whether a Pod of cluster runs now with a run time beyond the ttl.

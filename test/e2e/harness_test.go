@@ -275,6 +275,8 @@ type cluster struct {
 	apiProxy *proxy
 	// redisProxy is the way of this cluster's managers to Redis (set by the test).
 	redisProxy *proxy
+	// electionNamespace holds the managers' leader election Lease, as in config/rbac.
+	electionNamespace string
 
 	admin            *rest.Config
 	client           client.Client
@@ -428,27 +430,36 @@ func (c *cluster) setUp(ctx context.Context, root string) error {
 		Labels: map[string]string{"kubernetes.io/arch": "amd64", "kubernetes.io/hostname": "kwok-node-0",
 			"kubernetes.io/os": "linux", "type": "kwok"},
 	}}
-	objs := []client.Object{
-		node,
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "guardedjob-system"}},
-		&rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "guardedjob-manager"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "manager-role"},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "guardedjob-manager"}},
-		},
-		&rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "guardedjob-leader-election", Namespace: "guardedjob-system"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "guardedjob-leader-election-role"},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "guardedjob-manager"}},
-		},
-	}
+	// The CRD and the manager's roles come from the checkout; the bindings name the
+	// roles as the manifests do.
+	var manifests []*unstructured.Unstructured
 	for _, f := range []string{"config/crd/bases/batch.guardedjob.dev_guardedjobs.yaml", "config/rbac/role.yaml", "config/rbac/leader_election_role.yaml"} {
 		o, err := readManifest(filepath.Join(root, f))
 		if err != nil {
 			return err
 		}
-		objs = append(objs, o)
+		manifests = append(manifests, o)
+	}
+	managerRole, electionRole := manifests[1], manifests[2]
+	c.electionNamespace = electionRole.GetNamespace()
+	manager := []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "guardedjob-manager"}}
+	objs := []client.Object{
+		node,
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: electionRole.GetNamespace()}},
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "guardedjob-manager"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: managerRole.GetName()},
+			Subjects:   manager,
+		},
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "guardedjob-leader-election", Namespace: electionRole.GetNamespace()},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: electionRole.GetName()},
+			Subjects:   manager,
+		},
+	}
+	for _, m := range manifests {
+		objs = append(objs, m)
 	}
 	for _, o := range objs {
 		if err := poll(ctx, 30*time.Second, "create "+o.GetName(), func() error {
