@@ -278,6 +278,7 @@ func TestFaults(t *testing.T) {
 	t.Logf("fault test finished after %s:\n%s", time.Since(started).Round(time.Second), Summary(h, res))
 	if len(res.Violations) > 0 {
 		t.Logf("history:\n%s", Timeline(h))
+		t.Logf("GuardedJobs at the end:\n%s", w.describe(ctx))
 		for _, r := range w.replicas {
 			t.Logf("--- %s (last 25 lines of its current log, without stack traces)\n%s", r.name, stackTrace.ReplaceAllString(r.tail(25), ""))
 		}
@@ -572,6 +573,29 @@ func (w *world) pollRedis(ctx context.Context) func() {
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// describe lists each GuardedJob's conditions and last run, as kubectl describe would.
+func (w *world) describe(ctx context.Context) string {
+	var b strings.Builder
+	for _, c := range w.clusters {
+		gjs := &batchv1alpha1.GuardedJobList{}
+		if err := c.client.List(ctx, gjs, client.InNamespace(namespace)); err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", c.name, err)
+			continue
+		}
+		for _, gj := range gjs.Items {
+			fmt.Fprintf(&b, "%s %s:", c.name, gj.Name)
+			for _, cond := range gj.Status.Conditions {
+				fmt.Fprintf(&b, " %s=%s(%s)", cond.Type, cond.Status, cond.Reason)
+			}
+			if r := gj.Status.LastRun; r != nil {
+				fmt.Fprintf(&b, "; last run %s %s: %s", r.JobName, r.Result, r.Message)
+			}
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
 }
 
 // started fails unless every GuardedJob is Ready in both clusters and a Pod of each
