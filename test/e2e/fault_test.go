@@ -217,6 +217,8 @@ func TestFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	lim := Limits{RenewInterval: renewInterval, PodGrace: podGrace, Slack: slack, CrashLoopExits: 3, CrashLoopWindow: time.Minute}
+
 	// Faults, one after the other, from a deck that holds every kind.
 	kinds := []FaultKind{FaultManagerKill, FaultManagerPause, FaultRedisDataLoss, FaultKeyTheft, FaultAPIOutage, FaultRedisCut}
 	if compound {
@@ -231,8 +233,18 @@ func TestFaults(t *testing.T) {
 		}
 		kind := deck[0]
 		deck = deck[1:]
+		if kind.breaksLeases() {
+			// The window in which two Pods may overlap assumes a manager that can act:
+			// each cluster must have a leader when the lease breaks, and no other fault
+			// may follow until the window has passed (that would be a compound fault).
+			w.awaitLeaders(ctx)
+		}
 		w.inject(ctx, kind)
-		w.wait(ctx, time.Duration(2000+w.rng.IntN(3000))*time.Millisecond)
+		gap := time.Duration(2000+w.rng.IntN(3000)) * time.Millisecond
+		if kind.breaksLeases() {
+			gap = lim.OverlapWindow()
+		}
+		w.wait(ctx, gap)
 	}
 	w.rec.mu.Lock()
 	w.rec.h.QuietStart = time.Now()
@@ -274,7 +286,7 @@ func TestFaults(t *testing.T) {
 	if data, err := json.MarshalIndent(h, "", "  "); err == nil {
 		_ = os.WriteFile(filepath.Join(dir, "history.json"), data, 0o600)
 	}
-	res := Check(h, Limits{RenewInterval: renewInterval, PodGrace: podGrace, Slack: slack, CrashLoopExits: 3, CrashLoopWindow: time.Minute})
+	res := Check(h, lim)
 	t.Logf("fault test finished after %s:\n%s", time.Since(started).Round(time.Second), Summary(h, res))
 	if len(res.Violations) > 0 {
 		t.Logf("history:\n%s", Timeline(h))
@@ -458,6 +470,18 @@ func (w *world) inject(ctx context.Context, kind FaultKind) {
 	f.Until = time.Now()
 	w.t.Logf("%s fault %s %s (%.1fs)", f.At.Format("15:04:05.0"), f.Kind, f.Target, f.Until.Sub(f.At).Seconds())
 	w.rec.fault(f)
+}
+
+// awaitLeaders waits, for 30 s at most, until each cluster has a leading manager.
+func (w *world) awaitLeaders(ctx context.Context) {
+	_ = poll(ctx, 30*time.Second, "a leader in each cluster", func() error {
+		for _, c := range w.clusters {
+			if !w.leader(c).leads() {
+				return fmt.Errorf("no leader in %s", c.name)
+			}
+		}
+		return nil
+	})
 }
 
 // awaitLongRun waits, for 30 s at most, until a Pod runs in c that only renewals keep
