@@ -86,6 +86,11 @@ test: ## Run all tests (installs redis-server and builds kube-apiserver + etcd o
 test-ops: ## Test the Argo CD health check, the Flux health expressions and the Prometheus alerts.
 	for m in $(OPS_TEST_MODULES); do (cd $$m && go vet ./... && go test -count=1 ./...) || exit 1; done
 
+.PHONY: test-e2e
+test-e2e: ## Run the fault test: two local clusters, one Redis, faults (docs/reliability.md; E2E_SEED=N replays a run).
+	hack/ensure-redis.sh
+	E2E_FAULTS=1 go test -count=1 -timeout 45m -v -run '^TestFaults$$' ./test/e2e/
+
 .PHONY: test-race
 test-race: ## Run all tests with the race detector.
 	$(MAKE) test GOTESTFLAGS="$(GOTESTFLAGS) -race"

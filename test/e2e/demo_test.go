@@ -14,9 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package e2e runs the operator end to end on a local control plane (hack/demo.sh):
-// etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, redis-server and
-// the manager binary, all on 127.0.0.1.
 package e2e
 
 import (
