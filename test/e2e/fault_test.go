@@ -25,9 +25,9 @@ package e2e
 //	E2E_SEED=N               replay the fault schedule of a printed seed
 //	E2E_FAULT_SECONDS=180    how long faults are injected
 //	E2E_QUIET_SECONDS=45     the quiet period after them, in which every key must succeed
-//	E2E_COMPOUND_FAULTS=1    also inject the compound faults: a manager restarted while
+//	E2E_COMPOUND_FAULTS=0    leave out the compound faults: a manager restarted while
 //	                         cut off from Redis, and a leader killed while its API server
-//	                         is slow (off by default)
+//	                         is slow (on by default)
 //	E2E_DIR=path             keep logs, state and the history (history.json) there instead
 //	                         of in a temporary directory
 
@@ -110,7 +110,7 @@ func TestFaults(t *testing.T) {
 	seed := envInt(t, "E2E_SEED", time.Now().UnixNano()%1_000_000_007)
 	faultFor := time.Duration(envInt(t, "E2E_FAULT_SECONDS", 180)) * time.Second
 	quiet := time.Duration(envInt(t, "E2E_QUIET_SECONDS", 45)) * time.Second
-	compound := os.Getenv("E2E_COMPOUND_FAULTS") == "1"
+	compound := os.Getenv("E2E_COMPOUND_FAULTS") != "0"
 	t.Logf("seed %d (replay with E2E_SEED=%d); faults for %s, quiet for %s, compound faults %t", seed, seed, faultFor, quiet, compound)
 
 	root := repoRoot(t)
