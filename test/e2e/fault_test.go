@@ -78,9 +78,12 @@ const (
 	// slack is the time the stop path may take on a loaded 2-core machine, beyond the
 	// renewal that finds the lease gone and the Pod's grace period.
 	slack = 5 * time.Second
-	// slowAPI is the delay the slow-api-resume fault adds to every exchange with an
-	// API server.
-	slowAPI = 1500 * time.Millisecond
+	// slowAPI is the delay the slow-api-resume fault adds to every chunk sent either
+	// way through an API server's proxy: about 200 ms per request, the latency the
+	// leader handover margin (5s) is designed for. Much slower API servers can
+	// delay the election itself past the lease; the lease timing rule assumes they
+	// answer.
+	slowAPI = 100 * time.Millisecond
 	// restartDelay is the harness' restart back-off, like a Deployment's.
 	restartDelay = time.Second
 	// Pod outcome and run time, picked per Pod and handed to kwok through the demo's
