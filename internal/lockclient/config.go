@@ -23,6 +23,9 @@ import (
 //	redis+cluster://[user:password@]host:port[,host:port...]
 //	rediss+cluster://...                                TLS
 //
+// Every form takes the query minReplicaAcks=N[&replicaAckTimeout=D]:
+// an acquisition then waits (WAIT) until N replicas have the lease, at most D
+// (default 500ms), and fails as a store error, releasing the key, if fewer did.
 // The URL's user and password log in to the data nodes. Sentinels that need their
 // own login take the query parameters sentinelUsername and sentinelPassword.
 // A user name or password holding '/', '?', '#' or '%' must be percent-encoded
@@ -61,6 +64,10 @@ func Dial(cfg Config, opts ...ClientOption) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	acks, err := replicaAckOf(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
 	var rdb redis.UniversalClient
 	switch {
 	case uo.MasterName != "":
@@ -78,7 +85,7 @@ func Dial(cfg Config, opts ...ClientOption) (*Client, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	return New(rdb, append([]ClientOption{WithTimeout(timeout), WithIdentity(identity)}, opts...)...), nil
+	return New(rdb, append([]ClientOption{WithTimeout(timeout), WithIdentity(identity), withReplicaAck(acks)}, opts...)...), nil
 }
 
 func universalOptions(cfg Config) (*redis.UniversalOptions, string, error) {

@@ -102,6 +102,9 @@ func splitURL(raw string) (parsedURL, error) {
 		return p, err
 	}
 	p.query = q
+	if _, err := parseReplicaAck(p); err != nil {
+		return p, err
+	}
 
 	if p.scheme == "unix" {
 		if hostPart != "" || path == "" || path == "/" {

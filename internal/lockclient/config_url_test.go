@@ -25,6 +25,8 @@ func storeURLs(addr, user, pw string) map[string]string {
 		"sentinel":        "redis+sentinel://" + user + ":" + pw + "@" + addr + ",127.0.0.1:26379/mymaster/1?sentinelPassword=" + pw,
 		"rediss+sentinel": "rediss+sentinel://:" + pw + "@" + addr + "/mymaster",
 		"cluster":         "redis+cluster://" + user + ":" + pw + "@" + addr + ",127.0.0.1:7001",
+		"replica acks":    "redis://" + user + ":" + pw + "@" + addr + "/0?minReplicaAcks=1&replicaAckTimeout=50ms",
+		"sentinel acks":   "redis+sentinel://" + user + ":" + pw + "@" + addr + "/mymaster?sentinelPassword=" + pw + "&minReplicaAcks=2",
 	}
 }
 
@@ -102,6 +104,12 @@ func TestStoreURLErrorsSayWhatIsWrongWithoutQuotingTheURL(t *testing.T) {
 		{"a line break", "redis://:" + secret + "\n@h:1", "control character"},
 		{"a very long URL", "redis://:" + strings.Repeat(secret, 3000) + "@h:1", "longer than 16384 bytes"},
 		{"a malformed query", "redis+sentinel://h:1/m?sentinelPassword=%zz" + secret, "the query is malformed"},
+		{"replica acks that are not a number", "redis://:" + secret + "@h:1?minReplicaAcks=" + secret, "minReplicaAcks must be given once, as a whole number from 1 to 16"},
+		{"no replica acks", "redis://:" + secret + "@h:1?minReplicaAcks=0", "a whole number from 1 to 16"},
+		{"replica acks given twice", "redis://h:1?minReplicaAcks=1&minReplicaAcks=2", "must be given once"},
+		{"an ack timeout that is not a duration", "redis://:" + secret + "@h:1?minReplicaAcks=1&replicaAckTimeout=" + secret, "replicaAckTimeout must be given once, as a duration from 1ms to 10s"},
+		{"an ack timeout without a number of acks", "redis://h:1?replicaAckTimeout=1s", "replicaAckTimeout needs minReplicaAcks"},
+		{"an ack timeout too long", "redis://h:1?minReplicaAcks=1&replicaAckTimeout=1m", "a duration from 1ms to 10s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -41,6 +41,8 @@ type Client struct {
 	cluster bool
 	// identity names the store without credentials, for status and logs.
 	identity string
+	// acks is the replica acknowledgement an acquisition waits for (replica_ack.go).
+	acks replicaAck
 }
 
 // ClientOption configures a Client made by New.
@@ -130,6 +132,9 @@ func (c *Client) Acquire(ctx context.Context, req AcquireRequest) (Lease, error)
 	}
 	if err := c.checkSlots(keys...); err != nil {
 		return Lease{}, err
+	}
+	if c.acks.min > 0 {
+		return c.acquireAcked(ctx, req, keys, hasOccurrence)
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)

@@ -1,0 +1,92 @@
+package lockclient_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
+)
+
+// With minReplicaAcks, a lease counts only once a replica has it: the acquire
+// script and WAIT go out in one pipeline on one connection (WAIT counts only
+// that connection's writes). A replica that does not answer makes the
+// acquisition a store error, and the key is released, not left behind for the
+// TTL; once the replica answers again, acquisitions succeed.
+func TestReplicaAcknowledgementOfAnAcquisition(t *testing.T) {
+	ctx := context.Background()
+	master := redisserver.Start(t)
+	replica := redisserver.Start(t, redisserver.WithReplicaOf(master))
+	masterRDB, replicaRDB := master.Client(t), replica.Client(t)
+	const ackTimeout = 300 * time.Millisecond
+	c := dialConfig(t, lockclient.Config{URL: master.URL() + "?minReplicaAcks=1&replicaAckTimeout=300ms", Timeout: 2 * time.Second})
+	n, d := c.ReplicaAcks()
+	NewWithT(t).Expect(n).To(Equal(1))
+	NewWithT(t).Expect(d).To(Equal(ackTimeout))
+
+	t.Run("a running replica acknowledges, and has the key when Acquire returns", func(t *testing.T) {
+		g := NewWithT(t)
+		k, tok := keys("acks-ok"), token(t, "j")
+		rec := record(c)
+		before := time.Now()
+		l, err := c.Acquire(ctx, acquireReq(k, tok, 10*time.Second))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(l.SentAt).To(BeTemporally(">=", before), "SentAt is taken before the call is sent")
+		// Read from the replica at once: WAIT returned only after it had the write.
+		g.Expect(replicaRDB.Get(ctx, k.Lock).Val()).To(Equal(tok))
+		g.Expect(replicaRDB.Get(ctx, k.Fence).Val()).To(Equal("1"))
+		cmds, pipelines := rec.reset()
+		g.Expect(pipelines).To(Equal(1))
+		g.Expect(cmds).To(Equal([]string{"eval", "wait"}))
+		g.Expect(c.Release(ctx, l)).To(Succeed())
+	})
+
+	t.Run("a stopped replica makes it a store error and leaves no key behind", func(t *testing.T) {
+		g := NewWithT(t)
+		k, tok := keys("acks-stopped"), token(t, "j")
+		replica.Pause()
+		start := time.Now()
+		_, err := c.Acquire(ctx, acquireReq(k, tok, 10*time.Second))
+		elapsed := time.Since(start)
+		replica.Resume()
+		g.Expect(errors.Is(err, lockclient.ErrStore)).To(BeTrue(), "%v", err)
+		g.Expect(errors.Is(err, lockclient.ErrTooFewReplicas)).To(BeTrue(), "%v", err)
+		g.Expect(err.Error()).To(ContainSubstring("0 of 1 within 300ms; released it"))
+		g.Expect(elapsed).To(BeNumerically(">=", ackTimeout))
+		g.Expect(elapsed).To(BeNumerically("<", ackTimeout+time.Second))
+		g.Expect(masterRDB.Exists(ctx, k.Lock).Val()).To(BeZero(), "the unacknowledged lease was released")
+
+		// The replica catches up and the next acquisition succeeds, with a
+		// higher fence: the released attempt's fence is never handed out again.
+		l, err := c.Acquire(ctx, acquireReq(k, tok, 10*time.Second))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(l.Fence).To(BeEquivalentTo(2))
+		g.Expect(replicaRDB.Get(ctx, k.Lock).Val()).To(Equal(tok))
+	})
+
+	t.Run("busy and done answers are not store errors", func(t *testing.T) {
+		g := NewWithT(t)
+		k := keys("acks-busy")
+		_, err := c.Acquire(ctx, acquireReq(k, token(t, "a"), 10*time.Second))
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = c.Acquire(ctx, acquireReq(k, token(t, "b"), 10*time.Second))
+		g.Expect(errors.Is(err, lockclient.ErrBusy)).To(BeTrue(), "%v", err)
+		g.Expect(masterRDB.Set(ctx, k.Occurrence, token(t, "c"), time.Minute).Err()).To(Succeed())
+		_, err = c.Acquire(ctx, acquireReq(k, token(t, "b"), 10*time.Second))
+		g.Expect(errors.Is(err, lockclient.ErrDone)).To(BeTrue(), "%v", err)
+	})
+
+	t.Run("more acknowledgements than replicas never succeeds", func(t *testing.T) {
+		g := NewWithT(t)
+		c2 := dialConfig(t, lockclient.Config{URL: master.URL() + "?minReplicaAcks=2&replicaAckTimeout=50ms"})
+		k := keys("acks-two")
+		_, err := c2.Acquire(ctx, acquireReq(k, token(t, "j"), 10*time.Second))
+		g.Expect(errors.Is(err, lockclient.ErrTooFewReplicas)).To(BeTrue(), "%v", err)
+		g.Expect(err.Error()).To(ContainSubstring("1 of 2"))
+		g.Expect(masterRDB.Exists(ctx, k.Lock).Val()).To(BeZero())
+	})
+}
