@@ -72,7 +72,7 @@ func waitReplicating(t *testing.T, srv *redisserver.Server) {
 	rdb := srv.Client(t)
 	NewWithT(t).Eventually(func() string {
 		return rdb.Info(context.Background(), "replication").Val()
-	}).WithTimeout(20*time.Second).WithPolling(50*time.Millisecond).Should(And(
+	}).WithTimeout(20 * time.Second).WithPolling(50 * time.Millisecond).Should(And(
 		ContainSubstring("role:slave"), ContainSubstring("master_link_status:up")))
 }
 
