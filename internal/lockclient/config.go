@@ -22,6 +22,8 @@ import (
 //	rediss+sentinel://...                               TLS to Sentinels and data nodes
 //	redis+cluster://[user:password@]host:port[,host:port...]
 //	rediss+cluster://...                                TLS
+//	redis+redlock://[user:password@]host:port,host:port,host:port[/db]
+//	rediss+redlock://...                                TLS; N independent masters, N odd >= 3
 //
 // Every form takes the query minReplicaAcks=N[&replicaAckTimeout=D]:
 // an acquisition then waits (WAIT) until N replicas have the lease, at most D
@@ -84,6 +86,9 @@ func Dial(cfg Config, opts ...ClientOption) (*Client, error) {
 	timeout := cfg.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
+	}
+	if p, _ := splitURL(cfg.URL); p.mode == "redlock" {
+		return dialRedlock(cfg, uo, p, acks, timeout, opts)
 	}
 	return New(rdb, append([]ClientOption{WithTimeout(timeout), WithIdentity(identity), withReplicaAck(acks)}, opts...)...), nil
 }

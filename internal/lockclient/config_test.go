@@ -84,7 +84,7 @@ func TestURLsAreParsedIntoTheRightModeAndNeverLeakThePassword(t *testing.T) {
 		{"unknown scheme", "http://" + secret + "@x:1", "the scheme is not one of"},
 		{"bad port", "redis://u:" + secret + "@host:port", "not host or host:port"},
 		{"no host", "redis://:" + secret + "@", "no host"},
-		{"several hosts without a mode", "redis://:" + secret + "@a:1,b:2", "use redis+sentinel:// or redis+cluster://"},
+		{"several hosts without a mode", "redis://:" + secret + "@a:1,b:2", "use redis+sentinel://, redis+cluster:// or redis+redlock://"},
 		{"sentinel without master", "redis+sentinel://:" + secret + "@a:1", "needs the master name"},
 		{"bad database", "redis://:" + secret + "@a:1/x", "the database is not a number"},
 		{"cluster with a database", "redis+cluster://a:1/2", "cannot select a database"},

@@ -30,7 +30,7 @@ func Redact(rawURL string) string {
 // input in its errors, so store URLs are parsed by hand.
 type parsedURL struct {
 	scheme   string // redis | rediss | unix
-	mode     string // "", "sentinel" or "cluster"
+	mode     string // "", "sentinel", "cluster" or "redlock"
 	user     string
 	password string
 	hosts    []string
@@ -71,14 +71,14 @@ func splitURL(raw string) (parsedURL, error) {
 	}
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		return p, urlError("must start with redis://, rediss://, unix://, redis+sentinel:// or redis+cluster://")
+		return p, urlError("must start with redis://, rediss://, unix://, redis+sentinel://, redis+cluster:// or redis+redlock://")
 	}
 	p.scheme, p.mode, _ = strings.Cut(strings.ToLower(scheme), "+")
 	switch {
 	case p.scheme == "unix" && p.mode == "":
-	case (p.scheme == "redis" || p.scheme == "rediss") && (p.mode == "" || p.mode == "sentinel" || p.mode == "cluster"):
+	case (p.scheme == "redis" || p.scheme == "rediss") && (p.mode == "" || p.mode == "sentinel" || p.mode == "cluster" || p.mode == "redlock"):
 	default:
-		return p, urlError("the scheme is not one of redis, rediss, unix, redis+sentinel, rediss+sentinel, redis+cluster, rediss+cluster")
+		return p, urlError("the scheme is not one of redis, rediss, unix, redis+sentinel, rediss+sentinel, redis+cluster, rediss+cluster, redis+redlock, rediss+redlock")
 	}
 
 	at := userinfoEnd(rest, p.scheme == "unix")
@@ -219,7 +219,10 @@ func (p *parsedURL) setHosts(hostPart string, hasAt bool) error {
 		p.hosts = append(p.hosts, addr)
 	}
 	if len(p.hosts) > 1 && p.mode == "" {
-		return urlError("lists several hosts: use redis+sentinel:// or redis+cluster://")
+		return urlError("lists several hosts: use redis+sentinel://, redis+cluster:// or redis+redlock://")
+	}
+	if p.mode == "redlock" && (len(p.hosts) < 3 || len(p.hosts)%2 == 0) {
+		return urlError("a redis+redlock URL needs an odd number of hosts, at least 3, got " + strconv.Itoa(len(p.hosts)))
 	}
 	return nil
 }

@@ -26,6 +26,7 @@ func storeURLs(addr, user, pw string) map[string]string {
 		"rediss+sentinel": "rediss+sentinel://:" + pw + "@" + addr + "/mymaster",
 		"cluster":         "redis+cluster://" + user + ":" + pw + "@" + addr + ",127.0.0.1:7001",
 		"replica acks":    "redis://" + user + ":" + pw + "@" + addr + "/0?minReplicaAcks=1&replicaAckTimeout=50ms",
+		"redlock":         "redis+redlock://" + user + ":" + pw + "@" + addr + ",127.0.0.1:7001,127.0.0.1:7002/1",
 		"sentinel acks":   "redis+sentinel://" + user + ":" + pw + "@" + addr + "/mymaster?sentinelPassword=" + pw + "&minReplicaAcks=2",
 	}
 }
@@ -95,7 +96,7 @@ func TestStoreURLErrorsSayWhatIsWrongWithoutQuotingTheURL(t *testing.T) {
 		{"no scheme", secret + "@h:6379", "must start with redis://"},
 		{"a port that is not a number", "redis://u:" + secret + "@h:" + secret, "not host or host:port"},
 		{"a port out of range", "redis://h:70000", "a port from 1 to 65535"},
-		{"several hosts without a mode", "redis://a:1,b:2", "use redis+sentinel:// or redis+cluster://"},
+		{"several hosts without a mode", "redis://a:1,b:2", "use redis+sentinel://, redis+cluster:// or redis+redlock://"},
 		{"the second host is bad", "redis+cluster://a:1,b:x" + secret, "host 2 is not host or host:port"},
 		{"a database that is not a number", "redis://h:1/" + secret, "the database is not a number"},
 		{"sentinel without a master", "redis+sentinel://:" + secret + "@a:1", "needs the master name"},

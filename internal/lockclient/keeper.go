@@ -654,6 +654,9 @@ type renewItem struct {
 // is loaded again and those renewals are retried once. NOSCRIPT is a store error,
 // never "not held".
 func (c *Client) renewMany(ctx context.Context, items []renewItem) []error {
+	if c.redlock != nil {
+		return c.redlock.renewMany(ctx, items)
+	}
 	errs := make([]error, len(items))
 	ctx, cancel := context.WithTimeout(ctx, c.timeout+time.Duration(len(items))*50*time.Microsecond)
 	defer cancel()

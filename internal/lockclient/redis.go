@@ -43,6 +43,9 @@ type Client struct {
 	identity string
 	// acks is the replica acknowledgement an acquisition waits for (replica_ack.go).
 	acks replicaAck
+	// redlock, when set, holds the independent masters of a Redlock store
+	// (redlock.go); rdb is then its first node.
+	redlock *redlock
 }
 
 // ClientOption configures a Client made by New.
@@ -83,10 +86,18 @@ func (c *Client) Timeout() time.Duration { return c.timeout }
 func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 
 // Close closes the connections.
-func (c *Client) Close() error { return c.rdb.Close() }
+func (c *Client) Close() error {
+	if c.redlock != nil {
+		return c.redlock.close()
+	}
+	return c.rdb.Close()
+}
 
 // Ping checks that the store answers.
 func (c *Client) Ping(ctx context.Context) error {
+	if c.redlock != nil {
+		return c.redlock.ping(ctx)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	if err := c.rdb.Ping(ctx).Err(); err != nil {
@@ -98,6 +109,9 @@ func (c *Client) Ping(ctx context.Context) error {
 // LoadScripts loads the scripts into the store's script cache (every shard in
 // Cluster mode), so the first calls need no EVAL fallback.
 func (c *Client) LoadScripts(ctx context.Context) error {
+	if c.redlock != nil {
+		return c.redlock.loadScripts(ctx)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	for _, s := range []*redis.Script{acquireScript, renewScript, completeScript, releaseScript} {
@@ -118,6 +132,9 @@ func (c *Client) checkSlots(keys ...string) error {
 // Acquire takes the lock for req.Token, or reports why not: *BusyError,
 // *DoneError, *StoreError or an ErrInvalid error.
 func (c *Client) Acquire(ctx context.Context, req AcquireRequest) (Lease, error) {
+	if c.redlock != nil {
+		return c.redlock.acquire(ctx, c, req)
+	}
 	if err := req.validate(); err != nil {
 		return Lease{}, err
 	}
@@ -176,6 +193,9 @@ func acquireResult(req AcquireRequest, res []any, sent time.Time) (Lease, error)
 // Renew extends the lease to its full TTL if the key still holds its token.
 // It returns *NotHeldError (naming the current holder) or *StoreError.
 func (c *Client) Renew(ctx context.Context, l Lease) error {
+	if c.redlock != nil {
+		return c.redlock.renew(ctx, l)
+	}
 	if err := validateLease(l); err != nil {
 		return err
 	}
@@ -215,6 +235,9 @@ var errReacquired = errors.New("lease re-acquired after the key was lost")
 // holds the key nothing is written and the error is *NotHeldError. A lease without
 // an occurrence key is only released.
 func (c *Client) Complete(ctx context.Context, l Lease, markerTTL time.Duration) (bool, error) {
+	if c.redlock != nil && l.Keys.Occurrence != "" {
+		return c.redlock.complete(ctx, l, markerTTL)
+	}
 	if l.Keys.Occurrence == "" {
 		err := c.Release(ctx, l)
 		var nh *NotHeldError
@@ -257,6 +280,9 @@ func completeResult(key string, res []any) (bool, error) {
 // *NotHeldError with an empty Holder; callers that only want the key gone may
 // treat that as success.
 func (c *Client) Release(ctx context.Context, l Lease) error {
+	if c.redlock != nil {
+		return c.redlock.release(ctx, l)
+	}
 	if err := validateLease(l); err != nil {
 		return err
 	}
@@ -295,6 +321,9 @@ type KeyState struct {
 
 // Inspect reads the keys without changing them (one round trip).
 func (c *Client) Inspect(ctx context.Context, keys Keys) (KeyState, error) {
+	if c.redlock != nil {
+		return c.redlock.inspect(ctx, keys)
+	}
 	if err := ValidateKey(keys.Lock); err != nil {
 		return KeyState{}, fmt.Errorf("lock key: %w", err)
 	}

@@ -70,6 +70,9 @@ func (s StoreInfo) Safety(needPersistence bool) (Tristate, string) {
 // StoreInfo reads INFO and, where allowed, CONFIG GET save. A CONFIG that ACLs or a
 // managed service forbid yields Unknown rather than an error.
 func (c *Client) StoreInfo(ctx context.Context) (StoreInfo, error) {
+	if c.redlock != nil {
+		return c.redlock.storeInfo(ctx)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	info, err := c.rdb.Info(ctx, "replication", "memory", "persistence").Result()
