@@ -354,21 +354,23 @@ func (r *redlock) inspect(ctx context.Context, keys Keys) (KeyState, error) {
 	return st, nil
 }
 
-// storeInfo reports the least safe node: one node that can lose a lease makes
-// Strict fencing and done-markers depend on the others.
+// storeInfo reports the least safe node that answered: one node that can lose
+// a lease makes Strict fencing and done-markers depend on the others. Nodes
+// that do not answer are left out while a majority does.
 func (r *redlock) storeInfo(ctx context.Context) (StoreInfo, error) {
 	infos := make([]StoreInfo, len(r.nodes))
 	errs := make([]error, len(r.nodes))
 	r.each(func(i int, n *Client) { infos[i], errs[i] = n.StoreInfo(ctx) })
 	var out StoreInfo
-	first := true
+	answered := 0
 	for i, err := range errs {
 		if err != nil {
-			return StoreInfo{}, err
+			continue
 		}
 		in := infos[i]
-		if first {
-			out, first = in, false
+		answered++
+		if answered == 1 {
+			out = in
 			continue
 		}
 		if in.MaxMemoryPolicy != "noeviction" {
@@ -376,6 +378,9 @@ func (r *redlock) storeInfo(ctx context.Context) (StoreInfo, error) {
 		}
 		out.AOF, out.RDB = worse(out.AOF, in.AOF), worse(out.RDB, in.RDB)
 		out.Replicas = min(out.Replicas, in.Replicas)
+	}
+	if answered < r.quorum {
+		return StoreInfo{}, r.reachedError("info", answered, errs)
 	}
 	return out, nil
 }

@@ -25,7 +25,7 @@ func startSentinelGroup(t *testing.T) *sentinelGroup {
 	g := &sentinelGroup{master: redisserver.Start(t)}
 	g.replica = redisserver.Start(t, redisserver.WithReplicaOf(g.master))
 	for range 3 {
-		g.sentinels = append(g.sentinels, redisserver.StartSentinel(t, g.master, "mymaster"))
+		g.sentinels = append(g.sentinels, redisserver.StartSentinel(t, g.master, "mymaster", redisserver.WithFailoverTimeout(time.Second)))
 	}
 	// A failover needs the Sentinels to know the replica and each other (they
 	// announce themselves through the master every 2 s).

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
@@ -17,11 +18,23 @@ import (
 
 // Sentinel is a running redis-server in Sentinel mode monitoring one master.
 type Sentinel struct {
-	master     *Server
-	masterName string
-	dir        string
-	port       int
-	proc       process
+	master          *Server
+	masterName      string
+	dir             string
+	port            int
+	proc            process
+	failoverTimeout time.Duration
+}
+
+// SentinelOption configures a Sentinel started by [StartSentinel].
+type SentinelOption func(*Sentinel)
+
+// WithFailoverTimeout sets the Sentinel's failover-timeout (default 3 s). A
+// Sentinel starts no new failover of a master within twice this time of the
+// last attempt, so tests that fail over twice, or whose Sentinels may split
+// their votes, finish sooner with a shorter one.
+func WithFailoverTimeout(d time.Duration) SentinelOption {
+	return func(s *Sentinel) { s.failoverTimeout = d }
 }
 
 // StartSentinel starts a Sentinel monitoring master under masterName, with a
@@ -30,10 +43,13 @@ type Sentinel struct {
 // for a TLS master, listens on TLS itself, so that one go-redis FailoverOptions
 // works for Sentinel and data nodes alike. It returns once the Sentinel answers
 // SENTINEL GET-MASTER-ADDR-BY-NAME and is connected to the master.
-func StartSentinel(t testing.TB, master *Server, masterName string) *Sentinel {
+func StartSentinel(t testing.TB, master *Server, masterName string, opts ...SentinelOption) *Sentinel {
 	t.Helper()
 	bin := lookBinary(t, "redis-server")
-	s := &Sentinel{master: master, masterName: masterName, dir: t.TempDir()}
+	s := &Sentinel{master: master, masterName: masterName, dir: t.TempDir(), failoverTimeout: 3 * time.Second}
+	for _, o := range opts {
+		o(s)
+	}
 	t.Cleanup(s.Kill)
 	for attempt := 1; ; attempt++ {
 		s.port = freePort(t)
@@ -127,7 +143,7 @@ func (s *Sentinel) startOnce(bin string, attempt int) error {
 	}
 	line("sentinel", "monitor", name, "127.0.0.1", strconv.Itoa(m.Port()), "1")
 	line("sentinel", "down-after-milliseconds", name, "1000")
-	line("sentinel", "failover-timeout", name, "3000")
+	line("sentinel", "failover-timeout", name, strconv.FormatInt(s.failoverTimeout.Milliseconds(), 10))
 	if user, pw := m.credentials(); pw != "" || user != "" {
 		if user != "" {
 			line("sentinel", "auth-user", name, quoteConf(user))
