@@ -40,15 +40,20 @@ func clusterNodes(t *testing.T, cl *redisserver.Cluster) []clusterNode {
 // slotOwner returns the node that serves slot, as nodes[0] sees it.
 func slotOwner(t *testing.T, nodes []clusterNode, slot int) clusterNode {
 	t.Helper()
-	ranges, err := nodes[0].rdb.ClusterSlots(context.Background()).Result()
+	shards, err := nodes[0].rdb.ClusterShards(context.Background()).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range ranges {
-		if slot >= int(r.Start) && slot <= int(r.End) {
-			for _, n := range nodes {
-				if n.id == r.Nodes[0].ID {
-					return n
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if slot < int(r.Start) || slot > int(r.End) {
+				continue
+			}
+			for _, sn := range sh.Nodes {
+				for _, n := range nodes {
+					if sn.Role == "master" && n.id == sn.ID {
+						return n
+					}
 				}
 			}
 		}
