@@ -76,6 +76,8 @@ func TestHostileStorePasswordsNeverReachStatusOrEvents(t *testing.T) {
 				add(pw.Value, "unix://"+user+":"+p+"@/nonexistent/redis.sock?db=1", false)
 				add(pw.Value, "redis+sentinel://"+user+":"+p+"@"+closed+"/mymaster?sentinelPassword="+p, false)
 				add(pw.Value, "redis+cluster://"+user+":"+p+"@"+closed+","+closed, false)
+				add(pw.Value, "redis+redlock://"+user+":"+p+"@"+closed+","+closed+","+closed, false)
+				add(pw.Value, "redis://"+user+":"+p+"@"+closed+"/0?minReplicaAcks=1&replicaAckTimeout=100ms", false)
 			}
 		}
 	}

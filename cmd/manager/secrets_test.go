@@ -39,6 +39,7 @@ func TestHostilePasswordsInRedisURLNeverReachTheLog(t *testing.T) {
 			if pw.Name == "every delimiter" {
 				forms["sentinel"] = "redis+sentinel://:" + enc.fn(pw.Value) + "@" + srv.Addr() + "/mymaster?sentinelPassword=" + enc.fn(pw.Value)
 				forms["unix"] = "unix://" + user + ":" + enc.fn(pw.Value) + "@/nonexistent/redis.sock"
+				forms["redlock"] = "redis+redlock://" + user + ":" + enc.fn(pw.Value) + "@" + srv.Addr() + "," + srv.Addr() + "," + srv.Addr() + "?minReplicaAcks=1"
 			}
 			for form, url := range forms {
 				t.Run(pw.Name+" "+enc.name+" "+form, func(t *testing.T) {

@@ -547,7 +547,7 @@ func (k *Keeper) renewBatch(ctx context.Context, c *Client, es []*entry) []error
 		k.stats.Pipelines++
 		now := k.clock.Now()
 		for i, e := range chunk {
-			k.applyLocked(e, sent, now, res[i])
+			k.applyLocked(e, c.provenSent(sent, e.req.Lease.TTL), now, res[i])
 		}
 		// Wake the run loop before anyone can see the renewals as answered, so
 		// that InFlight never reads zero while their outcome is still unplanned.

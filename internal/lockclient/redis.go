@@ -82,7 +82,8 @@ func (c *Client) Identity() string { return c.identity }
 // Timeout is the bound on every call.
 func (c *Client) Timeout() time.Duration { return c.timeout }
 
-// Redis returns the underlying go-redis client.
+// Redis returns the underlying go-redis client; for a Redlock store, the
+// client of its first node.
 func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 
 // Close closes the connections.

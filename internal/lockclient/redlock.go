@@ -48,6 +48,16 @@ type redlock struct {
 // the TTL plus 2 ms, the figure the Redlock description uses.
 func clockDrift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
+// provenSent is the time from which a renewal sent at sent provably keeps a
+// lease of ttl: for Redlock, less the drift allowance, because the nodes'
+// clocks decide when their copies expire.
+func (c *Client) provenSent(sent time.Time, ttl time.Duration) time.Time {
+	if c.redlock == nil {
+		return sent
+	}
+	return sent.Add(-clockDrift(ttl))
+}
+
 // dialRedlock makes a Client over one single-node Client per host.
 func dialRedlock(cfg Config, uo *redis.UniversalOptions, p parsedURL, acks replicaAck, timeout time.Duration, opts []ClientOption) (*Client, error) {
 	rl := &redlock{quorum: len(p.hosts)/2 + 1}

@@ -92,6 +92,8 @@ func TestRedlockNeedsAMajority(t *testing.T) {
 		nodes[3].Kill()
 		nodes[4].Kill()
 		heldAndRenewedSince(t, k, held.Token, time.Now())
+		st, _ := k.Get(held.Token)
+		g.Expect(st.ValidUntil).To(BeTemporally("<=", time.Now().Add(10*time.Second-100*time.Millisecond)), "renewals take the drift allowance off too")
 		lk := keys("redlock-two-down")
 		l, err := c.Acquire(ctx, acquireReq(lk, token(t, "j"), 10*time.Second))
 		g.Expect(err).NotTo(HaveOccurred())
