@@ -29,7 +29,8 @@ var (
 //     is released on every node;
 //   - a renewal counts only when a majority extended the key; a minority is a
 //     failed renewal (the Keeper retries and self-fences), and when so many
-//     nodes answered "not held" that no majority can, the lease is lost;
+//     nodes answered "not held" that no majority can, the lease is lost; a
+//     renewal a majority confirmed puts the key back where it was absent;
 //   - the fence is the highest counter of the nodes that took the key, written
 //     back to every node that answered, and the acquisition fails unless a
 //     majority kept it: two majorities share a node, so a later acquisition
@@ -223,6 +224,8 @@ func (r *redlock) renewMany(ctx context.Context, items []renewItem) []error {
 	per := make([][]error, len(r.nodes))
 	r.each(func(i int, n *Client) { per[i] = n.renewMany(ctx, items) })
 	out := make([]error, len(items))
+	repairs := make([][]renewItem, len(r.nodes))
+	defer r.repair(ctx, repairs)
 	for j, it := range items {
 		var renewed, notHeld int
 		var reacquired bool
@@ -248,6 +251,9 @@ func (r *redlock) renewMany(ctx context.Context, items []renewItem) []error {
 			}
 		}
 		key := it.lease.Keys.Lock
+		if renewed >= r.quorum {
+			r.markRepairs(repairs, per, items, j)
+		}
 		switch {
 		case renewed >= r.quorum && reacquired:
 			out[j] = errReacquired
@@ -260,6 +266,30 @@ func (r *redlock) renewMany(ctx context.Context, items []renewItem) []error {
 		}
 	}
 	return out
+}
+
+// markRepairs notes, for a renewal a majority confirmed, every node where the
+// key was absent (a node restarted without its data), so that the key is put
+// back there. Without it, a rolling restart of the nodes would wear a
+// long-running lease down to a minority.
+func (r *redlock) markRepairs(repairs [][]renewItem, per [][]error, items []renewItem, j int) {
+	for i := range r.nodes {
+		var nh *NotHeldError
+		if errors.As(per[i][j], &nh) && nh.Holder == "" {
+			repairs[i] = append(repairs[i], renewItem{lease: items[j].lease, reacquire: true})
+		}
+	}
+}
+
+// repair puts keys back on the nodes markRepairs noted. The script sets a key
+// only where it is absent, so no other holder's key is touched; failures wait
+// for the next renewal.
+func (r *redlock) repair(ctx context.Context, repairs [][]renewItem) {
+	r.each(func(i int, n *Client) {
+		if len(repairs[i]) > 0 {
+			_ = n.renewMany(ctx, repairs[i])
+		}
+	})
 }
 
 func (r *redlock) renew(ctx context.Context, l Lease) error {
