@@ -2,6 +2,7 @@ package lockclient_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -103,4 +104,29 @@ func TestTheDocumentedACLWithItsClusterAddition(t *testing.T) {
 	_, err = c.Complete(ctx, l, time.Minute)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(c.Ping(ctx)).To(Succeed())
+}
+
+// With minReplicaAcks the client also sends WAIT: the documented line plus
+// +wait is enough, and without it the acquisition fails as a store error and
+// leaves no key behind.
+func TestTheDocumentedACLWithReplicaAcknowledgement(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	master := redisserver.Start(t, redisserver.WithPassword("Adm1n-pw"))
+	redisserver.Start(t, redisserver.WithReplicaOf(master))
+	admin := master.Client(t)
+	url := "redis://guardedjob:acl-Pw7@" + master.Addr() + "?minReplicaAcks=1&replicaAckTimeout=2s"
+
+	g.Expect(admin.Do(ctx, docsACL(t, "acl-Pw7")...).Err()).To(Succeed())
+	c := dialConfig(t, lockclient.Config{URL: url})
+	k := keys("acl-wait")
+	_, err := c.Acquire(ctx, acquireReq(k, token(t, "j"), 5*time.Second))
+	g.Expect(errors.Is(err, lockclient.ErrStore)).To(BeTrue(), "%v", err)
+	g.Expect(err.Error()).To(ContainSubstring("NOPERM"))
+	g.Expect(admin.Exists(ctx, k.Lock).Val()).To(BeZero())
+
+	g.Expect(admin.Do(ctx, append(docsACL(t, "acl-Pw7"), "+wait")...).Err()).To(Succeed())
+	l, err := c.Acquire(ctx, acquireReq(k, token(t, "j"), 5*time.Second))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Release(ctx, l)).To(Succeed())
 }

@@ -27,6 +27,13 @@
 // acquisition gets a number higher than any before it on the same counter, and
 // downstream systems that reject writes carrying an older fence stay correct.
 //
+// A store URL with minReplicaAcks makes an acquisition wait until that many
+// replicas have the lease (WAIT, on the acquiring connection); fewer is a
+// *StoreError and the key is released. A redis+redlock store is N independent
+// masters: every call goes to all of them and counts only with a majority, and
+// a lease's SentAt and renewals count from the send time less a clock-drift
+// allowance, since the nodes' clocks decide when their copies expire.
+//
 // The Keeper renews every tracked lease on its own goroutine and clock, batching the
 // renewals that fall due together into one pipeline, and reports leases that were
 // lost, that could not be renewed before their self-fence deadline, or that reached
