@@ -181,6 +181,17 @@ func (r *StopReconciler) stopOrphan(ctx context.Context, job *batchv1.Job, why s
 	if !controllerutil.ContainsFinalizer(job, batchv1alpha1.LeaseFinalizer) {
 		return ctrl.Result{}, nil // not a lease-holding Job (or already released)
 	}
+	// The cached Job may be older than the end of its run and the release of its
+	// lease (a busy manager's cache lags): a finished run's Job that its owner
+	// orphaned must stay, so decide on the Job as the API server has it.
+	fresh := &batchv1.Job{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), fresh); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !controllerutil.ContainsFinalizer(fresh, batchv1alpha1.LeaseFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	job = fresh
 	_, finished := jobFinished(job)
 	if !finished {
 		if job.DeletionTimestamp.IsZero() && r.Recorder != nil {

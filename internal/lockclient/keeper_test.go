@@ -79,7 +79,8 @@ func TestKeeperRenewsALeaseForTenTimesItsTTL(t *testing.T) {
 	k := lockclient.NewKeeper(c)
 	startKeeper(t, k)
 
-	const ttl = time.Second
+	// Long enough that a renewal delayed by a busy machine still lands in time.
+	const ttl = 2 * time.Second
 	l := acquire(t, c, keys("tenfold"), ttl)
 	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: 250 * time.Millisecond})).To(Succeed())
 
@@ -197,7 +198,9 @@ func TestKeeperReportsMaxHoldAndKeepsRenewing(t *testing.T) {
 	st, _ := k.Get(l.Token)
 	g.Expect(st.MaxHoldReached).To(BeTrue())
 	g.Expect(st.State).To(Equal(lockclient.StateHeld))
-	g.Expect(st.LastRenewed).To(BeTemporally(">=", l.SentAt.Add(40*time.Second)), "still renewing until the caller releases")
+	// The renewal due at 40 s may still be on its way when the report arrives.
+	g.Eventually(func() time.Time { st, _ := k.Get(l.Token); return st.LastRenewed }).
+		Should(BeTemporally(">=", l.SentAt.Add(40*time.Second)), "still renewing until the caller releases")
 }
 
 func TestKeeperRenewsAThousandLeasesInOnePipeline(t *testing.T) {
