@@ -21,6 +21,8 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 # Test flags; override for a focused run, e.g. make test TESTARGS='-run TestKeeper ./internal/lockclient/'.
 TESTARGS ?= ./...
 GOTESTFLAGS ?= -count=1 -timeout 25m
+# envtest gives kube-apiserver 20 s to start by default; a busy 2-core machine can need more.
+export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 90s
 
 # The GitOps health rules (Argo CD Lua, Flux CEL) and the Prometheus alerts are tested in
 # modules of their own, so that the Lua, CEL and Prometheus dependencies stay out of the
