@@ -1,4 +1,4 @@
-package bench
+package bench_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/guardedjob/guardedjob/bench"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 )
@@ -78,7 +79,7 @@ var renewClients = []struct {
 func BenchmarkLock(b *testing.B) {
 	c := client(b)
 	for _, lc := range lockClients {
-		for _, n := range Concurrencies {
+		for _, n := range bench.Concurrencies {
 			b.Run(fmt.Sprintf("%s/c=%d", lc.name, n), func(b *testing.B) { run(b, c, n, lc.new) })
 		}
 	}
@@ -88,7 +89,7 @@ func BenchmarkLock(b *testing.B) {
 func BenchmarkRenew(b *testing.B) {
 	c := client(b)
 	for _, rc := range renewClients {
-		for _, n := range Concurrencies {
+		for _, n := range bench.Concurrencies {
 			b.Run(fmt.Sprintf("%s/c=%d", rc.name, n), func(b *testing.B) { run(b, c, n, rc.new) })
 		}
 	}
@@ -249,4 +250,23 @@ func token(b *testing.B) string {
 		b.Fatal(err)
 	}
 	return lockclient.FormatToken(lockclient.FormatHolder("bench", "ns", "job"), r)
+}
+
+func TestEveryCaseHasABenchmark(t *testing.T) {
+	have := map[string]bool{}
+	for _, c := range lockClients {
+		have["Lock/"+c.name] = true
+	}
+	for _, c := range renewClients {
+		have["Renew/"+c.name] = true
+	}
+	for _, c := range bench.Cases {
+		if !have[c] {
+			t.Errorf("case %s has no benchmark", c)
+		}
+		delete(have, c)
+	}
+	for c := range have {
+		t.Errorf("benchmark %s is not in bench.Cases", c)
+	}
 }
