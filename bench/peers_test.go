@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -132,6 +134,8 @@ func run(b *testing.B, c *lockclient.Client, n int, s setup) {
 	var next atomic.Int64
 	var failed atomic.Bool
 	var wg sync.WaitGroup
+	rdb := c.Redis()
+	redis0, client0 := redisCPU(b, rdb), clientCPU(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for _, cy := range cycles {
@@ -146,6 +150,41 @@ func run(b *testing.B, c *lockclient.Client, n int, s setup) {
 		})
 	}
 	wg.Wait()
+	b.StopTimer()
+	// CPU time per op on each side: unlike ops/s, it barely moves when other
+	// processes take the machine's CPUs, so it shows what a client costs.
+	b.ReportMetric((redisCPU(b, rdb)-redis0).Seconds()*1e6/float64(b.N), "redis-us/op")
+	b.ReportMetric((clientCPU(b)-client0).Seconds()*1e6/float64(b.N), "client-us/op")
+}
+
+// redisCPU is the CPU time the server has used (INFO cpu: user + system).
+func redisCPU(b *testing.B, rdb redis.UniversalClient) time.Duration {
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total time.Duration
+	for line := range strings.Lines(info) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || k != "used_cpu_sys" && k != "used_cpu_user" {
+			continue
+		}
+		s, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			b.Fatalf("INFO cpu %s: %v", k, err)
+		}
+		total += time.Duration(s * float64(time.Second))
+	}
+	return total
+}
+
+// clientCPU is the CPU time this process has used (user + system).
+func clientCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func newRaw(b *testing.B, c *lockclient.Client, prefix string) cycle {

@@ -93,7 +93,8 @@ func run(o options) error {
 				if err != nil {
 					return fmt.Errorf("round %d, %s, c=%d: %w", r+1, c, n, err)
 				}
-				fmt.Fprintf(os.Stderr, "round %d  c=%-3d %-18s %10.0f ops/s %4.0f allocs/op\n", r+1, n, c, m.opsPerSec(), m.allocs)
+				fmt.Fprintf(os.Stderr, "round %d  c=%-3d %-18s %10.0f ops/s %4.0f allocs/op %6.1f client-µs/op %6.1f redis-µs/op\n",
+					r+1, n, c, m.opsPerSec(), m.allocs, m.clientUs, m.redisUs)
 				res.add(r, n, c, m)
 			}
 		}
@@ -189,6 +190,9 @@ func infoField(info, name string) string {
 // measurement is one benchmark line.
 type measurement struct {
 	nsPerOp, bytes, allocs float64
+	// clientUs and redisUs are CPU microseconds per op in the benchmark process and
+	// in redis-server.
+	clientUs, redisUs float64
 }
 
 func (m measurement) opsPerSec() float64 { return 1e9 / m.nsPerOp }
@@ -250,6 +254,10 @@ func findResult(r io.Reader, name string) (measurement, bool) {
 				m.bytes = v
 			case "allocs/op":
 				m.allocs = v
+			case "client-us/op":
+				m.clientUs = v
+			case "redis-us/op":
+				m.redisUs = v
 			}
 		}
 		return m, m.nsPerOp > 0
@@ -328,14 +336,14 @@ func (r results) write(w io.Writer, rounds int) {
 		for i := range rounds {
 			fmt.Fprintf(w, " ops/s round %d |", i+1)
 		}
-		fmt.Fprint(w, " allocs/op | B/op |\n|---|")
-		for range rounds + 2 {
+		fmt.Fprint(w, " allocs/op | B/op | client CPU µs/op | Redis CPU µs/op |\n|---|")
+		for range rounds + 4 {
 			fmt.Fprint(w, "---:|")
 		}
 		fmt.Fprintln(w)
 		for _, c := range bench.Cases {
 			fmt.Fprintf(w, "| %s |", c)
-			var allocs, bytes []float64
+			var allocs, bytes, clientUs, redisUs []float64
 			for i := range rounds {
 				m, ok := r[key{i, n, c}]
 				if !ok {
@@ -344,8 +352,9 @@ func (r results) write(w io.Writer, rounds int) {
 				}
 				fmt.Fprintf(w, " %.0f |", m.opsPerSec())
 				allocs, bytes = append(allocs, m.allocs), append(bytes, m.bytes)
+				clientUs, redisUs = append(clientUs, m.clientUs), append(redisUs, m.redisUs)
 			}
-			fmt.Fprintf(w, " %s | %s |\n", span(allocs), span(bytes))
+			fmt.Fprintf(w, " %s | %s | %.1f | %.1f |\n", span(allocs), span(bytes), median(clientUs), median(redisUs))
 		}
 
 		fmt.Fprint(w, "\n| throughput ratio |")

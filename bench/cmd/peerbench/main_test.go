@@ -11,11 +11,11 @@ import (
 func TestFindResultReadsTheNamedLineWithOrWithoutTheGOMAXPROCSSuffix(t *testing.T) {
 	out := `goos: linux
 BenchmarkLock/ours/c=80         	   100	     999 ns/op	     1 B/op	      1 allocs/op
-BenchmarkLock/ours/c=8          	  9184	  189671 ns/op	  1278 B/op	     25 allocs/op
+BenchmarkLock/ours/c=8          	  9184	  189671 ns/op	  65.72 client-us/op	  64.54 redis-us/op	  1278 B/op	     25 allocs/op
 PASS
 `
 	m, ok := findResult(strings.NewReader(out), "BenchmarkLock/ours/c=8")
-	if !ok || m.nsPerOp != 189671 || m.bytes != 1278 || m.allocs != 25 {
+	if !ok || m.nsPerOp != 189671 || m.bytes != 1278 || m.allocs != 25 || m.clientUs != 65.72 || m.redisUs != 64.54 {
 		t.Fatalf("got %+v, %v", m, ok)
 	}
 	m, ok = findResult(strings.NewReader(strings.ReplaceAll(out, "c=8 ", "c=8-2")), "BenchmarkLock/ours/c=8")
