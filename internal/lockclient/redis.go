@@ -126,7 +126,7 @@ func (c *Client) Acquire(ctx context.Context, req AcquireRequest) (Lease, error)
 	sc := newScriptCall(acquireCall)
 	defer sc.done()
 	sc.key(req.Keys.Lock)
-	hasOccurrence := "0"
+	var hasOccurrence any = "0" // an interface holding a constant: no allocation
 	if req.Keys.Occurrence != "" {
 		sc.key(req.Keys.Occurrence)
 		hasOccurrence = "1"
