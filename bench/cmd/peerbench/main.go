@@ -301,13 +301,19 @@ func median(v []float64) float64 {
 }
 
 func writeHeader(w io.Writer, o options, start time.Time, redisVersion string) {
-	fmt.Fprintf(w, "Run %s UTC; %d rounds, -benchtime %s; redis-server %s pinned to CPU %s, clients pinned to CPU %s (GOMAXPROCS 1); %s, %s, %d CPUs online.\n",
+	pf := printer(w)
+	pf("Run %s UTC; %d rounds, -benchtime %s; redis-server %s pinned to CPU %s, clients pinned to CPU %s (GOMAXPROCS 1); %s, %s, %d CPUs online.\n",
 		start.Format("2006-01-02 15:04"), o.rounds, o.benchtime, redisVersion, o.redisCPU, o.clientCPU, runtime.Version(), cpuModel(), runtime.NumCPU())
 	// The test binary's build info lists no dependencies, so ask the module.
 	out, err := exec.Command("go", "list", "-m", "github.com/redis/go-redis/v9", "github.com/bsm/redislock", "github.com/go-redsync/redsync/v4").Output()
 	if err == nil {
-		fmt.Fprintf(w, "Modules: %s.\n", strings.Join(strings.Split(strings.TrimSpace(string(out)), "\n"), ", "))
+		pf("Modules: %s.\n", strings.Join(strings.Split(strings.TrimSpace(string(out)), "\n"), ", "))
 	}
+}
+
+// printer returns a Printf to w; the report goes to a buffer, which cannot fail.
+func printer(w io.Writer) func(format string, a ...any) {
+	return func(format string, a ...any) { _, _ = fmt.Fprintf(w, format, a...) }
 }
 
 func cpuModel() string {
@@ -324,55 +330,56 @@ func cpuModel() string {
 }
 
 func (r results) write(w io.Writer, rounds int) {
+	pf := printer(w)
 	for _, n := range bench.Concurrencies {
-		fmt.Fprintf(w, "\n#### %d client goroutine%s\n\n", n, plural(n))
-		fmt.Fprint(w, "| client |")
+		pf("\n#### %d client goroutine%s\n\n", n, plural(n))
+		pf("| client |")
 		for i := range rounds {
-			fmt.Fprintf(w, " ops/s round %d |", i+1)
+			pf(" ops/s round %d |", i+1)
 		}
-		fmt.Fprint(w, " allocs/op | B/op | client CPU µs/op | Redis CPU µs/op |\n|---|")
+		pf(" allocs/op | B/op | client CPU µs/op | Redis CPU µs/op |\n|---|")
 		for range rounds + 4 {
-			fmt.Fprint(w, "---:|")
+			pf("---:|")
 		}
-		fmt.Fprintln(w)
+		pf("\n")
 		for _, c := range bench.Cases {
-			fmt.Fprintf(w, "| %s |", c)
+			pf("| %s |", c)
 			var allocs, bytes, clientUs, redisUs []float64
 			for i := range rounds {
 				m, ok := r[key{i, n, c}]
 				if !ok {
-					fmt.Fprint(w, " – |")
+					pf(" – |")
 					continue
 				}
-				fmt.Fprintf(w, " %.0f |", m.opsPerSec())
+				pf(" %.0f |", m.opsPerSec())
 				allocs, bytes = append(allocs, m.allocs), append(bytes, m.bytes)
 				clientUs, redisUs = append(clientUs, m.clientUs), append(redisUs, m.redisUs)
 			}
-			fmt.Fprintf(w, " %s | %s | %.1f | %.1f |\n", span(allocs), span(bytes), median(clientUs), median(redisUs))
+			pf(" %s | %s | %.1f | %.1f |\n", span(allocs), span(bytes), median(clientUs), median(redisUs))
 		}
 
-		fmt.Fprint(w, "\n| throughput ratio |")
+		pf("\n| throughput ratio |")
 		for i := range rounds {
-			fmt.Fprintf(w, " round %d |", i+1)
+			pf(" round %d |", i+1)
 		}
-		fmt.Fprint(w, " median | target |\n|---|")
+		pf(" median | target |\n|---|")
 		for range rounds + 2 {
-			fmt.Fprint(w, "---:|")
+			pf("---:|")
 		}
-		fmt.Fprintln(w)
+		pf("\n")
 		for _, cmp := range bench.Comparisons {
-			fmt.Fprintf(w, "| %s / %s |", cmp.Case, cmp.Base)
+			pf("| %s / %s |", cmp.Case, cmp.Base)
 			var v []float64
 			for i := range rounds {
 				x, ok := r.ratio(i, n, cmp)
 				if !ok {
-					fmt.Fprint(w, " – |")
+					pf(" – |")
 					continue
 				}
 				v = append(v, x)
-				fmt.Fprintf(w, " %.2f |", x)
+				pf(" %.2f |", x)
 			}
-			fmt.Fprintf(w, " %.2f | %s |\n", median(v), target(cmp, n, v))
+			pf(" %.2f | %s |\n", median(v), target(cmp, n, v))
 		}
 	}
 }
