@@ -289,6 +289,18 @@ func (r results) ratio(round, n int, cmp bench.Comparison) (float64, bool) {
 	return b.nsPerOp / a.nsPerOp, true
 }
 
+// cpuRatio is the CPU per op (client and Redis together) of cmp.Base over that of
+// cmp.Case in one round: the throughput ratio the two would reach if CPU were all
+// that limited them, which other load on the machine barely moves.
+func (r results) cpuRatio(round, n int, cmp bench.Comparison) (float64, bool) {
+	a, okA := r[key{round, n, cmp.Case}]
+	b, okB := r[key{round, n, cmp.Base}]
+	if !okA || !okB || a.clientUs+a.redisUs <= 0 {
+		return 0, false
+	}
+	return (b.clientUs + b.redisUs) / (a.clientUs + a.redisUs), true
+}
+
 func median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
@@ -362,15 +374,18 @@ func (r results) write(w io.Writer, rounds int) {
 		for i := range rounds {
 			pf(" round %d |", i+1)
 		}
-		pf(" median | target |\n|---|")
-		for range rounds + 2 {
+		pf(" median | target | CPU ratio, median |\n|---|")
+		for range rounds + 3 {
 			pf("---:|")
 		}
 		pf("\n")
 		for _, cmp := range bench.Comparisons {
 			pf("| %s / %s |", cmp.Case, cmp.Base)
-			var v []float64
+			var v, cpu []float64
 			for i := range rounds {
+				if x, ok := r.cpuRatio(i, n, cmp); ok {
+					cpu = append(cpu, x)
+				}
 				x, ok := r.ratio(i, n, cmp)
 				if !ok {
 					pf(" – |")
@@ -379,7 +394,7 @@ func (r results) write(w io.Writer, rounds int) {
 				v = append(v, x)
 				pf(" %.2f |", x)
 			}
-			pf(" %.2f | %s |\n", median(v), target(cmp, n, v))
+			pf(" %.2f | %s | %.2f |\n", median(v), target(cmp, n, v), median(cpu))
 		}
 	}
 }

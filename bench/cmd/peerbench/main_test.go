@@ -53,6 +53,11 @@ func TestRatiosAreComputedWithinARound(t *testing.T) {
 	if r0 != 1.1 || r1 != 0.9 {
 		t.Fatalf("ratios %v %v, want 1.1 0.9", r0, r1)
 	}
+	r.add(0, 8, "Lock/ours", measurement{nsPerOp: 100, clientUs: 30, redisUs: 20})
+	r.add(0, 8, "Lock/raw-fence", measurement{nsPerOp: 110, clientUs: 25, redisUs: 15})
+	if c, _ := r.cpuRatio(0, 8, cmp); c != 0.8 {
+		t.Fatalf("CPU ratio %v, want 0.8", c)
+	}
 	if got := target(cmp, 8, []float64{r0, r1, 1.0}); got != "≥ 0.95: median met (2 of 3 rounds)" {
 		t.Fatalf("target: %q", got)
 	}
