@@ -28,7 +28,7 @@ import (
 // one client per process, against one pinned redis-server; run by hand they start
 // a server of their own:
 //
-//	go test -run '^$' -bench 'Lock/ours/c=8$' -benchmem .
+//	go test -run '^$' -bench 'Lock/^ours$/^c=8$' -benchmem .
 //
 // redisAddrEnv names a running server (host:port) to use instead.
 const redisAddrEnv = "GUARDEDJOB_BENCH_REDIS"
