@@ -15,7 +15,8 @@ import (
 // is CPU-bound on the client. go-redis writes a *string or *int64 argument as the
 // value it points to (and routes Cluster calls by a *string key), so the arguments
 // point into a pooled scriptCall and the call allocates only go-redis' own Cmd and
-// its reply.
+// its reply. (Cmd.String would print those arguments as addresses; nothing here logs
+// commands, and a hook that keeps a Cmd past Process would need copies.)
 
 // scriptDef is a script with its EVALSHA and EVAL arguments boxed once.
 type scriptDef struct {
