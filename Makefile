@@ -118,6 +118,18 @@ bench: ## Run the benchmarks (compare runs with benchstat).
 	hack/ensure-redis.sh
 	go test -run '^$$' -bench . -benchmem -count 6 ./internal/lockclient/ | tee bench.txt
 
+# Arguments of cmd/peerbench, e.g. PEERBENCH_ARGS='-rounds 1 -benchtime 1s'.
+PEERBENCH_ARGS ?= -rounds 3 -benchtime 2s
+
+.PHONY: bench-peers
+bench-peers: ## Compare the lease client with the raw Redis floor, bsm/redislock and redsync (needs taskset and 2 CPUs; docs/benchmarks.md).
+	hack/ensure-redis.sh
+	cd bench && go run ./cmd/peerbench $(PEERBENCH_ARGS)
+
+.PHONY: bench-build
+bench-build: ## Vet and test the bench module without running its benchmarks (no Redis needed).
+	cd bench && go vet ./... && go test -count=1 ./...
+
 ##@ Build
 
 .PHONY: build

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,6 +29,11 @@ var (
 )
 
 // DefaultTimeout bounds every call when Options.Timeout is zero.
+//
+// Each call runs under a context deadline of its own. go-redis' read and write
+// timeouts cannot replace it: they bound one socket operation, while a call may
+// also wait for a pooled connection, dial, back off and retry, and fall back from
+// EVALSHA to EVAL, each with a bound of its own.
 const DefaultTimeout = 3 * time.Second
 
 // Client talks to one Redis deployment (standalone, Sentinel or Cluster).
@@ -139,31 +143,50 @@ func (c *Client) Acquire(ctx context.Context, req AcquireRequest) (Lease, error)
 	if err := req.validate(); err != nil {
 		return Lease{}, err
 	}
-	keys := []string{req.Keys.Lock}
-	hasOccurrence := "0"
+	sc := newScriptCall(acquireCall)
+	defer sc.done()
+	sc.key(req.Keys.Lock)
+	var hasOccurrence any = "0" // an interface holding a constant: no allocation
 	if req.Keys.Occurrence != "" {
-		keys = append(keys, req.Keys.Occurrence)
+		sc.key(req.Keys.Occurrence)
 		hasOccurrence = "1"
 	}
 	if req.Policy != FenceNone {
-		keys = append(keys, req.Keys.Fence)
+		sc.key(req.Keys.Fence)
 	}
-	if err := c.checkSlots(keys...); err != nil {
+	if err := c.checkSlots(sc.keys()...); err != nil {
 		return Lease{}, err
 	}
 	if c.acks.min > 0 {
-		return c.acquireAcked(ctx, req, keys, hasOccurrence)
+		return c.acquireAcked(ctx, req, sc.keys(), hasOccurrence.(string))
 	}
+	sc.str(req.Token)
+	sc.num(req.TTL.Milliseconds())
+	sc.num(req.Floor)
+	sc.lit(policyArg(req.Policy))
+	sc.lit(hasOccurrence)
 
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	sent := c.clock.Now()
-	res, err := acquireScript.Run(ctx, c.rdb, keys,
-		req.Token, req.TTL.Milliseconds(), req.Floor, strings.ToLower(string(req.Policy)), hasOccurrence).Slice()
+	res, err := sc.run(ctx, c.rdb)
 	if err != nil {
 		return Lease{}, c.callError("acquire", req.Keys.Lock, err)
 	}
 	return acquireResult(req, res, sent)
+}
+
+// policyArg is the acquire script's policy argument. Constants, so passing one to
+// go-redis allocates nothing.
+func policyArg(p FencePolicy) any {
+	switch p {
+	case FenceInject:
+		return "inject"
+	case FenceStrict:
+		return "strict"
+	default:
+		return "none"
+	}
 }
 
 // acquireResult interprets the acquire script's reply; a reply of any other shape
@@ -200,9 +223,15 @@ func (c *Client) Renew(ctx context.Context, l Lease) error {
 	if err := validateLease(l); err != nil {
 		return err
 	}
+	sc := newScriptCall(renewCall)
+	defer sc.done()
+	sc.key(l.Keys.Lock)
+	sc.str(l.Token)
+	sc.num(l.TTL.Milliseconds())
+	sc.lit("0")
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	res, err := renewScript.Run(ctx, c.rdb, []string{l.Keys.Lock}, l.Token, l.TTL.Milliseconds(), "0").Slice()
+	res, err := sc.run(ctx, c.rdb)
 	if err != nil {
 		return c.callError("renew", l.Keys.Lock, err)
 	}
@@ -256,9 +285,15 @@ func (c *Client) Complete(ctx context.Context, l Lease, markerTTL time.Duration)
 	if err := c.checkSlots(l.Keys.Lock, l.Keys.Occurrence); err != nil {
 		return false, err
 	}
+	sc := newScriptCall(completeCall)
+	defer sc.done()
+	sc.key(l.Keys.Lock)
+	sc.key(l.Keys.Occurrence)
+	sc.str(l.Token)
+	sc.num(markerTTL.Milliseconds())
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	res, err := completeScript.Run(ctx, c.rdb, []string{l.Keys.Lock, l.Keys.Occurrence}, l.Token, markerTTL.Milliseconds()).Slice()
+	res, err := sc.run(ctx, c.rdb)
 	if err != nil {
 		return false, c.callError("complete", l.Keys.Lock, err)
 	}
@@ -287,9 +322,13 @@ func (c *Client) Release(ctx context.Context, l Lease) error {
 	if err := validateLease(l); err != nil {
 		return err
 	}
+	sc := newScriptCall(releaseCall)
+	defer sc.done()
+	sc.key(l.Keys.Lock)
+	sc.str(l.Token)
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	res, err := releaseScript.Run(ctx, c.rdb, []string{l.Keys.Lock}, l.Token).Slice()
+	res, err := sc.run(ctx, c.rdb)
 	if err != nil {
 		return c.callError("release", l.Keys.Lock, err)
 	}

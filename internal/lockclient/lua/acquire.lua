@@ -25,50 +25,52 @@ local ttl = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
 local policy = ARGV[4]
 
-local function kind(key)
-  return redis.call("TYPE", key)["ok"]
-end
-local function usable(key)
-  local t = kind(key)
-  return t == "none" or t == "string", t
+-- Every key is read once, up front. GET fails on a key of another type; only then
+-- is its type looked up, for the reply.
+local function read(key)
+  local v = redis.pcall("GET", key)
+  if type(v) == "table" and v.err then
+    if string.find(v.err, "WRONGTYPE", 1, true) then
+      return nil, redis.call("TYPE", key)["ok"]
+    end
+    return redis.call("GET", key) -- any other failure: raise it as it is
+  end
+  return v
 end
 
-local ok, t = usable(lock)
-if not ok then
+local current, t = read(lock)
+if t then
   return {"wrongtype", lock, t}
 end
+local done = false
 if ARGV[5] == "1" then
-  ok, t = usable(KEYS[2])
-  if not ok then
+  done, t = read(KEYS[2])
+  if t then
     return {"wrongtype", KEYS[2], t}
   end
 end
 if policy ~= "none" then
   local fenceKey = KEYS[#KEYS]
-  ok, t = usable(fenceKey)
-  if not ok then
+  local v
+  v, t = read(fenceKey)
+  if t then
     return {"wrongtype", fenceKey, t}
   end
-  local v = redis.call("GET", fenceKey)
   if v and not string.match(v, "^%-?%d+$") then
     return {"wrongtype", fenceKey, "string"}
   end
 end
 
-if ARGV[5] == "1" then
-  local done = redis.call("GET", KEYS[2])
-  if done then
-    -- The caller may hold the key already (a retried call after a crash): a
-    -- finished occurrence needs no lease, so it is released here.
-    if redis.call("GET", lock) == token then
-      redis.call("DEL", lock)
-    end
-    return {"done", done}
+if done then
+  -- The caller may hold the key already (a retried call after a crash): a
+  -- finished occurrence needs no lease, so it is released here.
+  if current == token then
+    redis.call("DEL", lock)
   end
+  return {"done", done}
 end
 
 local reentered = 0
-local current = redis.call("GET", lock)
 if current == token then
   -- The caller already holds the key (a retried call whose reply was lost). No Job
   -- got the earlier fence, so extend the lease and hand out a new one.
