@@ -28,6 +28,9 @@ export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 90s
 # modules of their own, so that the Lua, CEL and Prometheus dependencies stay out of the
 # manager's go.mod.
 OPS_TEST_MODULES ?= config/healthtest config/prometheus/rulestest
+# Modules of their own besides the operator's, linted and tidied with it. bench holds
+# the peer lock libraries the lease client is compared with.
+SIDE_MODULES ?= $(OPS_TEST_MODULES) bench
 
 SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
@@ -67,15 +70,15 @@ vet: ## Run go vet and check formatting.
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint.
 	$(GOLANGCI_LINT) run ./...
-	for m in $(OPS_TEST_MODULES); do (cd $$m && $(GOLANGCI_LINT) run ./...) || exit 1; done
+	for m in $(SIDE_MODULES); do (cd $$m && $(GOLANGCI_LINT) run ./...) || exit 1; done
 
 .PHONY: verify
 verify: manifests generate ## Fail when generated files or go.mod are stale.
 	go mod tidy
-	for m in $(OPS_TEST_MODULES); do (cd $$m && go mod tidy) || exit 1; done
-	@if [ -n "$$(git status --porcelain -- go.mod go.sum api config charts)" ]; then \
+	for m in $(SIDE_MODULES); do (cd $$m && go mod tidy) || exit 1; done
+	@if [ -n "$$(git status --porcelain -- go.mod go.sum api config charts bench/go.mod bench/go.sum)" ]; then \
 		echo "Generated files are stale; run 'make manifests generate' and 'go mod tidy' and commit:"; \
-		git status --porcelain -- go.mod go.sum api config charts; git --no-pager diff --stat -- go.mod go.sum api config charts; exit 1; fi
+		git status --porcelain -- go.mod go.sum api config charts bench; git --no-pager diff --stat -- go.mod go.sum api config charts bench; exit 1; fi
 
 .PHONY: test
 test: ## Run all tests (installs redis-server and builds kube-apiserver + etcd on first use).
