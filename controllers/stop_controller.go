@@ -138,7 +138,28 @@ func (r *StopReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if !stop {
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{}, r.stop(ctx, job, grace)
+	deleting := job.DeletionTimestamp.IsZero()
+	if err := r.stop(ctx, job, grace); err != nil {
+		return ctrl.Result{}, err
+	}
+	if deleting {
+		r.observeStopLatency(gj, job)
+	}
+	return ctrl.Result{}, nil
+}
+
+// observeStopLatency records how long after the keeper found a run's lease lost
+// (or reached its self-fence deadline) its Job was deleted. Both times are on
+// the wall clock the keeper runs on.
+func (r *StopReconciler) observeStopLatency(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) {
+	st, ok := r.Keeper.Get(runByName(gj, job.Name).Token)
+	switch {
+	case !ok:
+	case st.State == lockclient.StateLost && !st.LostAt.IsZero():
+		stopLatency.WithLabelValues("lost").Observe(max(time.Since(st.LostAt), 0).Seconds())
+	case st.DeadlineReached && !st.Deadline.IsZero():
+		stopLatency.WithLabelValues("deadline").Observe(max(time.Since(st.Deadline), 0).Seconds())
+	}
 }
 
 // unclaimed handles a Job of a GuardedJob whose status (as cached) has no run for
