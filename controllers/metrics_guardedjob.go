@@ -30,13 +30,13 @@ var (
 		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
 	})
 	stopLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "guardedjob_stop_latency_seconds",
-		Help: "Time from the keeper finding a lease lost (cause lost) or reaching a run's self-fence deadline (cause deadline) to the stop controller deleting the run's Job.",
+		Name:    "guardedjob_stop_latency_seconds",
+		Help:    "Time from the keeper finding a lease lost (cause lost) or reaching a run's self-fence deadline (cause deadline) to the stop controller deleting the run's Job.",
 		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
 	}, []string{"cause"})
 	lockWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "guardedjob_lock_wait_seconds",
-		Help: "onBusy Retry: how long a run that found its lock busy waited, from when it was due until it acquired the lock (outcome acquired) or gave up at its starting deadline (outcome gave_up).",
+		Name:    "guardedjob_lock_wait_seconds",
+		Help:    "onBusy Retry: how long a run that found its lock busy waited, from when it was due until it acquired the lock (outcome acquired) or gave up at its starting deadline (outcome gave_up).",
 		Buckets: []float64{1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
 	}, []string{"outcome"})
 )
