@@ -39,7 +39,9 @@ func TestRunDurationsCalibrateMaxHold(t *testing.T) {
 	g.Expect(k8s.Status().Update(ctx, cur)).To(Succeed())
 
 	h.start()
-	g.Eventually(func() *metav1.Condition { return findCond(h.get(gj).Status.Conditions, batchv1alpha1.MaxHoldAtRiskCondition) }).Should(
+	g.Eventually(func() *metav1.Condition {
+		return findCond(h.get(gj).Status.Conditions, batchv1alpha1.MaxHoldAtRiskCondition)
+	}).Should(
 		And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", batchv1alpha1.RunDurationWithinMaxHoldReason)))
 
 	h.trigger(gj)
@@ -90,6 +92,8 @@ func TestRunDurationsCalibrateMaxHold(t *testing.T) {
 		cur.Spec.Lock.MaxHold = &metav1.Duration{Duration: 200 * time.Second}
 		return k8s.Patch(ctx, cur, patch)
 	}).Should(Succeed())
-	g.Eventually(func() *metav1.Condition { return findCond(h.get(gj).Status.Conditions, batchv1alpha1.MaxHoldAtRiskCondition) }).Should(
+	g.Eventually(func() *metav1.Condition {
+		return findCond(h.get(gj).Status.Conditions, batchv1alpha1.MaxHoldAtRiskCondition)
+	}).Should(
 		HaveField("Status", metav1.ConditionFalse))
 }
