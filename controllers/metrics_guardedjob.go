@@ -70,6 +70,8 @@ var (
 		"status.lock.state: 1 for the state last observed (Held, Free, Busy, Lost, StoreDown), 0 for the others.", append(objectLabels, "state"), nil)
 	objectRunsDesc = prometheus.NewDesc("guardedjob_object_runs_total",
 		"Runs of the GuardedJob that ended, by status.lastRun.result, counted by this manager since it became the leader.", append(objectLabels, "result"), nil)
+	busyInARowDesc = prometheus.NewDesc("guardedjob_busy_runs_in_a_row",
+		"Runs of the GuardedJob that ended Busy since the last one that ran or failed to (Skipped runs leave it as it is), counted by this manager since it became the leader.", objectLabels, nil)
 
 	lockStates = []batchv1alpha1.LockState{batchv1alpha1.LockStateHeld, batchv1alpha1.LockStateFree, batchv1alpha1.LockStateBusy,
 		batchv1alpha1.LockStateLost, batchv1alpha1.LockStateStoreDown}
@@ -106,6 +108,10 @@ type guardedJobCollector struct {
 type objectRuns struct {
 	uid    types.UID
 	counts map[batchv1alpha1.RunResult]uint64
+	// busyInARow counts Busy results since the last result that says the lock
+	// was had or tried for real; Skipped (already done, Forbid, a stale trigger)
+	// says nothing about the lock and leaves it alone.
+	busyInARow uint64
 }
 
 // collectTimeout bounds a scrape's read of the cache (it only waits while the
@@ -130,6 +136,13 @@ func (c *guardedJobCollector) countRun(gj *batchv1alpha1.GuardedJob, result batc
 		c.runs[key] = e
 	}
 	e.counts[result]++
+	switch result {
+	case batchv1alpha1.RunResultBusy:
+		e.busyInARow++
+	case batchv1alpha1.RunResultSkipped:
+	default:
+		e.busyInARow = 0
+	}
 }
 
 // forget drops the counters of a GuardedJob that is gone.
@@ -140,7 +153,7 @@ func (c *guardedJobCollector) forget(key types.NamespacedName) {
 }
 
 func (c *guardedJobCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{createdDesc, lastScheduleDesc, nextScheduleDesc, lastSuccessDesc, fenceDesc, lockStateDesc, objectRunsDesc} {
+	for _, d := range []*prometheus.Desc{createdDesc, lastScheduleDesc, nextScheduleDesc, lastSuccessDesc, fenceDesc, lockStateDesc, objectRunsDesc, busyInARowDesc} {
 		ch <- d
 	}
 }
@@ -196,12 +209,14 @@ func (c *guardedJobCollector) Collect(ch chan<- prometheus.Metric) {
 	for key, uid := range seen {
 		// Every result from zero, so that the first run of a kind is an increase.
 		var counts map[batchv1alpha1.RunResult]uint64
+		var busy uint64
 		if e := c.runs[key]; e != nil && e.uid == uid {
-			counts = e.counts
+			counts, busy = e.counts, e.busyInARow
 		}
 		for _, res := range runResults {
 			ch <- prometheus.MustNewConstMetric(objectRunsDesc, prometheus.CounterValue, float64(counts[res]), key.Namespace, key.Name, string(res))
 		}
+		gauge(busyInARowDesc, float64(busy), key.Namespace, key.Name)
 	}
 }
 

@@ -165,7 +165,7 @@ func TestMetricsFollowARunAndGoWithTheGuardedJob(t *testing.T) {
 	// The object goes, and every series of it with it.
 	g.Expect(k8s.Delete(ctx, h.get(gj))).To(Succeed())
 	families := []string{"guardedjob_created_time_seconds", "guardedjob_last_schedule_time_seconds", "guardedjob_next_schedule_time_seconds",
-		"guardedjob_last_success_time_seconds", "guardedjob_fence", "guardedjob_lock_state", "guardedjob_object_runs_total"}
+		"guardedjob_last_success_time_seconds", "guardedjob_fence", "guardedjob_lock_state", "guardedjob_object_runs_total", "guardedjob_busy_runs_in_a_row"}
 	g.Eventually(func() int {
 		scraped := m.scrape()
 		if scraped == nil {
