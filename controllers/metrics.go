@@ -67,7 +67,9 @@ func registerMetrics(k *lockclient.Keeper, cache client.Reader, elected <-chan s
 	keeperMetrics.mu.Lock()
 	keeperMetrics.keeper = k
 	keeperMetrics.mu.Unlock()
-	k.OnRoundTrip(func(d time.Duration) { renewLatency.Observe(d.Seconds()) })
+	if k != nil {
+		k.OnRoundTrip(func(d time.Duration) { renewLatency.Observe(d.Seconds()) })
+	}
 	guardedJobMetrics.use(cache, elected)
 	var err error
 	registerOnce.Do(func() {

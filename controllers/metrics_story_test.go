@@ -133,7 +133,8 @@ func TestMetricsFollowARunAndGoWithTheGuardedJob(t *testing.T) {
 	// A second run loses its lease: the stop is timed from the loss to the
 	// Job's deletion, and the run counted as LockLost.
 	h.g.Expect(h.rdb.Del(ctx, h.rdb.Keys(ctx, key+":done:*").Val()...).Err()).To(Succeed())
-	g.Expect(h.trigger(gj)).NotTo(Equal(h.get(gj).Status.LastRunNow), "a new trigger (seconds have passed)")
+	handled := h.get(gj).Status.LastRunNow
+	g.Expect(h.trigger(gj)).NotTo(Equal(handled), "a new trigger (seconds have passed)")
 	var second batchv1.Job
 	g.Eventually(func() []batchv1.Job {
 		var out []batchv1.Job
