@@ -149,7 +149,11 @@ func (r *GuardedJobReconciler) setMaxHoldAtRisk(s *scope) {
 		return
 	}
 	maxHold := gj.Spec.Lock.MaxHoldOrDefault()
-	before := findCondition(s.orig.Status.Conditions, batchv1alpha1.MaxHoldAtRiskCondition)
+	// The condition as this pass has it: it may have been set earlier in the pass.
+	wasAtRisk := false
+	if c := findCondition(gj.Status.Conditions, batchv1alpha1.MaxHoldAtRiskCondition); c != nil {
+		wasAtRisk = c.Status == metav1.ConditionTrue
+	}
 	if !maxHoldAtRisk(rd, maxHold) {
 		setCondition(gj, batchv1alpha1.MaxHoldAtRiskCondition, metav1.ConditionFalse, batchv1alpha1.RunDurationWithinMaxHoldReason,
 			fmt.Sprintf("the p99 of the last %d run durations is %s, within %d%% of lock.maxHold %s", rd.Count, rd.P99.Duration, batchv1alpha1.MaxHoldAtRiskPercent, maxHold), s.now)
@@ -158,7 +162,7 @@ func (r *GuardedJobReconciler) setMaxHoldAtRisk(s *scope) {
 	msg := fmt.Sprintf("the p99 of the last %d run durations is %s, over %d%% of lock.maxHold %s: a slightly longer run will be stopped at maxHold; raise lock.maxHold or make the runs shorter",
 		rd.Count, rd.P99.Duration, batchv1alpha1.MaxHoldAtRiskPercent, maxHold)
 	setCondition(gj, batchv1alpha1.MaxHoldAtRiskCondition, metav1.ConditionTrue, batchv1alpha1.RunDurationNearMaxHoldReason, msg, s.now)
-	if before == nil || before.Status != metav1.ConditionTrue {
+	if !wasAtRisk {
 		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.RunDurationNearMaxHoldReason, "%s", msg)
 	}
 }
