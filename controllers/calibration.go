@@ -45,7 +45,7 @@ func withDuration(rd *batchv1alpha1.RunDurations, d time.Duration) *batchv1alpha
 	}
 	slices.Sort(sorted)
 	return &batchv1alpha1.RunDurations{
-		Count:  int32(len(recent)), //nolint:gosec // at most RunDurationsKept
+		Count:  int32(len(recent)), // at most RunDurationsKept
 		P50:    &metav1.Duration{Duration: nearestRank(sorted, 50)},
 		P99:    &metav1.Duration{Duration: nearestRank(sorted, 99)},
 		Recent: recent,
