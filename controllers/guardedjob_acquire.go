@@ -38,6 +38,9 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 	)
 	switch {
 	case err == nil:
+		if waitedBusy(gj, run) {
+			observeLockWait(lockWaitAcquired, s.now.Sub(runDueTime(gj, run)))
+		}
 		setStoreReachable(gj, nil, s.now)
 		setAcquired(gj, s.now)
 		run.Phase = batchv1alpha1.RunPhaseRunning
@@ -74,6 +77,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 				return nil
 			}
 			msg += "; gave up at the starting deadline"
+			observeLockWait(lockWaitGaveUp, s.now.Sub(runDueTime(gj, run)))
 		}
 		finishRun(gj, *run, batchv1alpha1.RunResultBusy, holder, msg, s.now)
 		setLockHeld(gj, batchv1alpha1.LockBusyReason, msg, s.now)
@@ -173,6 +177,22 @@ func runStartDeadline(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun
 func acquireAttempted(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) bool {
 	l := gj.Status.Lock
 	return l != nil && l.Key == run.Key && (l.State == batchv1alpha1.LockStateBusy || l.State == batchv1alpha1.LockStateStoreDown)
+}
+
+// waitedBusy says whether an onBusy Retry run found its key busy before (and so
+// has been waiting for it).
+func waitedBusy(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) bool {
+	l := gj.Status.Lock
+	return gj.Spec.Lock.OnBusyOrDefault() == batchv1alpha1.OnBusyRetry && l != nil && l.Key == run.Key && l.State == batchv1alpha1.LockStateBusy
+}
+
+// runDueTime is when a run was due: its scheduled time, or a run-now trigger's
+// time (its start deadline less startingDeadlineSeconds, as recorded at intent).
+func runDueTime(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) time.Time {
+	if run.StartDeadline == nil {
+		return run.ScheduledTime.Time
+	}
+	return run.StartDeadline.Add(-gj.Spec.StartingDeadline())
 }
 
 // skipLate ends a run that is past its starting deadline without a Job: it was

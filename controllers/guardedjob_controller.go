@@ -148,7 +148,7 @@ func (r *GuardedJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(manager.RunnableFunc(r.resumeLeases)); err != nil {
 		return err
 	}
-	if err := registerMetrics(r.Keeper); err != nil {
+	if err := registerMetrics(r.Keeper, mgr.GetCache(), mgr.Elected()); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -220,6 +220,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			// may renew their leases any more (a Job left behind is stopped by
 			// the stop controller, and its lease left to expire).
 			r.untrackOwner(req.Namespace, req.Name)
+			guardedJobMetrics.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -268,6 +269,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.observeRuns(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.setMaxHoldAtRisk(s) // lock.maxHold may have changed
 	if specErr != nil {
 		var se *SpecError
 		if errors.As(specErr, &se) {
@@ -313,6 +315,7 @@ func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error 
 	}
 	if last := s.gj.Status.LastRun; last != nil && !equality.Semantic.DeepEqual(last, s.orig.Status.LastRun) {
 		runsTotal.WithLabelValues(string(last.Result)).Inc()
+		guardedJobMetrics.countRun(s.gj, last.Result)
 	}
 	return nil
 }

@@ -77,6 +77,17 @@ func TestKstatus(t *testing.T) {
 			pass(gj, nil, nil, running)
 			return gj
 		}, want{status: status.CurrentStatus}},
+		{"runs that come close to maxHold (MaxHoldAtRisk=True) are a calibration matter, Current", func() *batchv1alpha1.GuardedJob {
+			gj := reconciled(1)
+			gj.Spec.Lock.MaxHold = &metav1.Duration{Duration: time.Hour}
+			pass(gj, nil, nil, func(gj *batchv1alpha1.GuardedJob) {
+				gj.Status.RunDurations = withDuration(nil, 55*time.Minute)
+				s := &scope{gj: gj, orig: gj.DeepCopy(), now: now}
+				(&GuardedJobReconciler{}).setMaxHoldAtRisk(s)
+				NewWithT(t).Expect(findCondition(gj.Status.Conditions, batchv1alpha1.MaxHoldAtRiskCondition)).To(HaveField("Status", metav1.ConditionTrue))
+			})
+			return gj
+		}, want{status: status.CurrentStatus}},
 		{"a suspended GuardedJob is Current", func() *batchv1alpha1.GuardedJob {
 			gj := reconciled(1)
 			gj.Spec.Suspend = ptr.To(true)

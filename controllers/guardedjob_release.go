@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -71,7 +72,7 @@ func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batch
 		if nh == nil && r.ownsRun(gj, run) && (!run.Unguarded || heldNow) {
 			r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.OccurrenceDoneReason, "Marked occurrence %s done", run.OccurrenceKey)
 		}
-		gj.Status.LastSuccessfulTime = ptrTime(s.now)
+		gj.Status.LastSuccessfulTime = ptrTime(r.successTime(ctx, gj.Namespace, run.JobName, s.now))
 	}
 	if released {
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.LockReleasedReason, "Released lock %s held by %s%s", run.Key, run.Holder, fenceSuffix(run.Fence))
@@ -80,6 +81,18 @@ func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batch
 	finishRun(gj, *run, result, "", msg, s.now)
 	setLockHeld(gj, "", "", s.now)
 	return r.applyHistoryLimits(ctx, gj)
+}
+
+// successTime is when a successful run finished: its Job's completionTime (as
+// CronJob reports it), or now when the Job has none or is gone. The release may
+// come later than the Job's end (a store outage), and lastSuccessfulTime says when
+// the work was done.
+func (r *GuardedJobReconciler) successTime(ctx context.Context, namespace, jobName string, now time.Time) time.Time {
+	job := &batchv1.Job{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: jobName}, job); err != nil || job.Status.CompletionTime == nil {
+		return now
+	}
+	return job.Status.CompletionTime.Time
 }
 
 // dropLeaseFinalizer removes the lease finalizer from a Job, once its lease is

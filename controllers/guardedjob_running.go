@@ -48,6 +48,9 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 			} else {
 				run.StopReason = string(batchv1alpha1.RunResultFailed) + ": the Job failed: " + jobFailureMessage(job)
 			}
+			if d, ok := jobDuration(job); ok {
+				r.recordRunDuration(s, run, d)
+			}
 			return r.release(ctx, s, run, store)
 		}
 	}
@@ -68,6 +71,8 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 				fmt.Sprintf("the lock store did not answer renewals for %s; stopped before the lease could expire", (run.TTL.Duration-st.ValidFor).Round(time.Second)),
 				batchv1alpha1.StoreUnavailableReason, batchv1alpha1.LockStateStoreDown, "")
 		case st.MaxHoldReached:
+			// The work would have gone on: it took at least maxHold.
+			r.recordRunDuration(s, run, run.MaxHold.Duration)
 			return r.beginStop(s, run, batchv1alpha1.RunResultMaxHoldExceeded,
 				fmt.Sprintf("the run reached lock.maxHold %s", run.MaxHold.Duration), batchv1alpha1.MaxHoldExceededReason, batchv1alpha1.LockStateHeld, run.Holder)
 		}
@@ -103,6 +108,7 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 		}
 		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, msg, batchv1alpha1.PodStartTimeoutReason, batchv1alpha1.LockStateHeld, run.Holder)
 	}
+	r.watchRunLength(s, run, job)
 	setLockHeld(gj, "", "", s.now)
 	return nil
 }
@@ -200,6 +206,7 @@ func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *bat
 		return fmt.Errorf("create job %s: %w", run.JobName, err)
 	}
 	run.JobUID = job.UID
+	observeScheduleSkew(s.now.Sub(runDueTime(s.gj, run)))
 	for _, w := range warnings {
 		r.event(s.gj, job, corev1.EventTypeWarning, batchv1alpha1.NoPodFailurePolicyReason, "%s", w)
 	}

@@ -3,8 +3,10 @@ package controllers
 import (
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/guardedjob/guardedjob/internal/lockclient"
@@ -58,14 +60,20 @@ func (c *keeperCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(pipelinesDesc, prometheus.CounterValue, float64(s.Pipelines))
 }
 
-// registerMetrics exposes the keeper's state on the manager's metrics endpoint.
-func registerMetrics(k *lockclient.Keeper) error {
+// registerMetrics exposes the keeper's state and the GuardedJobs' status (read
+// from cache, while this manager is the leader: elected) on the manager's metrics
+// endpoint.
+func registerMetrics(k *lockclient.Keeper, cache client.Reader, elected <-chan struct{}) error {
 	keeperMetrics.mu.Lock()
 	keeperMetrics.keeper = k
 	keeperMetrics.mu.Unlock()
+	if k != nil {
+		k.OnRoundTrip(func(d time.Duration) { renewLatency.Observe(d.Seconds()) })
+	}
+	guardedJobMetrics.use(cache, elected)
 	var err error
 	registerOnce.Do(func() {
-		for _, c := range []prometheus.Collector{runsTotal, keeperMetrics} {
+		for _, c := range []prometheus.Collector{runsTotal, keeperMetrics, guardedJobMetrics, scheduleSkew, renewLatency, stopLatency, lockWait} {
 			if e := metrics.Registry.Register(c); e != nil && !errors.As(e, &prometheus.AlreadyRegisteredError{}) {
 				err = e
 			}

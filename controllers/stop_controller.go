@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -45,6 +46,12 @@ type StopReconciler struct {
 	MaxConcurrentReconciles int
 
 	events chan event.GenericEvent
+
+	// timed holds the tokens whose stop was timed (guardedjob_stop_latency_seconds),
+	// with when, so a second delete issued from a cache that has not seen the
+	// first is not timed again.
+	timedMu sync.Mutex
+	timed   map[string]time.Time
 }
 
 // The stop path's budget. When Redis dies with many active runs, every run
@@ -138,7 +145,52 @@ func (r *StopReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if !stop {
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{}, r.stop(ctx, job, grace)
+	deleting := job.DeletionTimestamp.IsZero()
+	if err := r.stop(ctx, job, grace); err != nil {
+		return ctrl.Result{}, err
+	}
+	if deleting {
+		r.observeStopLatency(gj, job)
+	}
+	return ctrl.Result{}, nil
+}
+
+// observeStopLatency records how long after the keeper found a run's lease lost
+// (or reached its self-fence deadline) its Job was deleted. Both times are on
+// the wall clock the keeper runs on.
+func (r *StopReconciler) observeStopLatency(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) {
+	token := runByName(gj, job.Name).Token
+	st, ok := r.Keeper.Get(token)
+	if !ok || !r.firstStop(token) {
+		return
+	}
+	switch {
+	case st.State == lockclient.StateLost && !st.LostAt.IsZero():
+		stopLatency.WithLabelValues("lost").Observe(max(time.Since(st.LostAt), 0).Seconds())
+	case st.DeadlineReached && !st.Deadline.IsZero():
+		stopLatency.WithLabelValues("deadline").Observe(max(time.Since(st.Deadline), 0).Seconds())
+	}
+}
+
+// firstStop says whether the stop of a token's run is seen for the first time.
+// Entries go after an hour: by then the run is long over.
+func (r *StopReconciler) firstStop(token string) bool {
+	r.timedMu.Lock()
+	defer r.timedMu.Unlock()
+	now := time.Now()
+	if r.timed == nil {
+		r.timed = map[string]time.Time{}
+	}
+	if _, seen := r.timed[token]; seen {
+		return false
+	}
+	for t, at := range r.timed {
+		if now.Sub(at) > time.Hour {
+			delete(r.timed, t)
+		}
+	}
+	r.timed[token] = now
+	return true
 }
 
 // unclaimed handles a Job of a GuardedJob whose status (as cached) has no run for

@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"net/http"
@@ -32,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -126,6 +128,10 @@ type harness struct {
 	restWrap func(http.RoundTripper) http.RoundTripper
 	// storeAllow is the manager's --store-allow.
 	storeAllow *lockclient.AllowList
+	// metricsAddr, when set, is where the manager serves its metrics, as the
+	// manager binary does by default: HTTPS, to callers the API server
+	// authenticates and allows to get /metrics.
+	metricsAddr string
 }
 
 // storeViaProxy makes the manager reach Redis through a proxy the test can cut
@@ -170,6 +176,12 @@ func (h *harness) start() {
 		}(),
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	if h.metricsAddr != "" {
+		opts.Metrics = metricsserver.Options{
+			BindAddress: h.metricsAddr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization,
+			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+		}
 	}
 	if h.intercept != nil {
 		funcs := *h.intercept

@@ -102,6 +102,20 @@ const (
 	// manager's flags. Its reason is Ready's reason (see IsStalledReason). The condition
 	// is absent otherwise.
 	StalledCondition = "Stalled"
+
+	// MaxHoldAtRiskCondition is True when the p99 of the recent run durations
+	// (status.runDurations) exceeds 80% of lock.maxHold (reason RunDurationNearMaxHold):
+	// a slightly slower run would be stopped at maxHold. False (reason
+	// RunDurationWithinMaxHold) otherwise; absent until a run duration is recorded. It
+	// does not affect Ready: the GuardedJob works, but should be recalibrated.
+	MaxHoldAtRiskCondition = "MaxHoldAtRisk"
+)
+
+// MaxHoldAtRisk condition reasons.
+const (
+	// RunDurationWithinMaxHoldReason (MaxHoldAtRisk=False): the p99 of the recent run
+	// durations is at most 80% of lock.maxHold.
+	RunDurationWithinMaxHoldReason = "RunDurationWithinMaxHold"
 )
 
 // ReconcilingCondition reason.
@@ -268,6 +282,26 @@ const (
 	// the same for every occurrence, so overlapping runs wait for each other's lease.
 	// Emitted once per spec generation.
 	FixedKeyWithAllowReason = "FixedKeyWithAllow"
+	// RunDurationNearMaxHoldReason (Warning): the p99 of the recent run durations
+	// exceeds 80% of lock.maxHold; emitted when MaxHoldAtRisk turns True (also its
+	// reason).
+	RunDurationNearMaxHoldReason = "RunDurationNearMaxHold"
+	// RunUnusuallyLongReason (Warning): a run has lasted over 3 times the p99 of the
+	// recent run durations (with at least MinDurationsForUnusual of them); emitted
+	// once per run, while it runs.
+	RunUnusuallyLongReason = "RunUnusuallyLong"
+)
+
+// Lease calibration thresholds (docs/operations.md, "Lease calibration").
+const (
+	// MaxHoldAtRiskPercent: MaxHoldAtRisk is True when the p99 of the recent run
+	// durations exceeds this percentage of lock.maxHold.
+	MaxHoldAtRiskPercent = 80
+	// UnusuallyLongFactor: a run is unusually long past this multiple of the p99.
+	UnusuallyLongFactor = 3
+	// MinDurationsForUnusual is how many run durations must be recorded before a run
+	// can be called unusually long: with fewer, the p99 is one or two runs' luck.
+	MinDurationsForUnusual = 5
 )
 
 // LockState is the observed state of a GuardedJob's lock key (status.lock.state).

@@ -331,7 +331,8 @@ type GuardedJobStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions are Ready, LockHeld, StoreReachable and StoreSafe.
+	// conditions are Ready, LockHeld, StoreReachable, StoreSafe, MaxHoldAtRisk and
+	// the kstatus conditions Reconciling and Stalled.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -376,6 +377,41 @@ type GuardedJobStatus struct {
 	// lastRun is the outcome of the last run that finished or did not start.
 	// +optional
 	LastRun *RunRecord `json:"lastRun,omitempty"`
+
+	// runDurations summarises how long the last runs took, so that lock.maxHold and
+	// lock.ttl can be sized from data (docs/operations.md, "Lease calibration").
+	// +optional
+	RunDurations *RunDurations `json:"runDurations,omitempty"`
+}
+
+// RunDurationsKept is how many run durations status.runDurations keeps.
+const RunDurationsKept = 20
+
+// RunDurations summarises the durations of the last runs. A run counts when its Job
+// ended on its own (Complete or Failed): from the Job's status.startTime to its
+// completionTime (or the time of its Failed condition). A run stopped at lock.maxHold
+// counts as lasting its maxHold. Runs stopped for other causes (lock lost, replaced,
+// deleted) and runs that never got a Job do not count: they say nothing about how
+// long the work takes.
+type RunDurations struct {
+	// count is the number of durations in recent (at most 20).
+	Count int32 `json:"count"`
+
+	// p50 is the median of recent (nearest rank).
+	// +optional
+	P50 *metav1.Duration `json:"p50,omitempty"`
+
+	// p99 is the 99th percentile of recent (nearest rank: with 20 durations or fewer,
+	// the longest of them).
+	// +optional
+	P99 *metav1.Duration `json:"p99,omitempty"`
+
+	// recent are the durations of the last runs, oldest first, in whole seconds; at
+	// most 20.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	Recent []metav1.Duration `json:"recent,omitempty"`
 }
 
 // LockStatus is the latest observation of a GuardedJob's lock key.
@@ -509,6 +545,12 @@ type ActiveRun struct {
 	// replaced, GuardedJob deleted, ...).
 	// +optional
 	StopReason string `json:"stopReason,omitempty"`
+
+	// unusuallyLong is true once the run has lasted over 3 times
+	// status.runDurations.p99; the Warning event RunUnusuallyLong is emitted once, when
+	// it is set.
+	// +optional
+	UnusuallyLong bool `json:"unusuallyLong,omitempty"`
 }
 
 // RunRecord is the outcome of a run that finished or did not start.

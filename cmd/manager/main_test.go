@@ -3,9 +3,7 @@ package main_test
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -17,10 +15,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -30,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/testutil/metricscrape"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 )
 
@@ -87,55 +84,8 @@ func probe(url string) int {
 }
 
 func scrape(url string) string {
-	_, body := scrapeAs(url, "")
+	_, body := metricscrape.Get(url, "")
 	return body
-}
-
-// scrapeAs GETs url with a bearer token (none if empty), accepting the manager's
-// self-signed certificate as a scraper configured with insecureSkipVerify does.
-func scrapeAs(url, token string) (int, string) {
-	req, err := http.NewRequest(http.MethodGet, url, nil) //nolint:noctx // a loopback scrape in a test
-	if err != nil {
-		return 0, ""
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the manager's certificate is self-signed
-	}}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, ""
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-// scraperToken returns a token of a new ServiceAccount, bound to a ClusterRole
-// that allows get on /metrics when allowed is true.
-func scraperToken(t *testing.T, cp *controlPlane, name string, allowed bool) string {
-	t.Helper()
-	g := NewWithT(t)
-	ctx := context.Background()
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
-	g.Expect(cp.client.Create(ctx, sa)).To(Succeed())
-	if allowed {
-		g.Expect(cp.client.Create(ctx, &rbacv1.ClusterRole{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
-		})).To(Succeed())
-		g.Expect(cp.client.Create(ctx, &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: "default"}},
-		})).To(Succeed())
-	}
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}
-	g.Expect(cp.client.SubResource("token").Create(ctx, sa, req)).To(Succeed())
-	g.Expect(req.Status.Token).NotTo(BeEmpty())
-	return req.Status.Token
 }
 
 // controlPlane is a real kube-apiserver + etcd with the CRD installed.
@@ -282,8 +232,8 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 	// Metrics are HTTPS by default and answer only callers the API server
 	// authenticates and allows to get /metrics.
 	metricsURL := "https://" + metricsAddr + "/metrics"
-	scraper, stranger := scraperToken(t, cp, "scraper", true), scraperToken(t, cp, "stranger", false)
-	statusFor := func(token string) int { code, _ := scrapeAs(metricsURL, token); return code }
+	scraper, stranger := metricscrape.Token(t, cp.client, "scraper", true), metricscrape.Token(t, cp.client, "stranger", false)
+	statusFor := func(token string) int { code, _ := metricscrape.Get(metricsURL, token); return code }
 	// The metrics server may start a moment after /readyz answers.
 	g.Eventually(func() int { return statusFor("") }).Should(Equal(http.StatusUnauthorized), "no token")
 	// (controller-runtime answers 500 when the TokenReview reports an error, as it
@@ -291,7 +241,7 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 	g.Expect(statusFor("not-a-token")).To(BeNumerically(">=", 400), "a token the API server does not know")
 	g.Expect(statusFor(stranger)).To(Equal(http.StatusForbidden), "a token not allowed to get /metrics")
 	g.Expect(probe("http://"+metricsAddr+"/metrics")).NotTo(Equal(http.StatusOK), "plain HTTP on the secure port")
-	scrapeMetrics := func() string { _, body := scrapeAs(metricsURL, scraper); return body }
+	scrapeMetrics := func() string { _, body := metricscrape.Get(metricsURL, scraper); return body }
 	g.Eventually(scrapeMetrics).Should(And(
 		ContainSubstring(`guardedjob_leases{state="Held"} 1`),
 		// The first renewal comes one renew interval (20s) after the acquisition.

@@ -72,6 +72,9 @@ type LeaseStatus struct {
 	State LeaseState
 	// Holder is the key's value when the lease was lost; empty when the key was gone.
 	Holder string
+	// LostAt is when the Keeper learnt that the lease was lost (State Lost), by its
+	// clock.
+	LostAt time.Time
 	// LastRenewed is the send time of the last successful renewal (or acquisition),
 	// or the evidence the lease was resumed with.
 	LastRenewed time.Time
@@ -126,6 +129,7 @@ type entry struct {
 
 	state         LeaseState
 	holder        string
+	lostAt        time.Time
 	inflightSince time.Time
 	lastRenewed   time.Time
 	nextRenew     time.Time
@@ -154,7 +158,7 @@ func (e *entry) deadline() time.Time {
 func (e *entry) status() LeaseStatus {
 	return LeaseStatus{
 		Token: e.req.Lease.Token, Owner: e.req.Owner, Keys: e.req.Lease.Keys, Fence: e.req.Lease.Fence,
-		State: e.state, Holder: e.holder, LastRenewed: e.lastRenewed, Confirmed: e.confirmed,
+		State: e.state, Holder: e.holder, LostAt: e.lostAt, LastRenewed: e.lastRenewed, Confirmed: e.confirmed,
 		ValidUntil: e.lastRenewed.Add(e.req.Lease.TTL), Deadline: e.deadline(),
 		DeadlineReached: e.deadlineReached, MaxHoldReached: e.maxHoldReached,
 		Failures: e.failures, LastError: e.lastErr,
@@ -196,6 +200,8 @@ type Keeper struct {
 	leases  map[string]*entry
 	pending []Report
 	stats   KeeperStats
+	// onRoundTrip, when set, is told how long each renewal pipeline took.
+	onRoundTrip func(time.Duration)
 
 	wake   chan struct{}
 	queued chan struct{}
@@ -216,6 +222,15 @@ func (k *Keeper) Stats() KeeperStats {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.stats
+}
+
+// OnRoundTrip sets a function told the duration of every renewal round trip
+// (for metrics). It is called with the Keeper's lock held: it must be quick and
+// must not call the Keeper.
+func (k *Keeper) OnRoundTrip(f func(time.Duration)) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.onRoundTrip = f
 }
 
 // KeeperOption configures a Keeper.
@@ -546,6 +561,9 @@ func (k *Keeper) renewBatch(ctx context.Context, c *Client, es []*entry) []error
 		k.mu.Lock()
 		k.stats.Pipelines++
 		now := k.clock.Now()
+		if k.onRoundTrip != nil {
+			k.onRoundTrip(now.Sub(sent))
+		}
 		for i, e := range chunk {
 			k.applyLocked(e, c.provenSent(sent, e.req.Lease.TTL), now, res[i])
 		}
@@ -580,12 +598,12 @@ func (k *Keeper) applyLocked(e *entry, sent, now time.Time, err error) {
 		e.nextRenew = sent.Add(e.interval)
 	case errors.As(err, &nh):
 		k.stats.RenewalsLost++
-		e.state, e.holder, e.lastErr = StateLost, nh.Holder, err
+		e.state, e.holder, e.lastErr, e.lostAt = StateLost, nh.Holder, err, now
 		k.reportLocked(e, ReportLost)
 	case errors.Is(err, ErrInvalid):
 		k.stats.RenewalsLost++
 		// The key holds something other than a string: not our lease any more.
-		e.state, e.holder, e.lastErr = StateLost, "<non-string value>", err
+		e.state, e.holder, e.lastErr, e.lostAt = StateLost, "<non-string value>", err, now
 		k.reportLocked(e, ReportLost)
 	default:
 		k.stats.RenewalsFailed++

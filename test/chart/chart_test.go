@@ -387,7 +387,8 @@ func TestChartValues(t *testing.T) {
 		sel, _, _ := unstructured.NestedStringMap(mon.Object, "spec", "selector", "matchLabels")
 		g.Expect(labels.SelectorFromSet(sel).Matches(labels.Set(svc.Labels))).To(BeTrue(), "monitor %v, Service labels %v", sel, svc.Labels)
 		eps, _, _ := unstructured.NestedSlice(mon.Object, "spec", "endpoints")
-		g.Expect(eps).To(ConsistOf(And(HaveKeyWithValue("port", "metrics"), HaveKeyWithValue("scheme", "https"))))
+		g.Expect(eps).To(ConsistOf(And(HaveKeyWithValue("port", "metrics"), HaveKeyWithValue("scheme", "https"),
+			HaveKeyWithValue("honorLabels", true))), "the per-GuardedJob series keep their namespace label")
 		rule := ms.find("PrometheusRule", manager)
 		g.Expect(rule).NotTo(BeNil())
 		b, _ := rule.MarshalJSON()

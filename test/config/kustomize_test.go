@@ -490,6 +490,10 @@ func TestServiceMonitorSelectsMetricsService(t *testing.T) {
 		t.Fatal("ServiceMonitor has no endpoints")
 	}
 	for _, e := range endpoints {
+		// The per-GuardedJob series keep their namespace label.
+		if honor, _, _ := unstructured.NestedBool(e.(map[string]any), "honorLabels"); !honor {
+			t.Errorf("ServiceMonitor endpoint without honorLabels: true")
+		}
 		port, _, _ := unstructured.NestedString(e.(map[string]any), "port")
 		if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == port }) {
 			t.Errorf("ServiceMonitor endpoint port %q is not a port of the metrics Service", port)

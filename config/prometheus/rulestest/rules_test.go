@@ -95,7 +95,9 @@ func TestPrometheusRuleCarriesTheRuleFile(t *testing.T) {
 // time 0 ("0x9 1x5" is ten 0s, minutes 0 to 9, then six 1s); an alert fires at a minute when its expression has returned something at
 // every evaluation (each minute) of its "for" period up to then.
 func TestAlertsFire(t *testing.T) {
-	// A healthy manager: renewals succeed, runs succeed, nothing lost.
+	// A healthy manager: renewals succeed, runs succeed, nothing lost. One
+	// GuardedJob runs every 10 minutes, its Job is created within a second, and it
+	// succeeds a minute later.
 	healthy := `
 		up{job="guardedjob-manager-metrics", instance="10.0.0.1:8443"} 1x60
 		guardedjob_lease_renewals_total{result="ok"} 0+3x60
@@ -106,6 +108,15 @@ func TestAlertsFire(t *testing.T) {
 		guardedjob_runs_total{result="Succeeded"} 0+1x60
 		guardedjob_runs_total{result="Busy"} 0x60
 		controller_runtime_reconcile_errors_total{controller="guardedjob"} 0x60
+		guardedjob_created_time_seconds{namespace="payments", name="settle"} -86400x60
+		guardedjob_last_schedule_time_seconds{namespace="payments", name="settle"} 0x9 600x9 1200x9 1800x9 2400x9 3000x9 3600
+		guardedjob_next_schedule_time_seconds{namespace="payments", name="settle"} 600x9 1200x9 1800x9 2400x9 3000x9 3600x9 4200
+		guardedjob_last_success_time_seconds{namespace="payments", name="settle"} -540 60x9 660x9 1260x9 1860x9 2460x9 3060x9
+		guardedjob_busy_runs_in_a_row{namespace="payments", name="settle"} 0x60
+		guardedjob_schedule_skew_seconds_bucket{le="1"} 100+0.1x60
+		guardedjob_schedule_skew_seconds_bucket{le="60"} 100+0.1x60
+		guardedjob_schedule_skew_seconds_bucket{le="300"} 100+0.1x60
+		guardedjob_schedule_skew_seconds_bucket{le="+Inf"} 100+0.1x60
 	`
 	tests := []struct {
 		alert    string
@@ -130,6 +141,23 @@ func TestAlertsFire(t *testing.T) {
 			firesAt: 30 * time.Minute, quietAt: 29 * time.Minute, whenWhat: "the third Busy run"},
 		{alert: "GuardedJobLockBusy", series: `guardedjob_runs_total{result="Busy"} 0x5 1x10 2x45`,
 			whenWhat: "two Busy runs are not yet a pattern"},
+		{alert: "GuardedJobNoRecentSuccess", series: `guardedjob_last_success_time_seconds{namespace="payments", name="settle"} -540 60x59`,
+			firesAt: 42 * time.Minute, quietAt: 41 * time.Minute, whenWhat: "no success for three 10-minute intervals, for 10 minutes"},
+		{alert: "GuardedJobNoRecentSuccess", series: `guardedjob_last_success_time_seconds{namespace="payments", name="settle"} _x60
+			guardedjob_created_time_seconds{namespace="payments", name="settle"} 0x60`,
+			firesAt: 41 * time.Minute, quietAt: 40 * time.Minute, whenWhat: "a GuardedJob that never succeeded since it was created"},
+		{alert: "GuardedJobNoRecentSuccess", series: `guardedjob_last_success_time_seconds{namespace="payments", name="settle"} -540 60x59
+			guardedjob_next_schedule_time_seconds{namespace="payments", name="settle"} 600x9 _x50`,
+			whenWhat: "a suspended GuardedJob (no next schedule time)"},
+		{alert: "GuardedJobBusyInARow", series: `guardedjob_busy_runs_in_a_row{namespace="payments", name="settle"} 0x9 1x9 2x9 3x30`,
+			firesAt: 30 * time.Minute, quietAt: 29 * time.Minute, whenWhat: "the third Busy run in a row"},
+		{alert: "GuardedJobBusyInARow", series: `guardedjob_busy_runs_in_a_row{namespace="payments", name="settle"} 0x9 1x9 2x9 0x30`,
+			whenWhat: "two Busy runs and then one that ran"},
+		{alert: "GuardedJobScheduleSkewHigh", series: `guardedjob_schedule_skew_seconds_bucket{le="1"} 100+0.1x20 102x40
+			guardedjob_schedule_skew_seconds_bucket{le="60"} 100+0.1x20 102x40`,
+			firesAt: 23 * time.Minute, quietAt: 22 * time.Minute, whenWhat: "from minute 20 on, runs start 100s late (more than 10% of the hour's runs by minute 23)"},
+		{alert: "GuardedJobScheduleSkewHigh", series: `guardedjob_schedule_skew_seconds_bucket{le="1"} 100+0.1x20 102x40`,
+			whenWhat: "runs start seconds late, within a minute (a leader change)"},
 		{alert: "GuardedJobReconcileErrors", series: `controller_runtime_reconcile_errors_total{controller="guardedjob"} 0x10 0+2x50`,
 			firesAt: 27 * time.Minute, quietAt: 26 * time.Minute, whenWhat: "reconciles keep failing for 15 minutes"},
 		{alert: "GuardedJobManagerDown", series: `up{job="guardedjob-manager-metrics", instance="10.0.0.1:8443"} 1x10 0x50`,

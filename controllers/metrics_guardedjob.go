@@ -1,0 +1,242 @@
+package controllers
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+)
+
+// Per-GuardedJob metrics. Their only labels are the object's namespace and name
+// (and a small enum: result, state): never a rendered key, a holder or a token.
+// The histograms carry no per-object labels: a histogram per object would cost a
+// dozen series per bucket set for each of thousands of objects, and the gauges
+// below already say which object is late or failing.
+
+var (
+	scheduleSkew = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "guardedjob_schedule_skew_seconds",
+		Help:    "How long after a run was due (its scheduled time, or a run-now trigger's time) its Job was created.",
+		Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+	})
+	renewLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "guardedjob_lease_renewal_duration_seconds",
+		Help:    "Round-trip time of the keeper's renewal pipelines to the lock store (one observation per pipeline, which renews up to many leases).",
+		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+	})
+	stopLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "guardedjob_stop_latency_seconds",
+		Help:    "Time from the keeper finding a lease lost (cause lost) or reaching a run's self-fence deadline (cause deadline) to the stop controller deleting the run's Job.",
+		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+	}, []string{"cause"})
+	lockWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "guardedjob_lock_wait_seconds",
+		Help:    "onBusy Retry: how long a run that found its lock busy waited, from when it was due until it acquired the lock (outcome acquired) or gave up at its starting deadline (outcome gave_up).",
+		Buckets: []float64{1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
+	}, []string{"outcome"})
+)
+
+// lockWait outcomes.
+const (
+	lockWaitAcquired = "acquired"
+	lockWaitGaveUp   = "gave_up"
+)
+
+func observeScheduleSkew(d time.Duration) { scheduleSkew.Observe(max(d, 0).Seconds()) }
+
+func observeLockWait(outcome string, d time.Duration) {
+	lockWait.WithLabelValues(outcome).Observe(max(d, 0).Seconds())
+}
+
+var (
+	objectLabels = []string{"namespace", "name"}
+
+	createdDesc = prometheus.NewDesc("guardedjob_created_time_seconds",
+		"When the GuardedJob was created (Unix seconds): with no success yet, how long it has gone without one.", objectLabels, nil)
+	lastScheduleDesc = prometheus.NewDesc("guardedjob_last_schedule_time_seconds",
+		"status.lastScheduleTime: the scheduled time of the last run started or attempted (Unix seconds).", objectLabels, nil)
+	nextScheduleDesc = prometheus.NewDesc("guardedjob_next_schedule_time_seconds",
+		"status.nextScheduleTime: when the next run is due (Unix seconds); absent while suspended or invalid.", objectLabels, nil)
+	lastSuccessDesc = prometheus.NewDesc("guardedjob_last_success_time_seconds",
+		"status.lastSuccessfulTime: when the last successful run's Job completed (Unix seconds); absent before the first success.", objectLabels, nil)
+	fenceDesc = prometheus.NewDesc("guardedjob_fence",
+		"status.lastFence: the highest fence handed out to a run of the GuardedJob.", objectLabels, nil)
+	lockStateDesc = prometheus.NewDesc("guardedjob_lock_state",
+		"status.lock.state: 1 for the state last observed (Held, Free, Busy, Lost, StoreDown), 0 for the others.", append(objectLabels, "state"), nil)
+	objectRunsDesc = prometheus.NewDesc("guardedjob_object_runs_total",
+		"Runs of the GuardedJob that ended, by status.lastRun.result, counted by this manager since it became the leader.", append(objectLabels, "result"), nil)
+	busyInARowDesc = prometheus.NewDesc("guardedjob_busy_runs_in_a_row",
+		"Runs of the GuardedJob that ended Busy since the last one that ran or failed to (Skipped runs leave it as it is), counted by this manager since it became the leader.", objectLabels, nil)
+
+	lockStates = []batchv1alpha1.LockState{batchv1alpha1.LockStateHeld, batchv1alpha1.LockStateFree, batchv1alpha1.LockStateBusy,
+		batchv1alpha1.LockStateLost, batchv1alpha1.LockStateStoreDown}
+	runResults = []batchv1alpha1.RunResult{batchv1alpha1.RunResultSucceeded, batchv1alpha1.RunResultFailed, batchv1alpha1.RunResultLockLost,
+		batchv1alpha1.RunResultBusy, batchv1alpha1.RunResultStoreUnavailable, batchv1alpha1.RunResultMaxHoldExceeded, batchv1alpha1.RunResultSkipped}
+
+	guardedJobMetrics = &guardedJobCollector{runs: map[types.NamespacedName]*objectRuns{}}
+)
+
+// guardedJobCollector computes the per-GuardedJob series at scrape time from the
+// manager's informer cache, instead of setting gauges from reconcile passes:
+//   - a scrape costs one pass over the cached objects (no copies) every scrape
+//     interval, whatever happens between scrapes; setting gauges would cost work
+//     on every pass of every object, and 5,000 objects pass far more often than
+//     Prometheus scrapes;
+//   - the series are the status users see with kubectl, never a value a failed
+//     status write left behind;
+//   - a deleted GuardedJob leaves the cache, so its series go with it: nothing
+//     must remember to delete them, and no series leaks.
+//
+// Only the run counters live in memory (status keeps the last result, not a
+// count); they are emitted for the objects in the cache only, and forgotten
+// with the object. Series come from the leader only: a standby replica's cache
+// holds the same objects and would duplicate every series.
+type guardedJobCollector struct {
+	mu      sync.Mutex
+	reader  client.Reader
+	elected <-chan struct{}
+	runs    map[types.NamespacedName]*objectRuns
+}
+
+// objectRuns counts the runs of one GuardedJob (of one UID: an object deleted
+// and created again under its name starts from zero).
+type objectRuns struct {
+	uid    types.UID
+	counts map[batchv1alpha1.RunResult]uint64
+	// busyInARow counts Busy results since the last result that says the lock
+	// was had or tried for real; Skipped (already done, Forbid, a stale trigger)
+	// says nothing about the lock and leaves it alone.
+	busyInARow uint64
+}
+
+// collectTimeout bounds a scrape's read of the cache (it only waits while the
+// cache has not synced yet).
+const collectTimeout = 5 * time.Second
+
+func (c *guardedJobCollector) use(reader client.Reader, elected <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reader, c.elected = reader, elected
+	c.runs = map[types.NamespacedName]*objectRuns{}
+}
+
+// countRun counts a run of gj that ended with result.
+func (c *guardedJobCollector) countRun(gj *batchv1alpha1.GuardedJob, result batchv1alpha1.RunResult) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := types.NamespacedName{Namespace: gj.Namespace, Name: gj.Name}
+	e := c.runs[key]
+	if e == nil || e.uid != gj.UID {
+		e = &objectRuns{uid: gj.UID, counts: map[batchv1alpha1.RunResult]uint64{}}
+		c.runs[key] = e
+	}
+	e.counts[result]++
+	switch result {
+	case batchv1alpha1.RunResultBusy:
+		e.busyInARow++
+	case batchv1alpha1.RunResultSkipped:
+	default:
+		e.busyInARow = 0
+	}
+}
+
+// forget drops the counters of a GuardedJob that is gone.
+func (c *guardedJobCollector) forget(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.runs, key)
+}
+
+func (c *guardedJobCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{createdDesc, lastScheduleDesc, nextScheduleDesc, lastSuccessDesc, fenceDesc, lockStateDesc, objectRunsDesc, busyInARowDesc} {
+		ch <- d
+	}
+}
+
+func (c *guardedJobCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	reader, elected := c.reader, c.elected
+	c.mu.Unlock()
+	if reader == nil || !closed(elected) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), collectTimeout)
+	defer cancel()
+	list := &batchv1alpha1.GuardedJobList{}
+	if err := reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return // the scrape goes on with the manager's other metrics
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	seen := make(map[types.NamespacedName]types.UID, len(list.Items))
+	for i := range list.Items {
+		gj := &list.Items[i] // shared with the cache: read only
+		ns, name := gj.Namespace, gj.Name
+		seen[types.NamespacedName{Namespace: ns, Name: name}] = gj.UID
+		st := &gj.Status
+		gauge(createdDesc, unixSeconds(gj.CreationTimestamp.Time), ns, name)
+		if st.LastScheduleTime != nil {
+			gauge(lastScheduleDesc, unixSeconds(st.LastScheduleTime.Time), ns, name)
+		}
+		if st.NextScheduleTime != nil {
+			gauge(nextScheduleDesc, unixSeconds(st.NextScheduleTime.Time), ns, name)
+		}
+		if st.LastSuccessfulTime != nil {
+			gauge(lastSuccessDesc, unixSeconds(st.LastSuccessfulTime.Time), ns, name)
+		}
+		gauge(fenceDesc, float64(st.LastFence), ns, name)
+		var state batchv1alpha1.LockState
+		if st.Lock != nil {
+			state = st.Lock.State
+		}
+		for _, s := range lockStates {
+			gauge(lockStateDesc, boolFloat(s == state), ns, name, string(s))
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, e := range c.runs {
+		if seen[key] != e.uid {
+			delete(c.runs, key) // the object is gone (or is another object now)
+		}
+	}
+	for key, uid := range seen {
+		// Every result from zero, so that the first run of a kind is an increase.
+		var counts map[batchv1alpha1.RunResult]uint64
+		var busy uint64
+		if e := c.runs[key]; e != nil && e.uid == uid {
+			counts, busy = e.counts, e.busyInARow
+		}
+		for _, res := range runResults {
+			ch <- prometheus.MustNewConstMetric(objectRunsDesc, prometheus.CounterValue, float64(counts[res]), key.Namespace, key.Name, string(res))
+		}
+		gauge(busyInARowDesc, float64(busy), key.Namespace, key.Name)
+	}
+}
+
+func closed(ch <-chan struct{}) bool {
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
