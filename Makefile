@@ -116,6 +116,19 @@ bench: ## Run the benchmarks (compare runs with benchstat).
 	hack/ensure-redis.sh
 	go test -run '^$$' -bench . -benchmem -count 6 ./internal/lockclient/ | tee bench.txt
 
+# Flags for test/scale, e.g. BENCH_SCALE_ARGS='-n 100 -idle 500 -keeper-leases 10000 -keeper-duration 1m'.
+BENCH_SCALE_ARGS ?=
+
+.PHONY: bench-scale
+bench-scale: build bench-scale-build ## Run the scale benchmark (docs/benchmarks.md): its own control plane, Redis and the manager binary; about 15 minutes.
+	hack/ensure-redis.sh
+	assets="$$(hack/build-control-plane.sh --demo)"; \
+	$(LOCALBIN)/bench-scale -assets "$$assets" -manager $(LOCALBIN)/manager -o bench-scale.md $(BENCH_SCALE_ARGS)
+
+.PHONY: bench-scale-build
+bench-scale-build: ## Build the scale benchmark (CI builds it; it does not run it).
+	go build -o $(LOCALBIN)/bench-scale ./test/scale
+
 ##@ Build
 
 .PHONY: build
