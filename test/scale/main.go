@@ -37,6 +37,7 @@ import (
 type bench struct {
 	n, idleN, keeperLeases, writers int
 	idleWindow, keeperDuration      time.Duration
+	cpuProfile                      string
 	w                               *world
 	res                             results
 	out                             io.Writer
@@ -64,6 +65,7 @@ func main() {
 	root := flag.String("root", ".", "The repository checkout (for the CRD and the manager's ClusterRole).")
 	output := flag.String("o", "", "Also write the report (markdown) to this file.")
 	keep := flag.Bool("keep", false, "Keep the work directory (logs, audit log) after the run.")
+	flag.StringVar(&b.cpuProfile, "keeper-cpuprofile", "", "Write a CPU profile of the keeper phase (in this process) to this file.")
 	flag.Parse()
 	if *assets == "" {
 		*assets = filepath.Join(home, ".cache", "guardedjob", "k8s-v1.37.2")
