@@ -239,10 +239,17 @@ rules:
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: w.assets,
 	}
-	w.env.ControlPlane.GetAPIServer().Configure().
+	apiLog, err := os.Create(filepath.Join(w.dir, "kube-apiserver.log"))
+	if err != nil {
+		return err
+	}
+	api := w.env.ControlPlane.GetAPIServer()
+	api.Out, api.Err = apiLog, apiLog
+	// A loaded machine starts it slowly.
+	api.StartTimeout = 2 * time.Minute
+	api.Configure().
 		Set("audit-policy-file", policy).
-		Set("audit-log-path", auditPath).
-		Set("audit-log-maxsize", "0")
+		Set("audit-log-path", auditPath)
 	cfg, err := w.env.Start()
 	if err != nil {
 		return fmt.Errorf("start envtest: %w", err)

@@ -32,6 +32,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/go-logr/logr"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 type bench struct {
@@ -50,6 +53,7 @@ func (b *bench) logf(format string, args ...any) {
 }
 
 func main() {
+	logf.SetLogger(logr.Discard()) // envtest's own messages; the report says what matters
 	home, _ := os.UserHomeDir()
 	b := &bench{}
 	flag.IntVar(&b.n, "n", 1000, "GuardedJobs (and CronJobs) due in the same minute, and floor objects.")
