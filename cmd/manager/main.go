@@ -92,7 +92,10 @@ func main() {
 		"Serve metrics over HTTPS to callers the API server authenticates and authorizes (get on the /metrics URL); false serves plain HTTP to anyone who can connect.")
 	printVersion := flag.Bool("version", false, "Print the version and exit.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables it.")
-	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "GuardedJobs reconciled in parallel.")
+	// A run's pass waits on the API server for its writes (intent, fence, Job,
+	// status) and on Redis once: 16 passes in flight keep about as many writes
+	// in flight as the API server serves in parallel (docs/benchmarks.md).
+	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 16, "GuardedJobs reconciled in parallel (the stop controller uses at least 32 workers).")
 	flag.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 0,
 		"Client-side limit on requests per second to the API server for the GuardedJob controller (the stop controller has a budget of its own); 0: none, the API server's priority and fairness applies.")
 	flag.IntVar(&o.kubeAPIBurst, "kube-api-burst", 0, "Requests above --kube-api-qps allowed in a burst; 0: twice --kube-api-qps.")
