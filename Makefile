@@ -133,6 +133,19 @@ bench-peers: ## Compare the lease client with the raw Redis floor, bsm/redislock
 bench-build: ## Vet and test the bench module without running its benchmarks (no Redis needed).
 	cd bench && go vet ./... && go test -count=1 ./...
 
+# Flags for test/scale, e.g. BENCH_SCALE_ARGS='-n 100 -idle 500 -keeper-leases 10000 -keeper-duration 1m'.
+BENCH_SCALE_ARGS ?=
+
+.PHONY: bench-scale
+bench-scale: build bench-scale-build ## Run the scale benchmark (docs/benchmarks.md): its own control plane, Redis and the manager binary; about 15 minutes.
+	hack/ensure-redis.sh
+	assets="$$(hack/build-control-plane.sh --demo)"; \
+	$(LOCALBIN)/bench-scale -assets "$$assets" -manager $(LOCALBIN)/manager -o bench-scale.md $(BENCH_SCALE_ARGS)
+
+.PHONY: bench-scale-build
+bench-scale-build: ## Build the scale benchmark (CI builds it; it does not run it).
+	go build -o $(LOCALBIN)/bench-scale ./test/scale
+
 ##@ Build
 
 .PHONY: build

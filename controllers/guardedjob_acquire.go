@@ -15,7 +15,8 @@ import (
 )
 
 // acquire takes the lease of a run whose intent is recorded. On success it records
-// the fence (phase Running) before any Job exists, and ends the pass.
+// the fence (phase Running) before any Job exists, then goes on to create the Job
+// with the object that write returned.
 func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	gj := s.gj
 	deadline := runStartDeadline(gj, run)
@@ -50,8 +51,11 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		gj.Status.LastFence = max(gj.Status.LastFence, lease.Fence)
 		setLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, lease.Fence)
 		setLockHeld(gj, "", "", s.now)
-		if err := r.writeGuarded(ctx, s); !errors.Is(err, errPassEnded) {
+		if err := r.writeGuarded(ctx, s); err != nil {
 			return err
+		}
+		if run = runByName(gj, run.JobName); run == nil {
+			return nil
 		}
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.LockAcquiredReason,
 			"Acquired lock %s for %s%s", run.Key, run.JobName, fenceSuffix(lease.Fence))
@@ -63,7 +67,8 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.FenceRaisedReason,
 				"The fence counter %s was at or below the last fence %d (the store lost data?); raised to %d", run.FenceKey, floor, lease.Fence)
 		}
-		return errPassEnded
+		// The fence is durable: the Job follows in this pass.
+		return r.running(ctx, s, run, store)
 
 	case errors.As(err, &busy):
 		setStoreReachable(gj, nil, s.now)
@@ -146,12 +151,15 @@ func (r *GuardedJobReconciler) startUnguarded(ctx context.Context, s *scope, run
 	run.Fence = 0
 	run.AcquiredAt = ptrTime(s.now)
 	r.track(s.gj, run, store, resumed)
-	if err := r.writeGuarded(ctx, s); !errors.Is(err, errPassEnded) {
+	if err := r.writeGuarded(ctx, s); err != nil {
 		return err
+	}
+	if run = runByName(s.gj, run.JobName); run == nil {
+		return nil
 	}
 	r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.UnguardedReason,
 		"Starting %s WITHOUT a lease (storeFailurePolicy FailOpen): %v", run.JobName, cause)
-	return errPassEnded
+	return r.running(ctx, s, run, store)
 }
 
 // busyRetryWait is the wait before trying a busy lock again (onBusy Retry): a

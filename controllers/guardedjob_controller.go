@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -71,10 +72,12 @@ type GuardedJobReconciler struct {
 	// events carries keeper reports to this controller (only the object key).
 	events chan event.GenericEvent
 
-	// superseded maps an object to the resourceVersion this manager last wrote
-	// over. A pass that reads that version from the cache works from state that
-	// is known to be stale: it waits for the cache instead of acting (acting would
-	// repeat an acquisition and waste a fence).
+	// superseded maps an object to the resourceVersions this manager wrote over
+	// ([]string) since the cache last caught up with it. A pass that reads one of
+	// them from the cache works from state that is known to be stale: it waits
+	// for the cache instead of acting (acting would repeat an acquisition and
+	// waste a fence). A pass may write several times, so the cache can hold any
+	// of the versions in between.
 	superseded sync.Map
 
 	// resumed is closed once the leases in status.active are renewed after this
@@ -203,9 +206,31 @@ const secretRecheck = 30 * time.Second
 // write looks again.
 const cacheLagRetry = 50 * time.Millisecond
 
-// errPassEnded ends a pass after a write that must be durable before the next
-// side effect (intent, fence); the pass is requeued at once and re-reads.
-var errPassEnded = errors.New("pass ended after a guarded status write")
+// markSuperseded records that this manager wrote over version rv of an object.
+func (r *GuardedJobReconciler) markSuperseded(key types.NamespacedName, rv string) {
+	var stale []string
+	if v, ok := r.superseded.Load(key); ok {
+		stale = v.([]string)
+	}
+	// A new slice: a pass reading the map never sees one that is being appended to.
+	r.superseded.Store(key, append(stale[:len(stale):len(stale)], rv))
+}
+
+// cacheBehind says whether rv, read from the cache, is a version this manager
+// has already written over. A version that is not is the latest write or newer
+// (the cache never goes back), so the record is dropped. Passes over one object
+// never run in parallel, so the record cannot change in between.
+func (r *GuardedJobReconciler) cacheBehind(key types.NamespacedName, rv string) bool {
+	v, ok := r.superseded.Load(key)
+	if !ok {
+		return false
+	}
+	if slices.Contains(v.([]string), rv) {
+		return true
+	}
+	r.superseded.Delete(key)
+	return false
+}
 
 // Reconcile runs one pass over a GuardedJob.
 func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
@@ -224,16 +249,12 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if rv, ok := r.superseded.Load(req.NamespacedName); ok && rv == gj.ResourceVersion {
+	if r.cacheBehind(req.NamespacedName, gj.ResourceVersion) {
 		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
 	}
 	s := &scope{gj: gj, orig: gj.DeepCopy(), now: r.Clock.Now()}
 
 	defer func() {
-		if errors.Is(retErr, errPassEnded) {
-			res, retErr = ctrl.Result{RequeueAfter: time.Millisecond}, nil
-			return
-		}
 		if retErr == nil {
 			gj.Status.ObservedGeneration = gj.Generation
 		}
@@ -259,7 +280,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		if err := r.Patch(ctx, gj, patch); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
-		r.superseded.Store(client.ObjectKeyFromObject(gj), before)
+		r.markSuperseded(client.ObjectKeyFromObject(gj), before)
 		s.orig.ResourceVersion = gj.ResourceVersion
 	}
 
@@ -305,7 +326,7 @@ func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error 
 		}
 		return fmt.Errorf("patch status: %w", err)
 	}
-	r.superseded.Store(client.ObjectKeyFromObject(s.gj), before)
+	r.markSuperseded(client.ObjectKeyFromObject(s.gj), before)
 	// A run that left status.active is over, whichever path ended it: its lease
 	// must not be renewed any more.
 	for _, run := range s.orig.Status.Active {
@@ -321,9 +342,11 @@ func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error 
 }
 
 // writeGuarded makes the status durable before a side effect (acquiring a lease,
-// creating a Job), with the object's resourceVersion as precondition, and ends the
-// pass. A conflict means the pass worked from a stale object: nothing happened and
-// the next pass starts over.
+// creating a Job), with the object's resourceVersion as precondition. A conflict
+// means the pass worked from a stale object: nothing happened, the pass ends and
+// the next one starts over. On success the pass may go on, but only with the
+// object the API server returned (s.gj now), never with a cached read: pointers
+// into the old status are stale, find runs again by name.
 func (r *GuardedJobReconciler) writeGuarded(ctx context.Context, s *scope) error {
 	before := s.gj.ResourceVersion
 	setKstatus(s.gj, s.now)
@@ -331,9 +354,9 @@ func (r *GuardedJobReconciler) writeGuarded(ctx context.Context, s *scope) error
 		s.guardedWriteFailed = true
 		return fmt.Errorf("record run state: %w", err)
 	}
-	r.superseded.Store(client.ObjectKeyFromObject(s.gj), before)
+	r.markSuperseded(client.ObjectKeyFromObject(s.gj), before)
 	s.orig = s.gj.DeepCopy()
-	return errPassEnded
+	return nil
 }
 
 // untrackOwner stops renewing every lease of the runs of one GuardedJob.

@@ -14,8 +14,7 @@ import (
 )
 
 // schedule decides whether a run is due (by schedule or by a run-now trigger),
-// applies the concurrency policy, and records the intent of a new run. Recording
-// the intent ends the pass; the next pass acquires.
+// applies the concurrency policy, records the intent of a new run and starts it.
 func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *compiledSpec) error {
 	gj := s.gj
 	deadline := gj.Spec.StartingDeadline()
@@ -183,7 +182,16 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 	if gj.Status.LastScheduleTime == nil || occurrence.After(gj.Status.LastScheduleTime.Time) {
 		gj.Status.LastScheduleTime = &metav1.Time{Time: occurrence}
 	}
-	return r.writeGuarded(ctx, s)
+	if err := r.writeGuarded(ctx, s); err != nil {
+		return err
+	}
+	// The intent is durable: acquire in this pass, with the object the write
+	// returned.
+	s.requeueAfter(activeResync)
+	if run := runByName(gj, jobName); run != nil {
+		return r.advanceRun(ctx, s, run)
+	}
+	return nil
 }
 
 // reapUnclaimedJobs handles Jobs of this GuardedJob that no active run claims:

@@ -93,8 +93,7 @@ func (r *GuardedJobReconciler) trackRequest(gj *batchv1alpha1.GuardedJob, run *b
 	return req
 }
 
-// observeRuns moves every active run one step along its phases. A step that must
-// be durable before its side effect ends the pass (errPassEnded).
+// observeRuns moves every active run along its phases.
 func (r *GuardedJobReconciler) observeRuns(ctx context.Context, s *scope) error {
 	runs := append([]batchv1alpha1.ActiveRun(nil), s.gj.Status.Active...)
 	for i := range runs {
@@ -102,49 +101,54 @@ func (r *GuardedJobReconciler) observeRuns(ctx context.Context, s *scope) error 
 		if run == nil {
 			continue
 		}
-		if !r.ownsRun(s.gj, run) {
-			// Restored from a backup, or recorded under another cluster name: its
-			// lease is never renewed, released or completed here (that cluster may
-			// still be alive), but any of its Pods here are stopped, never silently
-			// dropped. The phases below leave a foreign lease alone.
-			msg := fmt.Sprintf("run %s was recorded by cluster %q for object %s; it is not resumed here and its lease is left alone", run.JobName, run.Cluster, run.OwnerUID)
-			switch run.Phase {
-			case batchv1alpha1.RunPhaseAcquiring:
-				finishRun(s.gj, *run, batchv1alpha1.RunResultFailed, "", msg, s.now)
-				continue
-			case batchv1alpha1.RunPhaseRunning:
-				if err := r.beginStop(s, run, batchv1alpha1.RunResultFailed, msg, batchv1alpha1.StaleJobReason, batchv1alpha1.LockStateLost, ""); err != nil {
-					return err
-				}
-			}
-		}
-		store, err := r.runStore(ctx, s.gj, run)
-		if err != nil {
-			// The run's store cannot be resolved (its Secret changed or is gone
-			// since the run started): its lease can be neither renewed nor
-			// released, so its Pods are stopped and the lease is left to expire.
-			setStoreReachable(s.gj, err, s.now)
-			if err := r.orphanedStore(ctx, s, run, err); err != nil {
-				return err
-			}
-			continue
-		}
-		switch run.Phase {
-		case batchv1alpha1.RunPhaseAcquiring:
-			err = r.acquire(ctx, s, run, store)
-		case batchv1alpha1.RunPhaseRunning:
-			err = r.running(ctx, s, run, store)
-		case batchv1alpha1.RunPhaseStopping:
-			err = r.stopping(ctx, s, run, store)
-		case batchv1alpha1.RunPhaseReleasing:
-			err = r.release(ctx, s, run, store)
-		}
-		if err != nil {
+		if err := r.advanceRun(ctx, s, run); err != nil {
 			return err
 		}
 	}
 	if len(s.gj.Status.Active) > 0 {
 		s.requeueAfter(activeResync)
+	}
+	return nil
+}
+
+// advanceRun moves one active run along its phases, as far as it can go in this
+// pass. A write that must be durable before its side effect (the intent, the
+// fence) is made with a resourceVersion precondition; the run goes on with the
+// object that write returned.
+func (r *GuardedJobReconciler) advanceRun(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun) error {
+	if !r.ownsRun(s.gj, run) {
+		// Restored from a backup, or recorded under another cluster name: its
+		// lease is never renewed, released or completed here (that cluster may
+		// still be alive), but any of its Pods here are stopped, never silently
+		// dropped. The phases below leave a foreign lease alone.
+		msg := fmt.Sprintf("run %s was recorded by cluster %q for object %s; it is not resumed here and its lease is left alone", run.JobName, run.Cluster, run.OwnerUID)
+		switch run.Phase {
+		case batchv1alpha1.RunPhaseAcquiring:
+			finishRun(s.gj, *run, batchv1alpha1.RunResultFailed, "", msg, s.now)
+			return nil
+		case batchv1alpha1.RunPhaseRunning:
+			if err := r.beginStop(s, run, batchv1alpha1.RunResultFailed, msg, batchv1alpha1.StaleJobReason, batchv1alpha1.LockStateLost, ""); err != nil {
+				return err
+			}
+		}
+	}
+	store, err := r.runStore(ctx, s.gj, run)
+	if err != nil {
+		// The run's store cannot be resolved (its Secret changed or is gone
+		// since the run started): its lease can be neither renewed nor
+		// released, so its Pods are stopped and the lease is left to expire.
+		setStoreReachable(s.gj, err, s.now)
+		return r.orphanedStore(ctx, s, run, err)
+	}
+	switch run.Phase {
+	case batchv1alpha1.RunPhaseAcquiring:
+		return r.acquire(ctx, s, run, store)
+	case batchv1alpha1.RunPhaseRunning:
+		return r.running(ctx, s, run, store)
+	case batchv1alpha1.RunPhaseStopping:
+		return r.stopping(ctx, s, run, store)
+	case batchv1alpha1.RunPhaseReleasing:
+		return r.release(ctx, s, run, store)
 	}
 	return nil
 }

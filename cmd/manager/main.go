@@ -56,6 +56,8 @@ type options struct {
 	metricsSecure           bool
 	probeAddr               string
 	maxConcurrentReconciles int
+	kubeAPIQPS              float64
+	kubeAPIBurst            int
 	redisTimeout            time.Duration
 	clockSkew               time.Duration
 }
@@ -90,7 +92,13 @@ func main() {
 		"Serve metrics over HTTPS to callers the API server authenticates and authorizes (get on the /metrics URL); false serves plain HTTP to anyone who can connect.")
 	printVersion := flag.Bool("version", false, "Print the version and exit.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables it.")
-	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 4, "GuardedJobs reconciled in parallel.")
+	// A run's pass waits on the API server for its writes (intent, fence, Job,
+	// status) and on Redis once: 16 passes in flight keep about as many writes
+	// in flight as the API server serves in parallel (docs/benchmarks.md).
+	flag.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 16, "GuardedJobs reconciled in parallel (the stop controller uses at least 32 workers).")
+	flag.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 0,
+		"Client-side limit on requests per second to the API server for the GuardedJob controller (the stop controller has a budget of its own); 0: none, the API server's priority and fairness applies.")
+	flag.IntVar(&o.kubeAPIBurst, "kube-api-burst", 0, "Requests above --kube-api-qps allowed in a burst; 0: twice --kube-api-qps.")
 	flag.DurationVar(&o.redisTimeout, "redis-timeout", lockclient.DefaultTimeout, "Bound on every call to the lock store.")
 	flag.DurationVar(&o.clockSkew, "clock-skew-allowance", 2*time.Second,
 		"How far the clocks of the manager's replicas may differ. A lease resumed after a restart or a leader change counts its self-fence deadline from the run's recorded acquisition time less this allowance.")
@@ -132,6 +140,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
+	cfg.QPS, cfg.Burst = clientLimits(o.kubeAPIQPS, o.kubeAPIBurst)
 	storeCfg := lockclient.Config{URL: o.redisURL, Timeout: o.redisTimeout}
 	if o.redisSecret != "" {
 		if storeCfg, err = storeConfigFromSecret(ctx, cfg, scheme, o.redisSecret, o.redisTimeout); err != nil {
@@ -222,6 +231,19 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		return err
 	}
 	return renewOnly(ctx, cfg, keeper, o.retryPeriod, log)
+}
+
+// clientLimits turns --kube-api-qps and --kube-api-burst into a rest.Config's QPS
+// and Burst. Without a limit (QPS 0) client-go's own default (5 per second) must
+// not apply: a negative QPS turns the client-side limiter off.
+func clientLimits(qps float64, burst int) (float32, int) {
+	if qps <= 0 {
+		return -1, 0
+	}
+	if burst <= 0 {
+		burst = max(1, int(2*qps))
+	}
+	return float32(qps), burst
 }
 
 // The metrics filter asks the API server who a scraper is and whether it may read

@@ -202,6 +202,10 @@ type Keeper struct {
 	stats   KeeperStats
 	// onRoundTrip, when set, is told how long each renewal pipeline took.
 	onRoundTrip func(time.Duration)
+	// planned is when the run loop looks again (the earliest renewal, deadline
+	// or maxHold it saw); an answered renewal wakes it only if it moves the
+	// lease's next renewal before that.
+	planned time.Time
 
 	wake   chan struct{}
 	queued chan struct{}
@@ -534,6 +538,7 @@ func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 			}
 		}
 	}
+	k.planned = next
 	k.mu.Unlock()
 	for c, es := range batches {
 		k.wg.Add(1)
@@ -564,12 +569,19 @@ func (k *Keeper) renewBatch(ctx context.Context, c *Client, es []*entry) []error
 		if k.onRoundTrip != nil {
 			k.onRoundTrip(now.Sub(sent))
 		}
+		replan := false
 		for i, e := range chunk {
 			k.applyLocked(e, c.provenSent(sent, e.req.Lease.TTL), now, res[i])
+			replan = replan || e.state != StateLost && e.nextRenew.Before(k.planned)
 		}
 		// Wake the run loop before anyone can see the renewals as answered, so
 		// that InFlight never reads zero while their outcome is still unplanned.
-		k.poke()
+		// A renewal planned no earlier than the loop looks anyway needs no wake:
+		// each wake scans every lease, which with many leases costs more than the
+		// renewals themselves.
+		if replan {
+			k.poke()
+		}
 		k.mu.Unlock()
 		errs = append(errs, res...)
 	}

@@ -1,0 +1,158 @@
+// Command bench-scale measures the GuardedJob manager at scale, in one run, beside
+// what the API server itself allows and what kube-controller-manager's CronJob
+// controller achieves on the same control plane:
+//
+//   - floor: N Job creates plus 2N status updates of N objects from parallel writers;
+//   - cronjob: N CronJobs due in the same minute (kube-controller-manager, cronjob
+//     controller only, default flags): schedule skew;
+//   - guardedjob: N GuardedJobs due in the same minute under the manager binary:
+//     skew, API requests per run by verb (from the API server's audit log), the
+//     manager's CPU and peak RSS (from /proc), no writes per renewal;
+//   - idle: M more GuardedJobs due months from now beside the N active runs: the
+//     manager's RSS and CPU at rest;
+//   - stop: Redis killed under the N active runs: when each Job and Pod delete is
+//     issued, against each lease's expiry;
+//   - keeper: K leases in one keeper (in this process) for a while: missed renewals,
+//     CPU and memory per lease.
+//
+// Everything runs on loopback: etcd and kube-apiserver (envtest, from
+// KUBEBUILDER_ASSETS), kube-controller-manager from the same directory,
+// redis-server from PATH and the manager binary. `make bench-scale` runs it;
+// docs/benchmarks.md has the figures.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+type bench struct {
+	n, idleN, keeperLeases, writers int
+	idleWindow, keeperDuration      time.Duration
+	cpuProfile                      string
+	w                               *world
+	res                             results
+	out                             io.Writer
+}
+
+func (b *bench) printf(format string, args ...any) { _, _ = fmt.Fprintf(b.out, format, args...) }
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format(time.TimeOnly)}, args...)...)
+}
+
+func main() {
+	logf.SetLogger(logr.Discard()) // envtest's own messages; the report says what matters
+	home, _ := os.UserHomeDir()
+	b := &bench{}
+	flag.IntVar(&b.n, "n", 1000, "GuardedJobs (and CronJobs) due in the same minute, and floor objects.")
+	flag.IntVar(&b.idleN, "idle", 5000, "Idle GuardedJobs added beside the N active runs in the idle phase.")
+	flag.IntVar(&b.keeperLeases, "keeper-leases", 100000, "Leases the keeper holds in the keeper phase.")
+	flag.DurationVar(&b.keeperDuration, "keeper-duration", 5*time.Minute, "How long the keeper phase holds its leases.")
+	flag.DurationVar(&b.idleWindow, "idle-window", time.Minute, "How long the idle phase measures.")
+	flag.IntVar(&b.writers, "writers", 32, "Parallel writers of the floor (and of the benchmark's object creation).")
+	phases := flag.String("phases", "floor,cronjob,guardedjob,idle,stop,keeper", "Phases to run, in this order.")
+	assets := flag.String("assets", os.Getenv("KUBEBUILDER_ASSETS"), "Directory with etcd, kube-apiserver and kube-controller-manager (hack/build-control-plane.sh --demo).")
+	managerBin := flag.String("manager", "bin/manager", "The manager binary (make build).")
+	managerArgs := flag.String("manager-args", "", "Extra manager flags, space separated.")
+	root := flag.String("root", ".", "The repository checkout (for the CRD and the manager's ClusterRole).")
+	output := flag.String("o", "", "Also write the report (markdown) to this file.")
+	keep := flag.Bool("keep", false, "Keep the work directory (logs, audit log) after the run.")
+	flag.StringVar(&b.cpuProfile, "keeper-cpuprofile", "", "Write a CPU profile of the keeper phase (in this process) to this file.")
+	flag.Parse()
+	if *assets == "" {
+		*assets = filepath.Join(home, ".cache", "guardedjob", "k8s-v1.37.2")
+	}
+
+	dir, err := os.MkdirTemp("", "bench-scale-")
+	if err != nil {
+		fatal(err)
+	}
+	b.w = &world{dir: dir, assets: *assets, root: *root}
+	var report strings.Builder
+	b.out = io.MultiWriter(os.Stdout, &report)
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = b.run(ctx, strings.Split(*phases, ","), *managerBin, strings.Fields(*managerArgs))
+	cancel()
+	b.w.stop()
+	if *output != "" {
+		if werr := os.WriteFile(*output, []byte(report.String()), 0o644); werr != nil {
+			fmt.Fprintln(os.Stderr, werr)
+		}
+	}
+	if *keep || err != nil {
+		fmt.Fprintln(os.Stderr, "logs and audit log in", dir)
+	} else {
+		_ = os.RemoveAll(dir)
+	}
+	if err != nil {
+		fatal(err)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "bench-scale:", err)
+	os.Exit(1)
+}
+
+func (b *bench) run(ctx context.Context, phases []string, managerBin string, managerArgs []string) error {
+	want := map[string]bool{}
+	for _, p := range phases {
+		want[strings.TrimSpace(p)] = true
+	}
+	needsCluster := want["floor"] || want["cronjob"] || want["guardedjob"] || want["idle"] || want["stop"]
+	b.printf("## bench-scale %s\n\nN=%d, idle=%d, keeper leases=%d; %d CPUs\n", time.Now().UTC().Format(time.RFC3339), b.n, b.idleN, b.keeperLeases, numCPU())
+	if needsCluster {
+		b.logf("Starting etcd and kube-apiserver from %s", b.w.assets)
+		if err := b.w.startControlPlane(ctx); err != nil {
+			return err
+		}
+	}
+	step := func(name string, fn func(context.Context) error) error {
+		if !want[name] {
+			return nil
+		}
+		b.logf("Phase %s", name)
+		if err := fn(ctx); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	}
+	if err := step("floor", b.floor); err != nil {
+		return err
+	}
+	if err := step("cronjob", b.cronjob); err != nil {
+		return err
+	}
+	if want["guardedjob"] || want["idle"] || want["stop"] {
+		var err error
+		if b.w.redis, err = b.w.startRedis(ctx, "redis"); err != nil {
+			return err
+		}
+		b.logf("Starting the manager %s %s", managerBin, strings.Join(managerArgs, " "))
+		if err := b.w.startManager(ctx, managerBin, managerArgs); err != nil {
+			return err
+		}
+	}
+	for _, p := range []struct {
+		name string
+		fn   func(context.Context) error
+	}{{"guardedjob", b.guardedJobs}, {"idle", b.idle}, {"stop", b.stop}, {"keeper", b.keeper}} {
+		if err := step(p.name, p.fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
