@@ -63,6 +63,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
+	"github.com/guardedjob/guardedjob/internal/testutil/testproc"
 )
 
 const (
@@ -278,8 +279,8 @@ func TestFaults(t *testing.T) {
 	// history meaningless.
 	for _, c := range w.clusters {
 		for _, p := range c.procs {
-			if p.exited() {
-				t.Errorf("%s exited during the test:\n%s", p.name, p.tail(20))
+			if p.Exited() {
+				t.Errorf("%s exited during the test:\n%s", p.Name, p.Tail(20))
 			}
 		}
 	}
@@ -695,7 +696,7 @@ type replica struct {
 	rec     *recorder
 
 	mu       sync.Mutex
-	p        *proc
+	p        *testproc.Proc
 	starts   int
 	killing  bool // the harness is killing it: not an exit to record
 	stopping bool
@@ -730,7 +731,7 @@ func (r *replica) supervise() {
 			return
 		}
 		r.starts++
-		p, err := startProc(r.name, filepath.Join(r.dir, fmt.Sprintf("%s.%d.log", r.name, r.starts)), r.bin, r.args...)
+		p, err := testproc.Start(r.name, filepath.Join(r.dir, fmt.Sprintf("%s.%d.log", r.name, r.starts)), r.bin, r.args...)
 		if err == nil {
 			r.p = p
 		}
@@ -738,7 +739,7 @@ func (r *replica) supervise() {
 		if err != nil {
 			r.rec.exit(ManagerExit{Replica: r.name, At: time.Now(), Reason: err.Error()})
 		} else {
-			<-p.done
+			<-p.Done()
 			r.mu.Lock()
 			stopping, killed := r.stopping, r.killing
 			r.killing = false
@@ -747,7 +748,7 @@ func (r *replica) supervise() {
 				return
 			}
 			if !killed {
-				tail := p.tail(15)
+				tail := p.Tail(15)
 				r.rec.exit(ManagerExit{Replica: r.name, At: time.Now(), Designed: designedExit.MatchString(tail), Reason: tail})
 			}
 		}
@@ -764,7 +765,7 @@ func (r *replica) supervise() {
 // resumes the leases.
 var designedExit = regexp.MustCompile(`Leadership moved to another replica|exiting so that the leader resumes the leases`)
 
-func (r *replica) current() *proc {
+func (r *replica) current() *testproc.Proc {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.p
@@ -774,29 +775,29 @@ func (r *replica) current() *proc {
 func (r *replica) kill() {
 	r.mu.Lock()
 	p := r.p
-	if p == nil || p.exited() {
+	if p == nil || p.Exited() {
 		r.mu.Unlock()
 		return
 	}
 	r.killing = true
 	r.mu.Unlock()
-	p.kill()
+	p.Kill()
 }
 
 func (r *replica) signal(sig syscall.Signal) {
 	if p := r.current(); p != nil {
-		p.signal(sig)
+		p.Signal(sig)
 	}
 }
 
 func (r *replica) leads() bool {
 	p := r.current()
-	return p != nil && !p.exited() && strings.Contains(strings.ToLower(p.tail(1000)), "successfully acquired lease")
+	return p != nil && !p.Exited() && strings.Contains(strings.ToLower(p.Tail(1000)), "successfully acquired lease")
 }
 
 func (r *replica) tail(n int) string {
 	if p := r.current(); p != nil {
-		return p.tail(n)
+		return p.Tail(n)
 	}
 	return "(never started)"
 }
@@ -808,7 +809,7 @@ func (r *replica) stop() {
 	r.mu.Unlock()
 	close(r.stopCh)
 	if p != nil {
-		p.stop(10 * time.Second)
+		p.Stop(10 * time.Second)
 	}
 	<-r.done
 }

@@ -33,11 +33,9 @@ import (
 	"math/big"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,91 +53,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/testutil/testproc"
 )
 
 // ---------------------------------------------------------------------------------
 // Processes
-
-// proc is one started process. Its PID is the only handle used to signal or stop it.
-type proc struct {
-	name    string
-	cmd     *exec.Cmd
-	done    chan struct{} // closed once it has exited and been reaped
-	logPath string
-}
-
-// startProc starts bin with its output in logPath. The kernel kills it if the test
-// process dies without cleaning up.
-func startProc(name, logPath, bin string, args ...string) (*proc, error) {
-	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = out.Close() }()
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), logPath: logPath}
-	go func() {
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// signal sends sig unless the process has exited (its PID may be reused then).
-func (p *proc) signal(sig syscall.Signal) {
-	if !p.exited() {
-		_ = p.cmd.Process.Signal(sig)
-	}
-}
-
-// stop sends SIGTERM (after SIGCONT, in case it was paused), waits up to grace, then
-// SIGKILL.
-func (p *proc) stop(grace time.Duration) {
-	p.signal(syscall.SIGCONT)
-	p.signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return
-	case <-time.After(grace):
-	}
-	p.signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// kill sends SIGKILL and waits until the process is gone.
-func (p *proc) kill() {
-	p.signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// tail returns the last n lines of the process' log.
-func (p *proc) tail(n int) string { return tailFile(p.logPath, n) }
-
-func tailFile(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
 
 // ---------------------------------------------------------------------------------
 // Proxies
@@ -271,7 +189,7 @@ func (b controlPlaneBinaries) path(name string) string { return filepath.Join(b.
 type cluster struct {
 	name     string
 	dir      string
-	procs    []*proc // in start order
+	procs    []*testproc.Proc // in start order
 	apiProxy *proxy
 	// redisProxy is the way of this cluster's managers to Redis (set by the test).
 	redisProxy *proxy
@@ -293,15 +211,6 @@ var scheme = func() *runtime.Scheme {
 	utilruntime.Must(batchv1alpha1.AddToScheme(s))
 	return s
 }()
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -337,14 +246,14 @@ func startCluster(ctx context.Context, name, dir string, bins controlPlaneBinari
 
 	ports := make([]int, 3)
 	for i := range ports {
-		if ports[i], err = freePort(); err != nil {
+		if ports[i], err = testproc.FreePort(); err != nil {
 			return c, err
 		}
 	}
 	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
 	logf := func(n string) string { return filepath.Join(dir, "logs", n+".log") }
 	start := func(n, bin string, args ...string) error {
-		p, err := startProc(name+"/"+n, logf(n), bin, args...)
+		p, err := testproc.Start(name+"/"+n, logf(n), bin, args...)
 		if err != nil {
 			return err
 		}
@@ -399,7 +308,7 @@ func startCluster(ctx context.Context, name, dir string, bins controlPlaneBinari
 	if err := poll(ctx, 90*time.Second, "kube-apiserver /readyz", func() error {
 		return c.clientset.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 	}); err != nil {
-		return c, fmt.Errorf("%w\n%s", err, tailFile(logf("kube-apiserver"), 20))
+		return c, fmt.Errorf("%w\n%s", err, testproc.TailFile(logf("kube-apiserver"), 20))
 	}
 
 	if err := start("kube-controller-manager", bins.path("kube-controller-manager"),
@@ -506,7 +415,7 @@ func (c *cluster) setUp(ctx context.Context, root string) error {
 func (c *cluster) logTails(n int) string {
 	var b strings.Builder
 	for _, p := range c.procs {
-		fmt.Fprintf(&b, "--- %s (last %d lines)\n%s\n", p.name, n, p.tail(n))
+		fmt.Fprintf(&b, "--- %s (last %d lines)\n%s\n", p.Name, n, p.Tail(n))
 	}
 	return b.String()
 }
@@ -515,7 +424,7 @@ func (c *cluster) logTails(n int) string {
 func (c *cluster) stop() {
 	c.stopOnce.Do(func() {
 		for i := len(c.procs) - 1; i >= 0; i-- {
-			c.procs[i].stop(10 * time.Second)
+			c.procs[i].Stop(10 * time.Second)
 		}
 		if c.apiProxy != nil {
 			c.apiProxy.Close()

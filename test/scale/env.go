@@ -18,7 +18,6 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,6 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/testutil/testproc"
 )
 
 // The users whose requests the audit log records: the manager and
@@ -49,78 +49,6 @@ var scheme = func() *runtime.Scheme {
 	utilruntime.Must(batchv1alpha1.AddToScheme(s))
 	return s
 }()
-
-// proc is one started process; its PID is the only handle used to stop it.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  string
-}
-
-// startProc starts bin with its output in logPath. The kernel kills it if the
-// benchmark dies without cleaning up.
-func startProc(name, logPath, bin string, args ...string) (*proc, error) {
-	out, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = out.Close() }()
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), log: logPath}
-	go func() {
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM, waits up to grace, then SIGKILL.
-func (p *proc) stop(grace time.Duration) {
-	if p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return
-	case <-time.After(grace):
-	}
-	p.kill()
-}
-
-// kill sends SIGKILL and waits until the process is gone.
-func (p *proc) kill() {
-	if !p.exited() {
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	}
-	<-p.done
-}
-
-func (p *proc) tail(n int) string {
-	data, _ := os.ReadFile(p.log)
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
 
 // usage is what /proc says about a process: CPU seconds (user + system) and the
 // current and peak resident set.
@@ -168,15 +96,6 @@ func procUsage(pid int) (usage, error) {
 	return u, sc.Err()
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // poll calls fn every interval until it returns true or an error, or timeout passes.
 func poll(ctx context.Context, timeout, interval time.Duration, what string, fn func() (bool, error)) error {
 	deadline := time.Now().Add(timeout)
@@ -207,9 +126,9 @@ type world struct {
 	client  client.Client
 	audit   *auditLog
 	redis   *redisServer
-	manager *proc
+	manager *testproc.Proc
 	metrics string // the manager's metrics URL
-	kcm     *proc
+	kcm     *testproc.Proc
 	kcmKube string
 	mgrKube string
 	started bool
@@ -315,7 +234,7 @@ func writeKubeconfig(dir, name string, u *envtest.AuthenticatedUser) (string, er
 // startKCM starts kube-controller-manager with only the CronJob controller and
 // its default client limits.
 func (w *world) startKCM(ctx context.Context) error {
-	p, err := startProc("kube-controller-manager", filepath.Join(w.dir, "kube-controller-manager.log"),
+	p, err := testproc.Start("kube-controller-manager", filepath.Join(w.dir, "kube-controller-manager.log"),
 		filepath.Join(w.assets, "kube-controller-manager"),
 		"--kubeconfig="+w.kcmKube, "--controllers=cronjob-controller", "--leader-elect=false", "--secure-port=0")
 	if err != nil {
@@ -328,20 +247,20 @@ func (w *world) startKCM(ctx context.Context) error {
 		return ctx.Err()
 	case <-time.After(3 * time.Second):
 	}
-	if p.exited() {
-		return fmt.Errorf("kube-controller-manager exited:\n%s", p.tail(20))
+	if p.Exited() {
+		return fmt.Errorf("kube-controller-manager exited:\n%s", p.Tail(20))
 	}
 	return nil
 }
 
 // redisServer is one redis-server on loopback without persistence.
 type redisServer struct {
-	*proc
+	*testproc.Proc
 	addr string
 }
 
 func (w *world) startRedis(ctx context.Context, name string) (*redisServer, error) {
-	port, err := freePort()
+	port, err := testproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -349,21 +268,21 @@ func (w *world) startRedis(ctx context.Context, name string) (*redisServer, erro
 	if err != nil {
 		return nil, fmt.Errorf("redis-server not found (hack/ensure-redis.sh installs it): %w", err)
 	}
-	p, err := startProc(name, filepath.Join(w.dir, name+".log"), bin,
+	p, err := testproc.Start(name, filepath.Join(w.dir, name+".log"), bin,
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", w.dir)
 	if err != nil {
 		return nil, err
 	}
-	s := &redisServer{proc: p, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+	s := &redisServer{Proc: p, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 	rdb := redis.NewClient(&redis.Options{Addr: s.addr})
 	defer func() { _ = rdb.Close() }()
 	if err := poll(ctx, 20*time.Second, 50*time.Millisecond, name, func() (bool, error) {
-		if p.exited() {
-			return false, fmt.Errorf("%s exited:\n%s", name, p.tail(20))
+		if p.Exited() {
+			return false, fmt.Errorf("%s exited:\n%s", name, p.Tail(20))
 		}
 		return rdb.Ping(ctx).Err() == nil, nil
 	}); err != nil {
-		p.kill()
+		p.Kill()
 		return nil, err
 	}
 	return s, nil
@@ -372,7 +291,7 @@ func (w *world) startRedis(ctx context.Context, name string) (*redisServer, erro
 // startManager starts the manager binary against the control plane and Redis,
 // with its metrics on a loopback port.
 func (w *world) startManager(ctx context.Context, bin string, extra []string) error {
-	port, err := freePort()
+	port, err := testproc.FreePort()
 	if err != nil {
 		return err
 	}
@@ -382,14 +301,14 @@ func (w *world) startManager(ctx context.Context, bin string, extra []string) er
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port), "--metrics-secure=false",
 		"--health-probe-bind-address=0",
 	}, extra...)
-	p, err := startProc("manager", filepath.Join(w.dir, "manager.log"), bin, args...)
+	p, err := testproc.Start("manager", filepath.Join(w.dir, "manager.log"), bin, args...)
 	if err != nil {
 		return err
 	}
 	w.manager = p
 	return poll(ctx, 60*time.Second, 200*time.Millisecond, "the manager's metrics endpoint", func() (bool, error) {
-		if p.exited() {
-			return false, fmt.Errorf("manager exited:\n%s", p.tail(30))
+		if p.Exited() {
+			return false, fmt.Errorf("manager exited:\n%s", p.Tail(30))
 		}
 		_, err := w.scrape(ctx)
 		return err == nil, nil
@@ -453,13 +372,13 @@ func sumMetric(m map[string]float64, name string, match ...string) float64 {
 
 // stop stops everything in the reverse order of its start.
 func (w *world) stop() {
-	for _, p := range []*proc{w.manager, w.kcm} {
+	for _, p := range []*testproc.Proc{w.manager, w.kcm} {
 		if p != nil {
-			p.stop(10 * time.Second)
+			p.Stop(10 * time.Second)
 		}
 	}
 	if w.redis != nil {
-		w.redis.kill()
+		w.redis.Kill()
 	}
 	if w.started {
 		if err := w.env.Stop(); err != nil && !errors.Is(err, context.Canceled) {

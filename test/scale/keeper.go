@@ -24,7 +24,7 @@ func (b *bench) keeper(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer srv.kill()
+	defer srv.Kill()
 	store, err := lockclient.Dial(lockclient.Config{URL: "redis://" + srv.addr})
 	if err != nil {
 		return err
@@ -108,7 +108,7 @@ func (b *bench) keeper(ctx context.Context) error {
 	}
 	var ru0 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-	r0, _ := procUsage(srv.pid())
+	r0, _ := procUsage(srv.PID())
 	s0 := keeper.Stats()
 	start := time.Now()
 
@@ -151,7 +151,7 @@ func (b *bench) keeper(ctx context.Context) error {
 	elapsed := time.Since(start)
 	var ru1 syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-	r1, _ := procUsage(srv.pid())
+	r1, _ := procUsage(srv.PID())
 	s1 := keeper.Stats()
 	rss1, _ := procUsage(os.Getpid())
 	keys, _ := rdb.DBSize(ctx).Result()

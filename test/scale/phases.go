@@ -110,7 +110,7 @@ func (b *bench) cronjob(ctx context.Context) error {
 		return err
 	}
 	defer func() {
-		b.w.kcm.stop(10 * time.Second)
+		b.w.kcm.Stop(10 * time.Second)
 		b.w.kcm = nil
 		_ = b.w.client.DeleteAllOf(ctx, &batchv1.CronJob{}, client.InNamespace(nsCron))
 		_ = b.w.client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(nsCron), client.PropagationPolicy(metav1.DeletePropagationBackground))
@@ -191,7 +191,7 @@ func (b *bench) guardedJobs(ctx context.Context) error {
 	if err := b.waitIdle(ctx, nsGJ, n, time.Until(due)); err != nil {
 		b.logf("WARNING: not every GuardedJob was reconciled before its due time: %v", err)
 	}
-	before, err := procUsage(b.w.manager.pid())
+	before, err := procUsage(b.w.manager.PID())
 	if err != nil {
 		return err
 	}
@@ -214,7 +214,7 @@ func (b *bench) guardedJobs(ctx context.Context) error {
 	// The passes after the Job's creation (its UID into status) settle.
 	settle := last.Add(5 * time.Second)
 	time.Sleep(time.Until(settle))
-	after, err := procUsage(b.w.manager.pid())
+	after, err := procUsage(b.w.manager.PID())
 	if err != nil {
 		return err
 	}
@@ -332,12 +332,12 @@ func (b *bench) idle(ctx context.Context) error {
 		return err
 	}
 	time.Sleep(10 * time.Second)
-	u0, _ := procUsage(b.w.manager.pid())
+	u0, _ := procUsage(b.w.manager.PID())
 	m0, _ := b.w.scrape(ctx)
 	from := time.Now()
 	time.Sleep(b.idleWindow)
 	to := time.Now()
-	u1, _ := procUsage(b.w.manager.pid())
+	u1, _ := procUsage(b.w.manager.PID())
 	m1, _ := b.w.scrape(ctx)
 	_ = b.w.audit.refresh()
 	reqs := b.w.audit.query(between(managerUser, from, to))
@@ -406,7 +406,7 @@ func (b *bench) stop(ctx context.Context) error {
 		}
 	}
 	killed := time.Now()
-	b.w.redis.kill()
+	b.w.redis.Kill()
 	b.logf("Stop: Redis killed with %d runs active (%d leases read)", n, len(expiry))
 
 	podDel, jobDel := map[string]time.Time{}, map[string]time.Time{}
