@@ -106,3 +106,54 @@ func TestARunWhoseKeysSpanClusterSlotsStartsNothing(t *testing.T) {
 	g.Expect(h.events(gj)).To(ContainElement(ContainSubstring("hash to different Redis Cluster slots")))
 	g.Expect(cl.Client(t).Exists(ctx, "slots:lock").Val()).To(BeZero())
 }
+
+// The articles' failover timeline, end to end: a run takes its lease on a
+// Sentinel-managed master whose replica does not have the key yet, the master
+// dies, and Sentinel promotes the replica. The first renewal on the new master
+// finds no key: the lease is Lost, the Job and its Pods are stopped with the
+// shortest grace, and the run ends as LockLost, long before the key could have
+// expired on the dead master.
+func TestASentinelFailoverThatLostTheKeyStopsTheJob(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	grp := redisserver.StartSentinelGroup(t)
+	h.g.Expect(k8s.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "sentinel", Namespace: h.ns},
+		StringData: map[string]string{"url": grp.URL("")},
+	})).To(Succeed())
+	const ttl = 30 * time.Second
+	gj := h.guardedJob("failover", "failover:settlement")
+	gj.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "sentinel"}
+	gj.Spec.Lock.TTL = &metav1.Duration{Duration: ttl}
+	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
+
+	grp.CutReplication(t)
+	resumed := false
+	defer func() {
+		if !resumed {
+			grp.Replica.Resume()
+		}
+	}()
+	job, pod := h.runningJob(gj)
+	token := h.get(gj).Status.Active[0].Token
+	g := h.g
+	g.Expect(grp.Master.Client(t).Get(ctx, "failover:settlement").Val()).To(Equal(token))
+
+	grp.Master.Kill()
+	killed := time.Now()
+	grp.Replica.Resume()
+	resumed = true
+	grp.WaitMaster(t, grp.Replica)
+
+	g.Eventually(func() bool { return h.jobDeleted(job) }).WithTimeout(ttl/2).Should(BeTrue(),
+		"stopped well before the key could have expired on the dead master")
+	g.Eventually(func() *corev1.Pod { return h.podDeletion(pod) }).Should(HaveField("DeletionGracePeriodSeconds", HaveValue(Equal(int64(1)))),
+		"another holder may take the key on the new master: the Pods get the shortest grace")
+	t.Logf("Job deleted %s after the master was killed", time.Since(killed).Round(time.Millisecond))
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("LockLost: Stopping " + job.Name)))
+	h.kubeletRemoves(pod)
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).WithTimeout(20 * time.Second).Should(And(
+		Not(BeNil()), HaveField("Result", batchv1alpha1.RunResultLockLost)))
+	g.Expect(grp.Replica.Client(t).Exists(ctx, "failover:settlement").Val()).To(BeZero(), "the promoted replica never had the key")
+}

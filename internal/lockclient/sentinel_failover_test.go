@@ -3,7 +3,6 @@ package lockclient_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,69 +11,6 @@ import (
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 )
-
-// sentinelGroup is one master, one replica and three Sentinels on loopback:
-// the smallest deployment in which a failover is decided by a majority.
-type sentinelGroup struct {
-	master, replica *redisserver.Server
-	sentinels       []*redisserver.Sentinel
-}
-
-func startSentinelGroup(t *testing.T) *sentinelGroup {
-	t.Helper()
-	g := &sentinelGroup{master: redisserver.Start(t)}
-	g.replica = redisserver.Start(t, redisserver.WithReplicaOf(g.master))
-	for range 3 {
-		g.sentinels = append(g.sentinels, redisserver.StartSentinel(t, g.master, "mymaster", redisserver.WithFailoverTimeout(time.Second)))
-	}
-	// A failover needs the Sentinels to know the replica and each other (they
-	// announce themselves through the master every 2 s).
-	ctx := context.Background()
-	for _, s := range g.sentinels {
-		sc := s.Client(t)
-		NewWithT(t).Eventually(func() error {
-			if n := len(sc.Replicas(ctx, "mymaster").Val()); n != 1 {
-				return fmt.Errorf("sentinel %s knows %d replicas", s.Addr(), n)
-			}
-			if n := len(sc.Sentinels(ctx, "mymaster").Val()); n != 2 {
-				return fmt.Errorf("sentinel %s knows %d other sentinels", s.Addr(), n)
-			}
-			return nil
-		}).WithTimeout(15 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
-	}
-	return g
-}
-
-// url returns a redis+sentinel URL naming all three Sentinels, with query.
-func (g *sentinelGroup) url(query string) string {
-	addrs := make([]string, len(g.sentinels))
-	for i, s := range g.sentinels {
-		addrs[i] = s.Addr()
-	}
-	return "redis+sentinel://" + strings.Join(addrs, ",") + "/mymaster" + query
-}
-
-// waitMaster waits until every Sentinel names srv as the master.
-func (g *sentinelGroup) waitMaster(t *testing.T, srv *redisserver.Server) {
-	t.Helper()
-	ctx := context.Background()
-	for _, s := range g.sentinels {
-		sc := s.Client(t)
-		NewWithT(t).Eventually(func() string {
-			return strings.Join(sc.GetMasterAddrByName(ctx, "mymaster").Val(), ":")
-		}).WithTimeout(20*time.Second).WithPolling(50*time.Millisecond).Should(Equal(srv.Addr()), "sentinel %s", s.Addr())
-	}
-}
-
-// waitReplicating waits until srv replicates from a master with its link up.
-func waitReplicating(t *testing.T, srv *redisserver.Server) {
-	t.Helper()
-	rdb := srv.Client(t)
-	NewWithT(t).Eventually(func() string {
-		return rdb.Info(context.Background(), "replication").Val()
-	}).WithTimeout(20 * time.Second).WithPolling(50 * time.Millisecond).Should(And(
-		ContainSubstring("role:slave"), ContainSubstring("master_link_status:up")))
-}
 
 // heldAndRenewedSince waits until the Keeper holds tok and has renewed it with
 // a call sent after since.
@@ -98,11 +34,11 @@ func TestSentinelFailoverKeepsAReplicatedLease(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	start := time.Now()
-	grp := startSentinelGroup(t)
+	grp := redisserver.StartSentinelGroup(t)
 	t.Logf("started in %s", time.Since(start).Round(time.Millisecond))
 	// The acquisition waits until the replica has the key, so no failover can lose it.
-	acks := dialConfig(t, lockclient.Config{URL: grp.url("?minReplicaAcks=1&replicaAckTimeout=2s"), Timeout: time.Second})
-	c := dialConfig(t, lockclient.Config{URL: grp.url(""), Timeout: time.Second})
+	acks := dialConfig(t, lockclient.Config{URL: grp.URL("?minReplicaAcks=1&replicaAckTimeout=2s"), Timeout: time.Second})
+	c := dialConfig(t, lockclient.Config{URL: grp.URL(""), Timeout: time.Second})
 	const ttl = 10 * time.Second
 	k := lockclient.NewKeeper(c)
 	startKeeper(t, k)
@@ -114,25 +50,25 @@ func TestSentinelFailoverKeepsAReplicatedLease(t *testing.T) {
 
 	// 1. A forced failover (SENTINEL FAILOVER): the replica becomes the master.
 	before := time.Now()
-	g.Expect(grp.sentinels[0].Client(t).Failover(ctx, "mymaster").Err()).To(Succeed())
-	grp.waitMaster(t, grp.replica)
+	g.Expect(grp.Sentinels[0].Client(t).Failover(ctx, "mymaster").Err()).To(Succeed())
+	grp.WaitMaster(t, grp.Replica)
 	heldAndRenewedSince(t, k, lease.Token, time.Now())
-	newMaster := grp.replica.Client(t)
+	newMaster := grp.Replica.Client(t)
 	g.Expect(newMaster.Get(ctx, keysA.Lock).Val()).To(Equal(lease.Token))
-	t.Logf("forced failover: renewing on the new master %s after %s", grp.replica.Addr(), time.Since(before).Round(time.Millisecond))
+	t.Logf("forced failover: renewing on the new master %s after %s", grp.Replica.Addr(), time.Since(before).Round(time.Millisecond))
 
 	// 2. The old master replicates the new one (what Sentinel tells it on its next
 	// 10 s check, done here at once); SIGKILL the new master.
 	before = time.Now()
-	g.Expect(grp.master.Client(t).ReplicaOf(ctx, "127.0.0.1", fmt.Sprint(grp.replica.Port())).Err()).To(Succeed())
-	waitReplicating(t, grp.master)
+	g.Expect(grp.Master.Client(t).ReplicaOf(ctx, "127.0.0.1", fmt.Sprint(grp.Replica.Port())).Err()).To(Succeed())
+	redisserver.WaitReplicating(t, grp.Master)
 	t.Logf("the old master replicates the new one after %s", time.Since(before).Round(time.Millisecond))
 	before = time.Now()
-	grp.replica.Kill()
-	grp.waitMaster(t, grp.master)
+	grp.Replica.Kill()
+	grp.WaitMaster(t, grp.Master)
 	heldAndRenewedSince(t, k, lease.Token, time.Now())
-	t.Logf("master killed: renewing on %s after %s", grp.master.Addr(), time.Since(before).Round(time.Millisecond))
-	g.Expect(grp.master.Client(t).Get(ctx, keysA.Lock).Val()).To(Equal(lease.Token))
+	t.Logf("master killed: renewing on %s after %s", grp.Master.Addr(), time.Since(before).Round(time.Millisecond))
+	g.Expect(grp.Master.Client(t).Get(ctx, keysA.Lock).Val()).To(Equal(lease.Token))
 
 	st, _ := k.Get(lease.Token)
 	g.Expect(st.State).To(Equal(lockclient.StateHeld))
@@ -165,9 +101,9 @@ func TestSentinelFailoverLosesAKeyThatDidNotReplicate(t *testing.T) {
 	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
-	grp := startSentinelGroup(t)
-	acks := dialConfig(t, lockclient.Config{URL: grp.url("?minReplicaAcks=1&replicaAckTimeout=2s"), Timeout: time.Second})
-	c := dialConfig(t, lockclient.Config{URL: grp.url(""), Timeout: time.Second})
+	grp := redisserver.StartSentinelGroup(t)
+	acks := dialConfig(t, lockclient.Config{URL: grp.URL("?minReplicaAcks=1&replicaAckTimeout=2s"), Timeout: time.Second})
+	c := dialConfig(t, lockclient.Config{URL: grp.URL(""), Timeout: time.Second})
 	k := lockclient.NewKeeper(c)
 	startKeeper(t, k)
 	const ttl = 10 * time.Second
@@ -183,12 +119,7 @@ func TestSentinelFailoverLosesAKeyThatDidNotReplicate(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	track(kept)
 
-	// Stop the replica and cut its replication link. SIGSTOP alone is not
-	// enough on one machine: the kernel would still take the master's writes
-	// into the stopped replica's socket buffer, and the replica would apply
-	// them once continued.
-	grp.replica.Pause()
-	g.Expect(grp.master.Client(t).Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err()).To(Succeed())
+	grp.CutReplication(t)
 	strictKeys, injectKeys := keys("failover-strict"), keys("failover-inject")
 	lost, err := c.Acquire(ctx, req(strictKeys, lockclient.FenceStrict))
 	g.Expect(err).NotTo(HaveOccurred())
@@ -196,10 +127,10 @@ func TestSentinelFailoverLosesAKeyThatDidNotReplicate(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	track(lost)
 	track(injected)
-	grp.master.Kill()
-	grp.replica.Resume()
+	grp.Master.Kill()
+	grp.Replica.Resume()
 
-	grp.waitMaster(t, grp.replica)
+	grp.WaitMaster(t, grp.Replica)
 	promoted := time.Now()
 	NewWithT(t).Eventually(func() lockclient.LeaseState {
 		st, _ := k.Get(lost.Token)
