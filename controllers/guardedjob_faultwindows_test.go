@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -484,6 +486,98 @@ func TestWindowStoppingManyAtOnce_TwoHundredRunsAreStoppedBeforeTheirLeasesCould
 		g.Expect(job.DeletionTimestamp).NotTo(BeNil(), "Job %s", job.Name)
 	}
 	t.Logf("%d runs: the last Pod is gone %s before the earliest moment a lease could expire", n, expiresNoSoonerThan.Sub(latest).Round(time.Millisecond))
+}
+
+// apiCapacity lets the manager's writes through to the API server at a fixed
+// rate once it is on, as an API server saturated by the rest of the cluster
+// would. Reads pass: the manager serves them from its cache.
+type apiCapacity struct {
+	next  http.RoundTripper
+	on    *atomic.Bool
+	limit *rate.Limiter
+}
+
+func (c apiCapacity) RoundTrip(req *http.Request) (*http.Response, error) {
+	if c.on.Load() && req.Method != http.MethodGet {
+		if err := c.limit.Wait(req.Context()); err != nil {
+			return nil, err
+		}
+	}
+	return c.next.RoundTrip(req)
+}
+
+func TestWindowStoppingManyAtOnce_WhenTheAPIServerIsTheLimitTheDeletesGoFirstAndStartEarlyEnough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("creates 200 GuardedJobs")
+	}
+	const n = 200
+	const ttl, interval = 20 * time.Second, 2 * time.Second
+	// The API server takes 60 of the manager's writes per second: stopping one
+	// run is two deletes (its Job and its Pod), so at most 30 runs a second can
+	// be stopped, and the manager is told it can count on 25.
+	const writesPerSecond, stopRate = 60, 25
+	h := newHarness(t)
+	h.stopRate = stopRate
+	saturated := &atomic.Bool{}
+	limit := rate.NewLimiter(writesPerSecond, 1)
+	h.restWrap = func(rt http.RoundTripper) http.RoundTripper {
+		return apiCapacity{next: rt, on: saturated, limit: limit}
+	}
+	h.start()
+	h.startMany(n, "busy", ttl, interval, func(gj *batchv1alpha1.GuardedJob) {
+		gj.Spec.JobTemplate.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To(int64(2))
+	})
+	var pods []*corev1.Pod
+	for _, job := range h.jobs() {
+		pods = append(pods, h.podFor(&job))
+	}
+
+	saturated.Store(true)
+	killed := time.Now()
+	h.redis.Kill()
+	// Every lease was renewed at most one renew interval before the kill, so none
+	// can expire before killed + ttl - interval. The self-fence deadlines fall
+	// 2 s apart at most: deleted only from their deadlines on, with the status
+	// writes beside them, the last 200 runs would be stopped 10 s too late.
+	expiresNoSoonerThan := killed.Add(ttl - interval)
+	g := h.g
+	g.Eventually(func() int {
+		stopped := 0
+		for _, p := range pods {
+			if h.podDeletion(p) != nil {
+				stopped++
+			}
+		}
+		return stopped
+	}).WithTimeout(2 * ttl).WithPolling(250 * time.Millisecond).Should(Equal(n))
+	var latest time.Time
+	late := 0
+	for _, p := range pods {
+		d := h.podDeletion(p)
+		g.Expect(d).NotTo(BeNil())
+		gone := d.DeletionTimestamp.Add(time.Second) // deletionTimestamp is rounded down to the second
+		if gone.After(expiresNoSoonerThan) {
+			late++
+		}
+		latest = maxTime(latest, gone)
+	}
+	t.Logf("%d runs, %d writes/s: the last Pod is gone %s before the earliest moment a lease could expire; %d Pods too late",
+		n, writesPerSecond, expiresNoSoonerThan.Sub(latest).Round(time.Millisecond), late)
+	g.Expect(late).To(BeZero(), "Pods still running when their lease could have expired")
+
+	// Once the deletes are out, each run says why it stopped.
+	g.Eventually(func() int {
+		list := &batchv1alpha1.GuardedJobList{}
+		g.Expect(k8s.List(context.Background(), list, client.InNamespace(h.ns))).To(Succeed())
+		told := 0
+		for _, gj := range list.Items {
+			if a := gj.Status.Active; len(a) == 1 && a[0].Phase == batchv1alpha1.RunPhaseStopping &&
+				strings.HasPrefix(a[0].StopReason, string(batchv1alpha1.RunResultStoreUnavailable)) {
+				told++
+			}
+		}
+		return told
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Equal(n))
 }
 
 func maxTime(a, b time.Time) time.Time {

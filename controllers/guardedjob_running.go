@@ -56,6 +56,9 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 	}
 
 	if st, ok := r.Keeper.Get(run.Token); ok {
+		if (st.State == lockclient.StateLost || st.DeadlineReached || st.MaxHoldReached) && r.deletesFirst(s) {
+			return nil
+		}
 		switch {
 		case st.State == lockclient.StateLost:
 			holder := lockclient.HolderOf(st.Holder)
@@ -111,6 +114,22 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 	r.watchRunLength(s, run, job)
 	setLockHeld(gj, "", "", s.now)
 	return nil
+}
+
+// stopFirstRetry is how soon a run whose status write waits for the stop
+// controller's deletes looks again.
+const stopFirstRetry = time.Second
+
+// deletesFirst holds back the status write of a run the keeper says must stop
+// while the stop controller still has deletes to issue for such runs: the API
+// server is shared, and when many runs must stop at once their deletes go
+// first. The status can wait; the lease cannot.
+func (r *GuardedJobReconciler) deletesFirst(s *scope) bool {
+	if r.Stopper == nil || !r.Stopper.behind() {
+		return false
+	}
+	s.requeueAfter(stopFirstRetry)
+	return true
 }
 
 // podsNotStarted returns why the run must stop when no Pod of its Job has

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
 // routeReports turns keeper reports into work for both controllers: the stop
@@ -24,7 +25,14 @@ func (r *GuardedJobReconciler) routeReports(ctx context.Context) error {
 				continue
 			}
 			namespace, name, jobName := parts[0], parts[1], parts[2]
-			r.pokeStopper(namespace, jobName)
+			switch rep.Kind {
+			case lockclient.ReportLost, lockclient.ReportDeadlineReached, lockclient.ReportMaxHoldReached:
+				if r.Stopper != nil {
+					r.Stopper.owe(namespace, jobName)
+				}
+			default:
+				r.pokeStopper(namespace, jobName)
+			}
 			gj := &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 			select {
 			case r.events <- event.GenericEvent{Object: gj}:

@@ -47,6 +47,12 @@ type StopReconciler struct {
 
 	events chan event.GenericEvent
 
+	// owed holds the Jobs the keeper reported must stop (lease lost, self-fence
+	// deadline, maxHold) whose deletes have not been issued yet, with when they
+	// were reported.
+	owedMu sync.Mutex
+	owed   map[types.NamespacedName]time.Time
+
 	// timed holds the tokens whose stop was timed (guardedjob_stop_latency_seconds),
 	// with when, so a second delete issued from a cache that has not seen the
 	// first is not timed again.
@@ -115,6 +121,14 @@ func (r *StopReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile stops the Job if its run must stop.
 func (r *StopReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if err == nil {
+		r.settle(req.NamespacedName)
+	}
+	return res, err
+}
+
+func (r *StopReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	job := &batchv1.Job{}
 	if err := r.Reader.Get(ctx, req.NamespacedName, job); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -167,8 +181,8 @@ func (r *StopReconciler) observeStopLatency(gj *batchv1alpha1.GuardedJob, job *b
 	switch {
 	case st.State == lockclient.StateLost && !st.LostAt.IsZero():
 		stopLatency.WithLabelValues("lost").Observe(max(time.Since(st.LostAt), 0).Seconds())
-	case st.DeadlineReached && !st.Deadline.IsZero():
-		stopLatency.WithLabelValues("deadline").Observe(max(time.Since(st.Deadline), 0).Seconds())
+	case st.DeadlineReached && !st.DeadlineReachedAt.IsZero():
+		stopLatency.WithLabelValues("deadline").Observe(max(time.Since(st.DeadlineReachedAt), 0).Seconds())
 	}
 }
 
@@ -327,6 +341,51 @@ func (r *StopReconciler) stop(ctx context.Context, job *batchv1.Job, grace time.
 		}
 	}
 	return nil
+}
+
+// owedLimit is how long a stop the keeper asked for holds back the status
+// writes of the GuardedJob reconciler (see behind): a stop path that cannot
+// delete (a webhook or RBAC refusing) must not hide why runs stop.
+const owedLimit = 30 * time.Second
+
+// owe records that the keeper asked for a Job to be stopped, and pokes the
+// controller.
+func (r *StopReconciler) owe(namespace, name string) {
+	r.owedMu.Lock()
+	if r.owed == nil {
+		r.owed = map[types.NamespacedName]time.Time{}
+	}
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	if _, ok := r.owed[key]; !ok {
+		r.owed[key] = time.Now()
+	}
+	r.owedMu.Unlock()
+	r.poke(namespace, name)
+}
+
+// settle records that a Job was looked at and its deletes, if it needed any,
+// were issued.
+func (r *StopReconciler) settle(key types.NamespacedName) {
+	r.owedMu.Lock()
+	delete(r.owed, key)
+	r.owedMu.Unlock()
+}
+
+// behind says whether stops the keeper asked for in the last owedLimit still
+// wait for their deletes. The API server is shared: while it is, the
+// GuardedJob reconciler holds back the status writes of stopping runs, so that
+// when many runs must stop at once the deletes go first.
+func (r *StopReconciler) behind() bool {
+	r.owedMu.Lock()
+	defer r.owedMu.Unlock()
+	now := time.Now()
+	for key, at := range r.owed {
+		if now.Sub(at) < owedLimit {
+			return true
+		}
+		delete(r.owed, key)
+	}
+	return false
 }
 
 // poke asks the stop controller to look at a Job now.

@@ -126,6 +126,8 @@ type harness struct {
 	keeper *lockclient.Keeper
 	// restWrap, when set, wraps the manager's transport to the API server.
 	restWrap func(http.RoundTripper) http.RoundTripper
+	// stopRate is the manager's --stop-rate; zero for none.
+	stopRate float64
 	// storeAllow is the manager's --store-allow.
 	storeAllow *lockclient.AllowList
 	// metricsAddr, when set, is where the manager serves its metrics, as the
@@ -200,7 +202,7 @@ func (h *harness) start() {
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	h.g.Expect(err).NotTo(HaveOccurred())
-	keeper := lockclient.NewKeeper(h.store)
+	keeper := lockclient.NewKeeper(h.store, lockclient.WithStopRate(h.stopRate))
 	h.keeper = keeper
 	stopWriter, err := controllers.NewStopClient(cfg, client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})
 	h.g.Expect(err).NotTo(HaveOccurred())

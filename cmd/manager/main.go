@@ -60,6 +60,7 @@ type options struct {
 	kubeAPIBurst            int
 	redisTimeout            time.Duration
 	clockSkew               time.Duration
+	stopRate                float64
 }
 
 func envOr(name, def string) string {
@@ -99,6 +100,8 @@ func main() {
 	flag.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 0,
 		"Client-side limit on requests per second to the API server for the GuardedJob controller (the stop controller has a budget of its own); 0: none, the API server's priority and fairness applies.")
 	flag.IntVar(&o.kubeAPIBurst, "kube-api-burst", 0, "Requests above --kube-api-qps allowed in a burst; 0: twice --kube-api-qps.")
+	flag.Float64Var(&o.stopRate, "stop-rate", 50,
+		"Runs per second the manager can count on stopping (a Job delete and its Pods' deletes each) when many leases are at risk at once. When Redis stops answering for many runs, their stops start early enough to all be issued before their leases could expire at this rate; 0 assumes any number can be stopped at once.")
 	flag.DurationVar(&o.redisTimeout, "redis-timeout", lockclient.DefaultTimeout, "Bound on every call to the lock store.")
 	flag.DurationVar(&o.clockSkew, "clock-skew-allowance", 2*time.Second,
 		"How far the clocks of the manager's replicas may differ. A lease resumed after a restart or a leader change counts its self-fence deadline from the run's recorded acquisition time less this allowance.")
@@ -176,7 +179,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 
-	keeper := lockclient.NewKeeper(store)
+	keeper := lockclient.NewKeeper(store, lockclient.WithStopRate(o.stopRate))
 	// The stop controller writes with a client of its own, so its deletes never
 	// wait behind status writes in a shared rate limiter.
 	stopWriter, err := controllers.NewStopClient(cfg, client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})

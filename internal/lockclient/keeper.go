@@ -89,7 +89,11 @@ type LeaseStatus struct {
 	// Deadline is the self-fence deadline; zero when self-fencing is off.
 	Deadline        time.Time
 	DeadlineReached bool
-	MaxHoldReached  bool
+	// DeadlineReachedAt is when DeadlineReached was reported, by the Keeper's
+	// clock: the deadline itself, or earlier when many leases were at risk at
+	// once (WithStopRate).
+	DeadlineReachedAt time.Time
+	MaxHoldReached    bool
 	// Failures counts consecutive renewals the store did not answer.
 	Failures  int
 	LastError error
@@ -138,9 +142,12 @@ type entry struct {
 	// settled is closed when the renewal in flight has been applied.
 	settled         chan struct{}
 	deadlineReached bool
-	maxHoldReached  bool
-	failures        int
-	lastErr         error
+	// deadlineReachedAt is when the deadline was reported: earlier than the
+	// deadline itself when many leases were at risk at once (WithStopRate).
+	deadlineReachedAt time.Time
+	maxHoldReached    bool
+	failures          int
+	lastErr           error
 }
 
 func (e *entry) startInflight(now time.Time) {
@@ -160,7 +167,7 @@ func (e *entry) status() LeaseStatus {
 		Token: e.req.Lease.Token, Owner: e.req.Owner, Keys: e.req.Lease.Keys, Fence: e.req.Lease.Fence,
 		State: e.state, Holder: e.holder, LostAt: e.lostAt, LastRenewed: e.lastRenewed, Confirmed: e.confirmed,
 		ValidUntil: e.lastRenewed.Add(e.req.Lease.TTL), Deadline: e.deadline(),
-		DeadlineReached: e.deadlineReached, MaxHoldReached: e.maxHoldReached,
+		DeadlineReached: e.deadlineReached, DeadlineReachedAt: e.deadlineReachedAt, MaxHoldReached: e.maxHoldReached,
 		Failures: e.failures, LastError: e.lastErr,
 	}
 }
@@ -202,6 +209,9 @@ type Keeper struct {
 	stats   KeeperStats
 	// onRoundTrip, when set, is told how long each renewal pipeline took.
 	onRoundTrip func(time.Duration)
+	// stopRate is how many runs per second the caller can be counted on to stop
+	// when many leases are at risk at once; zero for no limit.
+	stopRate float64
 	// planned is when the run loop looks again (the earliest renewal, deadline
 	// or maxHold it saw); an answered renewal wakes it only if it moves the
 	// lease's next renewal before that.
@@ -242,6 +252,16 @@ type KeeperOption func(*Keeper)
 
 // WithKeeperClock sets the clock that schedules renewals and deadlines (tests).
 func WithKeeperClock(c clock.WithTicker) KeeperOption { return func(k *Keeper) { k.clock = c } }
+
+// WithStopRate tells the Keeper how many runs per second its caller can stop
+// (delete their Jobs and Pods) when many leases are at risk at once. With many
+// leases whose renewals fail, their self-fence deadlines are reported early
+// enough that, stopped one after another at that rate, in deadline order, each
+// is stopped by its own deadline. Zero (the default) assumes any number of runs
+// can be stopped at once.
+func WithStopRate(perSecond float64) KeeperOption {
+	return func(k *Keeper) { k.stopRate = max(perSecond, 0) }
+}
 
 // NewKeeper returns a Keeper whose leases live in client unless a TrackRequest
 // names another. Call Run to start it.
@@ -501,6 +521,7 @@ func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 		}
 	}
 	batches := map[*Client][]*entry{}
+	var atRisk []riskyLease
 	for _, e := range k.leases {
 		if e.state == StateLost {
 			continue
@@ -522,10 +543,12 @@ func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 				// before stale evidence stops a healthy run.
 				d = latest(d, e.inflightSince.Add(resumeAnswerAllowance))
 			}
-			if !now.Before(d) {
-				e.deadlineReached = true
-				k.reportLocked(e, ReportDeadlineReached)
-			} else {
+			switch {
+			case !now.Before(d):
+				k.reachDeadlineLocked(e, now)
+			case k.stopRate > 0 && e.atRisk(now):
+				atRisk = append(atRisk, riskyLease{e, d})
+			default:
 				earliest(d)
 			}
 		}
@@ -538,6 +561,7 @@ func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 			}
 		}
 	}
+	k.stopAheadLocked(now, atRisk, earliest)
 	k.planned = next
 	k.mu.Unlock()
 	for c, es := range batches {
@@ -548,6 +572,50 @@ func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 		}()
 	}
 	return next
+}
+
+// riskyLease is a lease whose renewals are failing, with its self-fence deadline.
+type riskyLease struct {
+	e        *entry
+	deadline time.Time
+}
+
+// atRisk says whether a lease may not be renewed before its deadline: its last
+// renewal failed, or one has been in flight longer than a healthy store takes.
+func (e *entry) atRisk(now time.Time) bool {
+	return e.state == StateFailing || e.inflight && now.Sub(e.inflightSince) > renewRetry
+}
+
+func (k *Keeper) reachDeadlineLocked(e *entry, now time.Time) {
+	e.deadlineReached, e.deadlineReachedAt = true, now
+	k.reportLocked(e, ReportDeadlineReached)
+}
+
+// stopAheadLocked reports leases at risk early enough that their caller,
+// stopping stopRate runs a second in deadline order, stops each by its own
+// deadline: walking back from the latest deadline, each lease is reported no
+// later than its deadline and at least one stop's time before the next one is.
+// A single lease at risk is reported at its deadline, as without a stop rate.
+func (k *Keeper) stopAheadLocked(now time.Time, leases []riskyLease, earliest func(time.Time)) {
+	if len(leases) == 0 {
+		return
+	}
+	sort.Slice(leases, func(i, j int) bool { return leases[i].deadline.Before(leases[j].deadline) })
+	step := time.Duration(float64(time.Second) / k.stopRate)
+	var report time.Time
+	for i := len(leases) - 1; i >= 0; i-- {
+		l := leases[i]
+		if i == len(leases)-1 || l.deadline.Before(report.Add(-step)) {
+			report = l.deadline
+		} else {
+			report = report.Add(-step)
+		}
+		if !now.Before(report) {
+			k.reachDeadlineLocked(l.e, now)
+		} else {
+			earliest(report)
+		}
+	}
 }
 
 // renewBatch renews es in pipelines of at most renewBatchSize and applies the outcomes.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sort"
 	"testing"
 	"time"
 
@@ -389,4 +390,56 @@ func TestKeeperNeverStopsAHealthyLeaseAtTheTimingBoundaryEvenWhenARenewalIsSlow(
 	st, _ := k.Get(l.Token)
 	g.Expect(st.DeadlineReached).To(BeFalse())
 	g.Expect(st.State).To(Equal(lockclient.StateHeld))
+}
+
+func TestKeeperReportsManyLeasesAtRiskEarlyEnoughToStopThemAllAtTheStopRate(t *testing.T) {
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := dial(t, srv, lockclient.WithClock(clk))
+	// The caller stops two runs a second: ten need 5 s.
+	const n, stopRate, stopTime = 10, 2, 500 * time.Millisecond
+	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk), lockclient.WithStopRate(stopRate))
+	startKeeper(t, k)
+
+	const ttl, interval, budget = 30 * time.Second, 10 * time.Second, 12 * time.Second
+	tokens := make([]string, n)
+	for i := range tokens {
+		l := acquire(t, c, keys(fmt.Sprintf("many-%d", i)), ttl)
+		g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: interval, SelfFence: true, StopBudget: budget})).To(Succeed())
+		tokens[i] = l.Token
+	}
+	// Healthy leases are never reported early, however many share a deadline.
+	healthyUntil := clk.Now().Add(2 * ttl)
+	stepUntil(t, k, clk, 500*time.Millisecond, 3*ttl, func() bool { return !clk.Now().Before(healthyUntil) })
+	g.Consistently(k.Reports()).WithTimeout(100 * time.Millisecond).ShouldNot(Receive())
+
+	srv.Kill()
+	reached := func() int {
+		count := 0
+		for _, tok := range tokens {
+			if st, _ := k.Get(tok); st.DeadlineReached {
+				count++
+			}
+		}
+		return count
+	}
+	const step = 100 * time.Millisecond
+	stepUntil(t, k, clk, step, ttl, func() bool { return reached() == n })
+
+	var states []lockclient.LeaseStatus
+	for _, tok := range tokens {
+		st, _ := k.Get(tok)
+		states = append(states, st)
+	}
+	sort.Slice(states, func(i, j int) bool { return states[i].DeadlineReachedAt.Before(states[j].DeadlineReachedAt) })
+	deadline := states[n-1].Deadline
+	for i, st := range states {
+		g.Expect(st.Deadline).To(Equal(deadline), "renewed in one pipeline, the leases share a deadline")
+		// Stopped one after another at the stop rate, the i-th is stopped
+		// (n-1-i) stops before the last, which goes at the deadline.
+		want := deadline.Add(-time.Duration(n-1-i) * stopTime)
+		g.Expect(st.DeadlineReachedAt).To(BeTemporally(">=", want), "lease %d", i)
+		g.Expect(st.DeadlineReachedAt).To(BeTemporally("<", want.Add(step+time.Millisecond)), "lease %d", i)
+	}
 }
