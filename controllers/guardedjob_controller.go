@@ -57,6 +57,9 @@ type GuardedJobReconciler struct {
 	// subtracted from a recorded acquisition time before it counts as evidence
 	// that a resumed lease is still valid.
 	ClockSkew time.Duration
+	// Namespace, when set, is the only namespace this manager serves (its cache
+	// holds no other): leases of GuardedJobs elsewhere are not resumed here.
+	Namespace string
 	// StoreAllow limits the hosts storeRef stores may have; nil allows any.
 	StoreAllow *lockclient.AllowList
 	// Leader election timing, for the lease-timing check.

@@ -41,7 +41,7 @@ func (r *GuardedJobReconciler) resumeLeases(ctx context.Context) error {
 	tenants := map[string][]tenantRun{} // by store identity
 	list := &batchv1alpha1.GuardedJobList{}
 	for cont := ""; ; {
-		if err := r.APIReader.List(ctx, list, client.Limit(resumePage), client.Continue(cont)); err != nil {
+		if err := r.APIReader.List(ctx, list, client.InNamespace(r.Namespace), client.Limit(resumePage), client.Continue(cont)); err != nil {
 			return fmt.Errorf("list guardedjobs to resume their leases: %w", err)
 		}
 		for i := range list.Items {

@@ -212,6 +212,7 @@ func (h *harness) start() {
 	r := &controllers.GuardedJobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
 		Clock: h.clock, Store: h.store, Keeper: keeper, ClusterName: "cluster-a", Stopper: stopper, ClockSkew: time.Second, StoreAllow: h.storeAllow,
+		Namespace: h.ns,
 	}
 	h.g.Expect(r.SetupWithManager(mgr)).To(Succeed())
 
