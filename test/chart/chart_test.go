@@ -408,14 +408,14 @@ func TestChartValues(t *testing.T) {
 		g.Expect(c.Args).To(ContainElement("--zap-log-level=debug"))
 	})
 
-	t.Run("the API client limit and reconcile concurrency become flags only when set", func(t *testing.T) {
+	t.Run("the API client limit, reconcile concurrency and stop rate become flags only when set", func(t *testing.T) {
 		g := NewWithT(t)
 		_, c := managerContainer(t, mustRender(t, "redis.existingSecret=s"))
 		for _, a := range c.Args {
-			g.Expect(a).NotTo(Or(HavePrefix("--kube-api-"), HavePrefix("--max-concurrent-reconciles")), "the manager's defaults apply")
+			g.Expect(a).NotTo(Or(HavePrefix("--kube-api-"), HavePrefix("--max-concurrent-reconciles"), HavePrefix("--stop-rate")), "the manager's defaults apply")
 		}
-		_, c = managerContainer(t, mustRender(t, "redis.existingSecret=s", "kubeAPI.qps=200", "kubeAPI.burst=400", "maxConcurrentReconciles=8"))
-		g.Expect(c.Args).To(ContainElements("--kube-api-qps=200", "--kube-api-burst=400", "--max-concurrent-reconciles=8"))
+		_, c = managerContainer(t, mustRender(t, "redis.existingSecret=s", "kubeAPI.qps=200", "kubeAPI.burst=400", "maxConcurrentReconciles=8", "stopRate=120"))
+		g.Expect(c.Args).To(ContainElements("--kube-api-qps=200", "--kube-api-burst=400", "--max-concurrent-reconciles=8", "--stop-rate=120"))
 	})
 
 	t.Run("another release name prefixes every object", func(t *testing.T) {
