@@ -82,6 +82,10 @@ type GuardedJobReconciler struct {
 	// waste a fence). A pass may write several times, so the cache can hold any
 	// of the versions in between.
 	superseded sync.Map
+	// jobsCreated maps a run's token to the UID of the Job this process created
+	// for it, until status records it: a run whose Job vanished before that is
+	// seen as such, never given a second Job.
+	jobsCreated sync.Map
 
 	// resumed is closed once the leases in status.active are renewed after this
 	// manager became the leader; reconciles wait for it.
@@ -181,6 +185,12 @@ type scope struct {
 	// guardedWriteFailed is set when a resourceVersion-guarded write failed: the
 	// pass worked from a stale object and must write nothing else.
 	guardedWriteFailed bool
+	// recordLater is set when the pass created its run's Job: the pass ends
+	// without a status write, and the pass the Job's own watch event brings
+	// records it (adoptJob). That pass is queued behind every run due now, so
+	// at the due-time burst the API server takes the writes that start runs
+	// first.
+	recordLater bool
 }
 
 func (s *scope) requeueAt(t time.Time) {
@@ -264,6 +274,10 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		if s.guardedWriteFailed {
 			return
 		}
+		if s.recordLater && retErr == nil {
+			res = ctrl.Result{RequeueAfter: recordLaterBackstop}
+			return
+		}
 		setKstatus(gj, s.now)
 		if err := r.patchStatus(ctx, s); err != nil {
 			retErr = errors.Join(retErr, err)
@@ -315,6 +329,10 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	return ctrl.Result{}, nil
 }
 
+// recordLaterBackstop is when a pass that created a Job looks again if the
+// Job's watch event has not brought a pass before.
+const recordLaterBackstop = 10 * time.Second
+
 // patchStatus writes the status once, if it changed, with an optimistic lock: a
 // pass that read a stale object never overwrites a newer status.
 func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error {
@@ -335,6 +353,7 @@ func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error 
 	for _, run := range s.orig.Status.Active {
 		if runByName(s.gj, run.JobName) == nil {
 			r.Keeper.Untrack(run.Token)
+			r.jobsCreated.Delete(run.Token)
 		}
 	}
 	if last := s.gj.Status.LastRun; last != nil && !equality.Semantic.DeepEqual(last, s.orig.Status.LastRun) {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -20,6 +21,13 @@ import (
 func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	gj := s.gj
 	r.track(gj, run, store, resumed)
+	if run.JobUID == "" {
+		if uid, ok := r.jobsCreated.Load(run.Token); ok {
+			run.JobUID = uid.(types.UID) // created by an earlier pass that left the record to this one
+		}
+	} else {
+		r.jobsCreated.Delete(run.Token)
+	}
 
 	// A Job that already ended is released (and its occurrence marked done) even
 	// if the lease ran out meanwhile: the marker is written over an absent key,
@@ -224,7 +232,12 @@ func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *bat
 		}
 		return fmt.Errorf("create job %s: %w", run.JobName, err)
 	}
-	run.JobUID = job.UID
+	if len(s.gj.Status.Active) == 1 {
+		r.jobsCreated.Store(run.Token, job.UID)
+		s.recordLater = true
+	} else {
+		run.JobUID = job.UID
+	}
 	observeScheduleSkew(s.now.Sub(runDueTime(s.gj, run)))
 	for _, w := range warnings {
 		r.event(s.gj, job, corev1.EventTypeWarning, batchv1alpha1.NoPodFailurePolicyReason, "%s", w)

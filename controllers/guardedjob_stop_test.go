@@ -94,8 +94,10 @@ func TestAStolenLeaseStopsTheJobAndItsPodsAndLeavesTheThiefAlone(t *testing.T) {
 		"another holder may be running: the Pods get the shortest grace")
 	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(
 		HavePrefix("LockLost: Stopping " + job.Name + ": lock " + key + " was lost: it is held by cluster-b/" + h.ns + "/theft-1-abcdef")))
+	// The event goes out during the pass, its status write at the pass's end.
+	g.Eventually(func() []batchv1alpha1.ActiveRun { return h.get(gj).Status.Active }).Should(
+		ConsistOf(HaveField("Phase", batchv1alpha1.RunPhaseStopping)), "the run waits for its Pods")
 	st := h.get(gj).Status
-	g.Expect(st.Active).To(ConsistOf(HaveField("Phase", batchv1alpha1.RunPhaseStopping)), "the run waits for its Pods")
 	g.Expect(st.Lock).To(And(HaveField("State", batchv1alpha1.LockStateLost), HaveField("Holder", "cluster-b/"+h.ns+"/theft-1-abcdef")))
 	g.Expect(findCond(st.Conditions, batchv1alpha1.LockHeldCondition)).To(HaveField("Status", metav1.ConditionFalse))
 
