@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -153,6 +154,53 @@ func TestWindowCachedJobNotFound_AGuardedJobDeletedRightAfterItsJobWasCreatedNev
 		err := k8s.Get(ctx, client.ObjectKeyFromObject(gj), &batchv1alpha1.GuardedJob{})
 		return apierrors.IsNotFound(err)
 	}).Should(BeTrue(), "the GuardedJob goes once its run is over")
+}
+
+func TestWindowJobVanishesBeforeItsUIDIsRecorded_TheRunEndsAndGetsNoSecondJob(t *testing.T) {
+	h := newHarness(t)
+	// From the Job's creation on, status writes fail (an API server that takes
+	// creates but not this object's updates), so status cannot record the Job.
+	var blocked atomic.Bool
+	h.intercept = &interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			err := c.Create(ctx, obj, opts...)
+			if _, ok := obj.(*batchv1.Job); ok && err == nil {
+				blocked.Store(true)
+			}
+			return err
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if blocked.Load() {
+				return apierrors.NewServiceUnavailable("status writes are failing")
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	}
+	h.start()
+	ctx := context.Background()
+	gj := h.create(h.guardedJob("vanish", h.ns+":vanish"))
+	h.trigger(gj)
+	job := h.waitJobs(1)[0]
+	g := h.g
+	g.Consistently(func() types.UID { return h.get(gj).Status.Active[0].JobUID }).WithTimeout(time.Second).Should(BeEmpty())
+
+	// The Job goes (its finalizer removed by hand) before status records it.
+	g.Expect(k8s.Patch(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: job.Name, Namespace: h.ns}},
+		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))).To(Succeed())
+	g.Expect(k8s.Delete(ctx, &job, client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
+	g.Eventually(func() []batchv1.Job { return h.jobs() }).Should(BeEmpty())
+	blocked.Store(false)
+
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).WithTimeout(20 * time.Second).Should(And(
+		Not(BeNil()), HaveField("Result", batchv1alpha1.RunResultFailed), HaveField("Message", ContainSubstring("was deleted"))))
+	g.Expect(h.jobs()).To(BeEmpty(), "the run got no second Job")
+	created := 0
+	for _, e := range h.events(gj) {
+		if strings.HasPrefix(e, batchv1alpha1.JobCreatedReason+":") {
+			created++
+		}
+	}
+	g.Expect(created).To(Equal(1))
 }
 
 func TestWindowCachedJobNotFound_AJobWithTheLeaseFinalizerThatNoRunClaimsIsAlwaysStopped(t *testing.T) {
