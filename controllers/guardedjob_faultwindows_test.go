@@ -499,13 +499,7 @@ func TestWindowStoppingManyAtOnce_TwoHundredRunsAreStoppedBeforeTheirLeasesCould
 	const ttl, interval = 20 * time.Second, 2 * time.Second
 	h := newHarness(t)
 	h.start()
-	h.startMany(n, "mass", ttl, interval, func(gj *batchv1alpha1.GuardedJob) {
-		gj.Spec.JobTemplate.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To(int64(2))
-	})
-	var pods []*corev1.Pod
-	for _, job := range h.jobs() {
-		pods = append(pods, h.podFor(&job))
-	}
+	pods := h.massRuns(n, "mass", ttl, interval)
 
 	killed := time.Now()
 	h.redis.Kill()
@@ -513,23 +507,8 @@ func TestWindowStoppingManyAtOnce_TwoHundredRunsAreStoppedBeforeTheirLeasesCould
 	// can expire before killed + ttl - interval: every Pod must be gone by then.
 	expiresNoSoonerThan := killed.Add(ttl - interval)
 	g := h.g
-	g.Eventually(func() int {
-		stopped := 0
-		for _, p := range pods {
-			if h.podDeletion(p) != nil {
-				stopped++
-			}
-		}
-		return stopped
-	}).WithTimeout(ttl).WithPolling(250 * time.Millisecond).Should(Equal(n))
-	var latest time.Time
-	for _, p := range pods {
-		d := h.podDeletion(p)
-		g.Expect(d).NotTo(BeNil())
-		gone := d.DeletionTimestamp.Add(time.Second) // deletionTimestamp is rounded down to the second
-		g.Expect(gone).To(BeTemporally("<=", expiresNoSoonerThan), "Pod %s", p.Name)
-		latest = maxTime(latest, gone)
-	}
+	late, latest := h.podsGoneBy(pods, expiresNoSoonerThan, ttl)
+	g.Expect(late).To(BeZero(), "Pods still running when their lease could have expired")
 	for _, job := range h.jobs() {
 		g.Expect(job.DeletionTimestamp).NotTo(BeNil(), "Job %s", job.Name)
 	}
@@ -572,13 +551,7 @@ func TestWindowStoppingManyAtOnce_WhenTheAPIServerIsTheLimitTheDeletesGoFirstAnd
 		return apiCapacity{next: rt, on: saturated, limit: limit}
 	}
 	h.start()
-	h.startMany(n, "busy", ttl, interval, func(gj *batchv1alpha1.GuardedJob) {
-		gj.Spec.JobTemplate.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To(int64(2))
-	})
-	var pods []*corev1.Pod
-	for _, job := range h.jobs() {
-		pods = append(pods, h.podFor(&job))
-	}
+	pods := h.massRuns(n, "busy", ttl, interval)
 
 	saturated.Store(true)
 	killed := time.Now()
@@ -586,29 +559,10 @@ func TestWindowStoppingManyAtOnce_WhenTheAPIServerIsTheLimitTheDeletesGoFirstAnd
 	// Every lease was renewed at most one renew interval before the kill, so none
 	// can expire before killed + ttl - interval. The self-fence deadlines fall
 	// 2 s apart at most: deleted only from their deadlines on, with the status
-	// writes beside them, the last 200 runs would be stopped 10 s too late.
+	// writes beside them, the last of 200 runs would be stopped too late.
 	expiresNoSoonerThan := killed.Add(ttl - interval)
 	g := h.g
-	g.Eventually(func() int {
-		stopped := 0
-		for _, p := range pods {
-			if h.podDeletion(p) != nil {
-				stopped++
-			}
-		}
-		return stopped
-	}).WithTimeout(2 * ttl).WithPolling(250 * time.Millisecond).Should(Equal(n))
-	var latest time.Time
-	late := 0
-	for _, p := range pods {
-		d := h.podDeletion(p)
-		g.Expect(d).NotTo(BeNil())
-		gone := d.DeletionTimestamp.Add(time.Second) // deletionTimestamp is rounded down to the second
-		if gone.After(expiresNoSoonerThan) {
-			late++
-		}
-		latest = maxTime(latest, gone)
-	}
+	late, latest := h.podsGoneBy(pods, expiresNoSoonerThan, 2*ttl)
 	t.Logf("%d runs, %d writes/s: the last Pod is gone %s before the earliest moment a lease could expire; %d Pods too late",
 		n, writesPerSecond, expiresNoSoonerThan.Sub(latest).Round(time.Millisecond), late)
 	g.Expect(late).To(BeZero(), "Pods still running when their lease could have expired")
@@ -626,6 +580,44 @@ func TestWindowStoppingManyAtOnce_WhenTheAPIServerIsTheLimitTheDeletesGoFirstAnd
 		}
 		return told
 	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Equal(n))
+}
+
+// massRuns starts n runs with the given lease and a Pod each (2 s grace).
+func (h *harness) massRuns(n int, prefix string, ttl, interval time.Duration) []*corev1.Pod {
+	h.t.Helper()
+	h.startMany(n, prefix, ttl, interval, func(gj *batchv1alpha1.GuardedJob) {
+		gj.Spec.JobTemplate.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To(int64(2))
+	})
+	var pods []*corev1.Pod
+	for _, job := range h.jobs() {
+		pods = append(pods, h.podFor(&job))
+	}
+	return pods
+}
+
+// podsGoneBy waits until every Pod was deleted and returns how many are gone
+// (deletion time plus grace) only after by, and when the last one is gone.
+func (h *harness) podsGoneBy(pods []*corev1.Pod, by time.Time, within time.Duration) (late int, latest time.Time) {
+	h.t.Helper()
+	h.g.Eventually(func() int {
+		stopped := 0
+		for _, p := range pods {
+			if h.podDeletion(p) != nil {
+				stopped++
+			}
+		}
+		return stopped
+	}).WithTimeout(within).WithPolling(250 * time.Millisecond).Should(Equal(len(pods)))
+	for _, p := range pods {
+		d := h.podDeletion(p)
+		h.g.Expect(d).NotTo(BeNil())
+		gone := d.DeletionTimestamp.Add(time.Second) // deletionTimestamp is rounded down to the second
+		if gone.After(by) {
+			late++
+		}
+		latest = maxTime(latest, gone)
+	}
+	return late, latest
 }
 
 func maxTime(a, b time.Time) time.Time {
