@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -26,5 +27,15 @@ func TestClientLimits(t *testing.T) {
 			g.Expect(qps).To(Equal(tc.wantQPS))
 			g.Expect(burst).To(Equal(tc.wantBurst))
 		})
+	}
+}
+
+func TestStopRateMustBeARateOrZero(t *testing.T) {
+	g := NewWithT(t)
+	for _, ok := range []float64{0, 0.5, 50, 1000} {
+		g.Expect(checkStopRate(ok)).To(Succeed(), "%v", ok)
+	}
+	for _, bad := range []float64{-1, math.NaN(), math.Inf(1)} {
+		g.Expect(checkStopRate(bad)).To(MatchError(ContainSubstring("--stop-rate")), "%v", bad)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"strings"
@@ -124,6 +125,9 @@ func main() {
 func run(ctx context.Context, o options, log logr.Logger) error {
 	if (o.redisURL == "") == (o.redisSecret == "") {
 		return errors.New("exactly one of --redis-url (GUARDEDJOB_REDIS_URL) and --redis-secret (GUARDEDJOB_REDIS_SECRET) is required")
+	}
+	if err := checkStopRate(o.stopRate); err != nil {
+		return err
 	}
 	grants, err := controllers.ParseKeyGrants(o.keyGrants)
 	if err != nil {
@@ -247,6 +251,15 @@ func clientLimits(qps float64, burst int) (float32, int) {
 		burst = max(1, int(2*qps))
 	}
 	return float32(qps), burst
+}
+
+// checkStopRate refuses a --stop-rate that is not a number of runs per second:
+// the keeper would otherwise plan stops from it.
+func checkStopRate(v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return fmt.Errorf("--stop-rate %v: want runs per second, 0 or more (0: no limit assumed)", v)
+	}
+	return nil
 }
 
 // The metrics filter asks the API server who a scraper is and whether it may read
