@@ -275,7 +275,8 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			return
 		}
 		if s.recordLater && retErr == nil {
-			res = ctrl.Result{RequeueAfter: recordLaterBackstop}
+			s.requeueAfter(recordLaterBackstop)
+			res = s.result()
 			return
 		}
 		setKstatus(gj, s.now)
