@@ -345,15 +345,7 @@ func (r results) write(w io.Writer, rounds int) {
 	pf := printer(w)
 	for _, n := range bench.Concurrencies {
 		pf("\n#### %d client goroutine%s\n\n", n, plural(n))
-		pf("| client |")
-		for i := range rounds {
-			pf(" ops/s round %d |", i+1)
-		}
-		pf(" allocs/op | B/op | client CPU µs/op | Redis CPU µs/op |\n|---|")
-		for range rounds + 4 {
-			pf("---:|")
-		}
-		pf("\n")
+		tableHeader(pf, "client", "ops/s round %d", rounds, "allocs/op", "B/op", "client CPU µs/op", "Redis CPU µs/op")
 		for _, c := range bench.Cases {
 			pf("| %s |", c)
 			var allocs, bytes, clientUs, redisUs []float64
@@ -370,15 +362,8 @@ func (r results) write(w io.Writer, rounds int) {
 			pf(" %s | %s | %.1f | %.1f |\n", span(allocs), span(bytes), median(clientUs), median(redisUs))
 		}
 
-		pf("\n| throughput ratio |")
-		for i := range rounds {
-			pf(" round %d |", i+1)
-		}
-		pf(" median | target | CPU ratio, median |\n|---|")
-		for range rounds + 3 {
-			pf("---:|")
-		}
 		pf("\n")
+		tableHeader(pf, "throughput ratio", "round %d", rounds, "median", "target", "CPU ratio, median")
 		for _, cmp := range bench.Comparisons {
 			pf("| %s / %s |", cmp.Case, cmp.Base)
 			var v, cpu []float64
@@ -432,6 +417,23 @@ func span(v []float64) string {
 		return strconv.FormatFloat(lo, 'f', 0, 64)
 	}
 	return fmt.Sprintf("%.0f–%.0f", lo, hi)
+}
+
+// tableHeader prints a markdown table's header: the first column, one column
+// per round, then the others, every column after the first right-aligned.
+func tableHeader(pf func(string, ...any), first, round string, rounds int, rest ...string) {
+	pf("| %s |", first)
+	for i := range rounds {
+		pf(" "+round+" |", i+1)
+	}
+	for _, c := range rest {
+		pf(" %s |", c)
+	}
+	pf("\n|---|")
+	for range rounds + len(rest) {
+		pf("---:|")
+	}
+	pf("\n")
 }
 
 func plural(n int) string {
