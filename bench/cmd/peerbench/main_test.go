@@ -72,3 +72,12 @@ func TestRotationPutsEveryCaseFirstOnce(t *testing.T) {
 		t.Fatalf("first cases %v", first)
 	}
 }
+
+func TestTableHeaderHasOneAlignmentCellPerColumn(t *testing.T) {
+	var b strings.Builder
+	tableHeader(printer(&b), "client", "ops/s round %d", 3, "allocs/op", "B/op")
+	want := "| client | ops/s round 1 | ops/s round 2 | ops/s round 3 | allocs/op | B/op |\n|---|---:|---:|---:|---:|---:|\n"
+	if b.String() != want {
+		t.Fatalf("header:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
