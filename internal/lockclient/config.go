@@ -70,6 +70,16 @@ func Dial(cfg Config, opts ...ClientOption) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	// Every call is bounded by its context (the call timeout, plus the replicas'
+	// acknowledgement wait for an acquisition); the sockets' own deadlines must
+	// not cut a call shorter than that, or --redis-timeout would silently be
+	// capped at go-redis' default of 5s.
+	uo.ReadTimeout = max(timeout+acks.timeout, 5*time.Second)
+	uo.WriteTimeout = uo.ReadTimeout
 	var rdb redis.UniversalClient
 	switch {
 	case uo.MasterName != "":
@@ -82,10 +92,6 @@ func Dial(cfg Config, opts ...ClientOption) (*Client, error) {
 			o.Network = "unix"
 		}
 		rdb = redis.NewClient(o)
-	}
-	timeout := cfg.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
 	}
 	if p, _ := splitURL(cfg.URL); p.mode == "redlock" {
 		return dialRedlock(cfg, uo, p, acks, timeout, opts)
