@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"flag"
@@ -130,6 +131,8 @@ type harness struct {
 	stopRate float64
 	// storeAllow is the manager's --store-allow.
 	storeAllow *lockclient.AllowList
+	// clockSkew is the manager's --clock-skew-allowance; zero means 1s.
+	clockSkew time.Duration
 	// metricsAddr, when set, is where the manager serves its metrics, as the
 	// manager binary does by default: HTTPS, to callers the API server
 	// authenticates and allows to get /metrics.
@@ -140,8 +143,15 @@ type harness struct {
 // or blackhole, while the test itself still reaches Redis directly.
 func (h *harness) storeViaProxy() *tcpproxy.Proxy {
 	h.t.Helper()
+	return h.storeViaProxyWithTimeout(time.Second)
+}
+
+// storeViaProxyWithTimeout is storeViaProxy with the store's call timeout
+// (--redis-timeout) set to timeout.
+func (h *harness) storeViaProxyWithTimeout(timeout time.Duration) *tcpproxy.Proxy {
+	h.t.Helper()
 	h.proxy = tcpproxy.Start(h.t, h.redis.Addr())
-	store, err := lockclient.Dial(lockclient.Config{URL: "redis://" + h.proxy.Addr(), Timeout: time.Second})
+	store, err := lockclient.Dial(lockclient.Config{URL: "redis://" + h.proxy.Addr(), Timeout: timeout})
 	h.g.Expect(err).NotTo(HaveOccurred())
 	h.t.Cleanup(func() { _ = store.Close() })
 	h.store = store
@@ -211,7 +221,7 @@ func (h *harness) start() {
 	h.g.Expect(stopper.SetupWithManager(mgr)).To(Succeed())
 	r := &controllers.GuardedJobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
-		Clock: h.clock, Store: h.store, Keeper: keeper, ClusterName: "cluster-a", Stopper: stopper, ClockSkew: time.Second, StoreAllow: h.storeAllow,
+		Clock: h.clock, Store: h.store, Keeper: keeper, ClusterName: "cluster-a", Stopper: stopper, ClockSkew: cmp.Or(h.clockSkew, time.Second), StoreAllow: h.storeAllow,
 		Namespace: h.ns,
 	}
 	h.g.Expect(r.SetupWithManager(mgr)).To(Succeed())

@@ -27,6 +27,10 @@ type Proxy struct {
 	conns map[*link]struct{}
 	// gate is closed while data may flow; Hold replaces it with an open one.
 	gate chan struct{}
+	// replyGate is the same for the target's replies alone (HoldReplies).
+	replyGate chan struct{}
+	// requestsDropped makes the proxy read and drop what callers send.
+	requestsDropped bool
 }
 
 // link is one proxied connection: the client side and, unless blackholed, the
@@ -44,8 +48,9 @@ func Start(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("tcpproxy: listen: %v", err)
 	}
-	p := &Proxy{addr: l.Addr().String(), target: target, conns: map[*link]struct{}{}, gate: make(chan struct{})}
+	p := &Proxy{addr: l.Addr().String(), target: target, conns: map[*link]struct{}{}, gate: make(chan struct{}), replyGate: make(chan struct{})}
 	close(p.gate)
+	close(p.replyGate)
 	p.serve(l)
 	t.Cleanup(p.Cut)
 	return p
@@ -98,11 +103,14 @@ func (p *Proxy) pump(lk *link, src, dst net.Conn) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			gate := p.gate
+			gate, replyGate := p.gate, p.replyGate
 			p.mu.Unlock()
 			<-gate
+			if src == lk.up {
+				<-replyGate
+			}
 			p.mu.Lock()
-			dead := lk.dead
+			dead := lk.dead || src == lk.client && p.requestsDropped
 			p.mu.Unlock()
 			if !dead && dst != nil {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -137,9 +145,42 @@ func closeLink(lk *link) {
 	}
 }
 
+// HoldReplies delays what the target sends back until UnholdReplies, while
+// requests still reach it: a call has taken effect, but its caller learns so late.
+func (p *Proxy) HoldReplies() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.replyGate:
+		p.replyGate = make(chan struct{})
+	default: // already held
+	}
+}
+
+// UnholdReplies delivers the replies HoldReplies delayed, in order.
+func (p *Proxy) UnholdReplies() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.replyGate:
+	default:
+		close(p.replyGate)
+	}
+}
+
+// DropRequests keeps connections open and replies flowing, but drops what callers
+// send from now on: a reply already on its way still arrives, later calls wait for
+// their own timeouts.
+func (p *Proxy) DropRequests() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.requestsDropped = true
+}
+
 // Cut refuses new connections and closes the open ones: callers see errors at once.
 func (p *Proxy) Cut() {
 	p.Unhold()
+	p.UnholdReplies()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.l != nil {
