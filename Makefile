@@ -6,21 +6,45 @@ VERSION ?= dev
 IMAGE_REPO ?= guardedjob-manager
 IMG ?= $(IMAGE_REPO):$(VERSION)
 
-# Tools that CI should keep between runs live outside the checkout, keyed by version.
+# One set of build flags for every build and test of the operator: static (no cgo)
+# and -trimpath, as the image is built. Each package is then compiled once per run
+# and shared by vet, the tests, the binaries and the Docker build check (a build
+# with other flags compiles every dependency again). The race detector needs cgo:
+# its targets set CGO_ENABLED=1 and compile apart.
+CGO_ENABLED ?= 0
+export CGO_ENABLED
+override GOFLAGS := $(strip $(filter-out -trimpath,$(GOFLAGS)) -trimpath)
+export GOFLAGS
+
+# Tools are pinned and installed from the Go module proxy into a cache outside the
+# checkout, keyed by version, so that CI runs on the same machine reuse them.
 TOOLS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/guardedjob/bin
 HELM_VERSION ?= v3.22.0
 HELM ?= $(TOOLS_CACHE)/helm-$(HELM_VERSION)
-
-# Tools are pinned and installed into ./bin from the Go module proxy.
-LOCALBIN ?= $(shell pwd)/bin
-CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
-GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
+CONTROLLER_GEN ?= $(TOOLS_CACHE)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT_VERSION ?= v2.15.0
+GOLANGCI_LINT ?= $(TOOLS_CACHE)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+# The project's own binaries, built once per run (make binaries) and used by the
+# tests, the demo and the benchmarks.
+LOCALBIN ?= $(shell pwd)/bin
+
+# The control plane and kubectl, built from Go modules at the versions the wrapper
+# modules in hack/tools pin (hack/build-control-plane.sh), cached outside the
+# checkout. Every test, the demo and the deployment targets use this kubectl, never
+# one from the machine; set KUBECTL to use another for deploy, install and undeploy.
+K8S_BIN = $(eval K8S_BIN := $$(shell hack/build-control-plane.sh --dir))$(K8S_BIN)
+KUBECTL ?= $(K8S_BIN)/kubectl
 
 # Test flags; override for a focused run, e.g. make test TESTARGS='-run TestKeeper ./internal/lockclient/'.
 TESTARGS ?= ./...
 GOTESTFLAGS ?= -count=1 -timeout 25m
+# What the tests find in their environment: the control plane and kubectl, helm,
+# and the project's binaries (internal/testutil/bins). PATH starts with the
+# control plane directory so that the scripts the tests run use its kubectl.
+TEST_ENV = PATH="$(K8S_BIN):$$PATH" KUBEBUILDER_ASSETS="$(K8S_BIN)" KUBECTL="$(KUBECTL)" HELM="$(HELM)" \
+	GUARDEDJOB_MANAGER_BIN="$(LOCALBIN)/manager" GUARDEDJOB_PLUGIN_BIN="$(LOCALBIN)/kubectl-guardedjob"
 # envtest gives kube-apiserver 20 s to start by default; a busy 2-core machine can need more.
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 90s
 
@@ -80,29 +104,43 @@ verify: manifests generate ## Fail when generated files or go.mod are stale.
 		echo "Generated files are stale; run 'make manifests generate' and 'go mod tidy' and commit:"; \
 		git status --porcelain -- go.mod go.sum api config charts bench; git --no-pager diff --stat -- go.mod go.sum api config charts bench; exit 1; fi
 
-.PHONY: test
-test: ## Run all tests (installs redis-server and builds kube-apiserver + etcd on first use).
+##@ Test
+
+.PHONY: prepare
+prepare: tools test-deps binaries bench-scale-build ## Build everything the checks and tests run: tools, redis-server, the control plane and kubectl, the project's binaries (the slow part on a fresh machine).
+	go build ./...
+
+.PHONY: test-deps
+test-deps: helm ## Install redis-server (apt) and build the control plane and kubectl from Go modules (cached outside the checkout).
 	hack/ensure-redis.sh
-	$(MAKE) --no-print-directory helm
-	assets="$$(hack/build-control-plane.sh)"; \
-	HELM="$(HELM)" KUBEBUILDER_ASSETS="$$assets" go test $(GOTESTFLAGS) $(TESTARGS)
+	hack/build-control-plane.sh --demo >/dev/null
+
+.PHONY: test
+test: test-deps binaries ## The operator module's tests: unit, real redis-server, real kube-apiserver + etcd, the demo on a local cluster (make ci runs every check).
+	$(TEST_ENV) go test $(GOTESTFLAGS) $(TESTARGS)
 
 .PHONY: test-ops
 test-ops: ## Test the Argo CD health check, the Flux health expressions and the Prometheus alerts.
 	for m in $(OPS_TEST_MODULES); do (cd $$m && go vet ./... && go test -count=1 ./...) || exit 1; done
 
 .PHONY: test-e2e
-test-e2e: ## Run the fault test: two local clusters, one Redis, faults (docs/reliability.md; E2E_SEED=N replays a run).
-	hack/ensure-redis.sh
-	E2E_FAULTS=1 go test -count=1 -timeout 45m -v -run '^TestFaults$$' ./test/e2e/
+test-e2e: test-deps binaries ## Run the fault test: two local clusters, one Redis, faults (docs/reliability.md; E2E_SEED=N replays a run).
+	$(TEST_ENV) E2E_FAULTS=1 go test -count=1 -timeout 45m -v -run '^TestFaults$$' ./test/e2e/
 
 .PHONY: test-race
-test-race: ## Run all tests with the race detector.
-	$(MAKE) test GOTESTFLAGS="$(GOTESTFLAGS) -race"
+test-race: test-deps binaries ## Run all tests with the race detector.
+	$(TEST_ENV) CGO_ENABLED=1 go test $(GOTESTFLAGS) -race $(TESTARGS)
 
 .PHONY: test-race-core
-test-race-core: ## Run the packages with goroutines (lease client, controllers) under the race detector, without the mass stories.
-	$(MAKE) test GOTESTFLAGS="$(GOTESTFLAGS) -race -short" TESTARGS="./internal/lockclient/ ./controllers/"
+test-race-core: test-deps binaries ## Run the packages with goroutines (lease client, controllers) under the race detector, without the mass stories.
+	$(TEST_ENV) CGO_ENABLED=1 go test $(GOTESTFLAGS) -race -short ./internal/lockclient/ ./controllers/
+
+# Mutants test-mutants plants, e.g. MUTANTS='renew-noop release-no-compare'; empty: all.
+MUTANTS ?=
+
+.PHONY: test-mutants
+test-mutants: test-deps ## Plant known bugs one at a time (hack/mutants) and fail unless the tests catch each one.
+	$(TEST_ENV) go run ./hack/mutants $(MUTANTS)
 
 # How long each fuzz target runs in test-fuzz.
 FUZZTIME ?= 10s
@@ -115,6 +153,12 @@ test-fuzz: ## Run every fuzz target for FUZZTIME (their seed corpora in testdata
 			go test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$(dirname $$f)/ || exit 1; \
 		done; \
 	done
+
+.PHONY: ci
+ci: ## Run every check CI runs, in its order, with the time of each step (.ci/run).
+	.ci/run
+
+##@ Benchmarks
 
 .PHONY: bench
 bench: ## Run the benchmarks (compare runs with benchstat).
@@ -137,10 +181,8 @@ bench-build: ## Vet and test the bench module without running its benchmarks (no
 BENCH_SCALE_ARGS ?=
 
 .PHONY: bench-scale
-bench-scale: build bench-scale-build ## Run the scale benchmark (docs/benchmarks.md): its own control plane, Redis and the manager binary; about 15 minutes.
-	hack/ensure-redis.sh
-	assets="$$(hack/build-control-plane.sh --demo)"; \
-	$(LOCALBIN)/bench-scale -assets "$$assets" -manager $(LOCALBIN)/manager -o bench-scale.md $(BENCH_SCALE_ARGS)
+bench-scale: test-deps binaries bench-scale-build ## Run the scale benchmark (docs/benchmarks.md): its own control plane, Redis and the manager binary; about 15 minutes.
+	$(LOCALBIN)/bench-scale -assets "$(K8S_BIN)" -manager $(LOCALBIN)/manager -o bench-scale.md $(BENCH_SCALE_ARGS)
 
 .PHONY: bench-scale-build
 bench-scale-build: ## Build the scale benchmark (CI builds it; it does not run it).
@@ -152,6 +194,10 @@ bench-scale-build: ## Build the scale benchmark (CI builds it; it does not run i
 build: ## Build the manager binary the way the Dockerfile does.
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=$(VERSION)" -o $(LOCALBIN)/manager ./cmd/manager
 
+.PHONY: binaries
+binaries: build ## Build the manager and the kubectl plugin into bin/ (the tests, the demo and the benchmarks run these).
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=$(VERSION)" -o $(LOCALBIN)/kubectl-guardedjob ./cmd/kubectl-guardedjob
+
 .PHONY: run
 run: manifests generate ## Run the manager against the cluster in your kubeconfig.
 	go run ./cmd/manager $(RUN_ARGS)
@@ -161,31 +207,31 @@ docker-build: ## Build the manager image (needs a Docker engine).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
 
 .PHONY: build-installer
-build-installer: manifests ## Write dist/install.yaml (CRD, RBAC, manager) for image IMG, e.g. VERSION=0.2.0.
+build-installer: manifests kubectl ## Write dist/install.yaml (CRD, RBAC, manager) for image IMG, e.g. VERSION=0.2.0.
 	mkdir -p dist
-	hack/render-manifests.sh $(IMG) > dist/install.yaml
+	KUBECTL="$(KUBECTL)" hack/render-manifests.sh $(IMG) > dist/install.yaml
 	@echo "Wrote dist/install.yaml for image $(IMG)"
 
 ##@ Deployment
 
 .PHONY: install
-install: manifests ## Install the CRD into the cluster in your kubeconfig.
-	kubectl apply --server-side -k config/crd
+install: manifests kubectl ## Install the CRD into the cluster in your kubeconfig.
+	$(KUBECTL) apply --server-side -k config/crd
 
 .PHONY: uninstall
-uninstall: manifests ## Remove the CRD (and every GuardedJob) from the cluster.
-	kubectl delete --ignore-not-found -k config/crd
+uninstall: manifests kubectl ## Remove the CRD (and every GuardedJob) from the cluster.
+	$(KUBECTL) delete --ignore-not-found -k config/crd
 
 .PHONY: deploy
-deploy: manifests ## Deploy the manager with image IMG (create the guardedjob-redis Secret first).
-	hack/render-manifests.sh $(IMG) | kubectl apply --server-side -f -
+deploy: manifests kubectl ## Deploy the manager with image IMG (create the guardedjob-redis Secret first).
+	KUBECTL="$(KUBECTL)" hack/render-manifests.sh $(IMG) | $(KUBECTL) apply --server-side -f -
 
 # How long undeploy waits for the runs of deleted GuardedJobs to stop.
 UNDEPLOY_TIMEOUT ?= 10m
 
 .PHONY: undeploy
-undeploy: ## Delete every GuardedJob, wait for their runs to stop (UNDEPLOY_TIMEOUT), then remove the manager and the CRD.
-	UNDEPLOY_TIMEOUT=$(UNDEPLOY_TIMEOUT) hack/undeploy.sh
+undeploy: kubectl ## Delete every GuardedJob, wait for their runs to stop (UNDEPLOY_TIMEOUT), then remove the manager and the CRD.
+	KUBECTL="$(KUBECTL)" UNDEPLOY_TIMEOUT=$(UNDEPLOY_TIMEOUT) hack/undeploy.sh
 
 ##@ Demo
 
@@ -199,22 +245,32 @@ demo-down: ## Stop everything the demo started.
 
 ##@ Tools
 
+.PHONY: tools
+tools: controller-gen golangci-lint helm kubectl ## Install the pinned tools (cached outside the checkout).
+
+# Each tool is installed under its versioned name, through a temporary directory so
+# that an interrupted install never leaves a file that looks complete.
+define go-install-tool
+mkdir -p $(TOOLS_CACHE)
+tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+GOBIN="$$tmp" GOWORK=off go install $(2)@$(3) && mv "$$tmp/$$(basename $(2))" $(1)
+endef
+
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)
-$(CONTROLLER_GEN): | $(LOCALBIN)
-	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+$(CONTROLLER_GEN):
+	$(call go-install-tool,$@,sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION))
 
 .PHONY: golangci-lint
 golangci-lint: $(GOLANGCI_LINT)
-$(GOLANGCI_LINT): | $(LOCALBIN)
-	GOBIN=$(LOCALBIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+$(GOLANGCI_LINT):
+	$(call go-install-tool,$@,github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
 
 .PHONY: helm
 helm: $(HELM) ## Install helm into the tools cache (outside the checkout, reused by CI).
 $(HELM):
-	mkdir -p $(TOOLS_CACHE)
-	tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
-	GOBIN="$$tmp" GOWORK=off go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION) && mv "$$tmp/helm" $(HELM)
+	$(call go-install-tool,$@,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION))
 
-$(LOCALBIN):
-	mkdir -p $(LOCALBIN)
+.PHONY: kubectl
+kubectl: ## Build kubectl at the API server's version into the control-plane cache (unless KUBECTL names another).
+	@if [ "$(KUBECTL)" = "$(K8S_BIN)/kubectl" ]; then hack/build-control-plane.sh --kubectl >/dev/null; fi

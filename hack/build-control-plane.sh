@@ -3,9 +3,14 @@
 # are reachable here) into a cache directory outside the checkout, so that CI runs on
 # the same machine reuse them.
 #
-# Usage: hack/build-control-plane.sh [--demo]
-#   default: kube-apiserver and etcd (what envtest needs)
-#   --demo:  also kube-controller-manager, kube-scheduler and kwok
+# Usage: hack/build-control-plane.sh [--demo | --kubectl | --dir]
+#   default:   kube-apiserver, etcd (what envtest needs) and kubectl
+#   --demo:    also kube-controller-manager, kube-scheduler and kwok
+#   --kubectl: kubectl only
+#   --dir:     build nothing, only print the output directory
+#
+# kubectl is built from the same k8s.io/kubernetes version as the API server, so the
+# tests, the demo and the Makefile never depend on the machine's kubectl.
 #
 # Progress goes to stderr; the only line on stdout is the absolute output directory,
 # so that `KUBEBUILDER_ASSETS=$(hack/build-control-plane.sh)` works.
@@ -14,14 +19,21 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 [--demo]" >&2
+  echo "usage: $0 [--demo | --kubectl | --dir]" >&2
   exit 2
 }
 
-demo=false
+mode=test
 case $# in
   0) ;;
-  1) [[ $1 == --demo ]] || usage; demo=true ;;
+  1)
+    case $1 in
+      --demo) mode=demo ;;
+      --kubectl) mode=kubectl ;;
+      --dir) mode=dir ;;
+      *) usage ;;
+    esac
+    ;;
   *) usage ;;
 esac
 
@@ -44,6 +56,10 @@ k8s_version="$(module_version "$tools_dir/k8s" k8s.io/kubernetes)"
 cache_root="${GUARDEDJOB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/guardedjob}"
 mkdir -p "$cache_root/k8s-$k8s_version"
 out_dir="$(cd "$cache_root/k8s-$k8s_version" && pwd -P)"
+if [[ $mode == dir ]]; then
+  echo "$out_dir"
+  exit 0
+fi
 
 tmp=""
 trap '[[ -z $tmp ]] || rm -f "$tmp"' EXIT
@@ -97,9 +113,14 @@ k8s_ldflags+=" -X k8s.io/component-base/version.gitMajor=$k8s_major"
 k8s_ldflags+=" -X k8s.io/component-base/version.gitMinor=$k8s_minor"
 k8s_ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
 
+build kubectl k8s k8s.io/kubernetes k8s.io/kubernetes/cmd/kubectl -ldflags "$k8s_ldflags"
+if [[ $mode == kubectl ]]; then
+  echo "$out_dir"
+  exit 0
+fi
 build kube-apiserver k8s k8s.io/kubernetes k8s.io/kubernetes/cmd/kube-apiserver -ldflags "$k8s_ldflags"
 build etcd etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 -ldflags "$strip"
-if $demo; then
+if [[ $mode == demo ]]; then
   build kube-controller-manager k8s k8s.io/kubernetes k8s.io/kubernetes/cmd/kube-controller-manager -ldflags "$k8s_ldflags"
   build kube-scheduler k8s k8s.io/kubernetes k8s.io/kubernetes/cmd/kube-scheduler -ldflags "$k8s_ldflags"
   build kwok kwok sigs.k8s.io/kwok sigs.k8s.io/kwok/cmd/kwok -ldflags "$strip"

@@ -180,7 +180,8 @@ http_ok() {
   [[ $line == "HTTP/1."?" 200"* ]]
 }
 
-k() { kubectl --kubeconfig "$state/kubeconfig" "$@"; }
+# The kubectl built beside the control plane, at the API server's version.
+k() { "$bin_dir/kubectl" --kubeconfig "$state/kubeconfig" "$@"; }
 rcli() { redis-cli -h 127.0.0.1 -p "$redis_port" "$@"; }
 
 node_schedulable() {
@@ -334,8 +335,8 @@ start_manager() {
   wait_for "the GuardedJob CRD" 60 k wait --for=condition=Established --timeout=5s crd/guardedjobs.batch.guardedjob.dev
   kubeconfig "$state/manager.kubeconfig" "$manager_token" guardedjob-manager
 
-  log "Starting the manager (bin/manager, cluster name '$cluster_name', /readyz on 127.0.0.1:$probe_port)"
-  start manager "$repo/bin/manager" \
+  log "Starting the manager ($manager_bin, cluster name '$cluster_name', /readyz on 127.0.0.1:$probe_port)"
+  start manager "$manager_bin" \
     --kubeconfig="$state/manager.kubeconfig" \
     --redis-url="redis://127.0.0.1:$redis_port/0" \
     --cluster-name="$cluster_name" \
@@ -489,7 +490,7 @@ print_howto() {
 
 ${bold}The demo keeps running; a run starts every minute.${reset} Explore it from another terminal:
 
-  export KUBECONFIG=$state/kubeconfig
+  export KUBECONFIG=$state/kubeconfig PATH=$bin_dir:\$PATH   # kubectl at the API server's version
   kubectl get gj,jobs,pods
   kubectl describe gj $gj_name
   kubectl annotate gj $gj_name batch.guardedjob.dev/run-now=\$(date -u +%FT%TZ) --overwrite
@@ -503,7 +504,6 @@ EOF
 
 up() {
   local t0=$SECONDS rc
-  command -v kubectl >/dev/null || die "kubectl is not on PATH"
   command -v openssl >/dev/null || die "openssl is not on PATH"
   command -v setsid >/dev/null || die "setsid (util-linux) is not on PATH"
   prepare_state
@@ -516,8 +516,13 @@ up() {
   "$repo/hack/ensure-redis.sh"
   log "Building the control plane (cached after the first time: minutes on a fresh machine)"
   bin_dir="$("$repo/hack/build-control-plane.sh" --demo)"
-  log "Building the manager (bin/manager)"
-  (cd "$repo" && go build -o bin/manager ./cmd/manager)
+  # A prebuilt manager (make test builds one for every test) or one built here
+  # with the release build's flags.
+  manager_bin=${GUARDEDJOB_MANAGER_BIN:-$repo/bin/manager}
+  if [[ -z ${GUARDEDJOB_MANAGER_BIN:-} ]]; then
+    log "Building the manager (bin/manager)"
+    (cd "$repo" && CGO_ENABLED=0 go build -trimpath -o bin/manager ./cmd/manager)
+  fi
 
   make_certs
   start_cluster

@@ -37,4 +37,4 @@ base="$(realpath --relative-to="$overlay" "$root/config/default")"
   if [[ -n $tag ]]; then echo "  newTag: \"$tag\""; fi
   if [[ -n $digest ]]; then echo "  digest: $digest"; fi
 } >"$overlay/kustomization.yaml"
-kubectl kustomize "$overlay"
+"${KUBECTL:-kubectl}" kustomize "$overlay"

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/testutil/bins"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 )
 
@@ -101,11 +102,7 @@ func startWorld(t *testing.T) *world {
 		StringData: map[string]string{"url": "redis://" + w.redis.Addr(), "password": w.password},
 	})).To(Succeed())
 
-	bin := filepath.Join(t.TempDir(), "manager")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/guardedjob/guardedjob/cmd/manager").CombinedOutput(); err != nil {
-		t.Fatalf("build manager: %v\n%s", err, out)
-	}
-	mgr := exec.Command(bin, "--kubeconfig", w.kubeconfig, "--redis-secret", storeSecret, "--cluster-name", clusterName,
+	mgr := exec.Command(bins.Manager(t), "--kubeconfig", w.kubeconfig, "--redis-secret", storeSecret, "--cluster-name", clusterName,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--leader-elect=false")
 	mgr.Stdout, mgr.Stderr = w.managerLog, w.managerLog
 	g.Expect(mgr.Start()).To(Succeed())

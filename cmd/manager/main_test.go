@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/testutil/bins"
 	"github.com/guardedjob/guardedjob/internal/testutil/metricscrape"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 )
@@ -64,14 +65,10 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// buildManager returns the manager binary make test built (or one built now).
 func buildManager(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "manager")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build manager: %v\n%s", err, out)
-	}
-	return bin
+	return bins.Manager(t)
 }
 
 func probe(url string) int {

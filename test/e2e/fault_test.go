@@ -62,6 +62,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/testutil/bins"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 	"github.com/guardedjob/guardedjob/internal/testutil/testproc"
 )
@@ -136,11 +137,8 @@ func TestFaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("hack/build-control-plane.sh --demo: %v\n%s", err, progress.String())
 	}
-	bins := controlPlaneBinaries{dir: strings.TrimSpace(string(out))}
-	managerBin := filepath.Join(dir, "manager")
-	if out, err := runIn(ctx, root, "go", "build", "-o", managerBin, "./cmd/manager"); err != nil {
-		t.Fatalf("go build ./cmd/manager: %v\n%s", err, out)
-	}
+	cp := controlPlaneBinaries{dir: strings.TrimSpace(string(out))}
+	managerBin := bins.Manager(t)
 
 	w := &world{t: t, dir: dir, rec: newRecorder(seed), rng: rand.New(rand.NewPCG(uint64(seed), 2))}
 	w.redis = redisserver.Start(t)
@@ -157,7 +155,7 @@ func TestFaults(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, name := range names {
 		wg.Go(func() {
-			w.clusters[i], errs[i] = startCluster(ctx, name, filepath.Join(dir, name), bins, root)
+			w.clusters[i], errs[i] = startCluster(ctx, name, filepath.Join(dir, name), cp, root)
 		})
 	}
 	wg.Wait()
@@ -332,13 +330,6 @@ func workload(i int) *batchv1alpha1.GuardedJob {
 			}},
 		},
 	}
-}
-
-func runIn(ctx context.Context, dir, name string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	return string(out), err
 }
 
 // ---------------------------------------------------------------------------------

@@ -1,0 +1,423 @@
+// Command mutants checks that the tests catch the bugs that matter most: it plants
+// each known bug (a mutant) in a copy of the checkout, one at a time, runs the
+// tests named to catch it, and fails unless every one of them fails on the mutant
+// and passes on the unplanted copy. A mutant that no longer applies (its code was
+// rewritten) fails too, so that it is kept up to date with the code it breaks.
+//
+// Usage (make test-mutants sets the environment the tests need):
+//
+//	go run ./hack/mutants [-list] [-faults] [-seed N] [NAME ...]
+//
+// -faults also builds the manager from each mutated copy and runs the fault test
+// (test/e2e TestFaults) with it, which must report at least one violation of the
+// guarantee; -seed fixes its fault schedule so that the figures repeat.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// mutant is one planted bug: a unique piece of code and what replaces it.
+type mutant struct {
+	name string
+	bug  string // what the planted code does wrong, in a sentence
+	file string
+	find string // must occur exactly once in file
+	repl string
+	// catchers are the tests that must fail with the mutant planted.
+	catchers []catcher
+}
+
+// catcher is a set of tests of one package.
+type catcher struct {
+	pkg   string
+	tests []string
+}
+
+var mutants = []mutant{
+	{
+		name: "renew-noop",
+		bug:  "renewals report success without calling Redis",
+		file: "internal/lockclient/keeper.go",
+		find: "func (c *Client) renewMany(ctx context.Context, items []renewItem) []error {\n",
+		repl: "func (c *Client) renewMany(ctx context.Context, items []renewItem) []error {\n\tif len(items) >= 0 {\n\t\treturn make([]error, len(items))\n\t}\n",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestAStolenLeaseStopsTheJobAndItsPodsAndLeavesTheThiefAlone"}},
+		},
+	},
+	{
+		name: "deadline-from-reply",
+		bug:  "the self-fence deadline counts from a renewal's reply instead of its send time",
+		file: "internal/lockclient/keeper.go",
+		find: "k.applyLocked(e, c.provenSent(sent, e.req.Lease.TTL), now, res[i])",
+		repl: "k.applyLocked(e, now, now, res[i])",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestWindowSlowRenewal_TheDeadlineCountsFromARenewalsSendTimeNotItsLateReply"}},
+		},
+	},
+	{
+		name: "skew-ignored",
+		bug:  "a resumed lease's self-fence deadline ignores the clock-skew allowance",
+		file: "controllers/guardedjob_runs.go",
+		find: "req.LastRenewed = run.AcquiredAt.Add(-r.ClockSkew)",
+		repl: "req.LastRenewed = run.AcquiredAt.Time",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestWindowClockSkew_ALeaseResumedFromAFastClocksRecordStopsThePodsBeforeTheKeyCouldExpire"}},
+		},
+	},
+	{
+		name: "release-no-compare",
+		bug:  "release deletes the key without comparing the token",
+		file: "internal/lockclient/lua/release.lua",
+		find: "if current == ARGV[1] then",
+		repl: "if current then",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestAStolenLeaseStopsTheJobAndItsPodsAndLeavesTheThiefAlone"}},
+			{"./internal/lockclient/", []string{"TestAnExpiredHolderCannotReleaseRenewOrCompleteOverTheNextHolder"}},
+		},
+	},
+}
+
+func main() {
+	list := flag.Bool("list", false, "list the mutants and exit")
+	faults := flag.Bool("faults", false, "also run the fault test (test/e2e TestFaults) against a manager built from each mutant")
+	seed := flag.Int64("seed", 0, "with -faults: the fault schedule's seed (E2E_SEED); 0: a new one each run")
+	timeout := flag.Duration("timeout", 15*time.Minute, "bound on each go test run")
+	flag.Parse()
+	if *list {
+		for _, m := range mutants {
+			fmt.Printf("%-20s %s (%s)\n", m.name, m.bug, m.file)
+		}
+		return
+	}
+	selected, err := pick(flag.Args())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mutants:", err)
+		os.Exit(2)
+	}
+	r := &runner{timeout: *timeout, faults: *faults, seed: *seed}
+	if err := r.run(selected); err != nil {
+		fmt.Fprintln(os.Stderr, "mutants:", err)
+		os.Exit(1)
+	}
+}
+
+func pick(names []string) ([]mutant, error) {
+	if len(names) == 0 {
+		return mutants, nil
+	}
+	var out []mutant
+	for _, n := range names {
+		i := slices.IndexFunc(mutants, func(m mutant) bool { return m.name == n })
+		if i < 0 {
+			return nil, fmt.Errorf("no mutant %q (see -list)", n)
+		}
+		out = append(out, mutants[i])
+	}
+	return out, nil
+}
+
+type runner struct {
+	timeout time.Duration
+	faults  bool
+	seed    int64
+	copyDir string
+}
+
+func (r *runner) run(ms []mutant) error {
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(root, "hack", "mutants")); err != nil {
+		return errors.New("run from the repository root (make test-mutants)")
+	}
+	tmp, err := os.MkdirTemp("", "guardedjob-mutants-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(tmp) }()
+	r.copyDir = filepath.Join(tmp, "src")
+	if err := copyCheckout(root, r.copyDir); err != nil {
+		return fmt.Errorf("copy the checkout: %w", err)
+	}
+	// Every mutant must apply before anything runs: a stale one is a failure of
+	// its own, found in seconds.
+	for _, m := range ms {
+		if _, err := m.apply(r.copyDir, true); err != nil {
+			return err
+		}
+	}
+
+	start := time.Now()
+	fmt.Printf("== the unplanted copy: every catcher must pass\n")
+	for _, c := range mergeCatchers(ms) {
+		res := r.goTest(c)
+		fmt.Printf("   %s %s: %s (%s)\n", c.pkg, strings.Join(c.tests, ","), res.verdict(), res.took.Round(time.Second))
+		if !res.ok() {
+			fmt.Println(indent(res.tail()))
+			return fmt.Errorf("the catchers fail without a mutant: fix them first")
+		}
+	}
+
+	var missed []string
+	for _, m := range ms {
+		fmt.Printf("== %s: %s (%s)\n", m.name, m.bug, m.file)
+		restore, err := m.apply(r.copyDir, false)
+		if err != nil {
+			return err
+		}
+		caught := false
+		for _, c := range m.catchers {
+			res := r.goTest(c)
+			fmt.Printf("   %s %s: %s (%s)\n", c.pkg, strings.Join(c.tests, ","), res.verdict(), res.took.Round(time.Second))
+			switch {
+			case res.buildFailed():
+				fmt.Println(indent(res.tail()))
+				_ = restore()
+				return fmt.Errorf("mutant %s does not build: update it", m.name)
+			case len(res.failed) > 0:
+				caught = true
+				for _, name := range res.failed {
+					fmt.Printf("     caught by %s: %s\n", name, res.firstMessage(name))
+				}
+			}
+		}
+		if r.faults {
+			v, err := r.faultTest(m)
+			if err != nil {
+				_ = restore()
+				return err
+			}
+			fmt.Printf("   fault test: %s\n", v)
+		}
+		if err := restore(); err != nil {
+			return err
+		}
+		if !caught {
+			missed = append(missed, m.name)
+			fmt.Printf("   NOT CAUGHT: every catcher passed with the bug planted\n")
+		}
+	}
+	fmt.Printf("== %d mutants, %d caught, in %s\n", len(ms), len(ms)-len(missed), time.Since(start).Round(time.Second))
+	if len(missed) > 0 {
+		return fmt.Errorf("not caught: %s", strings.Join(missed, ", "))
+	}
+	return nil
+}
+
+// apply plants m in the copy at dir and returns the function that takes it out
+// again. check only verifies that it would apply.
+func (m mutant) apply(dir string, check bool) (func() error, error) {
+	path := filepath.Join(dir, m.file)
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("mutant %s: %w", m.name, err)
+	}
+	if n := bytes.Count(orig, []byte(m.find)); n != 1 {
+		return nil, fmt.Errorf("mutant %s no longer applies: %q occurs %d times in %s (want once); update hack/mutants to the code", m.name, m.find, n, m.file)
+	}
+	if check {
+		return nil, nil
+	}
+	planted := bytes.Replace(orig, []byte(m.find), []byte(m.repl), 1)
+	if err := os.WriteFile(path, planted, 0o644); err != nil {
+		return nil, err
+	}
+	return func() error { return os.WriteFile(path, orig, 0o644) }, nil
+}
+
+// mergeCatchers groups the catchers of ms by package, each test once.
+func mergeCatchers(ms []mutant) []catcher {
+	var out []catcher
+	for _, m := range ms {
+		for _, c := range m.catchers {
+			i := slices.IndexFunc(out, func(o catcher) bool { return o.pkg == c.pkg })
+			if i < 0 {
+				out = append(out, catcher{pkg: c.pkg})
+				i = len(out) - 1
+			}
+			for _, t := range c.tests {
+				if !slices.Contains(out[i].tests, t) {
+					out[i].tests = append(out[i].tests, t)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// result is one go test run.
+type result struct {
+	err    error
+	out    string
+	took   time.Duration
+	passed []string
+	failed []string
+}
+
+var (
+	passLine = regexp.MustCompile(`(?m)^\s*--- PASS: (\S+)`)
+	failLine = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
+)
+
+func (r result) ok() bool          { return r.err == nil && len(r.failed) == 0 && len(r.passed) > 0 }
+func (r result) buildFailed() bool { return r.err != nil && len(r.passed)+len(r.failed) == 0 }
+
+func (r result) verdict() string {
+	switch {
+	case r.ok():
+		return fmt.Sprintf("pass (%d)", len(r.passed))
+	case len(r.failed) > 0:
+		return fmt.Sprintf("FAIL (%d of %d)", len(r.failed), len(r.failed)+len(r.passed))
+	default:
+		return fmt.Sprintf("no test result (%v)", r.err)
+	}
+}
+
+// tail is the end of the output, without the manager's JSON log lines.
+func (r result) tail() string {
+	var keep []string
+	for _, l := range strings.Split(r.out, "\n") {
+		if !strings.HasPrefix(l, "{") && !strings.HasPrefix(l, "I1") && !strings.HasPrefix(l, "W1") && !strings.HasPrefix(l, "E1") {
+			keep = append(keep, l)
+		}
+	}
+	if len(keep) > 40 {
+		keep = keep[len(keep)-40:]
+	}
+	return strings.Join(keep, "\n")
+}
+
+// firstMessage is the first line of the test's failure report after its name.
+func (r result) firstMessage(test string) string {
+	lines := strings.Split(r.out, "\n")
+	for i, l := range lines {
+		if strings.Contains(l, "--- FAIL: "+test) {
+			continue
+		}
+		if strings.Contains(l, "_test.go:") && i+1 < len(lines) {
+			for _, next := range lines[i+1 : min(len(lines), i+4)] {
+				if s := strings.TrimSpace(next); s != "" && !strings.HasPrefix(s, "{") {
+					return s
+				}
+			}
+		}
+	}
+	return "(see the test's output)"
+}
+
+func (r *runner) goTest(c catcher) result {
+	pattern := "^(" + strings.Join(c.tests, "|") + ")$"
+	return r.command(r.copyDir, nil, "go", "test", "-count=1", "-v", "-timeout", r.timeout.String(), "-run", pattern, c.pkg)
+}
+
+func (r *runner) command(dir string, env []string, name string, args ...string) result {
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout+time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	res := result{err: err, out: out.String(), took: time.Since(start)}
+	for _, m := range passLine.FindAllStringSubmatch(res.out, -1) {
+		res.passed = append(res.passed, m[1])
+	}
+	for _, m := range failLine.FindAllStringSubmatch(res.out, -1) {
+		res.failed = append(res.failed, m[1])
+	}
+	return res
+}
+
+var violations = regexp.MustCompile(`(\d+) violations of the guarantee`)
+
+// faultTest runs TestFaults against a manager built from the mutated copy (the
+// test builds it when GUARDEDJOB_MANAGER_BIN is empty) and reports its verdict.
+func (r *runner) faultTest(m mutant) (string, error) {
+	env := []string{"E2E_FAULTS=1", "GUARDEDJOB_MANAGER_BIN="}
+	if r.seed != 0 {
+		env = append(env, fmt.Sprintf("E2E_SEED=%d", r.seed))
+	}
+	res := r.command(r.copyDir, env, "go", "test", "-count=1", "-v", "-timeout", "45m", "-run", "^TestFaults$", "./test/e2e/")
+	if v := violations.FindStringSubmatch(res.out); v != nil {
+		return fmt.Sprintf("%s violations (caught)", v[1]), nil
+	}
+	if res.buildFailed() {
+		return "", fmt.Errorf("mutant %s: the fault test did not run:\n%s", m.name, indent(res.tail()))
+	}
+	return fmt.Sprintf("no violation reported (%s)", res.verdict()), nil
+}
+
+func indent(s string) string {
+	return "     | " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n     | ")
+}
+
+// copyCheckout copies the files git knows of (tracked, and new ones not ignored)
+// from root to dst, as they are in the working tree.
+func copyCheckout(root, dst string) error {
+	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("git ls-files: %w", err)
+	}
+	for _, rel := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		if rel == "" {
+			continue
+		}
+		if err := copyFile(filepath.Join(root, rel), filepath.Join(dst, rel)); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // deleted in the working tree
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	info, err := os.Lstat(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	if info.Mode()&fs.ModeSymlink != 0 {
+		target, err := os.Readlink(src)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, dst)
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = in.Close() }()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, info.Mode().Perm())
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return err
+	}
+	return out.Close()
+}
