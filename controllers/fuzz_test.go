@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/guardedjob/guardedjob/internal/specerror"
+
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
@@ -19,8 +21,8 @@ func fuzzTime(n int64) time.Time {
 	return time.Unix(n, 0)
 }
 
-// FuzzKeyTemplate: any template text parses or gives a SpecError; one that
-// parses renders a key that meets the key rules or gives a SpecError, with a
+// FuzzKeyTemplate: any template text parses or gives a specerror.Error; one that
+// parses renders a key that meets the key rules or gives a specerror.Error, with a
 // message of bounded size, never a panic.
 func FuzzKeyTemplate(f *testing.F) {
 	for _, s := range []string{
@@ -63,16 +65,16 @@ func FuzzKeyTemplate(f *testing.F) {
 
 func checkSpecError(t *testing.T, err error) {
 	t.Helper()
-	var se *SpecError
+	var se *specerror.Error
 	if !errors.As(err, &se) || se.Reason == "" {
-		t.Fatalf("not a SpecError with a reason: %v", err)
+		t.Fatalf("not a specerror.Error with a reason: %v", err)
 	}
 	if len(se.Message) > 4096 {
 		t.Fatalf("message of %d bytes", len(se.Message))
 	}
 }
 
-// FuzzSchedule: any schedule and zone the CRD admits parse or give a SpecError; a schedule
+// FuzzSchedule: any schedule and zone the CRD admits parse or give a specerror.Error; a schedule
 // that parses moves forward, and Prev finds the time Next returned.
 func FuzzSchedule(f *testing.F) {
 	for _, s := range [][2]string{

@@ -33,6 +33,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
 // GuardedJobReconciler runs GuardedJobs: schedule or trigger -> intent -> acquire
@@ -310,7 +311,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	r.setMaxHoldAtRisk(s) // lock.maxHold may have changed
 	if specErr != nil {
-		var se *SpecError
+		var se *specerror.Error
 		if errors.As(specErr, &se) {
 			r.warnOnce(s, se.Reason, se.Message)
 			if se.Reason == batchv1alpha1.StoreSecretNotFoundReason || se.Reason == batchv1alpha1.StoreSecretInvalidReason {

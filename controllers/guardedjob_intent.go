@@ -11,6 +11,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
 // schedule decides whether a run is due (by schedule or by a run-now trigger),
@@ -142,7 +143,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 	gj := s.gj
 	keys, err := spec.keys(r, gj, KeyData{ScheduledTime: occurrence.In(spec.schedule.Location()), Namespace: gj.Namespace, Name: gj.Name})
 	if err != nil {
-		var se *SpecError
+		var se *specerror.Error
 		if errors.As(err, &se) {
 			setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, se.Reason, se.Message, s.now)
 			r.warnOnce(s, se.Reason, se.Message)

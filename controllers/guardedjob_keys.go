@@ -16,6 +16,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
 // KeyData is the data key templates see.
@@ -109,28 +110,28 @@ func printfCapped(format string, args ...any) (string, error) {
 // missingkey=error. It rejects what could loop, recurse or grow without bound: range,
 // define, block and template actions, and method calls with arguments that are not
 // constants (such as .ScheduledTime.Format fed its own output). Errors are
-// *SpecError{Reason: InvalidTemplate}.
+// *specerror.Error{Reason: InvalidTemplate}.
 func ParseKeyTemplate(field, text string) (*template.Template, error) {
 	if text == "" {
-		return nil, specErrorf(batchv1alpha1.InvalidTemplateReason, "%s is empty", field)
+		return nil, specerror.Errorf(batchv1alpha1.InvalidTemplateReason, "%s is empty", field)
 	}
 	if len(text) > maxTemplateBytes {
-		return nil, specErrorf(batchv1alpha1.InvalidTemplateReason, "%s is %d bytes long, more than the %d allowed", field, len(text), maxTemplateBytes)
+		return nil, specerror.Errorf(batchv1alpha1.InvalidTemplateReason, "%s is %d bytes long, more than the %d allowed", field, len(text), maxTemplateBytes)
 	}
 	t, err := template.New(field).Funcs(keyFuncs).Option("missingkey=error").Parse(text)
 	if err != nil {
-		return nil, specErrorf(batchv1alpha1.InvalidTemplateReason, "invalid key template %s", strings.TrimPrefix(err.Error(), "template: "))
+		return nil, specerror.Errorf(batchv1alpha1.InvalidTemplateReason, "invalid key template %s", strings.TrimPrefix(err.Error(), "template: "))
 	}
 	for _, d := range t.Templates() {
 		if d.Name() != field {
-			return nil, specErrorf(batchv1alpha1.InvalidTemplateReason, "%s: define and block are not allowed in key templates", field)
+			return nil, specerror.Errorf(batchv1alpha1.InvalidTemplateReason, "%s: define and block are not allowed in key templates", field)
 		}
 	}
 	if t.Tree == nil || t.Root == nil {
-		return nil, specErrorf(batchv1alpha1.InvalidTemplateReason, "%s is empty", field)
+		return nil, specerror.Errorf(batchv1alpha1.InvalidTemplateReason, "%s is empty", field)
 	}
 	if err := checkKeyNode(t.Tree, t.Root, true); err != nil {
-		return nil, specErrorf(batchv1alpha1.InvalidTemplateReason, "invalid key template %v", err)
+		return nil, specerror.Errorf(batchv1alpha1.InvalidTemplateReason, "invalid key template %v", err)
 	}
 	return t, nil
 }
@@ -249,17 +250,17 @@ func (w *keyWriter) Write(p []byte) (int, error) {
 
 // RenderKey executes t (from ParseKeyTemplate) with data and checks the result with
 // lockclient.ValidateKey. Output beyond 513 bytes is never buffered. Errors are
-// *SpecError: InvalidTemplate when execution fails (a missing field, a function
+// *specerror.Error: InvalidTemplate when execution fails (a missing field, a function
 // error), InvalidKey when the key is empty, too long, or has whitespace or control
 // characters. Messages name field and quote at most 80 bytes of the key.
 func RenderKey(field string, t *template.Template, data KeyData) (string, error) {
 	var w keyWriter
 	if err := t.Execute(&w, data); err != nil {
 		if errors.Is(err, errKeyTooLong) {
-			return "", specErrorf(batchv1alpha1.InvalidKeyReason, "%s renders a key longer than %d bytes: %s",
+			return "", specerror.Errorf(batchv1alpha1.InvalidKeyReason, "%s renders a key longer than %d bytes: %s",
 				field, lockclient.MaxKeyLength, quoteKey(w.buf.String()))
 		}
-		return "", specErrorf(batchv1alpha1.InvalidTemplateReason, "key template failed: %s", strings.TrimPrefix(err.Error(), "template: "))
+		return "", specerror.Errorf(batchv1alpha1.InvalidTemplateReason, "key template failed: %s", strings.TrimPrefix(err.Error(), "template: "))
 	}
 	key := w.buf.String()
 	if err := lockclient.ValidateKey(key); err != nil {
@@ -271,7 +272,7 @@ func RenderKey(field string, t *template.Template, data KeyData) (string, error)
 		default:
 			msg += ": " + quoteKey(key)
 		}
-		return "", specErrorf(batchv1alpha1.InvalidKeyReason, "%s renders an invalid key: %s", field, msg)
+		return "", specerror.Errorf(batchv1alpha1.InvalidKeyReason, "%s renders an invalid key: %s", field, msg)
 	}
 	return key, nil
 }
@@ -357,7 +358,7 @@ func (g KeyGrants) Allowed(namespace, key string) bool {
 	return false
 }
 
-// CheckKeys returns a *SpecError{Reason: KeyNotAllowed} for the first of keys that
+// CheckKeys returns a *specerror.Error{Reason: KeyNotAllowed} for the first of keys that
 // namespace may not use, saying which --key-grants would allow it; nil if all are
 // allowed. Empty keys (no fence key with fencing None) are skipped.
 func (g KeyGrants) CheckKeys(namespace string, keys ...string) error {
@@ -373,7 +374,7 @@ func (g KeyGrants) CheckKeys(namespace string, keys ...string) error {
 			}
 			granted = " and its granted prefixes " + strings.Join(q, ", ")
 		}
-		return specErrorf(batchv1alpha1.KeyNotAllowedReason,
+		return specerror.Errorf(batchv1alpha1.KeyNotAllowedReason,
 			"key %s is outside this namespace's prefix %q%s; an admin can grant it with --key-grants=%s=%s",
 			quoteKey(k), namespace+":", granted, namespace, k)
 	}

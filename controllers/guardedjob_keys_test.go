@@ -64,7 +64,7 @@ func TestParseKeyTemplate(t *testing.T) {
 			}
 			g.Expect(tmpl).To(BeNil())
 			se := specError(err)
-			g.Expect(se).NotTo(BeNil(), "want a *SpecError, got %v", err)
+			g.Expect(se).NotTo(BeNil(), "want a *specerror.Error, got %v", err)
 			g.Expect(se.Reason).To(Equal("InvalidTemplate"))
 			for _, c := range tt.contains {
 				g.Expect(se.Message).To(ContainSubstring(c))
@@ -141,7 +141,7 @@ func TestRenderKey(t *testing.T) {
 			}
 			g.Expect(got).To(BeEmpty())
 			se := specError(err)
-			g.Expect(se).NotTo(BeNil(), "want a *SpecError, got %v", err)
+			g.Expect(se).NotTo(BeNil(), "want a *specerror.Error, got %v", err)
 			g.Expect(se.Reason).To(Equal(tt.reason))
 			for _, m := range tt.msg {
 				g.Expect(se.Message).To(ContainSubstring(m))
@@ -261,7 +261,7 @@ func TestKeyGrantsCheckKeys(t *testing.T) {
 				return
 			}
 			se := specError(err)
-			g.Expect(se).NotTo(BeNil(), "want a *SpecError, got %v", err)
+			g.Expect(se).NotTo(BeNil(), "want a *specerror.Error, got %v", err)
 			g.Expect(se.Reason).To(Equal("KeyNotAllowed"))
 			g.Expect(se.Message).To(Equal(tt.msg))
 		})

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/guardedjob/guardedjob/internal/specerror"
+
 	// The manager embeds the zone database too, so zones resolve the same on every machine.
 	_ "time/tzdata"
 
@@ -31,8 +33,8 @@ func mustSchedule(t *testing.T, spec, zone string) *Schedule {
 	return s
 }
 
-func specError(err error) *SpecError {
-	var se *SpecError
+func specError(err error) *specerror.Error {
+	var se *specerror.Error
 	if errors.As(err, &se) {
 		return se
 	}
@@ -88,7 +90,7 @@ func TestParseSchedule(t *testing.T) {
 			}
 			g.Expect(s).To(BeNil())
 			se := specError(err)
-			g.Expect(se).NotTo(BeNil(), "want a *SpecError, got %v", err)
+			g.Expect(se).NotTo(BeNil(), "want a *specerror.Error, got %v", err)
 			g.Expect(se.Reason).To(Equal(tt.reason))
 			g.Expect(se.Error()).To(Equal(se.Message))
 			for _, c := range tt.contains {

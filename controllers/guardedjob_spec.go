@@ -6,6 +6,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
 // compiledSpec is what a valid spec turns into: parsed schedule and templates, and
@@ -22,7 +23,7 @@ type compiledSpec struct {
 }
 
 // keys renders the keys of the occurrence at scheduled and checks them against the
-// store's rules. Errors are *SpecError.
+// store's rules. Errors are *specerror.Error.
 func (c *compiledSpec) keys(r *GuardedJobReconciler, gj *batchv1alpha1.GuardedJob, scheduled KeyData) (lockclient.Keys, error) {
 	var k lockclient.Keys
 	var err error
@@ -39,7 +40,7 @@ func (c *compiledSpec) keys(r *GuardedJobReconciler, gj *batchv1alpha1.GuardedJo
 		}
 	}
 	if k.Lock == k.Occurrence || k.Lock == k.Fence || k.Occurrence == k.Fence {
-		return k, &SpecError{Reason: batchv1alpha1.InvalidKeyReason,
+		return k, &specerror.Error{Reason: batchv1alpha1.InvalidKeyReason,
 			Message: "spec.lock.key, spec.lock.occurrenceKey and spec.fencing.key must render to different keys, got " + k.Lock + ", " + k.Occurrence + ", " + k.Fence}
 	}
 	if c.confined {
@@ -51,7 +52,7 @@ func (c *compiledSpec) keys(r *GuardedJobReconciler, gj *batchv1alpha1.GuardedJo
 }
 
 // compile checks everything about the spec that the CRD schema cannot: cron syntax,
-// time zone, templates, key rules and lease timing. Errors are *SpecError (the
+// time zone, templates, key rules and lease timing. Errors are *specerror.Error (the
 // user must fix the spec) or plain errors (retry).
 func (r *GuardedJobReconciler) compile(ctx context.Context, gj *batchv1alpha1.GuardedJob) (*compiledSpec, error) {
 	c := &compiledSpec{}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
 // StopMargin is the time budgeted to issue the deletes of a run's Job and Pods, plus
@@ -26,7 +27,7 @@ type LeaseTiming struct {
 	LeaderLeaseDuration, LeaderRetryPeriod time.Duration
 }
 
-// Check returns a *SpecError{Reason: UnsafeLeaseTiming} when the lease could expire
+// Check returns a *specerror.Error{Reason: UnsafeLeaseTiming} when the lease could expire
 // while the run's Pods may still be running:
 //
 //   - TTL - PodGrace - StopMargin <= RenewInterval + CallTimeout: the self-fence
@@ -40,7 +41,7 @@ type LeaseTiming struct {
 // satisfies both.
 func (t LeaseTiming) Check() error {
 	if t.TTL <= 0 || t.RenewInterval <= 0 {
-		return specErrorf(batchv1alpha1.UnsafeLeaseTimingReason,
+		return specerror.Errorf(batchv1alpha1.UnsafeLeaseTimingReason,
 			"lock.ttl %s and lock.renewInterval %s must both be positive", fmtDuration(t.TTL), fmtDuration(t.RenewInterval))
 	}
 	stopNeed := t.RenewInterval + t.CallTimeout + t.PodGrace + StopMargin
@@ -52,7 +53,7 @@ func (t LeaseTiming) Check() error {
 		safeTTL = max(safeTTL, (t.RenewInterval+leaderNeed).Truncate(time.Second)+time.Second)
 	}
 	if t.TTL <= stopNeed {
-		return specErrorf(batchv1alpha1.UnsafeLeaseTimingReason,
+		return specerror.Errorf(batchv1alpha1.UnsafeLeaseTimingReason,
 			"lock.ttl %s is too short for renewInterval %s, the lock store's call timeout %s and the Pods' "+
 				"terminationGracePeriodSeconds %s (a run that cannot renew must stop its Pods before the lease expires, "+
 				"and a slow renewal must answer before that): "+
@@ -64,7 +65,7 @@ func (t LeaseTiming) Check() error {
 		if r := t.TTL - leaderNeed; r > time.Second {
 			renew = " or lock.renewInterval < " + fmtDuration(r)
 		}
-		return specErrorf(batchv1alpha1.UnsafeLeaseTimingReason,
+		return specerror.Errorf(batchv1alpha1.UnsafeLeaseTimingReason,
 			"lock.ttl %s minus renewInterval %s leaves %s, which must exceed the manager's leader election "+
 				"lease duration %s + retry period %s + %s (a new leader must renew before the lease expires): "+
 				"use lock.ttl >= %s%s",

@@ -76,7 +76,7 @@ func TestLeaseTimingCheck(t *testing.T) {
 				return
 			}
 			se := specError(err)
-			g.Expect(se).NotTo(BeNil(), "want a *SpecError, got %v", err)
+			g.Expect(se).NotTo(BeNil(), "want a *specerror.Error, got %v", err)
 			g.Expect(se.Reason).To(Equal("UnsafeLeaseTiming"))
 			g.Expect(se.Message).To(Equal(tt.msg))
 		})
