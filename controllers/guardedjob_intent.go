@@ -11,6 +11,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/schedule"
 	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
@@ -117,13 +118,13 @@ func (r *GuardedJobReconciler) pendingTrigger(s *scope, spec *compiledSpec) (val
 	if value == "" || value == gj.Status.LastRunNow {
 		return value, false, time.Time{}, time.Time{}
 	}
-	at, err := ParseTrigger(value)
+	at, err := schedule.ParseTrigger(value)
 	if err != nil {
 		gj.Status.LastRunNow = value
 		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InvalidTriggerReason, "Ignored %s=%q: %v", batchv1alpha1.RunNowAnnotation, value, err)
 		return value, false, time.Time{}, time.Time{}
 	}
-	occ, stale, msg := TriggerOccurrence(spec.schedule, at, gj.CreationTimestamp.Time, s.now, gj.Spec.StartingDeadline())
+	occ, stale, msg := schedule.TriggerOccurrence(spec.schedule, at, gj.CreationTimestamp.Time, s.now, gj.Spec.StartingDeadline())
 	if stale || occ.IsZero() {
 		gj.Status.LastRunNow = value
 		recordRun(gj, "", at, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)

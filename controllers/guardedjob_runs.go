@@ -11,6 +11,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/schedule"
 )
 
 // storeRetry is how soon an acquisition or release the store did not answer is
@@ -188,7 +189,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // longer parses (changed while the run was active) falls back to a day.
 func markerTTLFor(gj *batchv1alpha1.GuardedJob, scheduled, now time.Time) time.Duration {
 	keep := gj.Spec.Lock.KeepAfterSuccessOrDefault()
-	if sched, err := ParseSchedule(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault()); err == nil {
+	if sched, err := schedule.Parse(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault()); err == nil {
 		return MarkerTTL(sched, scheduled, now, gj.Spec.StartingDeadline(), keep)
 	}
 	return 24*time.Hour + gj.Spec.StartingDeadline() + 5*time.Minute + keep

@@ -6,13 +6,14 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/schedule"
 	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
 // compiledSpec is what a valid spec turns into: parsed schedule and templates, and
 // the store the lease lives in.
 type compiledSpec struct {
-	schedule *Schedule
+	schedule *schedule.Schedule
 	lockKey  *template.Template
 	occKey   *template.Template
 	fenceKey *template.Template
@@ -57,7 +58,7 @@ func (c *compiledSpec) keys(r *GuardedJobReconciler, gj *batchv1alpha1.GuardedJo
 func (r *GuardedJobReconciler) compile(ctx context.Context, gj *batchv1alpha1.GuardedJob) (*compiledSpec, error) {
 	c := &compiledSpec{}
 	var err error
-	if c.schedule, err = ParseSchedule(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault()); err != nil {
+	if c.schedule, err = schedule.Parse(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault()); err != nil {
 		return nil, err
 	}
 	if c.lockKey, err = ParseKeyTemplate("spec.lock.key", gj.Spec.Lock.Key); err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/schedule"
 	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
@@ -94,7 +95,7 @@ func DeadlineGrace(podGrace time.Duration, validUntil, now time.Time) time.Durat
 // scheduled lives: until the next occurrence is due, plus startingDeadline (while that
 // occurrence may start, a trigger can still name this one), plus 5 minutes, plus
 // keepAfterSuccess; at least 5 minutes.
-func MarkerTTL(s *Schedule, scheduled, now time.Time, startingDeadline, keepAfterSuccess time.Duration) time.Duration {
+func MarkerTTL(s *schedule.Schedule, scheduled, now time.Time, startingDeadline, keepAfterSuccess time.Duration) time.Duration {
 	const margin = 5 * time.Minute
 	next := s.Next(scheduled)
 	if next.IsZero() {

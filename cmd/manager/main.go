@@ -13,9 +13,6 @@ import (
 	"strings"
 	"time"
 
-	// Every replica and cluster must agree on zone rules, whatever the image has.
-	_ "time/tzdata"
-
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
