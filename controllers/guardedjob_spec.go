@@ -2,22 +2,18 @@ package controllers
 
 import (
 	"context"
-	"text/template"
+	"time"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/gjspec"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
-	"github.com/guardedjob/guardedjob/internal/schedule"
-	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
 // compiledSpec is what a valid spec turns into: parsed schedule and templates, and
 // the store the lease lives in.
 type compiledSpec struct {
-	schedule *schedule.Schedule
-	lockKey  *template.Template
-	occKey   *template.Template
-	fenceKey *template.Template
-	store    *lockclient.Client
+	rules *gjspec.Rules
+	store *lockclient.Client
 	// confined is true for the manager's shared store, where keys must stay inside
 	// the namespace's prefix or a granted one.
 	confined bool
@@ -25,24 +21,10 @@ type compiledSpec struct {
 
 // keys renders the keys of the occurrence at scheduled and checks them against the
 // store's rules. Errors are *specerror.Error.
-func (c *compiledSpec) keys(r *GuardedJobReconciler, gj *batchv1alpha1.GuardedJob, scheduled KeyData) (lockclient.Keys, error) {
-	var k lockclient.Keys
-	var err error
-	if k.Lock, err = RenderKey("spec.lock.key", c.lockKey, scheduled); err != nil {
+func (c *compiledSpec) keys(r *GuardedJobReconciler, gj *batchv1alpha1.GuardedJob, scheduled time.Time) (lockclient.Keys, error) {
+	k, err := c.rules.Keys(scheduled)
+	if err != nil {
 		return k, err
-	}
-	scheduled.Key = k.Lock
-	if k.Occurrence, err = RenderKey("spec.lock.occurrenceKey", c.occKey, scheduled); err != nil {
-		return k, err
-	}
-	if gj.Spec.Fencing.PolicyOrDefault() != batchv1alpha1.FencingNone {
-		if k.Fence, err = RenderKey("spec.fencing.key", c.fenceKey, scheduled); err != nil {
-			return k, err
-		}
-	}
-	if k.Lock == k.Occurrence || k.Lock == k.Fence || k.Occurrence == k.Fence {
-		return k, &specerror.Error{Reason: batchv1alpha1.InvalidKeyReason,
-			Message: "spec.lock.key, spec.lock.occurrenceKey and spec.fencing.key must render to different keys, got " + k.Lock + ", " + k.Occurrence + ", " + k.Fence}
 	}
 	if c.confined {
 		if err := r.KeyGrants.CheckKeys(gj.Namespace, k.Lock, k.Occurrence, k.Fence); err != nil {
@@ -58,16 +40,7 @@ func (c *compiledSpec) keys(r *GuardedJobReconciler, gj *batchv1alpha1.GuardedJo
 func (r *GuardedJobReconciler) compile(ctx context.Context, gj *batchv1alpha1.GuardedJob) (*compiledSpec, error) {
 	c := &compiledSpec{}
 	var err error
-	if c.schedule, err = schedule.Parse(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault()); err != nil {
-		return nil, err
-	}
-	if c.lockKey, err = ParseKeyTemplate("spec.lock.key", gj.Spec.Lock.Key); err != nil {
-		return nil, err
-	}
-	if c.occKey, err = ParseKeyTemplate("spec.lock.occurrenceKey", gj.Spec.Lock.OccurrenceKeyTemplate()); err != nil {
-		return nil, err
-	}
-	if c.fenceKey, err = ParseKeyTemplate("spec.fencing.key", gj.Spec.Fencing.KeyTemplate()); err != nil {
+	if c.rules, err = gjspec.Compile(gj); err != nil {
 		return nil, err
 	}
 	if c.store, c.confined, err = r.storeFor(ctx, gj); err != nil {
@@ -83,8 +56,7 @@ func (r *GuardedJobReconciler) compile(ctx context.Context, gj *batchv1alpha1.Gu
 	}
 	// Render once with a sample occurrence so that a bad key is reported now, not
 	// at 3 a.m. when the run is due.
-	sample := KeyData{ScheduledTime: c.schedule.Next(gj.CreationTimestamp.Time), Namespace: gj.Namespace, Name: gj.Name}
-	if _, err := c.keys(r, gj, sample); err != nil {
+	if _, err := c.keys(r, gj, c.rules.Schedule.Next(gj.CreationTimestamp.Time)); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -31,6 +31,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/controllers"
+	"github.com/guardedjob/guardedjob/internal/keys"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
@@ -126,7 +127,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err := checkStopRate(o.stopRate); err != nil {
 		return err
 	}
-	grants, err := controllers.ParseKeyGrants(o.keyGrants)
+	grants, err := keys.ParseGrants(o.keyGrants)
 	if err != nil {
 		return fmt.Errorf("--key-grants: %w", err)
 	}

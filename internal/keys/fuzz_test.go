@@ -1,13 +1,12 @@
-package controllers
+package keys
 
 import (
 	"errors"
 	"testing"
 	"time"
 
-	"github.com/guardedjob/guardedjob/internal/specerror"
-
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
 // fuzzTime maps any int64 to a time between 1970 and about 2200.
@@ -20,8 +19,8 @@ func fuzzTime(n int64) time.Time {
 	return time.Unix(n, 0)
 }
 
-// FuzzKeyTemplate: any template text parses or gives a specerror.Error; one that
-// parses renders a key that meets the key rules or gives a specerror.Error, with a
+// FuzzKeyTemplate: any template text parses or gives a spec error; one that
+// parses renders a key that meets the key rules or gives a spec error, with a
 // message of bounded size, never a panic.
 func FuzzKeyTemplate(f *testing.F) {
 	for _, s := range []string{
@@ -45,13 +44,13 @@ func FuzzKeyTemplate(f *testing.F) {
 				t.Fatalf("%q took %s", text, d)
 			}
 		}()
-		tmpl, err := ParseKeyTemplate("spec.lock.key", text)
+		tmpl, err := ParseTemplate("spec.lock.key", text)
 		if err != nil {
 			checkSpecError(t, err)
 			return
 		}
-		data := KeyData{ScheduledTime: fuzzTime(at).In(time.UTC), Namespace: namespace, Name: name, Key: "k"}
-		key, err := RenderKey("spec.lock.key", tmpl, data)
+		data := Data{ScheduledTime: fuzzTime(at).In(time.UTC), Namespace: namespace, Name: name, Key: "k"}
+		key, err := Render("spec.lock.key", tmpl, data)
 		if err != nil {
 			checkSpecError(t, err)
 			return
@@ -66,7 +65,7 @@ func checkSpecError(t *testing.T, err error) {
 	t.Helper()
 	var se *specerror.Error
 	if !errors.As(err, &se) || se.Reason == "" {
-		t.Fatalf("not a specerror.Error with a reason: %v", err)
+		t.Fatalf("not a spec error with a reason: %v", err)
 	}
 	if len(se.Message) > 4096 {
 		t.Fatalf("message of %d bytes", len(se.Message))
