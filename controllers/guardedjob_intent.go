@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/jobbuild"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/schedule"
 	"github.com/guardedjob/guardedjob/internal/specerror"
@@ -156,7 +157,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 	if err != nil {
 		return err
 	}
-	jobName := JobName(gj.Name, occurrence, random)
+	jobName := jobbuild.Name(gj.Name, occurrence, random)
 	holder := lockclient.FormatHolder(r.ClusterName, gj.Namespace, jobName)
 	gj.Status.Active = append(gj.Status.Active, batchv1alpha1.ActiveRun{
 		JobName:            jobName,

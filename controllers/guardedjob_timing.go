@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -102,17 +101,6 @@ func MarkerTTL(s *schedule.Schedule, scheduled, now time.Time, startingDeadline,
 		next = scheduled // no next occurrence within five years: keep it as long as this one may start
 	}
 	return max(next.Add(startingDeadline+margin+keepAfterSuccess).Sub(now), margin)
-}
-
-// JobName returns the name of the Job of a run of gjName at scheduled:
-// "<gjName>-<scheduled Unix minutes>-<first 6 characters of random>". random is the
-// run's lower-case hex random part. With gjName at most 45 characters the name fits
-// the 63 characters of a label value (the Job controller labels Pods with it).
-func JobName(gjName string, scheduled time.Time, random string) string {
-	if len(random) > 6 {
-		random = random[:6]
-	}
-	return gjName + "-" + strconv.FormatInt(scheduled.Unix()/60, 10) + "-" + random
 }
 
 // fmtDuration writes whole seconds as "45s" (how users write lock.ttl), other
