@@ -14,6 +14,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/jobbuild"
+	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
@@ -214,7 +215,7 @@ func (r *GuardedJobReconciler) leaseConfirmed(gj *batchv1alpha1.GuardedJob, run 
 		return true
 	}
 	st, ok := r.Keeper.Get(run.Token)
-	return ok && st.Confirmed && st.State == lockclient.StateHeld && st.ValidFor > StopBudget(gj.Spec.PodGracePeriod())
+	return ok && st.Confirmed && st.State == lockclient.StateHeld && st.ValidFor > leasetiming.StopBudget(gj.Spec.PodGracePeriod())
 }
 
 // createJob creates the Job of a run whose fence is recorded.

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/schedule"
 )
@@ -81,7 +82,7 @@ func (r *GuardedJobReconciler) trackRequest(gj *batchv1alpha1.GuardedJob, run *b
 	req := lockclient.TrackRequest{
 		Lease: lease, Client: store, Owner: keeperOwner(gj, run), RenewInterval: run.RenewInterval.Duration,
 		SelfFence:         run.StoreFailurePolicy != batchv1alpha1.FailOpen,
-		StopBudget:        StopBudget(podGrace),
+		StopBudget:        leasetiming.StopBudget(podGrace),
 		ReacquireIfAbsent: run.StoreFailurePolicy == batchv1alpha1.FailOpen,
 	}
 	if sentAt.IsZero() && run.AcquiredAt != nil && !run.Unguarded {
@@ -89,7 +90,7 @@ func (r *GuardedJobReconciler) trackRequest(gj *batchv1alpha1.GuardedJob, run *b
 	}
 	if run.AcquiredAt != nil && run.MaxHold.Duration > 0 {
 		req.MaxHoldUntil = run.AcquiredAt.Add(run.MaxHold.Duration)
-		req.MaxPodLife = run.MaxHold.Duration + podGrace + StopMargin
+		req.MaxPodLife = run.MaxHold.Duration + podGrace + leasetiming.StopMargin
 	}
 	return req
 }
@@ -190,7 +191,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 func markerTTLFor(gj *batchv1alpha1.GuardedJob, scheduled, now time.Time) time.Duration {
 	keep := gj.Spec.Lock.KeepAfterSuccessOrDefault()
 	if sched, err := schedule.Parse(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault()); err == nil {
-		return MarkerTTL(sched, scheduled, now, gj.Spec.StartingDeadline(), keep)
+		return leasetiming.MarkerTTL(sched, scheduled, now, gj.Spec.StartingDeadline(), keep)
 	}
 	return 24*time.Hour + gj.Spec.StartingDeadline() + 5*time.Minute + keep
 }

@@ -6,6 +6,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/gjspec"
+	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
@@ -46,7 +47,7 @@ func (r *GuardedJobReconciler) compile(ctx context.Context, gj *batchv1alpha1.Gu
 	if c.store, c.confined, err = r.storeFor(ctx, gj); err != nil {
 		return nil, err
 	}
-	timing := LeaseTiming{
+	timing := leasetiming.Timing{
 		TTL: gj.Spec.Lock.TTLOrDefault(), RenewInterval: gj.Spec.Lock.RenewIntervalOrDefault(), PodGrace: gj.Spec.PodGracePeriod(),
 		CallTimeout:    c.store.Timeout(),
 		LeaderElection: r.LeaderElection, LeaderLeaseDuration: r.LeaderLeaseDuration, LeaderRetryPeriod: r.LeaderRetryPeriod,
