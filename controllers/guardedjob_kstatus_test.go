@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/calibration"
 	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
@@ -82,7 +83,7 @@ func TestKstatus(t *testing.T) {
 			gj := reconciled(1)
 			gj.Spec.Lock.MaxHold = &metav1.Duration{Duration: time.Hour}
 			pass(gj, nil, nil, func(gj *batchv1alpha1.GuardedJob) {
-				gj.Status.RunDurations = withDuration(nil, 55*time.Minute)
+				gj.Status.RunDurations = calibration.WithDuration(nil, 55*time.Minute)
 				s := &scope{gj: gj, orig: gj.DeepCopy(), now: now}
 				(&GuardedJobReconciler{}).setMaxHoldAtRisk(s)
 				NewWithT(t).Expect(findCondition(gj.Status.Conditions, batchv1alpha1.MaxHoldAtRiskCondition)).To(HaveField("Status", metav1.ConditionTrue))

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/calibration"
 	"github.com/guardedjob/guardedjob/internal/jobbuild"
 	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
@@ -58,7 +59,7 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 			} else {
 				run.StopReason = string(batchv1alpha1.RunResultFailed) + ": the Job failed: " + jobFailureMessage(job)
 			}
-			if d, ok := jobDuration(job); ok {
+			if d, ok := calibration.JobDuration(job); ok {
 				r.recordRunDuration(s, run, d)
 			}
 			return r.release(ctx, s, run, store)
