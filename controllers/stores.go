@@ -17,6 +17,7 @@ import (
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/specerror"
+	"github.com/guardedjob/guardedjob/internal/storeconfig"
 )
 
 // safetyRecheck is how often a store's configuration is checked again.
@@ -78,15 +79,14 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 		}
 		return nil, false, fmt.Errorf("read store Secret %s: %w", ref.Name, err)
 	}
-	url := strings.TrimSpace(string(secret.Data["url"]))
-	if url == "" {
-		return nil, false, &specerror.Error{Reason: batchv1alpha1.StoreSecretInvalidReason,
-			Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s has no key \"url\"", gj.Namespace, ref.Name)}
+	cfg, err := storeconfig.FromSecret(fmt.Sprintf("spec.lock.storeRef: Secret %s/%s", gj.Namespace, ref.Name), secret.Data)
+	if err != nil {
+		return nil, false, &specerror.Error{Reason: batchv1alpha1.StoreSecretInvalidReason, Message: err.Error()}
 	}
-	identity := "secret:" + gj.Namespace + "/" + ref.Name + ":" + lockclient.Redact(url)
+	identity := "secret:" + gj.Namespace + "/" + ref.Name + ":" + lockclient.Redact(cfg.URL)
 	// Checked on every pass, not only for a new client: DNS answers change.
 	// (A malformed URL is reported by Dial below.)
-	switch err := r.StoreAllow.Check(ctx, url); {
+	switch err := r.StoreAllow.Check(ctx, cfg.URL); {
 	case errors.Is(err, lockclient.ErrNotAllowed):
 		return nil, false, &specerror.Error{Reason: batchv1alpha1.StoreNotAllowedReason,
 			Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s: %v; ask the cluster admin to add the host to --store-allow", gj.Namespace, ref.Name, err)}
@@ -94,16 +94,6 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 		return nil, false, &lockclient.StoreError{Op: "resolve store " + identity, Err: err}
 	}
 	key := identity + "@" + secret.ResourceVersion
-
-	var insecure bool
-	switch v := strings.TrimSpace(string(secret.Data["insecureSkipVerify"])); v {
-	case "", "false":
-	case "true":
-		insecure = true
-	default:
-		return nil, false, &specerror.Error{Reason: batchv1alpha1.StoreSecretInvalidReason,
-			Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s: insecureSkipVerify must be \"true\" or \"false\"", gj.Namespace, ref.Name)}
-	}
 
 	r.stores.mu.Lock()
 	defer r.stores.mu.Unlock()
@@ -114,18 +104,15 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 	if c, ok := r.stores.byVersion[key]; ok {
 		return c, false, nil
 	}
-	c, err := lockclient.Dial(lockclient.Config{
-		URL: url, Username: string(secret.Data["username"]), Password: string(secret.Data["password"]),
-		CACert: secret.Data["ca.crt"], ClientCert: secret.Data["tls.crt"], ClientKey: secret.Data["tls.key"],
-		InsecureSkipVerify: insecure, Timeout: r.storeTimeout(), Tenant: true, Allow: r.StoreAllow,
-	}, lockclient.WithIdentity(identity))
+	cfg.Timeout, cfg.Tenant, cfg.Allow = r.storeTimeout(), true, r.StoreAllow
+	c, err := lockclient.Dial(cfg, lockclient.WithIdentity(identity))
 	if err != nil {
 		return nil, false, &specerror.Error{Reason: batchv1alpha1.StoreSecretInvalidReason,
 			Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s: %v", gj.Namespace, ref.Name, err)}
 	}
 	r.stores.byVersion[key] = c
 	r.stores.latest[identity] = c
-	r.stores.insecure[identity] = insecure
+	r.stores.insecure[identity] = cfg.InsecureSkipVerify
 	return c, false, nil
 }
 

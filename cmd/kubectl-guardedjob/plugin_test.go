@@ -335,6 +335,32 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 		g.Expect(stdout).To(MatchRegexp(`default\s+settle\s+default:settle\s+-`), "the manager's store for the others")
 	})
 
+	t.Run("a store Secret's insecureSkipVerify is read as the manager reads it", func(t *testing.T) {
+		g := NewWithT(t)
+		tlsSrv := redisserver.Start(t, redisserver.WithTLS())
+		g.Expect(w.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tls"}})).To(Succeed())
+		for name, insecure := range map[string]string{"insecure": "true", "garbled": "yes"} {
+			g.Expect(w.k8s.Create(ctx, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "tls"},
+				StringData: map[string]string{"url": "rediss://" + tlsSrv.Addr(), "insecureSkipVerify": insecure},
+			})).To(Succeed())
+			g.Expect(w.k8s.Create(ctx, &batchv1alpha1.GuardedJob{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "tls"},
+				Spec: batchv1alpha1.GuardedJobSpec{Schedule: "@daily",
+					Lock: batchv1alpha1.LockSpec{Key: "shared:" + name, StoreRef: &batchv1alpha1.StoreReference{Name: name}},
+					JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+						RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "w", Image: "busybox"}}}}}}},
+			})).To(Succeed())
+		}
+		g.Expect(tlsSrv.Client(t).Set(ctx, "shared:insecure", "cluster-b/reports/report-1-aaaaaa#77", time.Minute).Err()).To(Succeed())
+		code, stdout, stderr := w.plugin("", nil, append([]string{"locks", "-n", "tls"}, store...)...)
+		g.Expect(code).To(Equal(1), "the garbled Secret's lock cannot be read")
+		g.Expect(stdout).To(MatchRegexp(`tls\s+insecure\s+shared:insecure\s+cluster-b/reports/report-1-aaaaaa\s+cluster cluster-b`),
+			"a self-signed certificate is accepted when the Secret says insecureSkipVerify: true")
+		g.Expect(stderr).To(ContainSubstring("warning: spec.lock.storeRef Secret tls/insecure turns TLS server verification off"))
+		g.Expect(stderr).To(ContainSubstring(`tls/garbled: spec.lock.storeRef Secret tls/garbled: insecureSkipVerify must be "true" or "false"`))
+	})
+
 	t.Run("run --wait follows a new run to its end", func(t *testing.T) {
 		g := NewWithT(t)
 		done := make(chan struct{})
