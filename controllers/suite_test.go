@@ -3,7 +3,6 @@ package controllers_test
 import (
 	"context"
 	"crypto/tls"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -68,12 +67,6 @@ func TestMain(m *testing.M) {
 		logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(zapcore.DebugLevel)))
 	} else {
 		logf.SetLogger(logr.Discard())
-	}
-
-	// Fuzzing runs only pure parsers, in many worker processes: no API server.
-	flag.Parse()
-	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
-		os.Exit(m.Run())
 	}
 
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
