@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -10,92 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/calibration"
 )
 
-// Lease calibration: status.runDurations keeps the durations of the last runs so
-// that users size lock.maxHold (and lock.ttl) from data. The rules are in
-// docs/operations.md ("Lease calibration"); the decisions are the pure functions
-// below, the controller only records samples and emits the events they call for.
-
-// nearestRank returns the p-th percentile (1..100) of sorted, by the nearest-rank
-// method: the smallest sample with at least p% of the samples at or below it. It
-// never interpolates, so the answer is always a duration some run really took.
-func nearestRank(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := (p*len(sorted) + 99) / 100 // ceil(p*n/100)
-	return sorted[max(rank, 1)-1]
-}
-
-// withDuration returns rd with d appended (rounded to whole seconds, the Job API's
-// resolution), keeping the last RunDurationsKept, and its percentiles recomputed.
-func withDuration(rd *batchv1alpha1.RunDurations, d time.Duration) *batchv1alpha1.RunDurations {
-	var recent []metav1.Duration
-	if rd != nil {
-		recent = append(recent, rd.Recent...)
-	}
-	recent = append(recent, metav1.Duration{Duration: max(d, 0).Round(time.Second)})
-	if len(recent) > batchv1alpha1.RunDurationsKept {
-		recent = recent[len(recent)-batchv1alpha1.RunDurationsKept:]
-	}
-	sorted := make([]time.Duration, len(recent))
-	for i, r := range recent {
-		sorted[i] = r.Duration
-	}
-	slices.Sort(sorted)
-	return &batchv1alpha1.RunDurations{
-		Count:  int32(len(recent)), // at most RunDurationsKept
-		P50:    &metav1.Duration{Duration: nearestRank(sorted, 50)},
-		P99:    &metav1.Duration{Duration: nearestRank(sorted, 99)},
-		Recent: recent,
-	}
-}
-
-// maxHoldAtRisk says whether the recent runs come close to lock.maxHold: their p99
-// exceeds MaxHoldAtRiskPercent of it. One sample is enough: a single run that took
-// 90% of maxHold is already a risk worth knowing about.
-func maxHoldAtRisk(rd *batchv1alpha1.RunDurations, maxHold time.Duration) bool {
-	if rd == nil || rd.Count == 0 || rd.P99 == nil || maxHold <= 0 {
-		return false
-	}
-	return rd.P99.Duration*100 > maxHold*batchv1alpha1.MaxHoldAtRiskPercent
-}
-
-// unusuallyLongAfter returns how long a run may last before it is unusually long
-// (UnusuallyLongFactor times the p99), or false while too few durations are
-// recorded (MinDurationsForUnusual) to say what is usual.
-func unusuallyLongAfter(rd *batchv1alpha1.RunDurations) (time.Duration, bool) {
-	if rd == nil || rd.Count < batchv1alpha1.MinDurationsForUnusual || rd.P99 == nil {
-		return 0, false
-	}
-	// A p99 of 0s (runs under half a second) would call every run long.
-	return max(rd.P99.Duration, time.Second) * batchv1alpha1.UnusuallyLongFactor, true
-}
-
-// jobDuration is how long a finished Job ran: from its status.startTime (or its
-// creation) to its completionTime, or to when its Failed condition was set. Both
-// ends come from the Job controller's clock, so the manager's clock does not
-// matter. ok is false when the Job has no end recorded.
-func jobDuration(job *batchv1.Job) (time.Duration, bool) {
-	start := job.CreationTimestamp.Time
-	if job.Status.StartTime != nil {
-		start = job.Status.StartTime.Time
-	}
-	var end time.Time
-	if job.Status.CompletionTime != nil {
-		end = job.Status.CompletionTime.Time
-	}
-	for _, c := range job.Status.Conditions {
-		if end.IsZero() && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			end = c.LastTransitionTime.Time
-		}
-	}
-	if end.IsZero() || start.IsZero() {
-		return 0, false
-	}
-	return max(end.Sub(start), 0), true
-}
+// Lease calibration: the rules are in internal/calibration; the reconciler records
+// each finished run's duration and emits the events they call for.
 
 // recordRunDuration adds a finished run's duration to status.runDurations, says so
 // with RunUnusuallyLong if the run was unusually long and not yet warned about,
@@ -103,7 +21,7 @@ func jobDuration(job *batchv1.Job) (time.Duration, bool) {
 func (r *GuardedJobReconciler) recordRunDuration(s *scope, run *batchv1alpha1.ActiveRun, d time.Duration) {
 	gj := s.gj
 	r.warnUnusuallyLong(s, run, d)
-	gj.Status.RunDurations = withDuration(gj.Status.RunDurations, d)
+	gj.Status.RunDurations = calibration.WithDuration(gj.Status.RunDurations, d)
 	r.setMaxHoldAtRisk(s)
 }
 
@@ -113,7 +31,7 @@ func (r *GuardedJobReconciler) watchRunLength(s *scope, run *batchv1alpha1.Activ
 	if run.UnusuallyLong || job.Status.StartTime == nil {
 		return
 	}
-	limit, ok := unusuallyLongAfter(s.gj.Status.RunDurations)
+	limit, ok := calibration.UnusuallyLongAfter(s.gj.Status.RunDurations)
 	if !ok {
 		return
 	}
@@ -128,7 +46,7 @@ func (r *GuardedJobReconciler) watchRunLength(s *scope, run *batchv1alpha1.Activ
 // warnUnusuallyLong emits RunUnusuallyLong once per run when elapsed is over the
 // limit the recorded durations set.
 func (r *GuardedJobReconciler) warnUnusuallyLong(s *scope, run *batchv1alpha1.ActiveRun, elapsed time.Duration) {
-	limit, ok := unusuallyLongAfter(s.gj.Status.RunDurations)
+	limit, ok := calibration.UnusuallyLongAfter(s.gj.Status.RunDurations)
 	if !ok || run.UnusuallyLong || elapsed <= limit {
 		return
 	}
@@ -154,7 +72,7 @@ func (r *GuardedJobReconciler) setMaxHoldAtRisk(s *scope) {
 	if c := findCondition(gj.Status.Conditions, batchv1alpha1.MaxHoldAtRiskCondition); c != nil {
 		wasAtRisk = c.Status == metav1.ConditionTrue
 	}
-	if !maxHoldAtRisk(rd, maxHold) {
+	if !calibration.MaxHoldAtRisk(rd, maxHold) {
 		setCondition(gj, batchv1alpha1.MaxHoldAtRiskCondition, metav1.ConditionFalse, batchv1alpha1.RunDurationWithinMaxHoldReason,
 			fmt.Sprintf("the p99 of the last %d run durations is %s, within %d%% of lock.maxHold %s", rd.Count, rd.P99.Duration, batchv1alpha1.MaxHoldAtRiskPercent, maxHold), s.now)
 		return

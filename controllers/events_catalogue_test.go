@@ -64,7 +64,8 @@ type eventSource struct {
 	funcs map[string]*ast.FuncDecl
 	// calls maps a function or method name to its call sites.
 	calls map[string][]callSite
-	// specErrorReasons are the reason expressions of every SpecError made.
+	// specErrorReasons are the reason expressions of every spec error made, here
+	// and in the rule packages under internal/.
 	specErrorReasons []callSite
 }
 
@@ -79,16 +80,18 @@ type callSite struct {
 func eventsInCode(t *testing.T) map[string]map[string]bool {
 	src := &eventSource{t: t, fset: token.NewFileSet(), funcs: map[string]*ast.FuncDecl{}, calls: map[string][]callSite{},
 		consts: map[string]string{"corev1.EventTypeNormal": "Normal", "corev1.EventTypeWarning": "Warning"}}
-	src.readConsts("../api/v1alpha1/conditions.go")
-	files, err := filepath.Glob("*.go")
-	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
+	src.readConsts("../api/v1alpha1/conditions.go", "batchv1alpha1.")
+	src.readConsts("../internal/specerror/specerror.go", "specerror.")
+	for _, name := range goFiles(t, "*.go") {
 		f, err := parser.ParseFile(src.fset, name, nil, 0)
 		NewWithT(t).Expect(err).NotTo(HaveOccurred())
 		src.index(f)
+	}
+	// A spec error a rule package returns becomes an event through se.Reason.
+	for _, name := range goFiles(t, "../internal/*/*.go") {
+		f, err := parser.ParseFile(src.fset, name, nil, 0)
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		src.indexSpecErrors(f)
 	}
 
 	out := map[string]map[string]bool{}
@@ -113,7 +116,15 @@ func eventsInCode(t *testing.T) map[string]map[string]bool {
 	return out
 }
 
-func (s *eventSource) readConsts(path string) {
+// goFiles returns the files matching pattern, without tests.
+func goFiles(t *testing.T, pattern string) []string {
+	files, err := filepath.Glob(pattern)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	return slices.DeleteFunc(files, func(name string) bool { return strings.HasSuffix(name, "_test.go") })
+}
+
+// readConsts reads the string constants of a file, named prefix+name.
+func (s *eventSource) readConsts(path, prefix string) {
 	f, err := parser.ParseFile(s.fset, path, nil, 0)
 	NewWithT(s.t).Expect(err).NotTo(HaveOccurred())
 	for _, decl := range f.Decls {
@@ -127,7 +138,7 @@ func (s *eventSource) readConsts(path string) {
 				if i < len(vs.Values) {
 					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
 						v, _ := strconv.Unquote(lit.Value)
-						s.consts["batchv1alpha1."+name.Name] = v
+						s.consts[prefix+name.Name] = v
 					}
 				}
 			}
@@ -153,11 +164,37 @@ func (s *eventSource) index(f *ast.File) {
 					name = fn.Name
 				}
 				s.calls[name] = append(s.calls[name], callSite{call: n, in: fd})
-				if name == "specErrorf" {
+			}
+			return true
+		})
+	}
+	s.indexSpecErrors(f)
+}
+
+// indexSpecErrors records the reason of every spec error f makes:
+// specerror.Errorf(reason, ...) and specerror.Error{Reason: reason, ...}.
+func (s *eventSource) indexSpecErrors(f *ast.File) {
+	isSpecError := func(e ast.Expr, name string) bool {
+		sel, ok := e.(*ast.SelectorExpr)
+		if !ok || sel.Sel.Name != name {
+			return false
+		}
+		pkg, ok := sel.X.(*ast.Ident)
+		return ok && pkg.Name == "specerror"
+	}
+	for _, decl := range f.Decls {
+		fd, ok := decl.(*ast.FuncDecl)
+		if !ok || fd.Body == nil {
+			continue
+		}
+		ast.Inspect(fd.Body, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CallExpr:
+				if isSpecError(n.Fun, "Errorf") {
 					s.specErrorReasons = append(s.specErrorReasons, callSite{in: fd, arg: n.Args[0]})
 				}
 			case *ast.CompositeLit:
-				if id, ok := n.Type.(*ast.Ident); ok && id.Name == "SpecError" {
+				if isSpecError(n.Type, "Error") {
 					for _, el := range n.Elts {
 						if kv, ok := el.(*ast.KeyValueExpr); ok && kv.Key.(*ast.Ident).Name == "Reason" {
 							s.specErrorReasons = append(s.specErrorReasons, callSite{in: fd, arg: kv.Value})
@@ -188,7 +225,7 @@ func (s *eventSource) resolve(expr ast.Expr, fn *ast.FuncDecl, seen map[string]b
 				return []string{v}
 			}
 		}
-		if e.Sel.Name == "Reason" { // se.Reason of a *SpecError
+		if e.Sel.Name == "Reason" { // se.Reason of a *specerror.Error
 			var out []string
 			for _, site := range s.specErrorReasons {
 				out = append(out, s.resolve(site.arg, site.in, seen)...)

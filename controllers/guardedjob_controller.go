@@ -32,7 +32,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/keys"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
 // GuardedJobReconciler runs GuardedJobs: schedule or trigger -> intent -> acquire
@@ -52,7 +54,7 @@ type GuardedJobReconciler struct {
 	// ClusterName goes into every lease holder; runs recorded under another
 	// cluster name are never renewed here.
 	ClusterName string
-	KeyGrants   KeyGrants
+	KeyGrants   keys.Grants
 	// ClockSkew is how far another replica's clock may be ahead of this one's:
 	// subtracted from a recorded acquisition time before it counts as evidence
 	// that a resumed lease is still valid.
@@ -310,7 +312,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	r.setMaxHoldAtRisk(s) // lock.maxHold may have changed
 	if specErr != nil {
-		var se *SpecError
+		var se *specerror.Error
 		if errors.As(specErr, &se) {
 			r.warnOnce(s, se.Reason, se.Message)
 			if se.Reason == batchv1alpha1.StoreSecretNotFoundReason || se.Reason == batchv1alpha1.StoreSecretInvalidReason {
@@ -412,11 +414,11 @@ func (r *GuardedJobReconciler) warnFixedKeyWithAllow(gj *batchv1alpha1.GuardedJo
 		return
 	}
 	at := func(t time.Time) string {
-		k, _ := RenderKey("spec.lock.key", spec.lockKey, KeyData{ScheduledTime: t, Namespace: gj.Namespace, Name: gj.Name})
+		k, _ := spec.rules.LockKey(t)
 		return k
 	}
-	first := spec.schedule.Next(gj.CreationTimestamp.Time)
-	if key := at(first); key == at(spec.schedule.Next(first)) {
+	first := spec.rules.Schedule.Next(gj.CreationTimestamp.Time)
+	if key := at(first); key == at(spec.rules.Schedule.Next(first)) {
 		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.FixedKeyWithAllowReason,
 			"concurrencyPolicy Allow with lock.key %q, which is the same for every occurrence: overlapping runs wait for each other's lease (onBusy applies), as with Forbid; use {{ .ScheduledTime }} in lock.key to let them overlap", key)
 	}

@@ -10,7 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/jobbuild"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/schedule"
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
 // schedule decides whether a run is due (by schedule or by a run-now trigger),
@@ -32,9 +35,9 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 		if gj.Status.LastScheduleTime != nil {
 			from = gj.Status.LastScheduleTime.Time
 		}
-		due, ok, missed := spec.schedule.Due(from, s.now, deadline)
+		due, ok, missed := spec.rules.Schedule.Due(from, s.now, deadline)
 		if missed > 0 && !ok {
-			if latest, found := spec.schedule.Prev(s.now.Add(-deadline)); found {
+			if latest, found := spec.rules.Schedule.Prev(s.now.Add(-deadline)); found {
 				gj.Status.LastScheduleTime = &metav1.Time{Time: latest}
 				msg := fmt.Sprintf("missed %d run(s), the last due at %s: more than startingDeadlineSeconds (%s) late", missed, latest.UTC().Format(time.RFC3339), deadline)
 				recordRun(gj, "", latest, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
@@ -44,7 +47,7 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 		if ok {
 			occurrence = due
 		}
-		next := spec.schedule.Next(s.now)
+		next := spec.rules.Schedule.Next(s.now)
 		gj.Status.NextScheduleTime = &metav1.Time{Time: next}
 		s.requeueAt(next)
 	}
@@ -116,13 +119,13 @@ func (r *GuardedJobReconciler) pendingTrigger(s *scope, spec *compiledSpec) (val
 	if value == "" || value == gj.Status.LastRunNow {
 		return value, false, time.Time{}, time.Time{}
 	}
-	at, err := ParseTrigger(value)
+	at, err := schedule.ParseTrigger(value)
 	if err != nil {
 		gj.Status.LastRunNow = value
 		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InvalidTriggerReason, "Ignored %s=%q: %v", batchv1alpha1.RunNowAnnotation, value, err)
 		return value, false, time.Time{}, time.Time{}
 	}
-	occ, stale, msg := TriggerOccurrence(spec.schedule, at, gj.CreationTimestamp.Time, s.now, gj.Spec.StartingDeadline())
+	occ, stale, msg := schedule.TriggerOccurrence(spec.rules.Schedule, at, gj.CreationTimestamp.Time, s.now, gj.Spec.StartingDeadline())
 	if stale || occ.IsZero() {
 		gj.Status.LastRunNow = value
 		recordRun(gj, "", at, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
@@ -140,9 +143,9 @@ func (r *GuardedJobReconciler) pendingTrigger(s *scope, spec *compiledSpec) (val
 // acquire, renew and release it, before anything touches Redis.
 func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec *compiledSpec, occurrence, due time.Time, triggered bool, triggerValue string) error {
 	gj := s.gj
-	keys, err := spec.keys(r, gj, KeyData{ScheduledTime: occurrence.In(spec.schedule.Location()), Namespace: gj.Namespace, Name: gj.Name})
+	keys, err := spec.keys(r, gj, occurrence)
 	if err != nil {
-		var se *SpecError
+		var se *specerror.Error
 		if errors.As(err, &se) {
 			setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, se.Reason, se.Message, s.now)
 			r.warnOnce(s, se.Reason, se.Message)
@@ -154,7 +157,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 	if err != nil {
 		return err
 	}
-	jobName := JobName(gj.Name, occurrence, random)
+	jobName := jobbuild.Name(gj.Name, occurrence, random)
 	holder := lockclient.FormatHolder(r.ClusterName, gj.Namespace, jobName)
 	gj.Status.Active = append(gj.Status.Active, batchv1alpha1.ActiveRun{
 		JobName:            jobName,

@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/calibration"
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
 // kstatusOf computes what Flux and other kstatus users see.
@@ -30,7 +32,7 @@ func kstatusOf(t *testing.T, gj *batchv1alpha1.GuardedJob) *status.Result {
 func TestKstatus(t *testing.T) {
 	now := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
 	errStore := errors.New("acquire lock: dial tcp 10.0.0.7:6379: connection refused")
-	specErr := func(reason string) error { return &SpecError{Reason: reason, Message: reason + ": fix the spec"} }
+	specErr := func(reason string) error { return &specerror.Error{Reason: reason, Message: reason + ": fix the spec"} }
 
 	// pass plays one reconcile pass the way Reconcile does: Ready from the spec
 	// check, the pass's own changes, observedGeneration only after a pass without
@@ -81,7 +83,7 @@ func TestKstatus(t *testing.T) {
 			gj := reconciled(1)
 			gj.Spec.Lock.MaxHold = &metav1.Duration{Duration: time.Hour}
 			pass(gj, nil, nil, func(gj *batchv1alpha1.GuardedJob) {
-				gj.Status.RunDurations = withDuration(nil, 55*time.Minute)
+				gj.Status.RunDurations = calibration.WithDuration(nil, 55*time.Minute)
 				s := &scope{gj: gj, orig: gj.DeepCopy(), now: now}
 				(&GuardedJobReconciler{}).setMaxHoldAtRisk(s)
 				NewWithT(t).Expect(findCondition(gj.Status.Conditions, batchv1alpha1.MaxHoldAtRiskCondition)).To(HaveField("Status", metav1.ConditionTrue))

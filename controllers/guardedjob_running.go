@@ -13,6 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/calibration"
+	"github.com/guardedjob/guardedjob/internal/jobbuild"
+	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
@@ -56,7 +59,7 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 			} else {
 				run.StopReason = string(batchv1alpha1.RunResultFailed) + ": the Job failed: " + jobFailureMessage(job)
 			}
-			if d, ok := jobDuration(job); ok {
+			if d, ok := calibration.JobDuration(job); ok {
 				r.recordRunDuration(s, run, d)
 			}
 			return r.release(ctx, s, run, store)
@@ -213,12 +216,12 @@ func (r *GuardedJobReconciler) leaseConfirmed(gj *batchv1alpha1.GuardedJob, run 
 		return true
 	}
 	st, ok := r.Keeper.Get(run.Token)
-	return ok && st.Confirmed && st.State == lockclient.StateHeld && st.ValidFor > StopBudget(gj.Spec.PodGracePeriod())
+	return ok && st.Confirmed && st.State == lockclient.StateHeld && st.ValidFor > leasetiming.StopBudget(gj.Spec.PodGracePeriod())
 }
 
 // createJob creates the Job of a run whose fence is recorded.
 func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
-	job, warnings := buildJob(s.gj, run)
+	job, warnings := jobbuild.Build(s.gj, run)
 	if err := r.Create(ctx, job); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return nil // the next pass adopts or stops it
@@ -255,7 +258,7 @@ func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *bat
 // recorded (a crash between creating it and writing status). A Job whose fence
 // differs from the run's is stale: it is stopped, never adopted.
 func (r *GuardedJobReconciler) adoptJob(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, job *batchv1.Job) error {
-	want, _ := buildJob(s.gj, run)
+	want, _ := jobbuild.Build(s.gj, run)
 	owned := metav1.IsControlledBy(job, s.gj)
 	if owned && job.Annotations[batchv1alpha1.FenceAnnotation] == want.Annotations[batchv1alpha1.FenceAnnotation] {
 		run.JobUID = job.UID

@@ -10,7 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/schedule"
 )
 
 // storeRetry is how soon an acquisition or release the store did not answer is
@@ -80,7 +82,7 @@ func (r *GuardedJobReconciler) trackRequest(gj *batchv1alpha1.GuardedJob, run *b
 	req := lockclient.TrackRequest{
 		Lease: lease, Client: store, Owner: keeperOwner(gj, run), RenewInterval: run.RenewInterval.Duration,
 		SelfFence:         run.StoreFailurePolicy != batchv1alpha1.FailOpen,
-		StopBudget:        StopBudget(podGrace),
+		StopBudget:        leasetiming.StopBudget(podGrace),
 		ReacquireIfAbsent: run.StoreFailurePolicy == batchv1alpha1.FailOpen,
 	}
 	if sentAt.IsZero() && run.AcquiredAt != nil && !run.Unguarded {
@@ -88,7 +90,7 @@ func (r *GuardedJobReconciler) trackRequest(gj *batchv1alpha1.GuardedJob, run *b
 	}
 	if run.AcquiredAt != nil && run.MaxHold.Duration > 0 {
 		req.MaxHoldUntil = run.AcquiredAt.Add(run.MaxHold.Duration)
-		req.MaxPodLife = run.MaxHold.Duration + podGrace + StopMargin
+		req.MaxPodLife = run.MaxHold.Duration + podGrace + leasetiming.StopMargin
 	}
 	return req
 }
@@ -188,8 +190,8 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // longer parses (changed while the run was active) falls back to a day.
 func markerTTLFor(gj *batchv1alpha1.GuardedJob, scheduled, now time.Time) time.Duration {
 	keep := gj.Spec.Lock.KeepAfterSuccessOrDefault()
-	if sched, err := ParseSchedule(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault()); err == nil {
-		return MarkerTTL(sched, scheduled, now, gj.Spec.StartingDeadline(), keep)
+	if sched, err := schedule.Parse(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault()); err == nil {
+		return leasetiming.MarkerTTL(sched, scheduled, now, gj.Spec.StartingDeadline(), keep)
 	}
 	return 24*time.Hour + gj.Spec.StartingDeadline() + 5*time.Minute + keep
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
 // setCondition sets a condition; its transition time moves only when the status does.
@@ -23,9 +24,9 @@ func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
 }
 
 // setReady reflects whether the spec can run: True (Scheduled or Suspended) or
-// False with the SpecError's reason and message.
+// False with the spec error's reason and message.
 func setReady(gj *batchv1alpha1.GuardedJob, specErr error, now time.Time) {
-	var se *SpecError
+	var se *specerror.Error
 	switch {
 	case errors.As(specErr, &se):
 		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, se.Reason, se.Message, now)

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
@@ -303,7 +304,7 @@ func (r *StopReconciler) decide(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) 
 			return time.Second, true // another holder may be running already
 		case st.DeadlineReached:
 			// Counted on the keeper's clock, the one that measured the lease.
-			return DeadlineGrace(podGrace, st.ValidUntil, st.ValidUntil.Add(-st.ValidFor)), true
+			return leasetiming.DeadlineGrace(podGrace, st.ValidUntil, st.ValidUntil.Add(-st.ValidFor)), true
 		case st.MaxHoldReached:
 			return podGrace, true
 		}

@@ -16,6 +16,8 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/specerror"
+	"github.com/guardedjob/guardedjob/internal/storeconfig"
 )
 
 // safetyRecheck is how often a store's configuration is checked again.
@@ -66,43 +68,32 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 	// Only a Secret of the object's own namespace: a name that is not a plain
 	// object name never reaches the API server.
 	if msgs := validation.IsDNS1123Subdomain(ref.Name); len(msgs) > 0 {
-		return nil, false, &SpecError{Reason: batchv1alpha1.StoreSecretInvalidReason,
+		return nil, false, &specerror.Error{Reason: batchv1alpha1.StoreSecretInvalidReason,
 			Message: fmt.Sprintf("spec.lock.storeRef.name must name a Secret in namespace %s: %s", gj.Namespace, strings.Join(msgs, "; "))}
 	}
 	secret := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, false, &SpecError{Reason: batchv1alpha1.StoreSecretNotFoundReason,
+			return nil, false, &specerror.Error{Reason: batchv1alpha1.StoreSecretNotFoundReason,
 				Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s was not found; create it with a key \"url\" (redis:// or rediss://)", gj.Namespace, ref.Name)}
 		}
 		return nil, false, fmt.Errorf("read store Secret %s: %w", ref.Name, err)
 	}
-	url := strings.TrimSpace(string(secret.Data["url"]))
-	if url == "" {
-		return nil, false, &SpecError{Reason: batchv1alpha1.StoreSecretInvalidReason,
-			Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s has no key \"url\"", gj.Namespace, ref.Name)}
+	cfg, err := storeconfig.FromSecret(fmt.Sprintf("spec.lock.storeRef: Secret %s/%s", gj.Namespace, ref.Name), secret.Data)
+	if err != nil {
+		return nil, false, &specerror.Error{Reason: batchv1alpha1.StoreSecretInvalidReason, Message: err.Error()}
 	}
-	identity := "secret:" + gj.Namespace + "/" + ref.Name + ":" + lockclient.Redact(url)
+	identity := "secret:" + gj.Namespace + "/" + ref.Name + ":" + lockclient.Redact(cfg.URL)
 	// Checked on every pass, not only for a new client: DNS answers change.
 	// (A malformed URL is reported by Dial below.)
-	switch err := r.StoreAllow.Check(ctx, url); {
+	switch err := r.StoreAllow.Check(ctx, cfg.URL); {
 	case errors.Is(err, lockclient.ErrNotAllowed):
-		return nil, false, &SpecError{Reason: batchv1alpha1.StoreNotAllowedReason,
+		return nil, false, &specerror.Error{Reason: batchv1alpha1.StoreNotAllowedReason,
 			Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s: %v; ask the cluster admin to add the host to --store-allow", gj.Namespace, ref.Name, err)}
 	case err != nil && !errors.Is(err, lockclient.ErrInvalid):
 		return nil, false, &lockclient.StoreError{Op: "resolve store " + identity, Err: err}
 	}
 	key := identity + "@" + secret.ResourceVersion
-
-	var insecure bool
-	switch v := strings.TrimSpace(string(secret.Data["insecureSkipVerify"])); v {
-	case "", "false":
-	case "true":
-		insecure = true
-	default:
-		return nil, false, &SpecError{Reason: batchv1alpha1.StoreSecretInvalidReason,
-			Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s: insecureSkipVerify must be \"true\" or \"false\"", gj.Namespace, ref.Name)}
-	}
 
 	r.stores.mu.Lock()
 	defer r.stores.mu.Unlock()
@@ -113,18 +104,15 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 	if c, ok := r.stores.byVersion[key]; ok {
 		return c, false, nil
 	}
-	c, err := lockclient.Dial(lockclient.Config{
-		URL: url, Username: string(secret.Data["username"]), Password: string(secret.Data["password"]),
-		CACert: secret.Data["ca.crt"], ClientCert: secret.Data["tls.crt"], ClientKey: secret.Data["tls.key"],
-		InsecureSkipVerify: insecure, Timeout: r.storeTimeout(), Tenant: true, Allow: r.StoreAllow,
-	}, lockclient.WithIdentity(identity))
+	cfg.Timeout, cfg.Tenant, cfg.Allow = r.storeTimeout(), true, r.StoreAllow
+	c, err := lockclient.Dial(cfg, lockclient.WithIdentity(identity))
 	if err != nil {
-		return nil, false, &SpecError{Reason: batchv1alpha1.StoreSecretInvalidReason,
+		return nil, false, &specerror.Error{Reason: batchv1alpha1.StoreSecretInvalidReason,
 			Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s: %v", gj.Namespace, ref.Name, err)}
 	}
 	r.stores.byVersion[key] = c
 	r.stores.latest[identity] = c
-	r.stores.insecure[identity] = insecure
+	r.stores.insecure[identity] = cfg.InsecureSkipVerify
 	return c, false, nil
 }
 

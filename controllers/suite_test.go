@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -69,12 +68,6 @@ func TestMain(m *testing.M) {
 		logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(zapcore.DebugLevel)))
 	} else {
 		logf.SetLogger(logr.Discard())
-	}
-
-	// Fuzzing runs only pure parsers, in many worker processes: no API server.
-	flag.Parse()
-	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
-		os.Exit(m.Run())
 	}
 
 	assets := os.Getenv("KUBEBUILDER_ASSETS")

@@ -1,81 +1,77 @@
 package main
 
 import (
-	"strconv"
 	"strings"
+	"time"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/gjspec"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
-// runKeys are the keys of one run (active) or of the current occurrence (idle).
-type runKeys struct {
-	lockclient.Keys
-	// unknown names a derived key that cannot be shown without rendering a custom
-	// template ("fence", "done-marker"); the manager records the rendered keys of
-	// active runs only.
-	unknown []string
-}
-
 // keysOf returns the keys to look at: each active run's, as the manager recorded
-// them when the run started; with no active run, the keys of the latest occurrence,
-// from status and the spec where they can be known without rendering a template:
-// a literal template, or the defaults.
-func keysOf(gj *batchv1alpha1.GuardedJob) []runKeys {
-	var out []runKeys
+// them when the run started; with no active run, the keys of the latest
+// occurrence (status.lastScheduleTime, or before the first one the latest
+// schedule time at or before now): those status.lastRun recorded when the last
+// run was for that occurrence, otherwise the keys the manager renders from the
+// spec for it. A spec whose keys do not render gives the lock key status names,
+// if any.
+func keysOf(gj *batchv1alpha1.GuardedJob, now time.Time) []lockclient.Keys {
+	var out []lockclient.Keys
 	for i := range gj.Status.Active {
 		r := &gj.Status.Active[i]
 		if r.Key == "" {
 			continue
 		}
-		out = append(out, runKeys{Keys: lockclient.Keys{Lock: r.Key, Fence: r.FenceKey, Occurrence: r.OccurrenceKey}})
+		out = append(out, lockclient.Keys{Lock: r.Key, Fence: r.FenceKey, Occurrence: r.OccurrenceKey})
 	}
 	if len(out) > 0 {
 		return out
 	}
-	k := runKeys{}
-	switch {
-	case gj.Status.Lock != nil && gj.Status.Lock.Key != "":
-		k.Lock = gj.Status.Lock.Key
-	case gj.Status.LastRun != nil && gj.Status.LastRun.Key != "":
-		k.Lock = gj.Status.LastRun.Key
-	case !isTemplate(gj.Spec.Lock.Key):
-		k.Lock = gj.Spec.Lock.Key
-	default:
-		return nil // never ran, and the key is a template: nothing to look at yet
+
+	var k lockclient.Keys
+	if rules, err := gjspec.Compile(gj); err == nil {
+		if occurrence, ok := latestOccurrence(gj, rules, now); ok {
+			k, _ = rules.Keys(occurrence) // a key that does not render: Ready=False says why
+		}
 	}
 	// The last run's keys, as the manager rendered them, when it ran for the
-	// latest occurrence.
-	var last *batchv1alpha1.RunRecord
-	if lr := gj.Status.LastRun; lr != nil && lr.Key == k.Lock && lr.ScheduledTime != nil && gj.Status.LastScheduleTime != nil &&
+	// latest occurrence (the spec may have changed since).
+	if lr := gj.Status.LastRun; lr != nil && lr.Key != "" && lr.ScheduledTime != nil && gj.Status.LastScheduleTime != nil &&
 		lr.ScheduledTime.Equal(gj.Status.LastScheduleTime) {
-		last = lr
+		rendered := k
+		k = lockclient.Keys{Lock: lr.Key, Occurrence: lr.OccurrenceKey, Fence: lr.FenceKey}
+		if k.Occurrence == "" && rendered.Lock == k.Lock {
+			k.Occurrence = rendered.Occurrence
+		}
+		if k.Fence == "" && rendered.Lock == k.Lock {
+			k.Fence = rendered.Fence
+		}
 	}
-	switch tmpl := gj.Spec.Fencing.KeyTemplate(); {
-	case gj.Spec.Fencing.PolicyOrDefault() == batchv1alpha1.FencingNone:
-	case last != nil && last.FenceKey != "":
-		k.Fence = last.FenceKey
-	case tmpl == batchv1alpha1.DefaultFenceKeyTemplate:
-		k.Fence = k.Lock + ":fence"
-	case !isTemplate(tmpl):
-		k.Fence = tmpl
-	default:
-		k.unknown = append(k.unknown, "fence")
+	if gj.Spec.Fencing.PolicyOrDefault() == batchv1alpha1.FencingNone {
+		k.Fence = ""
 	}
-	switch tmpl := gj.Spec.Lock.OccurrenceKeyTemplate(); {
-	case last != nil && last.OccurrenceKey != "":
-		k.Occurrence = last.OccurrenceKey
-	case !isTemplate(tmpl):
-		k.Occurrence = tmpl
-	case tmpl == batchv1alpha1.DefaultOccurrenceKeyTemplate && gj.Status.LastScheduleTime != nil:
-		k.Occurrence = k.Lock + ":done:" + strconv.FormatInt(gj.Status.LastScheduleTime.Unix(), 10)
-	case gj.Status.LastScheduleTime != nil:
-		k.unknown = append(k.unknown, "done-marker")
+	if k.Lock == "" {
+		switch {
+		case gj.Status.Lock != nil && gj.Status.Lock.Key != "":
+			k = lockclient.Keys{Lock: gj.Status.Lock.Key}
+		case gj.Status.LastRun != nil && gj.Status.LastRun.Key != "":
+			k = lockclient.Keys{Lock: gj.Status.LastRun.Key}
+		default:
+			return nil
+		}
 	}
-	return []runKeys{k}
+	return []lockclient.Keys{k}
 }
 
-func isTemplate(s string) bool { return strings.Contains(s, "{{") }
+// latestOccurrence is status.lastScheduleTime, or before the first one the
+// latest schedule time at or before now.
+func latestOccurrence(gj *batchv1alpha1.GuardedJob, rules *gjspec.Rules, now time.Time) (time.Time, bool) {
+	if t := gj.Status.LastScheduleTime; t != nil {
+		return t.Time, true
+	}
+	return rules.Schedule.Prev(now)
+}
 
 // where says whose a lease value is: the given active run of this GuardedJob, this
 // cluster, another cluster, or a process that does not write GuardedJob tokens.

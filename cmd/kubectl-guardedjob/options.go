@@ -17,7 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/clustername"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/storeconfig"
 )
 
 // options are the flags every command shares, and its I/O.
@@ -193,14 +195,14 @@ func (s *stores) fromSecret(ctx context.Context, namespace, name, what string) (
 	if err := s.o.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
 		return nil, fmt.Errorf("read %s Secret %s/%s: %w", what, namespace, name, err)
 	}
-	url := strings.TrimSpace(string(secret.Data["url"]))
-	if url == "" {
-		return nil, fmt.Errorf("%s Secret %s/%s has no key \"url\"", what, namespace, name)
+	cfg, err := storeconfig.FromSecret(fmt.Sprintf("%s Secret %s/%s", what, namespace, name), secret.Data)
+	if err != nil {
+		return nil, err
 	}
-	c, err := lockclient.Dial(lockclient.Config{
-		URL: url, Username: string(secret.Data["username"]), Password: string(secret.Data["password"]),
-		CACert: secret.Data["ca.crt"], ClientCert: secret.Data["tls.crt"], ClientKey: secret.Data["tls.key"],
-	}, lockclient.WithIdentity(id+" ("+lockclient.Redact(url)+")"))
+	if cfg.InsecureSkipVerify {
+		_, _ = fmt.Fprintf(s.o.stderr, "warning: %s Secret %s/%s turns TLS server verification off (insecureSkipVerify)\n", what, namespace, name)
+	}
+	c, err := lockclient.Dial(cfg, lockclient.WithIdentity(id+" ("+lockclient.Redact(cfg.URL)+")"))
 	if err != nil {
 		return nil, fmt.Errorf("%s Secret %s/%s: %w", what, namespace, name, err)
 	}
@@ -216,10 +218,10 @@ func (o *options) thisCluster(ctx context.Context) string {
 		return o.clusterName
 	}
 	ns := &corev1.Namespace{}
-	if err := o.k8s.Get(ctx, client.ObjectKey{Name: "kube-system"}, ns); err != nil {
+	if err := o.k8s.Get(ctx, client.ObjectKey{Name: clustername.Namespace}, ns); err != nil {
 		return ""
 	}
-	o.clusterName = "cluster-" + strings.SplitN(string(ns.UID), "-", 2)[0]
+	o.clusterName = clustername.FromNamespaceUID(string(ns.UID))
 	return o.clusterName
 }
 

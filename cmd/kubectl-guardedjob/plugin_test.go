@@ -332,6 +332,58 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 		g.Expect(stdout).To(MatchRegexp(`default\s+settle\s+default:settle\s+-`), "the manager's store for the others")
 	})
 
+	t.Run("status and unlock show custom done-marker and fence keys of an idle GuardedJob", func(t *testing.T) {
+		g := NewWithT(t)
+		// Yearly, so the latest occurrence is January 1 of this year (UTC).
+		g.Expect(w.k8s.Create(ctx, &batchv1alpha1.GuardedJob{
+			ObjectMeta: metav1.ObjectMeta{Name: "custom", Namespace: "default"},
+			Spec: batchv1alpha1.GuardedJobSpec{Schedule: "0 0 1 1 *",
+				Lock:    batchv1alpha1.LockSpec{Key: "default:custom", OccurrenceKey: `default:custom:done:{{ .ScheduledTime.Format "2006" }}`},
+				Fencing: &batchv1alpha1.FencingSpec{Key: "default:fences:{{ .Name }}"},
+				JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "w", Image: "busybox"}}}}}}},
+		})).To(Succeed())
+		marker := fmt.Sprintf("default:custom:done:%d", time.Now().UTC().Year())
+		g.Expect(rdb.Set(ctx, marker, "cluster-b/default/custom-1-abcdef#ab", time.Hour).Err()).To(Succeed())
+		g.Expect(rdb.Set(ctx, "default:fences:custom", 7, 0).Err()).To(Succeed())
+
+		code, stdout, stderr := w.plugin("", nil, append([]string{"status", "custom", "-n", "default"}, store...)...)
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(MatchRegexp(`fence\s+default:fences:custom\s+7\n`))
+		g.Expect(stdout).To(MatchRegexp(`done-marker\s+` + marker + `\s+done by cluster-b/default/custom-1-abcdef`))
+
+		code, stdout, stderr = w.plugin("y\n", nil, append([]string{"unlock", "custom", "-n", "default", "--force"}, store...)...)
+		g.Expect(code).To(Equal(0), "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+		g.Expect(stdout).To(ContainSubstring("deleted done-marker " + marker))
+		g.Expect(rdb.Exists(ctx, marker).Val()).To(BeZero())
+	})
+
+	t.Run("a store Secret's insecureSkipVerify is read as the manager reads it", func(t *testing.T) {
+		g := NewWithT(t)
+		tlsSrv := redisserver.Start(t, redisserver.WithTLS())
+		g.Expect(w.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tls"}})).To(Succeed())
+		for name, insecure := range map[string]string{"insecure": "true", "garbled": "yes"} {
+			g.Expect(w.k8s.Create(ctx, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "tls"},
+				StringData: map[string]string{"url": "rediss://" + tlsSrv.Addr(), "insecureSkipVerify": insecure},
+			})).To(Succeed())
+			g.Expect(w.k8s.Create(ctx, &batchv1alpha1.GuardedJob{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "tls"},
+				Spec: batchv1alpha1.GuardedJobSpec{Schedule: "@daily",
+					Lock: batchv1alpha1.LockSpec{Key: "shared:" + name, StoreRef: &batchv1alpha1.StoreReference{Name: name}},
+					JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+						RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "w", Image: "busybox"}}}}}}},
+			})).To(Succeed())
+		}
+		g.Expect(tlsSrv.Client(t).Set(ctx, "shared:insecure", "cluster-b/reports/report-1-aaaaaa#77", time.Minute).Err()).To(Succeed())
+		code, stdout, stderr := w.plugin("", nil, append([]string{"locks", "-n", "tls"}, store...)...)
+		g.Expect(code).To(Equal(1), "the garbled Secret's lock cannot be read")
+		g.Expect(stdout).To(MatchRegexp(`tls\s+insecure\s+shared:insecure\s+cluster-b/reports/report-1-aaaaaa\s+cluster cluster-b`),
+			"a self-signed certificate is accepted when the Secret says insecureSkipVerify: true")
+		g.Expect(stderr).To(ContainSubstring("warning: spec.lock.storeRef Secret tls/insecure turns TLS server verification off"))
+		g.Expect(stderr).To(ContainSubstring(`tls/garbled: spec.lock.storeRef Secret tls/garbled: insecureSkipVerify must be "true" or "false"`))
+	})
+
 	t.Run("run --wait follows a new run to its end", func(t *testing.T) {
 		g := NewWithT(t)
 		done := make(chan struct{})

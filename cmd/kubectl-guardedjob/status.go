@@ -56,9 +56,9 @@ func statusCmd(ctx context.Context, o *options, args []string) error {
 	_ = w.Flush()
 
 	_, _ = fmt.Fprintln(o.stdout, "\nRedis now:")
-	keys := keysOf(gj)
+	keys := keysOf(gj, time.Now())
 	if len(keys) == 0 {
-		_, _ = fmt.Fprintln(o.stdout, "  nothing to look at: no run yet, and lock.key is a template")
+		_, _ = fmt.Fprintln(o.stdout, "  nothing to look at: no run yet, and the spec's keys do not render (see the Ready condition)")
 	} else {
 		st := newStores(o)
 		defer st.close()
@@ -69,7 +69,7 @@ func statusCmd(ctx context.Context, o *options, args []string) error {
 		cluster := o.thisCluster(ctx)
 		w = tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
 		for _, k := range keys {
-			state, err := store.Inspect(ctx, k.Keys)
+			state, err := store.Inspect(ctx, k)
 			if err != nil {
 				return fmt.Errorf("inspect %s in %s: %w", k.Lock, store.Identity(), err)
 			}
@@ -87,9 +87,6 @@ func statusCmd(ctx context.Context, o *options, args []string) error {
 					done = "done by " + lockclient.HolderOf(state.Done)
 				}
 				_, _ = fmt.Fprintf(w, "  done-marker\t%s\t%s\n", k.Occurrence, done)
-			}
-			for _, u := range k.unknown {
-				_, _ = fmt.Fprintf(w, "  %s\t(custom template)\tshown while a run is active\n", u)
 			}
 		}
 		_ = w.Flush()
@@ -151,7 +148,7 @@ func locksCmd(ctx context.Context, o *options, _ []string) error {
 	var failed []string
 	for i := range list.Items {
 		gj := &list.Items[i]
-		keys := keysOf(gj)
+		keys := keysOf(gj, time.Now())
 		if len(keys) == 0 {
 			continue
 		}
@@ -161,7 +158,7 @@ func locksCmd(ctx context.Context, o *options, _ []string) error {
 			continue
 		}
 		for _, k := range keys {
-			state, err := store.Inspect(ctx, k.Keys)
+			state, err := store.Inspect(ctx, k)
 			if err != nil {
 				failed = append(failed, fmt.Sprintf("%s/%s: inspect %s: %v", gj.Namespace, gj.Name, k.Lock, err))
 				continue

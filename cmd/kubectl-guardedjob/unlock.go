@@ -46,8 +46,8 @@ func unlockCmd(ctx context.Context, o *options, args []string) error {
 	}
 	cluster := o.thisCluster(ctx)
 	var cands []candidate
-	for _, k := range keysOf(gj) {
-		state, err := store.Inspect(ctx, k.Keys)
+	for _, k := range keysOf(gj, time.Now()) {
+		state, err := store.Inspect(ctx, k)
 		if err != nil {
 			return fmt.Errorf("inspect %s in %s: %w", k.Lock, store.Identity(), err)
 		}
@@ -64,9 +64,6 @@ func unlockCmd(ctx context.Context, o *options, args []string) error {
 		if k.Occurrence != "" && state.Done != "" {
 			cands = append(cands, candidate{what: "done-marker", key: k.Occurrence, value: state.Done,
 				detail: fmt.Sprintf("done by %s; deleting it lets this occurrence run again", lockclient.HolderOf(state.Done))})
-		}
-		for _, u := range k.unknown {
-			_, _ = fmt.Fprintf(o.stdout, "the %s key comes from a custom template and is only known while a run is active; delete it with redis-cli if needed\n", u)
 		}
 	}
 	if len(cands) == 0 {

@@ -13,9 +13,6 @@ import (
 	"strings"
 	"time"
 
-	// Every replica and cluster must agree on zone rules, whatever the image has.
-	_ "time/tzdata"
-
 	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
@@ -34,7 +31,10 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/controllers"
+	"github.com/guardedjob/guardedjob/internal/clustername"
+	"github.com/guardedjob/guardedjob/internal/keys"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/storeconfig"
 )
 
 // version is the release this binary was built from, set at build time with
@@ -129,7 +129,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err := checkStopRate(o.stopRate); err != nil {
 		return err
 	}
-	grants, err := controllers.ParseKeyGrants(o.keyGrants)
+	grants, err := keys.ParseGrants(o.keyGrants)
 	if err != nil {
 		return fmt.Errorf("--key-grants: %w", err)
 	}
@@ -335,22 +335,22 @@ func apiReachable(cfg *restclient.Config) bool {
 	return err == nil
 }
 
-// defaultClusterName derives a stable name from the kube-system namespace UID,
-// which differs per cluster and survives manager restarts.
+// defaultClusterName derives the cluster name from the kube-system namespace
+// UID, which differs per cluster and survives manager restarts.
 func defaultClusterName(ctx context.Context, cfg *restclient.Config, scheme *runtime.Scheme) (string, error) {
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return "", fmt.Errorf("create client: %w", err)
 	}
 	ns := &corev1.Namespace{}
-	if err := c.Get(ctx, client.ObjectKey{Name: "kube-system"}, ns); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Name: clustername.Namespace}, ns); err != nil {
 		return "", fmt.Errorf("derive --cluster-name from the kube-system namespace (set --cluster-name instead): %w", err)
 	}
-	return "cluster-" + strings.SplitN(string(ns.UID), "-", 2)[0], nil
+	return clustername.FromNamespaceUID(string(ns.UID)), nil
 }
 
-// storeConfigFromSecret reads the lock store's connection from a Secret: url,
-// and optionally ca.crt, tls.crt, tls.key, username and password.
+// storeConfigFromSecret reads the lock store's connection from a Secret (see
+// storeconfig.FromSecret for its keys).
 func storeConfigFromSecret(ctx context.Context, cfg *restclient.Config, scheme *runtime.Scheme, ref string, timeout time.Duration) (lockclient.Config, error) {
 	namespace, name, ok := strings.Cut(ref, "/")
 	if !ok || namespace == "" || name == "" {
@@ -364,19 +364,15 @@ func storeConfigFromSecret(ctx context.Context, cfg *restclient.Config, scheme *
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
 		return lockclient.Config{}, fmt.Errorf("read --redis-secret %s: %w", ref, err)
 	}
-	url := string(secret.Data["url"])
-	if url == "" {
-		return lockclient.Config{}, fmt.Errorf("--redis-secret %s has no key \"url\"", ref)
+	storeCfg, err := storeconfig.FromSecret("--redis-secret "+ref, secret.Data)
+	if err != nil {
+		return lockclient.Config{}, err
 	}
-	insecure := strings.TrimSpace(string(secret.Data["insecureSkipVerify"])) == "true"
-	if insecure {
+	if storeCfg.InsecureSkipVerify {
 		ctrl.Log.WithName("setup").Info("WARNING: --redis-secret turns TLS server verification off (insecureSkipVerify): anyone on the network path can pose as the lock store; put its CA into ca.crt instead", "secret", ref)
 	}
-	return lockclient.Config{
-		URL: url, Timeout: timeout, InsecureSkipVerify: insecure,
-		Username: string(secret.Data["username"]), Password: string(secret.Data["password"]),
-		CACert: secret.Data["ca.crt"], ClientCert: secret.Data["tls.crt"], ClientKey: secret.Data["tls.key"],
-	}, nil
+	storeCfg.Timeout = timeout
+	return storeCfg, nil
 }
 
 // warnOpenStoreRefs warns when GuardedJobs name stores of their own while

@@ -178,6 +178,16 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 		NewWithT(t).Expect(err).To(HaveOccurred())
 		NewWithT(t).Expect(string(out)).To(ContainSubstring(`read --redis-secret default/nope: secrets \"nope\" not found`))
 	})
+	t.Run("a store Secret whose insecureSkipVerify is neither true nor false is a clear error", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(k8s.Create(context.Background(), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "garbled", Namespace: "default"},
+			StringData: map[string]string{"url": "rediss://127.0.0.1:1", "insecureSkipVerify": "yes"},
+		})).To(Succeed())
+		out, err := exec.Command(bin, "--kubeconfig", kubeconfigPath, "--redis-secret", "default/garbled", "--cluster-name", "x").CombinedOutput()
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(string(out)).To(ContainSubstring(`--redis-secret default/garbled: insecureSkipVerify must be \"true\" or \"false\"`))
+	})
 
 	// The store connection comes from a Secret, as a Deployment would have it.
 	const password = "manager-test-password"

@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/guardedjob/guardedjob/controllers"
+	"github.com/guardedjob/guardedjob/internal/keys"
 )
 
 const (
@@ -337,9 +337,9 @@ func TestChartValues(t *testing.T) {
 		g.Expect(env(c, "GUARDEDJOB_CLUSTER_NAME")).To(Equal(&corev1.EnvVar{Name: "GUARDEDJOB_CLUSTER_NAME", Value: "prod-eu-1"}))
 		grants := env(c, "GUARDEDJOB_KEY_GRANTS")
 		g.Expect(grants).NotTo(BeNil())
-		parsed, err := controllers.ParseKeyGrants(grants.Value)
+		parsed, err := keys.ParseGrants(grants.Value)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(parsed).To(Equal(controllers.KeyGrants{"payments": {"lock:payout", "lock:settlement"}, "reports": {"shared:"}}))
+		g.Expect(parsed).To(Equal(keys.Grants{"payments": {"lock:payout", "lock:settlement"}, "reports": {"shared:"}}))
 	})
 
 	t.Run("one replica without leader election has no PDB and no Lease role", func(t *testing.T) {

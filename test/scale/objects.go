@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/leasetiming"
 )
 
 // Each phase has a namespace of its own.
@@ -31,10 +32,9 @@ const (
 	benchTTL      = 30 * time.Second
 	benchInterval = 10 * time.Second
 	benchGrace    = 2 * time.Second
-	// stopMargin is controllers.StopMargin: the time budgeted to issue a run's
-	// deletes after its self-fence deadline (the benchmark does not import the
-	// controllers package).
-	stopMargin = 5 * time.Second
+	// stopMargin is the time budgeted to issue a run's deletes after its
+	// self-fence deadline.
+	stopMargin = leasetiming.StopMargin
 )
 
 func podTemplate() corev1.PodTemplateSpec {

@@ -1,11 +1,16 @@
-package controllers
+// Package leasetiming holds the lease timing rule: whether a run's lease (lock.ttl,
+// lock.renewInterval) can be kept safely given the lock store's call timeout, the
+// Pods' grace period and the manager's leader election, and the durations derived
+// from it (the stop budget of a run's self-fence deadline, the grace period of
+// Pods stopped at that deadline, how long a done-marker lives).
+package leasetiming
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
-	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/schedule"
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
 // StopMargin is the time budgeted to issue the deletes of a run's Job and Pods, plus
@@ -16,18 +21,18 @@ const StopMargin = 5 * time.Second
 // and retry period, to start and renew the leases in status.active.
 const leaderHandoverMargin = 5 * time.Second
 
-// LeaseTiming is what decides whether a run's lease can be kept safely: the lease
+// Timing is what decides whether a run's lease can be kept safely: the lease
 // (TTL, RenewInterval), the lock store's call timeout, the grace period of the
 // run's Pods, and the manager's leader election.
-type LeaseTiming struct {
+type Timing struct {
 	TTL, RenewInterval, PodGrace           time.Duration
 	CallTimeout                            time.Duration
 	LeaderElection                         bool
 	LeaderLeaseDuration, LeaderRetryPeriod time.Duration
 }
 
-// Check returns a *SpecError{Reason: UnsafeLeaseTiming} when the lease could expire
-// while the run's Pods may still be running:
+// Check returns a *specerror.Error{Reason: UnsafeLeaseTiming} when the lease could
+// expire while the run's Pods may still be running:
 //
 //   - TTL - PodGrace - StopMargin <= RenewInterval + CallTimeout: the self-fence
 //     deadline (last good renewal + TTL - PodGrace - StopMargin) must fall after
@@ -38,9 +43,9 @@ type LeaseTiming struct {
 //
 // The message names the rule broken and the smallest whole-second lock.ttl that
 // satisfies both.
-func (t LeaseTiming) Check() error {
+func (t Timing) Check() error {
 	if t.TTL <= 0 || t.RenewInterval <= 0 {
-		return specErrorf(batchv1alpha1.UnsafeLeaseTimingReason,
+		return specerror.Errorf(specerror.UnsafeLeaseTimingReason,
 			"lock.ttl %s and lock.renewInterval %s must both be positive", fmtDuration(t.TTL), fmtDuration(t.RenewInterval))
 	}
 	stopNeed := t.RenewInterval + t.CallTimeout + t.PodGrace + StopMargin
@@ -52,7 +57,7 @@ func (t LeaseTiming) Check() error {
 		safeTTL = max(safeTTL, (t.RenewInterval+leaderNeed).Truncate(time.Second)+time.Second)
 	}
 	if t.TTL <= stopNeed {
-		return specErrorf(batchv1alpha1.UnsafeLeaseTimingReason,
+		return specerror.Errorf(specerror.UnsafeLeaseTimingReason,
 			"lock.ttl %s is too short for renewInterval %s, the lock store's call timeout %s and the Pods' "+
 				"terminationGracePeriodSeconds %s (a run that cannot renew must stop its Pods before the lease expires, "+
 				"and a slow renewal must answer before that): "+
@@ -64,7 +69,7 @@ func (t LeaseTiming) Check() error {
 		if r := t.TTL - leaderNeed; r > time.Second {
 			renew = " or lock.renewInterval < " + fmtDuration(r)
 		}
-		return specErrorf(batchv1alpha1.UnsafeLeaseTimingReason,
+		return specerror.Errorf(specerror.UnsafeLeaseTimingReason,
 			"lock.ttl %s minus renewInterval %s leaves %s, which must exceed the manager's leader election "+
 				"lease duration %s + retry period %s + %s (a new leader must renew before the lease expires): "+
 				"use lock.ttl >= %s%s",
@@ -93,24 +98,13 @@ func DeadlineGrace(podGrace time.Duration, validUntil, now time.Time) time.Durat
 // scheduled lives: until the next occurrence is due, plus startingDeadline (while that
 // occurrence may start, a trigger can still name this one), plus 5 minutes, plus
 // keepAfterSuccess; at least 5 minutes.
-func MarkerTTL(s *Schedule, scheduled, now time.Time, startingDeadline, keepAfterSuccess time.Duration) time.Duration {
+func MarkerTTL(s *schedule.Schedule, scheduled, now time.Time, startingDeadline, keepAfterSuccess time.Duration) time.Duration {
 	const margin = 5 * time.Minute
 	next := s.Next(scheduled)
 	if next.IsZero() {
 		next = scheduled // no next occurrence within five years: keep it as long as this one may start
 	}
 	return max(next.Add(startingDeadline+margin+keepAfterSuccess).Sub(now), margin)
-}
-
-// JobName returns the name of the Job of a run of gjName at scheduled:
-// "<gjName>-<scheduled Unix minutes>-<first 6 characters of random>". random is the
-// run's lower-case hex random part. With gjName at most 45 characters the name fits
-// the 63 characters of a label value (the Job controller labels Pods with it).
-func JobName(gjName string, scheduled time.Time, random string) string {
-	if len(random) > 6 {
-		random = random[:6]
-	}
-	return gjName + "-" + strconv.FormatInt(scheduled.Unix()/60, 10) + "-" + random
 }
 
 // fmtDuration writes whole seconds as "45s" (how users write lock.ttl), other

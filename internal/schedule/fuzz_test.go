@@ -1,4 +1,4 @@
-package controllers
+package schedule
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
 // fuzzTime maps any int64 to a time between 1970 and about 2200.
@@ -19,60 +19,7 @@ func fuzzTime(n int64) time.Time {
 	return time.Unix(n, 0)
 }
 
-// FuzzKeyTemplate: any template text parses or gives a SpecError; one that
-// parses renders a key that meets the key rules or gives a SpecError, with a
-// message of bounded size, never a panic.
-func FuzzKeyTemplate(f *testing.F) {
-	for _, s := range []string{
-		"payments:settlement",
-		`{{ .Key }}:done:{{ .ScheduledTime.Unix }}`,
-		`{{ .Namespace }}:{{ .Name | replace "-" "_" | upper }}:{{ .ScheduledTime.UTC.Format "2006-01-02T15" }}`,
-		`{{ printf "%0512d" 1 }}`,
-		`{{ range .Name }}x{{ end }}`,
-		`{{ .ScheduledTime.Format (.ScheduledTime.Format "2006") }}`,
-		`{{ define "x" }}{{ end }}`,
-		`{{ if eq .Name "a" }}a{{ else }}{{ .Name | trimSuffix "-job" | lower }}{{ end }}`,
-		`{{ urlquery .Name | js | html }}`,
-		`{{ .Missing }}`,
-	} {
-		f.Add(s, "payments", "daily-settlement", int64(1795968300))
-	}
-	f.Fuzz(func(t *testing.T, text, namespace, name string, at int64) {
-		start := time.Now()
-		defer func() {
-			if d := time.Since(start); d > 2*time.Second { // bounded work: a template cannot stall a reconcile
-				t.Fatalf("%q took %s", text, d)
-			}
-		}()
-		tmpl, err := ParseKeyTemplate("spec.lock.key", text)
-		if err != nil {
-			checkSpecError(t, err)
-			return
-		}
-		data := KeyData{ScheduledTime: fuzzTime(at).In(time.UTC), Namespace: namespace, Name: name, Key: "k"}
-		key, err := RenderKey("spec.lock.key", tmpl, data)
-		if err != nil {
-			checkSpecError(t, err)
-			return
-		}
-		if err := lockclient.ValidateKey(key); err != nil {
-			t.Fatalf("rendered key %q breaks the key rules: %v", key, err)
-		}
-	})
-}
-
-func checkSpecError(t *testing.T, err error) {
-	t.Helper()
-	var se *SpecError
-	if !errors.As(err, &se) || se.Reason == "" {
-		t.Fatalf("not a SpecError with a reason: %v", err)
-	}
-	if len(se.Message) > 4096 {
-		t.Fatalf("message of %d bytes", len(se.Message))
-	}
-}
-
-// FuzzSchedule: any schedule and zone the CRD admits parse or give a SpecError; a schedule
+// FuzzSchedule: any schedule and zone the CRD admits parse or give a spec error; a schedule
 // that parses moves forward, and Prev finds the time Next returned.
 func FuzzSchedule(f *testing.F) {
 	for _, s := range [][2]string{
@@ -86,7 +33,7 @@ func FuzzSchedule(f *testing.F) {
 		if len(spec) > 256 || len(zone) > 64 {
 			t.Skip("the CRD admits at most 256 and 64 characters")
 		}
-		s, err := ParseSchedule(spec, zone)
+		s, err := Parse(spec, zone)
 		if err != nil {
 			checkSpecError(t, err)
 			return
@@ -128,4 +75,15 @@ func FuzzTrigger(f *testing.F) {
 			t.Fatalf("%q read as %s, written back reads %s (%v)", v, at, again, err)
 		}
 	})
+}
+
+func checkSpecError(t *testing.T, err error) {
+	t.Helper()
+	var se *specerror.Error
+	if !errors.As(err, &se) || se.Reason == "" {
+		t.Fatalf("not a spec error with a reason: %v", err)
+	}
+	if len(se.Message) > 4096 {
+		t.Fatalf("message of %d bytes", len(se.Message))
+	}
 }

@@ -1,4 +1,9 @@
-package controllers
+// Package schedule holds the schedule rules of a GuardedJob: parsing spec.schedule
+// (the CronJob dialect) in spec.timeZone, the schedule math (the next and latest
+// schedule times, which occurrence is due), and reading a run-now trigger.
+// Every replica and every cluster computes the same occurrences from the same
+// spec: an occurrence names the keys its run takes.
+package schedule
 
 import (
 	"fmt"
@@ -6,25 +11,13 @@ import (
 	"strings"
 	"time"
 
+	// Every replica and cluster must agree on zone rules, whatever the image has.
+	_ "time/tzdata"
+
 	"github.com/robfig/cron/v3"
 
-	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
-
-// SpecError is a spec problem that retrying cannot fix. Reason is the Ready=False
-// reason (InvalidSchedule, InvalidTimeZone, InvalidTemplate, InvalidKey, KeyNotAllowed,
-// UnsafeLeaseTiming, ...) and Message says what to fix.
-type SpecError struct {
-	Reason  string
-	Message string
-}
-
-// Error returns Message.
-func (e *SpecError) Error() string { return e.Message }
-
-func specErrorf(reason, format string, args ...any) *SpecError {
-	return &SpecError{Reason: reason, Message: fmt.Sprintf(format, args...)}
-}
 
 const (
 	// prevHorizon bounds how far back Prev looks. It matches the five years the cron
@@ -64,14 +57,14 @@ func (e everySchedule) Next(t time.Time) time.Time {
 	return time.Unix((k+1)*e.seconds, 0)
 }
 
-// ParseSchedule parses a schedule in the CronJob dialect (five fields minute hour
+// Parse parses a schedule in the CronJob dialect (five fields minute hour
 // day-of-month month day-of-week, or a descriptor: @yearly, @annually, @monthly,
 // @weekly, @daily, @midnight, @hourly, @every <duration>) read in the IANA zone
 // timeZone ("" means UTC). Seconds fields and TZ=/CRON_TZ= prefixes are rejected, as
 // is a schedule that never fires. "@every d" takes whole seconds (at least 1s) and
-// fires at the multiples of d since the Unix epoch. Errors are *SpecError with reason
+// fires at the multiples of d since the Unix epoch. Errors are *specerror.Error with reason
 // InvalidSchedule or InvalidTimeZone.
-func ParseSchedule(spec, timeZone string) (*Schedule, error) {
+func Parse(spec, timeZone string) (*Schedule, error) {
 	loc, err := loadZone(timeZone)
 	if err != nil {
 		return nil, err
@@ -80,18 +73,18 @@ func ParseSchedule(spec, timeZone string) (*Schedule, error) {
 	const fiveFields = "5 fields (minute hour day-of-month month day-of-week) or a descriptor such as @daily, @hourly or @every 5m"
 	switch {
 	case spec == "":
-		return nil, specErrorf(batchv1alpha1.InvalidScheduleReason, "spec.schedule is empty: a schedule has %s", fiveFields)
+		return nil, specerror.Errorf(specerror.InvalidScheduleReason, "spec.schedule is empty: a schedule has %s", fiveFields)
 	case strings.Contains(spec, "TZ="):
 		// CronJob rejects these too: the zone has exactly one place, spec.timeZone.
-		return nil, specErrorf(batchv1alpha1.InvalidScheduleReason,
+		return nil, specerror.Errorf(specerror.InvalidScheduleReason,
 			"spec.schedule %q sets a time zone with TZ= or CRON_TZ=: remove it and use spec.timeZone", spec)
 	case !strings.HasPrefix(spec, "@") && len(strings.Fields(spec)) == 6:
-		return nil, specErrorf(batchv1alpha1.InvalidScheduleReason,
+		return nil, specerror.Errorf(specerror.InvalidScheduleReason,
 			"spec.schedule %q has 6 fields, but seconds are not supported: a schedule has %s", spec, fiveFields)
 	}
 	parsed, err := cron.ParseStandard(spec)
 	if err != nil {
-		return nil, specErrorf(batchv1alpha1.InvalidScheduleReason,
+		return nil, specerror.Errorf(specerror.InvalidScheduleReason,
 			"spec.schedule %q is not a valid schedule (%v): a schedule has %s", spec, err, fiveFields)
 	}
 	s := &Schedule{loc: loc}
@@ -104,17 +97,17 @@ func ParseSchedule(spec, timeZone string) (*Schedule, error) {
 		// into one second and drops fractions.
 		d, _ := time.ParseDuration(strings.TrimPrefix(spec, "@every "))
 		if d < time.Second || d%time.Second != 0 {
-			return nil, specErrorf(batchv1alpha1.InvalidScheduleReason,
+			return nil, specerror.Errorf(specerror.InvalidScheduleReason,
 				"spec.schedule %q: @every takes a whole number of seconds, at least 1s, such as @every 5m", spec)
 		}
 		s.cron = everySchedule{seconds: int64(d / time.Second)}
 	default:
-		return nil, specErrorf(batchv1alpha1.InvalidScheduleReason, "spec.schedule %q is not supported", spec)
+		return nil, specerror.Errorf(specerror.InvalidScheduleReason, "spec.schedule %q is not supported", spec)
 	}
 	// Whether a cron expression fires at all does not depend on the year (Feb 29 comes
 	// within any five years), so a fixed reference keeps this check independent of now.
 	if s.Next(time.Unix(0, 0)).IsZero() {
-		return nil, specErrorf(batchv1alpha1.InvalidScheduleReason,
+		return nil, specerror.Errorf(specerror.InvalidScheduleReason,
 			"spec.schedule %q never fires (a day that does not exist in its month?)", spec)
 	}
 	return s, nil
@@ -126,12 +119,12 @@ func loadZone(name string) (*time.Location, error) {
 		return time.UTC, nil
 	case "Local":
 		// The manager's own zone differs between replicas and clusters.
-		return nil, specErrorf(batchv1alpha1.InvalidTimeZoneReason,
+		return nil, specerror.Errorf(specerror.InvalidTimeZoneReason,
 			"spec.timeZone Local is not allowed: use an IANA zone name such as Asia/Taipei or UTC")
 	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {
-		return nil, specErrorf(batchv1alpha1.InvalidTimeZoneReason,
+		return nil, specerror.Errorf(specerror.InvalidTimeZoneReason,
 			"spec.timeZone %q is not an IANA time zone name such as Asia/Taipei or UTC: %v", name, err)
 	}
 	return loc, nil

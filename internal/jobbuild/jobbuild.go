@@ -1,4 +1,7 @@
-package controllers
+// Package jobbuild builds the Job of a GuardedJob's run: the desired Job as a pure
+// function of the object and the run (fence, holder, lease finalizer, deadlines,
+// failure policy), and its deterministic name.
+package jobbuild
 
 import (
 	"fmt"
@@ -15,7 +18,7 @@ import (
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 )
 
-// buildJob returns the Job of an active run, and warnings for the object's events.
+// Build returns the Job of an active run, and warnings for the object's events.
 // It is pure: the same object and run always give the same Job, so a Job found
 // after a crash can be compared with the one that would be created.
 //
@@ -25,7 +28,7 @@ import (
 // maxHold on the Job and on its Pods (so the Job controller and the kubelet bound
 // the run even without this manager), and the fence in every container's env and
 // in the annotation batch.guardedjob.dev/fence of the Job and its Pods.
-func buildJob(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (*batchv1.Job, []string) {
+func Build(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (*batchv1.Job, []string) {
 	var warnings []string
 	tmpl := gj.Spec.JobTemplate.DeepCopy()
 	job := &batchv1.Job{
@@ -110,6 +113,17 @@ func buildJob(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (*batc
 		}
 	}
 	return job, warnings
+}
+
+// Name returns the name of the Job of a run of gjName at scheduled:
+// "<gjName>-<scheduled Unix minutes>-<first 6 characters of random>". random is the
+// run's lower-case hex random part. With gjName at most 45 characters the name fits
+// the 63 characters of a label value (the Job controller labels Pods with it).
+func Name(gjName string, scheduled time.Time, random string) string {
+	if len(random) > 6 {
+		random = random[:6]
+	}
+	return gjName + "-" + strconv.FormatInt(scheduled.Unix()/60, 10) + "-" + random
 }
 
 // setEnv sets name=value on c, replacing a variable of that name.

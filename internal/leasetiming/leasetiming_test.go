@@ -1,70 +1,100 @@
-package controllers
+package leasetiming
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/guardedjob/guardedjob/internal/schedule"
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
+
+// at parses an RFC 3339 time; tests use it for readable instants.
+func at(t *testing.T, s string) time.Time {
+	t.Helper()
+	v, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t.Fatalf("bad test time %q: %v", s, err)
+	}
+	return v
+}
+
+func mustSchedule(t *testing.T, spec, zone string) *schedule.Schedule {
+	t.Helper()
+	s, err := schedule.Parse(spec, zone)
+	if err != nil {
+		t.Fatalf("schedule.Parse(%q, %q): %v", spec, zone, err)
+	}
+	return s
+}
+
+func specError(err error) *specerror.Error {
+	var se *specerror.Error
+	if errors.As(err, &se) {
+		return se
+	}
+	return nil
+}
 
 func TestLeaseTimingCheck(t *testing.T) {
 	s := time.Second
-	defaults := LeaseTiming{TTL: 60 * s, RenewInterval: 20 * s, PodGrace: 30 * s, CallTimeout: 3 * s,
+	defaults := Timing{TTL: 60 * s, RenewInterval: 20 * s, PodGrace: 30 * s, CallTimeout: 3 * s,
 		LeaderElection: true, LeaderLeaseDuration: 15 * s, LeaderRetryPeriod: 2 * s}
-	with := func(f func(*LeaseTiming)) LeaseTiming {
+	with := func(f func(*Timing)) Timing {
 		lt := defaults
 		f(&lt)
 		return lt
 	}
 	tests := []struct {
 		name   string
-		timing LeaseTiming
+		timing Timing
 		msg    string // "" means safe
 	}{
 		{name: "the defaults are safe", timing: defaults},
-		{name: "the defaults without leader election are safe", timing: with(func(t *LeaseTiming) { t.LeaderElection = false })},
+		{name: "the defaults without leader election are safe", timing: with(func(t *Timing) { t.LeaderElection = false })},
 		{name: "ttl just above renewInterval + call timeout + grace + 5s is safe",
-			timing: with(func(t *LeaseTiming) { t.TTL, t.RenewInterval, t.PodGrace = 49*s, 10*s, 30*s })},
+			timing: with(func(t *Timing) { t.TTL, t.RenewInterval, t.PodGrace = 49*s, 10*s, 30*s })},
 		{name: "ttl exactly renewInterval + call timeout + grace + 5s is unsafe: the deadline would tie with a slow renewal",
-			timing: with(func(t *LeaseTiming) { t.TTL, t.RenewInterval, t.PodGrace = 48*s, 10*s, 30*s }),
+			timing: with(func(t *Timing) { t.TTL, t.RenewInterval, t.PodGrace = 48*s, 10*s, 30*s }),
 			msg: "lock.ttl 48s is too short for renewInterval 10s, the lock store's call timeout 3s and the Pods' " +
 				"terminationGracePeriodSeconds 30s (a run that cannot renew must stop its Pods before the lease expires, " +
 				"and a slow renewal must answer before that): " +
 				"use lock.ttl >= 49s, or lower terminationGracePeriodSeconds or lock.renewInterval"},
 		{name: "ttl too short for the Pods' grace period",
-			timing: with(func(t *LeaseTiming) { t.TTL, t.RenewInterval, t.PodGrace = 30*s, 10*s, 30*s }),
+			timing: with(func(t *Timing) { t.TTL, t.RenewInterval, t.PodGrace = 30*s, 10*s, 30*s }),
 			msg: "lock.ttl 30s is too short for renewInterval 10s, the lock store's call timeout 3s and the Pods' " +
 				"terminationGracePeriodSeconds 30s (a run that cannot renew must stop its Pods before the lease expires, " +
 				"and a slow renewal must answer before that): " +
 				"use lock.ttl >= 49s, or lower terminationGracePeriodSeconds or lock.renewInterval"},
 		{name: "the suggested ttl satisfies the leader rule too",
-			timing: with(func(t *LeaseTiming) { t.TTL, t.RenewInterval, t.PodGrace = 20*s, 15*s, 5*s }),
+			timing: with(func(t *Timing) { t.TTL, t.RenewInterval, t.PodGrace = 20*s, 15*s, 5*s }),
 			msg: "lock.ttl 20s is too short for renewInterval 15s, the lock store's call timeout 3s and the Pods' " +
 				"terminationGracePeriodSeconds 5s (a run that cannot renew must stop its Pods before the lease expires, " +
 				"and a slow renewal must answer before that): " +
 				"use lock.ttl >= 38s, or lower terminationGracePeriodSeconds or lock.renewInterval"},
 		{name: "ttl - renewInterval exactly the leader bound is unsafe",
-			timing: with(func(t *LeaseTiming) { t.TTL, t.RenewInterval, t.PodGrace = 42*s, 20*s, 10*s }),
+			timing: with(func(t *Timing) { t.TTL, t.RenewInterval, t.PodGrace = 42*s, 20*s, 10*s }),
 			msg: "lock.ttl 42s minus renewInterval 20s leaves 22s, which must exceed the manager's leader election " +
 				"lease duration 15s + retry period 2s + 5s (a new leader must renew before the lease expires): " +
 				"use lock.ttl >= 43s or lock.renewInterval < 20s"},
 		{name: "a long leader lease needs a longer ttl",
-			timing: with(func(t *LeaseTiming) { t.LeaderLeaseDuration = 60 * s }),
+			timing: with(func(t *Timing) { t.LeaderLeaseDuration = 60 * s }),
 			msg: "lock.ttl 60s minus renewInterval 20s leaves 40s, which must exceed the manager's leader election " +
 				"lease duration 60s + retry period 2s + 5s (a new leader must renew before the lease expires): " +
 				"use lock.ttl >= 88s"},
 		{name: "the leader rule does not apply without leader election",
-			timing: with(func(t *LeaseTiming) { t.LeaderElection, t.LeaderLeaseDuration = false, 60*s })},
+			timing: with(func(t *Timing) { t.LeaderElection, t.LeaderLeaseDuration = false, 60*s })},
 		{name: "fractional durations round the suggestion up",
-			timing: with(func(t *LeaseTiming) { t.TTL, t.RenewInterval, t.LeaderElection = 50*s, 15500*time.Millisecond, false }),
+			timing: with(func(t *Timing) { t.TTL, t.RenewInterval, t.LeaderElection = 50*s, 15500*time.Millisecond, false }),
 			msg: "lock.ttl 50s is too short for renewInterval 15.5s, the lock store's call timeout 3s and the Pods' " +
 				"terminationGracePeriodSeconds 30s (a run that cannot renew must stop its Pods before the lease expires, " +
 				"and a slow renewal must answer before that): " +
 				"use lock.ttl >= 54s, or lower terminationGracePeriodSeconds or lock.renewInterval"},
 		{name: "a zero renewInterval is unsafe",
-			timing: with(func(t *LeaseTiming) { t.RenewInterval = 0 }),
+			timing: with(func(t *Timing) { t.RenewInterval = 0 }),
 			msg:    "lock.ttl 60s and lock.renewInterval 0s must both be positive"},
 	}
 	for _, tt := range tests {
@@ -76,7 +106,7 @@ func TestLeaseTimingCheck(t *testing.T) {
 				return
 			}
 			se := specError(err)
-			g.Expect(se).NotTo(BeNil(), "want a *SpecError, got %v", err)
+			g.Expect(se).NotTo(BeNil(), "want a *specerror.Error, got %v", err)
 			g.Expect(se.Reason).To(Equal("UnsafeLeaseTiming"))
 			g.Expect(se.Message).To(Equal(tt.msg))
 		})
@@ -87,7 +117,7 @@ func TestLeaseTimingSuggestionsAreSafe(t *testing.T) {
 	// Whatever lock.ttl a message suggests passes Check.
 	g := NewWithT(t)
 	s := time.Second
-	for _, lt := range []LeaseTiming{
+	for _, lt := range []Timing{
 		{TTL: 30 * s, RenewInterval: 10 * s, PodGrace: 30 * s, LeaderElection: true, LeaderLeaseDuration: 15 * s, LeaderRetryPeriod: 2 * s},
 		{TTL: 20 * s, RenewInterval: 15 * s, LeaderElection: true, LeaderLeaseDuration: 15 * s, LeaderRetryPeriod: 2 * s},
 		{TTL: 30 * s, RenewInterval: 20 * s, LeaderElection: true, LeaderLeaseDuration: 137 * time.Second / 10, LeaderRetryPeriod: 2 * s},
@@ -174,37 +204,4 @@ func TestMarkerTTL(t *testing.T) {
 			g.Expect(MarkerTTL(s, at(t, tt.scheduled), at(t, tt.now), tt.deadline, tt.keep)).To(Equal(tt.want))
 		})
 	}
-}
-
-func TestJobName(t *testing.T) {
-	scheduled := time.Date(2026, 11, 29, 16, 5, 0, 0, time.UTC) // Unix 1795968300
-	tests := []struct {
-		name   string
-		gj     string
-		random string
-		want   string
-	}{
-		{name: "name, scheduled Unix minutes and 6 characters of the random part",
-			gj: "daily-settlement", random: "5f3a9c0b1d2e", want: "daily-settlement-29932805-5f3a9c"},
-		{name: "a short random part is used whole", gj: "a", random: "ab", want: "a-29932805-ab"},
-		{name: "the longest allowed name still fits a label value", gj: "a23456789-123456789-123456789-123456789-12345",
-			random: "0123456789abcdef", want: "a23456789-123456789-123456789-123456789-12345-29932805-012345"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			g := NewWithT(t)
-			got := JobName(tt.gj, scheduled, tt.random)
-			g.Expect(got).To(Equal(tt.want))
-			g.Expect(len(got)).To(BeNumerically("<=", 63))
-			g.Expect(validation.IsDNS1123Label(got)).To(BeEmpty())
-		})
-	}
-}
-
-func TestJobNameIsTheSameInEveryZone(t *testing.T) {
-	g := NewWithT(t)
-	taipei, err := time.LoadLocation("Asia/Taipei")
-	g.Expect(err).NotTo(HaveOccurred())
-	utc := time.Date(2026, 11, 29, 16, 5, 0, 0, time.UTC)
-	g.Expect(JobName("gj", utc.In(taipei), "abcdef")).To(Equal(JobName("gj", utc, "abcdef")))
 }

@@ -1,4 +1,4 @@
-package controllers
+package schedule
 
 import (
 	"errors"
@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
-	// The manager embeds the zone database too, so zones resolve the same on every machine.
-	_ "time/tzdata"
-
 	. "github.com/onsi/gomega"
+
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
 // at parses an RFC 3339 time; tests use it for readable instants.
@@ -24,15 +23,15 @@ func at(t *testing.T, s string) time.Time {
 
 func mustSchedule(t *testing.T, spec, zone string) *Schedule {
 	t.Helper()
-	s, err := ParseSchedule(spec, zone)
+	s, err := Parse(spec, zone)
 	if err != nil {
-		t.Fatalf("ParseSchedule(%q, %q): %v", spec, zone, err)
+		t.Fatalf("Parse(%q, %q): %v", spec, zone, err)
 	}
 	return s
 }
 
-func specError(err error) *SpecError {
-	var se *SpecError
+func specError(err error) *specerror.Error {
+	var se *specerror.Error
 	if errors.As(err, &se) {
 		return se
 	}
@@ -80,7 +79,7 @@ func TestParseSchedule(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			s, err := ParseSchedule(tt.spec, tt.zone)
+			s, err := Parse(tt.spec, tt.zone)
 			if tt.reason == "" {
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(s.Location().String()).To(Equal(tt.zoneName))
@@ -88,7 +87,7 @@ func TestParseSchedule(t *testing.T) {
 			}
 			g.Expect(s).To(BeNil())
 			se := specError(err)
-			g.Expect(se).NotTo(BeNil(), "want a *SpecError, got %v", err)
+			g.Expect(se).NotTo(BeNil(), "want a *specerror.Error, got %v", err)
 			g.Expect(se.Reason).To(Equal(tt.reason))
 			g.Expect(se.Error()).To(Equal(se.Message))
 			for _, c := range tt.contains {

@@ -1,4 +1,4 @@
-package controllers
+package calibration
 
 import (
 	"testing"
@@ -24,7 +24,7 @@ func seconds(ns ...int) []time.Duration {
 func durations(ds ...time.Duration) *batchv1alpha1.RunDurations {
 	var rd *batchv1alpha1.RunDurations
 	for _, d := range ds {
-		rd = withDuration(rd, d)
+		rd = WithDuration(rd, d)
 	}
 	return rd
 }
@@ -69,7 +69,7 @@ func TestRunDurationPercentiles(t *testing.T) {
 		g := NewWithT(t)
 		before := durations(seconds(1, 2)...)
 		kept := before.DeepCopy()
-		_ = withDuration(before, time.Hour)
+		_ = WithDuration(before, time.Hour)
 		g.Expect(before).To(Equal(kept))
 	})
 }
@@ -91,7 +91,7 @@ func TestMaxHoldAtRisk(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			NewWithT(t).Expect(maxHoldAtRisk(durations(tt.recorded...), tt.maxHold)).To(Equal(tt.want))
+			NewWithT(t).Expect(MaxHoldAtRisk(durations(tt.recorded...), tt.maxHold)).To(Equal(tt.want))
 		})
 	}
 }
@@ -117,7 +117,7 @@ func TestUnusuallyLong(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			rd := durations(tt.recorded...)
-			after, ok := unusuallyLongAfter(rd)
+			after, ok := UnusuallyLongAfter(rd)
 			g.Expect(ok).To(Equal(tt.after != 0))
 			g.Expect(after).To(Equal(tt.after))
 			g.Expect(ok && tt.longRun > after).To(Equal(tt.isUnusual))
@@ -147,7 +147,7 @@ func TestJobDuration(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			d, ok := jobDuration(&tt.job)
+			d, ok := JobDuration(&tt.job)
 			g.Expect(ok).To(Equal(tt.wantOK))
 			g.Expect(d).To(Equal(tt.want))
 		})

@@ -1,21 +1,32 @@
-package controllers
+package keys
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
+func specError(err error) *specerror.Error {
+	var se *specerror.Error
+	if errors.As(err, &se) {
+		return se
+	}
+	return nil
+}
+
 // keyData is the data of the 2026-11-30 00:05 Taipei occurrence of payments/daily-settlement.
-func keyData(t *testing.T, key string) KeyData {
+func keyData(t *testing.T, key string) Data {
 	t.Helper()
 	taipei, err := time.LoadLocation("Asia/Taipei")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return KeyData{
+	return Data{
 		ScheduledTime: time.Date(2026, 11, 30, 0, 5, 0, 0, taipei),
 		Namespace:     "payments",
 		Name:          "daily-settlement",
@@ -56,7 +67,7 @@ func TestParseKeyTemplate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			tmpl, err := ParseKeyTemplate("spec.lock.key", tt.text)
+			tmpl, err := ParseTemplate("spec.lock.key", tt.text)
 			if len(tt.contains) == 0 {
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(tmpl).NotTo(BeNil())
@@ -64,7 +75,7 @@ func TestParseKeyTemplate(t *testing.T) {
 			}
 			g.Expect(tmpl).To(BeNil())
 			se := specError(err)
-			g.Expect(se).NotTo(BeNil(), "want a *SpecError, got %v", err)
+			g.Expect(se).NotTo(BeNil(), "want a *specerror.Error, got %v", err)
 			g.Expect(se.Reason).To(Equal("InvalidTemplate"))
 			for _, c := range tt.contains {
 				g.Expect(se.Message).To(ContainSubstring(c))
@@ -131,9 +142,9 @@ func TestRenderKey(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			tmpl, err := ParseKeyTemplate("spec.lock.key", tt.text)
+			tmpl, err := ParseTemplate("spec.lock.key", tt.text)
 			g.Expect(err).NotTo(HaveOccurred())
-			got, err := RenderKey("spec.lock.key", tmpl, keyData(t, tt.key))
+			got, err := Render("spec.lock.key", tmpl, keyData(t, tt.key))
 			if tt.reason == "" {
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(got).To(Equal(tt.want))
@@ -141,7 +152,7 @@ func TestRenderKey(t *testing.T) {
 			}
 			g.Expect(got).To(BeEmpty())
 			se := specError(err)
-			g.Expect(se).NotTo(BeNil(), "want a *SpecError, got %v", err)
+			g.Expect(se).NotTo(BeNil(), "want a *specerror.Error, got %v", err)
 			g.Expect(se.Reason).To(Equal(tt.reason))
 			for _, m := range tt.msg {
 				g.Expect(se.Message).To(ContainSubstring(m))
@@ -161,109 +172,4 @@ func TestKeyWriterKeepsAtMost513Bytes(t *testing.T) {
 	g.Expect(n).To(Equal(13))
 	g.Expect(w.buf.Len()).To(Equal(513))
 	g.Expect(w.buf.Cap()).To(BeNumerically("<", 4096))
-}
-
-func TestParseKeyGrants(t *testing.T) {
-	tests := []struct {
-		name      string
-		flag      string
-		want      KeyGrants
-		canonical string
-		err       string
-	}{
-		{name: "an empty flag grants nothing", flag: "", want: KeyGrants{}, canonical: ""},
-		{name: "one grant", flag: "payments=lock:settlement",
-			want: KeyGrants{"payments": {"lock:settlement"}}, canonical: "payments=lock:settlement"},
-		{name: "repeated namespaces, whitespace and empty items",
-			flag:      " reports=shared: , payments=lock:settlement,,payments=lock:payout ,payments=lock:settlement",
-			want:      KeyGrants{"payments": {"lock:payout", "lock:settlement"}, "reports": {"shared:"}},
-			canonical: "payments=lock:payout,payments=lock:settlement,reports=shared:"},
-		{name: "an item without = is an error", flag: "payments", err: `key grant "payments" is not namespace=prefix`},
-		{name: "an empty prefix is an error", flag: "payments=", err: "is not namespace=prefix"},
-		{name: "an empty namespace is an error", flag: "=lock:", err: "is not namespace=prefix"},
-		{name: "a namespace that is not a DNS label is an error", flag: "Payments=lock:", err: `"Payments" is not a namespace name`},
-		{name: "a prefix with whitespace inside is an error", flag: "payments=lock: x", err: "prefix is not a valid key"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			g := NewWithT(t)
-			got, err := ParseKeyGrants(tt.flag)
-			if tt.err != "" {
-				g.Expect(err).To(MatchError(ContainSubstring(tt.err)))
-				return
-			}
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(got).To(Equal(tt.want))
-			g.Expect(got.String()).To(Equal(tt.canonical))
-			again, err := ParseKeyGrants(got.String())
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(again).To(Equal(got))
-		})
-	}
-}
-
-func TestKeyGrantsAllowed(t *testing.T) {
-	grants := KeyGrants{"payments": {"lock:settlement"}, "reports": {"shared:"}}
-	tests := []struct {
-		name      string
-		namespace string
-		key       string
-		want      bool
-	}{
-		{name: "a key under the namespace's own prefix", namespace: "payments", key: "payments:nightly", want: true},
-		{name: "a key under another namespace's prefix", namespace: "reports", key: "payments:nightly", want: false},
-		{name: "a namespace that is a prefix of another is not confused", namespace: "pay", key: "payments:x", want: false},
-		{name: "the namespace without the colon", namespace: "payments", key: "payments", want: false},
-		{name: "a granted prefix", namespace: "payments", key: "lock:settlement", want: true},
-		{name: "keys derived from a granted key", namespace: "payments", key: "lock:settlement:done:1795968300", want: true},
-		{name: "a grant to another namespace does not apply", namespace: "reports", key: "lock:settlement", want: false},
-		{name: "a key outside every prefix", namespace: "payments", key: "lock:payout", want: false},
-		{name: "an empty namespace is allowed nothing", namespace: "", key: ":x", want: false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			g := NewWithT(t)
-			g.Expect(grants.Allowed(tt.namespace, tt.key)).To(Equal(tt.want))
-		})
-	}
-}
-
-func TestKeyGrantsCheckKeys(t *testing.T) {
-	tests := []struct {
-		name      string
-		grants    KeyGrants
-		namespace string
-		keys      []string
-		msg       string // "" means allowed
-	}{
-		{name: "keys under the namespace's prefix pass", namespace: "payments",
-			keys: []string{"payments:lock", "payments:lock:done:1", "payments:lock:fence"}},
-		{name: "an empty fence key (fencing None) is skipped", namespace: "payments",
-			keys: []string{"payments:lock", "payments:lock:done:1", ""}},
-		{name: "granted keys pass", grants: KeyGrants{"payments": {"lock:settlement"}}, namespace: "payments",
-			keys: []string{"lock:settlement", "lock:settlement:done:1", "lock:settlement:fence"}},
-		{name: "a key outside says how to grant it", namespace: "payments",
-			keys: []string{"lock:settlement", "lock:settlement:done:1"},
-			msg:  `key "lock:settlement" is outside this namespace's prefix "payments:"; an admin can grant it with --key-grants=payments=lock:settlement`},
-		{name: "the first key outside is named", namespace: "payments",
-			keys: []string{"payments:lock", "other:done"},
-			msg:  `key "other:done" is outside this namespace's prefix "payments:"; an admin can grant it with --key-grants=payments=other:done`},
-		{name: "existing grants are listed", grants: KeyGrants{"payments": {"lock:a", "lock:b"}}, namespace: "payments",
-			keys: []string{"lock:c"},
-			msg:  `key "lock:c" is outside this namespace's prefix "payments:" and its granted prefixes "lock:a", "lock:b"; an admin can grant it with --key-grants=payments=lock:c`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			g := NewWithT(t)
-			err := tt.grants.CheckKeys(tt.namespace, tt.keys...)
-			if tt.msg == "" {
-				g.Expect(err).NotTo(HaveOccurred())
-				return
-			}
-			se := specError(err)
-			g.Expect(se).NotTo(BeNil(), "want a *SpecError, got %v", err)
-			g.Expect(se.Reason).To(Equal("KeyNotAllowed"))
-			g.Expect(se.Message).To(Equal(tt.msg))
-		})
-	}
 }

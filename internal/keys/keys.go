@@ -1,10 +1,9 @@
-package controllers
+package keys
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -12,14 +11,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"k8s.io/apimachinery/pkg/util/validation"
-
-	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
-// KeyData is the data key templates see.
-type KeyData struct {
+// Data is the data key templates see.
+type Data struct {
 	// ScheduledTime is the occurrence's scheduled time in the spec's zone.
 	ScheduledTime time.Time
 	Namespace     string
@@ -104,33 +101,33 @@ func printfCapped(format string, args ...any) (string, error) {
 	return capValue(fmt.Sprintf(format, args...))
 }
 
-// ParseKeyTemplate parses the key template text of field (a path such as
+// ParseTemplate parses the key template text of field (a path such as
 // "spec.lock.occurrenceKey", used in messages) with the key function set and
 // missingkey=error. It rejects what could loop, recurse or grow without bound: range,
 // define, block and template actions, and method calls with arguments that are not
 // constants (such as .ScheduledTime.Format fed its own output). Errors are
-// *SpecError{Reason: InvalidTemplate}.
-func ParseKeyTemplate(field, text string) (*template.Template, error) {
+// *specerror.Error{Reason: InvalidTemplate}.
+func ParseTemplate(field, text string) (*template.Template, error) {
 	if text == "" {
-		return nil, specErrorf(batchv1alpha1.InvalidTemplateReason, "%s is empty", field)
+		return nil, specerror.Errorf(specerror.InvalidTemplateReason, "%s is empty", field)
 	}
 	if len(text) > maxTemplateBytes {
-		return nil, specErrorf(batchv1alpha1.InvalidTemplateReason, "%s is %d bytes long, more than the %d allowed", field, len(text), maxTemplateBytes)
+		return nil, specerror.Errorf(specerror.InvalidTemplateReason, "%s is %d bytes long, more than the %d allowed", field, len(text), maxTemplateBytes)
 	}
 	t, err := template.New(field).Funcs(keyFuncs).Option("missingkey=error").Parse(text)
 	if err != nil {
-		return nil, specErrorf(batchv1alpha1.InvalidTemplateReason, "invalid key template %s", strings.TrimPrefix(err.Error(), "template: "))
+		return nil, specerror.Errorf(specerror.InvalidTemplateReason, "invalid key template %s", strings.TrimPrefix(err.Error(), "template: "))
 	}
 	for _, d := range t.Templates() {
 		if d.Name() != field {
-			return nil, specErrorf(batchv1alpha1.InvalidTemplateReason, "%s: define and block are not allowed in key templates", field)
+			return nil, specerror.Errorf(specerror.InvalidTemplateReason, "%s: define and block are not allowed in key templates", field)
 		}
 	}
 	if t.Tree == nil || t.Root == nil {
-		return nil, specErrorf(batchv1alpha1.InvalidTemplateReason, "%s is empty", field)
+		return nil, specerror.Errorf(specerror.InvalidTemplateReason, "%s is empty", field)
 	}
 	if err := checkKeyNode(t.Tree, t.Root, true); err != nil {
-		return nil, specErrorf(batchv1alpha1.InvalidTemplateReason, "invalid key template %v", err)
+		return nil, specerror.Errorf(specerror.InvalidTemplateReason, "invalid key template %v", err)
 	}
 	return t, nil
 }
@@ -247,19 +244,19 @@ func (w *keyWriter) Write(p []byte) (int, error) {
 	return w.buf.Write(p)
 }
 
-// RenderKey executes t (from ParseKeyTemplate) with data and checks the result with
+// Render executes t (from ParseTemplate) with data and checks the result with
 // lockclient.ValidateKey. Output beyond 513 bytes is never buffered. Errors are
-// *SpecError: InvalidTemplate when execution fails (a missing field, a function
+// *specerror.Error: InvalidTemplate when execution fails (a missing field, a function
 // error), InvalidKey when the key is empty, too long, or has whitespace or control
 // characters. Messages name field and quote at most 80 bytes of the key.
-func RenderKey(field string, t *template.Template, data KeyData) (string, error) {
+func Render(field string, t *template.Template, data Data) (string, error) {
 	var w keyWriter
 	if err := t.Execute(&w, data); err != nil {
 		if errors.Is(err, errKeyTooLong) {
-			return "", specErrorf(batchv1alpha1.InvalidKeyReason, "%s renders a key longer than %d bytes: %s",
+			return "", specerror.Errorf(specerror.InvalidKeyReason, "%s renders a key longer than %d bytes: %s",
 				field, lockclient.MaxKeyLength, quoteKey(w.buf.String()))
 		}
-		return "", specErrorf(batchv1alpha1.InvalidTemplateReason, "key template failed: %s", strings.TrimPrefix(err.Error(), "template: "))
+		return "", specerror.Errorf(specerror.InvalidTemplateReason, "key template failed: %s", strings.TrimPrefix(err.Error(), "template: "))
 	}
 	key := w.buf.String()
 	if err := lockclient.ValidateKey(key); err != nil {
@@ -271,7 +268,7 @@ func RenderKey(field string, t *template.Template, data KeyData) (string, error)
 		default:
 			msg += ": " + quoteKey(key)
 		}
-		return "", specErrorf(batchv1alpha1.InvalidKeyReason, "%s renders an invalid key: %s", field, msg)
+		return "", specerror.Errorf(specerror.InvalidKeyReason, "%s renders an invalid key: %s", field, msg)
 	}
 	return key, nil
 }
@@ -286,96 +283,4 @@ func quoteKey(key string) string {
 		cut--
 	}
 	return strconv.Quote(key[:cut]) + "..."
-}
-
-// KeyGrants lets an admin allow namespaces to use keys outside "<namespace>:" in the
-// manager's shared store: namespace -> granted key prefixes. The --key-grants flag
-// syntax is "payments=lock:settlement,payments=lock:payout,reports=shared:". A prefix
-// is a plain string prefix: "lock:settlement" also covers "lock:settlement:done:..."
-// (the derived keys) and "lock:settlement2".
-type KeyGrants map[string][]string
-
-// ParseKeyGrants parses the --key-grants flag: comma-separated namespace=prefix pairs;
-// a namespace may appear several times; whitespace around items is ignored, and so are
-// empty items. "" means no grants. A namespace must be a DNS label and a prefix must
-// be a valid key.
-func ParseKeyGrants(s string) (KeyGrants, error) {
-	g := KeyGrants{}
-	for item := range strings.SplitSeq(s, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		ns, prefix, ok := strings.Cut(item, "=")
-		ns, prefix = strings.TrimSpace(ns), strings.TrimSpace(prefix)
-		if !ok || ns == "" || prefix == "" {
-			return nil, fmt.Errorf("key grant %q is not namespace=prefix, such as payments=lock:settlement", item)
-		}
-		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-			return nil, fmt.Errorf("key grant %q: %q is not a namespace name: %s", item, ns, strings.Join(errs, "; "))
-		}
-		if err := lockclient.ValidateKey(prefix); err != nil {
-			return nil, fmt.Errorf("key grant %q: prefix is not a valid key: %w", item, err)
-		}
-		if !slices.Contains(g[ns], prefix) {
-			g[ns] = append(g[ns], prefix)
-		}
-	}
-	for ns := range g {
-		slices.Sort(g[ns])
-	}
-	return g, nil
-}
-
-// String returns the grants in flag syntax, sorted by namespace and prefix, so that
-// ParseKeyGrants(g.String()) equals g.
-func (g KeyGrants) String() string {
-	var items []string
-	for ns, prefixes := range g {
-		for _, p := range prefixes {
-			items = append(items, ns+"="+p)
-		}
-	}
-	slices.Sort(items)
-	return strings.Join(slices.Compact(items), ",")
-}
-
-// Allowed reports whether namespace may use key: the key starts with namespace+":"
-// or with a prefix granted to namespace.
-func (g KeyGrants) Allowed(namespace, key string) bool {
-	if namespace == "" {
-		return false
-	}
-	if strings.HasPrefix(key, namespace+":") {
-		return true
-	}
-	for _, p := range g[namespace] {
-		if strings.HasPrefix(key, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// CheckKeys returns a *SpecError{Reason: KeyNotAllowed} for the first of keys that
-// namespace may not use, saying which --key-grants would allow it; nil if all are
-// allowed. Empty keys (no fence key with fencing None) are skipped.
-func (g KeyGrants) CheckKeys(namespace string, keys ...string) error {
-	for _, k := range keys {
-		if k == "" || g.Allowed(namespace, k) {
-			continue
-		}
-		granted := ""
-		if ps := g[namespace]; len(ps) > 0 {
-			q := make([]string, len(ps))
-			for i, p := range ps {
-				q[i] = strconv.Quote(p)
-			}
-			granted = " and its granted prefixes " + strings.Join(q, ", ")
-		}
-		return specErrorf(batchv1alpha1.KeyNotAllowedReason,
-			"key %s is outside this namespace's prefix %q%s; an admin can grant it with --key-grants=%s=%s",
-			quoteKey(k), namespace+":", granted, namespace, k)
-	}
-	return nil
 }

@@ -1,0 +1,105 @@
+package keys
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/specerror"
+)
+
+// Grants lets an admin allow namespaces to use keys outside "<namespace>:" in the
+// manager's shared store: namespace -> granted key prefixes. The --key-grants flag
+// syntax is "payments=lock:settlement,payments=lock:payout,reports=shared:". A prefix
+// is a plain string prefix: "lock:settlement" also covers "lock:settlement:done:..."
+// (the derived keys) and "lock:settlement2".
+type Grants map[string][]string
+
+// ParseGrants parses the --key-grants flag: comma-separated namespace=prefix pairs;
+// a namespace may appear several times; whitespace around items is ignored, and so are
+// empty items. "" means no grants. A namespace must be a DNS label and a prefix must
+// be a valid key.
+func ParseGrants(s string) (Grants, error) {
+	g := Grants{}
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		ns, prefix, ok := strings.Cut(item, "=")
+		ns, prefix = strings.TrimSpace(ns), strings.TrimSpace(prefix)
+		if !ok || ns == "" || prefix == "" {
+			return nil, fmt.Errorf("key grant %q is not namespace=prefix, such as payments=lock:settlement", item)
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("key grant %q: %q is not a namespace name: %s", item, ns, strings.Join(errs, "; "))
+		}
+		if err := lockclient.ValidateKey(prefix); err != nil {
+			return nil, fmt.Errorf("key grant %q: prefix is not a valid key: %w", item, err)
+		}
+		if !slices.Contains(g[ns], prefix) {
+			g[ns] = append(g[ns], prefix)
+		}
+	}
+	for ns := range g {
+		slices.Sort(g[ns])
+	}
+	return g, nil
+}
+
+// String returns the grants in flag syntax, sorted by namespace and prefix, so that
+// ParseGrants(g.String()) equals g.
+func (g Grants) String() string {
+	var items []string
+	for ns, prefixes := range g {
+		for _, p := range prefixes {
+			items = append(items, ns+"="+p)
+		}
+	}
+	slices.Sort(items)
+	return strings.Join(slices.Compact(items), ",")
+}
+
+// Allowed reports whether namespace may use key: the key starts with namespace+":"
+// or with a prefix granted to namespace.
+func (g Grants) Allowed(namespace, key string) bool {
+	if namespace == "" {
+		return false
+	}
+	if strings.HasPrefix(key, namespace+":") {
+		return true
+	}
+	for _, p := range g[namespace] {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckKeys returns a *specerror.Error{Reason: KeyNotAllowed} for the first of
+// keys that namespace may not use, saying which --key-grants would allow it; nil
+// if all are allowed. Empty keys (no fence key with fencing None) are skipped.
+func (g Grants) CheckKeys(namespace string, keys ...string) error {
+	for _, k := range keys {
+		if k == "" || g.Allowed(namespace, k) {
+			continue
+		}
+		granted := ""
+		if ps := g[namespace]; len(ps) > 0 {
+			q := make([]string, len(ps))
+			for i, p := range ps {
+				q[i] = strconv.Quote(p)
+			}
+			granted = " and its granted prefixes " + strings.Join(q, ", ")
+		}
+		return specerror.Errorf(specerror.KeyNotAllowedReason,
+			"key %s is outside this namespace's prefix %q%s; an admin can grant it with --key-grants=%s=%s",
+			quoteKey(k), namespace+":", granted, namespace, k)
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package keys
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+)
+
+func TestParseKeyGrants(t *testing.T) {
+	tests := []struct {
+		name      string
+		flag      string
+		want      Grants
+		canonical string
+		err       string
+	}{
+		{name: "an empty flag grants nothing", flag: "", want: Grants{}, canonical: ""},
+		{name: "one grant", flag: "payments=lock:settlement",
+			want: Grants{"payments": {"lock:settlement"}}, canonical: "payments=lock:settlement"},
+		{name: "repeated namespaces, whitespace and empty items",
+			flag:      " reports=shared: , payments=lock:settlement,,payments=lock:payout ,payments=lock:settlement",
+			want:      Grants{"payments": {"lock:payout", "lock:settlement"}, "reports": {"shared:"}},
+			canonical: "payments=lock:payout,payments=lock:settlement,reports=shared:"},
+		{name: "an item without = is an error", flag: "payments", err: `key grant "payments" is not namespace=prefix`},
+		{name: "an empty prefix is an error", flag: "payments=", err: "is not namespace=prefix"},
+		{name: "an empty namespace is an error", flag: "=lock:", err: "is not namespace=prefix"},
+		{name: "a namespace that is not a DNS label is an error", flag: "Payments=lock:", err: `"Payments" is not a namespace name`},
+		{name: "a prefix with whitespace inside is an error", flag: "payments=lock: x", err: "prefix is not a valid key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got, err := ParseGrants(tt.flag)
+			if tt.err != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tt.err)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(got).To(Equal(tt.want))
+			g.Expect(got.String()).To(Equal(tt.canonical))
+			again, err := ParseGrants(got.String())
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(again).To(Equal(got))
+		})
+	}
+}
+
+func TestKeyGrantsAllowed(t *testing.T) {
+	grants := Grants{"payments": {"lock:settlement"}, "reports": {"shared:"}}
+	tests := []struct {
+		name      string
+		namespace string
+		key       string
+		want      bool
+	}{
+		{name: "a key under the namespace's own prefix", namespace: "payments", key: "payments:nightly", want: true},
+		{name: "a key under another namespace's prefix", namespace: "reports", key: "payments:nightly", want: false},
+		{name: "a namespace that is a prefix of another is not confused", namespace: "pay", key: "payments:x", want: false},
+		{name: "the namespace without the colon", namespace: "payments", key: "payments", want: false},
+		{name: "a granted prefix", namespace: "payments", key: "lock:settlement", want: true},
+		{name: "keys derived from a granted key", namespace: "payments", key: "lock:settlement:done:1795968300", want: true},
+		{name: "a grant to another namespace does not apply", namespace: "reports", key: "lock:settlement", want: false},
+		{name: "a key outside every prefix", namespace: "payments", key: "lock:payout", want: false},
+		{name: "an empty namespace is allowed nothing", namespace: "", key: ":x", want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(grants.Allowed(tt.namespace, tt.key)).To(Equal(tt.want))
+		})
+	}
+}
+
+func TestKeyGrantsCheckKeys(t *testing.T) {
+	tests := []struct {
+		name      string
+		grants    Grants
+		namespace string
+		keys      []string
+		msg       string // "" means allowed
+	}{
+		{name: "keys under the namespace's prefix pass", namespace: "payments",
+			keys: []string{"payments:lock", "payments:lock:done:1", "payments:lock:fence"}},
+		{name: "an empty fence key (fencing None) is skipped", namespace: "payments",
+			keys: []string{"payments:lock", "payments:lock:done:1", ""}},
+		{name: "granted keys pass", grants: Grants{"payments": {"lock:settlement"}}, namespace: "payments",
+			keys: []string{"lock:settlement", "lock:settlement:done:1", "lock:settlement:fence"}},
+		{name: "a key outside says how to grant it", namespace: "payments",
+			keys: []string{"lock:settlement", "lock:settlement:done:1"},
+			msg:  `key "lock:settlement" is outside this namespace's prefix "payments:"; an admin can grant it with --key-grants=payments=lock:settlement`},
+		{name: "the first key outside is named", namespace: "payments",
+			keys: []string{"payments:lock", "other:done"},
+			msg:  `key "other:done" is outside this namespace's prefix "payments:"; an admin can grant it with --key-grants=payments=other:done`},
+		{name: "existing grants are listed", grants: Grants{"payments": {"lock:a", "lock:b"}}, namespace: "payments",
+			keys: []string{"lock:c"},
+			msg:  `key "lock:c" is outside this namespace's prefix "payments:" and its granted prefixes "lock:a", "lock:b"; an admin can grant it with --key-grants=payments=lock:c`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := tt.grants.CheckKeys(tt.namespace, tt.keys...)
+			if tt.msg == "" {
+				g.Expect(err).NotTo(HaveOccurred())
+				return
+			}
+			se := specError(err)
+			g.Expect(se).NotTo(BeNil(), "want a *specerror.Error, got %v", err)
+			g.Expect(se.Reason).To(Equal("KeyNotAllowed"))
+			g.Expect(se.Message).To(Equal(tt.msg))
+		})
+	}
+}
