@@ -49,6 +49,9 @@ help: ## Display this help.
 .PHONY: manifests
 manifests: controller-gen ## Generate the CRD and the ClusterRole from kubebuilder markers.
 	$(CONTROLLER_GEN) rbac:roleName=guardedjob-manager-role crd:generateEmbeddedObjectMeta=true webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+	# The Job API's field docs inside spec.jobTemplate go (kubectl explain job has them), so the
+	# CRD fits a client-side kubectl apply; its schema and every other description stay.
+	go run ./hack/crdtrim config/crd/bases/batch.guardedjob.dev_guardedjobs.yaml
 	# The Helm chart ships the same CRD, the same manager rules and the same alerts.
 	cp config/crd/bases/batch.guardedjob.dev_guardedjobs.yaml charts/guardedjob/crds/
 	cp config/rbac/role.yaml charts/guardedjob/files/manager-role.yaml

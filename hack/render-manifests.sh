@@ -3,7 +3,7 @@
 # `images:` transformer, on stdout. kustomize's `edit` command is not needed: the
 # overlay is a temporary kustomization next to nothing in the checkout.
 #
-# Usage: hack/render-manifests.sh IMAGE
+# Usage: hack/render-manifests.sh IMAGE   (KUBECTL names the kubectl to run)
 #   IMAGE is REPOSITORY[:TAG] or REPOSITORY@sha256:DIGEST.
 set -euo pipefail
 
@@ -37,4 +37,4 @@ base="$(realpath --relative-to="$overlay" "$root/config/default")"
   if [[ -n $tag ]]; then echo "  newTag: \"$tag\""; fi
   if [[ -n $digest ]]; then echo "  digest: $digest"; fi
 } >"$overlay/kustomization.yaml"
-kubectl kustomize "$overlay"
+"${KUBECTL:-kubectl}" kustomize "$overlay"

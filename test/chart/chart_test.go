@@ -2,8 +2,9 @@
 // sets and checks it against the kustomize install (config/default) where the two
 // must agree: the same CRD, the same RBAC rules, the same manager container (args,
 // ports, probes, security context, resources, the store only from a Secret), lints
-// it, and installs, upgrades and uninstalls it on a real API server. helm comes from
-// `make helm` (a cache outside the checkout); set HELM to use another.
+// it, and installs, upgrades and uninstalls it on a real API server. helm and kubectl
+// come from internal/testutil/bins ($HELM, and $KUBECTL or the kubectl beside the
+// control plane).
 package chart_test
 
 import (
@@ -34,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/guardedjob/guardedjob/controllers"
+	"github.com/guardedjob/guardedjob/internal/testutil/bins"
 )
 
 const (
@@ -64,30 +66,6 @@ func repoRoot(t *testing.T) string {
 	}
 }
 
-// helmBin is $HELM, or the binary `make helm` installs.
-func helmBin(t *testing.T) string {
-	t.Helper()
-	if h := os.Getenv("HELM"); h != "" {
-		if _, err := os.Stat(h); err != nil {
-			t.Fatalf("HELM=%s: %v (run make helm)", h, err)
-		}
-		return h
-	}
-	mk := exec.Command("make", "-s", "--no-print-directory", "-f", "-", "print")
-	mk.Dir = repoRoot(t)
-	mk.Stdin = strings.NewReader("include Makefile\nprint:\n\t@echo $(HELM)\n")
-	out, err := mk.Output()
-	if err == nil {
-		if h := strings.TrimSpace(string(out)); h != "" {
-			if _, err := os.Stat(h); err == nil {
-				return h
-			}
-		}
-	}
-	t.Fatal("helm is not installed: run `make helm` (make test does)")
-	return ""
-}
-
 func run(t *testing.T, name string, args ...string) ([]byte, error) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
@@ -109,7 +87,7 @@ func render(t *testing.T, set ...string) (manifests, error) {
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
-	out, err := run(t, helmBin(t), args...)
+	out, err := run(t, bins.Helm(t), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -127,10 +105,7 @@ func mustRender(t *testing.T, set ...string) manifests {
 
 func kustomize(t *testing.T) manifests {
 	t.Helper()
-	if _, err := exec.LookPath("kubectl"); err != nil {
-		t.Fatal("kubectl not found on PATH: install kubectl (v1.32 or newer)")
-	}
-	out, err := run(t, "kubectl", "kustomize", "config/default")
+	out, err := run(t, bins.Kubectl(t), "kustomize", "config/default")
 	if err != nil {
 		t.Fatalf("kubectl kustomize config/default: %v", err)
 	}
@@ -206,7 +181,7 @@ func env(c corev1.Container, name string) *corev1.EnvVar {
 }
 
 func TestChartLints(t *testing.T) {
-	helm := helmBin(t)
+	helm := bins.Helm(t)
 	for _, set := range [][]string{
 		{"redis.existingSecret=guardedjob-redis"},
 		{"redis.url=rediss://user:pw@redis.example:6380/0", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"},
@@ -420,7 +395,7 @@ func TestChartValues(t *testing.T) {
 
 	t.Run("another release name prefixes every object", func(t *testing.T) {
 		g := NewWithT(t)
-		out, err := run(t, helmBin(t), "template", "ops", "charts/guardedjob", "--namespace", "ops", "--kube-version", kubeVersion, "--set", "redis.url=redis://r:6379")
+		out, err := run(t, bins.Helm(t), "template", "ops", "charts/guardedjob", "--namespace", "ops", "--kube-version", kubeVersion, "--set", "redis.url=redis://r:6379")
 		g.Expect(err).NotTo(HaveOccurred())
 		ms := decode(t, out)
 		crb := get(t, ms, "ClusterRoleBinding", "ops-guardedjob-manager-rolebinding", &rbacv1.ClusterRoleBinding{})
@@ -438,27 +413,9 @@ func TestChartValues(t *testing.T) {
 // checks that uninstalling keeps the CRD (and so every GuardedJob), as Helm does
 // for crds/.
 func TestChartInstallsOnARealAPIServer(t *testing.T) {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds kube-apiserver and etcd")
-	}
 	g := NewWithT(t)
-	helm := helmBin(t)
-	env := &envtest.Environment{BinaryAssetsDirectory: assets}
-	cfg, err := env.Start()
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = env.Stop() })
-	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	kc, err := user.KubeConfig()
-	g.Expect(err).NotTo(HaveOccurred())
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	g.Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
-	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
-	g.Expect(err).NotTo(HaveOccurred())
+	helm := bins.Helm(t)
+	k8s, kubeconfig := apiServer(t)
 	ctx := context.Background()
 
 	// Helm keeps its state in this directory tree, not in the user's home.
@@ -496,4 +453,54 @@ func TestChartInstallsOnARealAPIServer(t *testing.T) {
 	err = k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, dep)
 	g.Expect(err == nil && dep.DeletionTimestamp != nil || apierrors.IsNotFound(err)).To(BeTrue(), "the manager is removed: %v", err)
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: crdName}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed(), "Helm keeps the CRD, so GuardedJobs survive an uninstall")
+}
+
+// apiServer starts a real API server for one test and returns a client and a
+// kubeconfig file for an administrator of it.
+func apiServer(t *testing.T) (client.Client, string) {
+	t.Helper()
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds kube-apiserver and etcd")
+	}
+	g := NewWithT(t)
+	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	cfg, err := env.Start()
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+	user, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	kc, err := user.KubeConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	return k8s, kubeconfig
+}
+
+// kubectl runs kubectl against kubeconfig from the repository root.
+func kubectl(t *testing.T, kubeconfig string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(bins.Kubectl(t), append(args, "--kubeconfig", kubeconfig)...)
+	cmd.Dir = repoRoot(t)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestChartCRDsApplyClientSide applies the chart's CRDs the way a GitOps tool's
+// default sync does: a client-side kubectl apply, which keeps a copy of the object
+// in its last-applied annotation (at most 256 KiB). Applied again, nothing changes.
+func TestChartCRDsApplyClientSide(t *testing.T) {
+	g := NewWithT(t)
+	_, kubeconfig := apiServer(t)
+	out, err := kubectl(t, kubeconfig, "apply", "-f", "charts/guardedjob/crds/")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(Equal("customresourcedefinition.apiextensions.k8s.io/" + crdName + " created\n"))
+	out, err = kubectl(t, kubeconfig, "apply", "-f", "charts/guardedjob/crds/")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(Equal("customresourcedefinition.apiextensions.k8s.io/" + crdName + " unchanged\n"))
 }

@@ -46,6 +46,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/guardedjob/guardedjob/internal/testutil/bins"
 )
 
 const (
@@ -83,11 +85,7 @@ func repoRoot(t *testing.T) string {
 // root as a user would.
 func kustomize(t *testing.T, dir string) []byte {
 	t.Helper()
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Fatal("kubectl not found on PATH: these tests render config/ with kubectl kustomize; install kubectl (v1.32 or newer)")
-	}
-	cmd := exec.Command(kubectl, "kustomize", filepath.Join("config", dir))
+	cmd := exec.Command(bins.Kubectl(t), "kustomize", filepath.Join("config", dir))
 	cmd.Dir = repoRoot(t)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -727,9 +725,7 @@ func copyContext(src, dst string) error {
 // RBAC, the Deployment, the metrics Service and the PDB, with the image set through
 // kustomize's images transformer, and nothing left naming the development image.
 func TestInstaller(t *testing.T) {
-	if _, err := exec.LookPath("kubectl"); err != nil {
-		t.Fatal("kubectl not found on PATH: these tests render config/ with kubectl kustomize; install kubectl (v1.32 or newer)")
-	}
+	kubectl := bins.Kubectl(t)
 	root := repoRoot(t)
 	mk := exec.Command("make", "-n", "build-installer", "VERSION=9.8.7", "IMAGE_REPO=registry.example:5000/team/guardedjob-manager")
 	mk.Dir = root
@@ -749,6 +745,7 @@ func TestInstaller(t *testing.T) {
 		t.Run(image, func(t *testing.T) {
 			cmd := exec.Command(filepath.Join(root, "hack", "render-manifests.sh"), image)
 			cmd.Dir = t.TempDir() // works from anywhere
+			cmd.Env = append(os.Environ(), "KUBECTL="+kubectl)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			raw, err := cmd.Output()
