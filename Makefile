@@ -53,7 +53,7 @@ manifests: controller-gen ## Generate the CRD and the ClusterRole from kubebuild
 	# CRD fits a client-side kubectl apply; its schema and every other description stay.
 	go run ./hack/crdtrim config/crd/bases/batch.guardedjob.dev_guardedjobs.yaml
 	# The Helm chart ships the same CRD, the same manager rules and the same alerts.
-	cp config/crd/bases/batch.guardedjob.dev_guardedjobs.yaml charts/guardedjob/crds/
+	cp config/crd/bases/batch.guardedjob.dev_guardedjobs.yaml charts/guardedjob/files/crds/
 	cp config/rbac/role.yaml charts/guardedjob/files/manager-role.yaml
 	cp config/prometheus/guardedjob.rules.yaml charts/guardedjob/files/prometheus-rules.yaml
 

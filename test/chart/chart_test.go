@@ -33,6 +33,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/guardedjob/guardedjob/controllers"
 	"github.com/guardedjob/guardedjob/internal/testutil/bins"
@@ -83,7 +84,7 @@ func run(t *testing.T, name string, args ...string) ([]byte, error) {
 // the CRD, and the given --set values.
 func render(t *testing.T, set ...string) (manifests, error) {
 	t.Helper()
-	args := []string{"template", release, "charts/guardedjob", "--namespace", namespace, "--include-crds", "--kube-version", kubeVersion}
+	args := []string{"template", release, "charts/guardedjob", "--namespace", namespace, "--kube-version", kubeVersion}
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
@@ -205,7 +206,7 @@ func TestChartAgreesWithKustomize(t *testing.T) {
 
 	// The CRD is the generated one, byte for byte in meaning.
 	chartCRD, kustCRD := chart.find("CustomResourceDefinition", crdName), kust.find("CustomResourceDefinition", crdName)
-	g.Expect(chartCRD).NotTo(BeNil(), "the chart ships the CRD in crds/")
+	g.Expect(chartCRD).NotTo(BeNil(), "the chart templates the CRD (crds.enabled)")
 	g.Expect(kustCRD).NotTo(BeNil())
 	g.Expect(chartCRD.Object["spec"]).To(Equal(kustCRD.Object["spec"]), "CRD spec differs: run make manifests")
 
@@ -246,7 +247,7 @@ func TestChartAgreesWithKustomize(t *testing.T) {
 	g.Expect(cc.SecurityContext).To(Equal(kc.SecurityContext))
 	g.Expect(cc.Resources).To(Equal(kc.Resources))
 	g.Expect(env(cc, "GUARDEDJOB_REDIS_URL")).To(Equal(env(kc, "GUARDEDJOB_REDIS_URL")))
-	g.Expect(cc.Image).To(Equal("guardedjob-manager:0.1.0"), "image.tag defaults to the chart's appVersion")
+	g.Expect(cc.Image).To(Equal("guardedjob-manager:"+chartMeta(t).AppVersion), "image.tag defaults to the chart's appVersion")
 
 	// Service and PDB.
 	cSvc, kSvc := get(t, chart, "Service", manager+"-metrics", &corev1.Service{}), get(t, kust, "Service", manager+"-metrics", &corev1.Service{})
@@ -393,6 +394,81 @@ func TestChartValues(t *testing.T) {
 		g.Expect(c.Args).To(ContainElements("--kube-api-qps=200", "--kube-api-burst=400", "--max-concurrent-reconciles=8", "--stop-rate=120"))
 	})
 
+	t.Run("a misspelt or mistyped value is refused, at any depth", func(t *testing.T) {
+		g := NewWithT(t)
+		for set, want := range map[string]string{
+			"redis.existingsecret=s":             "at '/redis': additional properties 'existingsecret' not allowed",
+			"replicacount=3":                     "at '': additional properties 'replicacount' not allowed",
+			"metrics.serviceMonitor.enable=true": "at '/metrics/serviceMonitor': additional properties 'enable' not allowed",
+			"serviceAccount.nmae=x":              "at '/serviceAccount': additional properties 'nmae' not allowed",
+			"replicaCount=0":                     "at '/replicaCount': minimum: got 0, want 1",
+			"leaderElection.leaseDuration=15":    "at '/leaderElection/leaseDuration': got number, want string",
+			"image.pullPolicy=Sometimes":         "at '/image/pullPolicy': value must be one of",
+			"crds.enabled=yes":                   "at '/crds/enabled': got string, want boolean",
+		} {
+			_, err := render(t, "redis.existingSecret=s", set)
+			g.Expect(err).To(MatchError(ContainSubstring(want)), set)
+		}
+	})
+
+	t.Run("more than one replica needs leader election", func(t *testing.T) {
+		g := NewWithT(t)
+		_, err := render(t, "redis.existingSecret=s", "leaderElection.enabled=false")
+		g.Expect(err).To(MatchError(ContainSubstring("replicaCount is 2 with leaderElection.enabled false: every replica would reconcile the same GuardedJobs at once")))
+		_, err = render(t, "redis.existingSecret=s", "leaderElection.enabled=false", "replicaCount=1")
+		g.Expect(err).NotTo(HaveOccurred())
+	})
+
+	t.Run("a ServiceAccount of the user's is bound and run as, and not created", func(t *testing.T) {
+		g := NewWithT(t)
+		ms := mustRender(t, "redis.existingSecret=s", "serviceAccount.create=false", "serviceAccount.name=ops-manager")
+		g.Expect(ms.find("ServiceAccount", manager)).To(BeNil())
+		g.Expect(ms.find("ServiceAccount", "ops-manager")).To(BeNil())
+		dep, _ := managerContainer(t, ms)
+		g.Expect(dep.Spec.Template.Spec.ServiceAccountName).To(Equal("ops-manager"))
+		for _, b := range []struct{ kind, name string }{{"ClusterRoleBinding", "guardedjob-manager-rolebinding"}, {"RoleBinding", "guardedjob-leader-election-rolebinding"}} {
+			o := ms.find(b.kind, b.name)
+			g.Expect(o).NotTo(BeNil(), b.name)
+			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			g.Expect(subjects).To(ConsistOf(And(HaveKeyWithValue("name", "ops-manager"), HaveKeyWithValue("namespace", namespace))), b.name)
+		}
+		_, err := render(t, "redis.existingSecret=s", "serviceAccount.create=false")
+		g.Expect(err).To(MatchError(ContainSubstring("serviceAccount.create is false: set serviceAccount.name")))
+
+		ms = mustRender(t, "redis.existingSecret=s", "serviceAccount.name=custom")
+		get(t, ms, "ServiceAccount", "custom", &corev1.ServiceAccount{})
+		dep, _ = managerContainer(t, ms)
+		g.Expect(dep.Spec.Template.Spec.ServiceAccountName).To(Equal("custom"))
+	})
+
+	t.Run("fullnameOverride names every object", func(t *testing.T) {
+		g := NewWithT(t)
+		ms := mustRender(t, "redis.url=redis://r:6379", "fullnameOverride=gj")
+		dep := get(t, ms, "Deployment", "gj-manager", &appsv1.Deployment{})
+		g.Expect(dep.Spec.Template.Spec.ServiceAccountName).To(Equal("gj-manager"))
+		get(t, ms, "ClusterRole", "gj-manager-role", &rbacv1.ClusterRole{})
+		get(t, ms, "Secret", "gj-redis", &corev1.Secret{})
+		get(t, ms, "Service", "gj-manager-metrics", &corev1.Service{})
+		for _, o := range ms {
+			if o.GetKind() != "CustomResourceDefinition" {
+				g.Expect(o.GetName()).To(HavePrefix("gj-"), "%s %s", o.GetKind(), o.GetName())
+			}
+		}
+	})
+
+	t.Run("the CRD is the release's and kept on uninstall, unless told otherwise", func(t *testing.T) {
+		g := NewWithT(t)
+		crd := mustRender(t, "redis.existingSecret=s").find("CustomResourceDefinition", crdName)
+		g.Expect(crd).NotTo(BeNil())
+		g.Expect(crd.GetAnnotations()).To(HaveKeyWithValue("helm.sh/resource-policy", "keep"))
+		g.Expect(crd.GetAnnotations()).To(HaveKey("controller-gen.kubebuilder.io/version"), "the generated annotations stay")
+		g.Expect(crd.GetLabels()).To(HaveKeyWithValue("app.kubernetes.io/instance", release))
+		crd = mustRender(t, "redis.existingSecret=s", "crds.keep=false").find("CustomResourceDefinition", crdName)
+		g.Expect(crd).NotTo(BeNil())
+		g.Expect(crd.GetAnnotations()).NotTo(HaveKey("helm.sh/resource-policy"))
+		g.Expect(mustRender(t, "redis.existingSecret=s", "crds.enabled=false").find("CustomResourceDefinition", crdName)).To(BeNil())
+	})
+
 	t.Run("another release name prefixes every object", func(t *testing.T) {
 		g := NewWithT(t)
 		out, err := run(t, bins.Helm(t), "template", "ops", "charts/guardedjob", "--namespace", "ops", "--kube-version", kubeVersion, "--set", "redis.url=redis://r:6379")
@@ -410,25 +486,22 @@ func TestChartValues(t *testing.T) {
 
 // TestChartInstallsOnARealAPIServer installs, upgrades and uninstalls the chart with
 // helm against a real kube-apiserver, which validates every object it renders, and
-// checks that uninstalling keeps the CRD (and so every GuardedJob), as Helm does
-// for crds/.
+// checks that uninstalling keeps the CRD (and so every GuardedJob): crds.keep.
 func TestChartInstallsOnARealAPIServer(t *testing.T) {
 	g := NewWithT(t)
-	helm := bins.Helm(t)
 	k8s, kubeconfig := apiServer(t)
+	helm := helmRunner(t, kubeconfig)
 	ctx := context.Background()
 
-	// Helm keeps its state in this directory tree, not in the user's home.
-	home := t.TempDir()
-	helmCmd := func(args ...string) (string, error) {
-		cmd := exec.Command(helm, append(args, "--kubeconfig", kubeconfig)...)
-		cmd.Dir = repoRoot(t)
-		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	// A misspelt value is refused before anything is created.
+	out, err := helm("install", release, "charts/guardedjob", "-n", namespace, "--create-namespace", "--set", "redis.existingsecret=guardedjob-redis")
+	g.Expect(err).To(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("additional properties 'existingsecret' not allowed"))
+	list, err := helm("list", "-A", "-q")
+	g.Expect(err).NotTo(HaveOccurred(), list)
+	g.Expect(strings.TrimSpace(list)).To(BeEmpty(), "no release was recorded")
 
-	out, err := helmCmd("install", release, "charts/guardedjob", "-n", namespace, "--create-namespace",
+	out, err = helm("install", release, "charts/guardedjob", "-n", namespace, "--create-namespace",
 		"--set", "redis.url=redis://127.0.0.1:6379", "--set", "clusterName=test", "--set", "keyGrants.payments[0]=lock:settlement")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(ContainSubstring("STATUS: deployed"))
@@ -441,18 +514,38 @@ func TestChartInstallsOnARealAPIServer(t *testing.T) {
 	g.Expect(role.Rules).To(Equal(get(t, kustomize(t), "ClusterRole", "guardedjob-manager-role", &rbacv1.ClusterRole{}).Rules))
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "guardedjob-redis"}, &corev1.Secret{})).To(Succeed())
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, &policyv1.PodDisruptionBudget{})).To(Succeed())
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: crdName}, crd)).To(Succeed())
+	g.Expect(crd.Annotations).To(HaveKeyWithValue("meta.helm.sh/release-name", release), "the CRD is part of the release")
+	g.Expect(crd.Annotations).To(HaveKeyWithValue("helm.sh/resource-policy", "keep"))
 
-	out, err = helmCmd("upgrade", release, "charts/guardedjob", "-n", namespace, "--reuse-values", "--set", "replicaCount=3")
+	out, err = helm("upgrade", release, "charts/guardedjob", "-n", namespace, "--reset-then-reuse-values", "--set", "replicaCount=3")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, dep)).To(Succeed())
 	g.Expect(*dep.Spec.Replicas).To(BeEquivalentTo(3))
-	g.Expect(dep.Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "GUARDEDJOB_CLUSTER_NAME", Value: "test"}), "--reuse-values keeps the values of the install")
+	g.Expect(dep.Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "GUARDEDJOB_CLUSTER_NAME", Value: "test"}), "--reset-then-reuse-values keeps the values of the install")
 
-	out, err = helmCmd("uninstall", release, "-n", namespace)
+	out, err = helm("uninstall", release, "-n", namespace)
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	err = k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, dep)
 	g.Expect(err == nil && dep.DeletionTimestamp != nil || apierrors.IsNotFound(err)).To(BeTrue(), "the manager is removed: %v", err)
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: crdName}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed(), "Helm keeps the CRD, so GuardedJobs survive an uninstall")
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: crdName}, crd)).To(Succeed(), "crds.keep keeps the CRD, so GuardedJobs survive an uninstall")
+	g.Expect(crd.DeletionTimestamp).To(BeNil())
+}
+
+// helmRunner runs helm against kubeconfig from the repository root, with its state
+// in a directory of the test's, not in the user's home.
+func helmRunner(t *testing.T, kubeconfig string) func(args ...string) (string, error) {
+	helm := bins.Helm(t)
+	home := t.TempDir()
+	return func(args ...string) (string, error) {
+		t.Helper()
+		cmd := exec.Command(helm, append(args, "--kubeconfig", kubeconfig)...)
+		cmd.Dir = repoRoot(t)
+		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
 }
 
 // apiServer starts a real API server for one test and returns a client and a
@@ -491,16 +584,40 @@ func kubectl(t *testing.T, kubeconfig string, args ...string) (string, error) {
 	return string(out), err
 }
 
-// TestChartCRDsApplyClientSide applies the chart's CRDs the way a GitOps tool's
-// default sync does: a client-side kubectl apply, which keeps a copy of the object
-// in its last-applied annotation (at most 256 KiB). Applied again, nothing changes.
+// TestChartCRDsApplyClientSide applies the chart's CRDs, as helm template renders
+// them, the way a GitOps tool's default sync does: a client-side kubectl apply,
+// which keeps a copy of the object in its last-applied annotation (at most 256
+// KiB). Applied again, nothing changes.
 func TestChartCRDsApplyClientSide(t *testing.T) {
 	g := NewWithT(t)
 	_, kubeconfig := apiServer(t)
-	out, err := kubectl(t, kubeconfig, "apply", "-f", "charts/guardedjob/crds/")
-	g.Expect(err).NotTo(HaveOccurred(), out)
-	g.Expect(out).To(Equal("customresourcedefinition.apiextensions.k8s.io/" + crdName + " created\n"))
-	out, err = kubectl(t, kubeconfig, "apply", "-f", "charts/guardedjob/crds/")
-	g.Expect(err).NotTo(HaveOccurred(), out)
-	g.Expect(out).To(Equal("customresourcedefinition.apiextensions.k8s.io/" + crdName + " unchanged\n"))
+	out, err := run(t, bins.Helm(t), "template", release, "charts/guardedjob", "--namespace", namespace, "--kube-version", kubeVersion,
+		"--set", "redis.existingSecret=s", "--show-only", "templates/crds.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(decode(t, out).kinds()).To(ConsistOf("CustomResourceDefinition/" + crdName))
+	crds := filepath.Join(t.TempDir(), "crds.yaml")
+	g.Expect(os.WriteFile(crds, out, 0o644)).To(Succeed())
+	applied, err := kubectl(t, kubeconfig, "apply", "-f", crds)
+	g.Expect(err).NotTo(HaveOccurred(), applied)
+	g.Expect(applied).To(Equal("customresourcedefinition.apiextensions.k8s.io/" + crdName + " created\n"))
+	applied, err = kubectl(t, kubeconfig, "apply", "-f", crds)
+	g.Expect(err).NotTo(HaveOccurred(), applied)
+	g.Expect(applied).To(Equal("customresourcedefinition.apiextensions.k8s.io/" + crdName + " unchanged\n"))
+}
+
+// chartMeta reads charts/guardedjob/Chart.yaml.
+func chartMeta(t *testing.T) struct{ Version, AppVersion string } {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "charts", "guardedjob", "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Version    string `json:"version"`
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(raw, &meta); err != nil {
+		t.Fatal(err)
+	}
+	return struct{ Version, AppVersion string }{meta.Version, meta.AppVersion}
 }

@@ -62,3 +62,21 @@ app.kubernetes.io/component: manager
 {{- end -}}
 {{- join "," $pairs -}}
 {{- end -}}
+
+{{/* The ServiceAccount the manager runs as: the chart's, or one the user made. */}}
+{{- define "guardedjob.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "guardedjob.manager" .) .Values.serviceAccount.name -}}
+{{- else if .Values.serviceAccount.name -}}
+{{- .Values.serviceAccount.name -}}
+{{- else -}}
+{{- fail "serviceAccount.create is false: set serviceAccount.name to the ServiceAccount the manager runs as (the chart binds its roles to it)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Value combinations the schema cannot refuse. */}}
+{{- define "guardedjob.validate" -}}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) -}}
+{{- fail (printf "replicaCount is %d with leaderElection.enabled false: every replica would reconcile the same GuardedJobs at once. Enable leader election, or set replicaCount to 1" (int .Values.replicaCount)) -}}
+{{- end -}}
+{{- end -}}
