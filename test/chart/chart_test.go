@@ -10,13 +10,16 @@ package chart_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -620,4 +623,204 @@ func chartMeta(t *testing.T) struct{ Version, AppVersion string } {
 		t.Fatal(err)
 	}
 	return struct{ Version, AppVersion string }{meta.Version, meta.AppVersion}
+}
+
+// previousChart is chart 0.1.0 as `helm package` made it from the commit before the
+// CRD became a template. It is kept packaged, not rendered from git history at test
+// time, because CI's checkout may be shallow and because the package is exactly what
+// a user of that version installed.
+const previousChart = "test/chart/testdata/guardedjob-0.1.0.tgz"
+
+// docCommands returns the shell commands in docs/upgrade.md's sh blocks, with
+// continued lines joined and comments and extra spaces dropped.
+func docCommands(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "upgrade.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []string
+	inBlock, cont := false, ""
+	for _, line := range strings.Split(string(raw), "\n") {
+		switch {
+		case strings.HasPrefix(line, "```sh"):
+			inBlock = true
+		case strings.HasPrefix(line, "```"):
+			inBlock = false
+		case inBlock:
+			if i := strings.Index(line, " #"); i >= 0 {
+				line = line[:i]
+			}
+			if strings.HasSuffix(line, "\\") {
+				cont += strings.TrimSuffix(line, "\\") + " "
+				continue
+			}
+			if cmd := strings.Join(strings.Fields(cont+line), " "); cmd != "" {
+				cmds = append(cmds, cmd)
+			}
+			cont = ""
+		}
+	}
+	return cmds
+}
+
+// documented returns the fields of a command docs/upgrade.md gives, failing if the
+// docs do not give it: the commands the upgrade test runs are the documented ones.
+func documented(t *testing.T, cmd string) []string {
+	t.Helper()
+	if !slices.Contains(docCommands(t), cmd) {
+		t.Fatalf("docs/upgrade.md does not give the command %q", cmd)
+	}
+	return strings.Fields(cmd)
+}
+
+// releaseChart is the chart (name-version) of the deployed release, as helm list
+// says.
+func releaseChart(t *testing.T, helm func(...string) (string, error)) string {
+	t.Helper()
+	out, err := helm("list", "-n", namespace, "-o", "json")
+	if err != nil {
+		t.Fatalf("helm list: %v: %s", err, out)
+	}
+	var releases []struct{ Name, Chart, Status string }
+	if err := json.Unmarshal([]byte(out), &releases); err != nil {
+		t.Fatalf("helm list: %v: %s", err, out)
+	}
+	if len(releases) != 1 || releases[0].Name != release || releases[0].Status != "deployed" {
+		t.Fatalf("helm list: want the release %s deployed, got %+v", release, releases)
+	}
+	return releases[0].Chart
+}
+
+// A GuardedJob that must survive every upgrade and rollback.
+func sampleGuardedJob(t *testing.T, k8s client.Client) *unstructured.Unstructured {
+	t.Helper()
+	gj := &unstructured.Unstructured{}
+	gj.SetAPIVersion("batch.guardedjob.dev/v1alpha1")
+	gj.SetKind("GuardedJob")
+	gj.SetNamespace("default")
+	gj.SetName("daily")
+	gj.Object["spec"] = map[string]any{
+		"schedule": "5 0 * * *",
+		"lock":     map[string]any{"key": "default:daily"},
+		"jobTemplate": map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"restartPolicy": "Never",
+			"containers":    []any{map[string]any{"name": "main", "image": "busybox:1.36"}},
+		}}}},
+	}
+	ctx := context.Background()
+	NewWithT(t).Eventually(func() error { return k8s.Create(ctx, gj) }).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(Succeed(),
+		"the CRD is established")
+	return gj
+}
+
+// TestChartUpgradesFromThePreviousVersion installs chart 0.1.0 (the CRD in crds/)
+// and upgrades it to this chart with the commands docs/upgrade.md gives, both ways
+// it offers: the release takes the CRD over, or the user keeps managing it. A
+// GuardedJob made under 0.1.0 survives each upgrade and rollback.
+func TestChartUpgradesFromThePreviousVersion(t *testing.T) {
+	installPrevious := func(t *testing.T) (client.Client, func(...string) (string, error), func(...string) (string, error)) {
+		g := NewWithT(t)
+		k8s, kubeconfig := apiServer(t)
+		helm := helmRunner(t, kubeconfig)
+		out, err := helm("install", release, previousChart, "-n", namespace, "--create-namespace",
+			"--set", "redis.existingSecret=guardedjob-redis", "--set", "clusterName=test")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(releaseChart(t, helm)).To(Equal("guardedjob-0.1.0"))
+		sampleGuardedJob(t, k8s)
+		return k8s, helm, func(args ...string) (string, error) { return kubectl(t, kubeconfig, args...) }
+	}
+	ctx := context.Background()
+	stillThere := func(g Gomega, k8s client.Client) {
+		gj := &unstructured.Unstructured{}
+		gj.SetAPIVersion("batch.guardedjob.dev/v1alpha1")
+		gj.SetKind("GuardedJob")
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "daily"}, gj)).To(Succeed(), "the GuardedJob made under chart 0.1.0 is still there")
+		g.Expect(gj.GetDeletionTimestamp()).To(BeNil())
+	}
+	deployment := func(g Gomega, k8s client.Client) *appsv1.Deployment {
+		dep := &appsv1.Deployment{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, dep)).To(Succeed())
+		return dep
+	}
+
+	t.Run("the release takes the CRD over", func(t *testing.T) {
+		g := NewWithT(t)
+		k8s, helm, _ := installPrevious(t)
+
+		// Why the docs say what they say: --reuse-values keeps 0.1.0's defaults, which
+		// lack the values this chart adds (serviceAccount.create: true, crds.*);
+		// without --take-ownership Helm will not adopt the CRD.
+		out, err := helm("upgrade", release, "charts/guardedjob", "-n", namespace, "--reuse-values", "--take-ownership")
+		g.Expect(err).To(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("serviceAccount.create is false"))
+		out, err = helm("upgrade", release, "charts/guardedjob", "-n", namespace, "--reset-then-reuse-values")
+		g.Expect(err).To(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("exists and cannot be imported into the current release"))
+
+		cmd := documented(t, "helm upgrade guardedjob charts/guardedjob -n guardedjob-system --reset-then-reuse-values --take-ownership")
+		out, err = helm(cmd[1:]...)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(releaseChart(t, helm)).To(Equal("guardedjob-" + chartMeta(t).Version))
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: crdName}, crd)).To(Succeed())
+		g.Expect(crd.Annotations).To(HaveKeyWithValue("meta.helm.sh/release-name", release), "the CRD is now the release's")
+		g.Expect(crd.Annotations).To(HaveKeyWithValue("helm.sh/resource-policy", "keep"))
+		g.Expect(crd.Labels).To(HaveKeyWithValue("helm.sh/chart", "guardedjob-"+chartMeta(t).Version))
+		crd.ManagedFields = nil
+		stored, err := json.Marshal(crd)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(len(stored)).To(BeNumerically("<", 200*1024), "the CRD is this chart's, not 0.1.0's with the Job API's descriptions left in")
+		dep := deployment(g, k8s)
+		g.Expect(dep.Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "GUARDEDJOB_CLUSTER_NAME", Value: "test"}), "the install's values are kept")
+		stillThere(g, k8s)
+
+		// The next upgrade is the plain documented one.
+		cmd = documented(t, "helm upgrade guardedjob charts/guardedjob -n guardedjob-system --reset-then-reuse-values --set image.tag=0.2.0")
+		out, err = helm(cmd[1:]...)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(deployment(g, k8s).Spec.Template.Spec.Containers[0].Image).To(Equal("guardedjob-manager:0.2.0"))
+
+		// Rolling back to 0.1.0, whose chart has no CRD template, keeps the CRD.
+		out, err = helm("rollback", release, "1", "-n", namespace)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: crdName}, crd)).To(Succeed())
+		g.Expect(crd.DeletionTimestamp).To(BeNil(), "crds.keep: a rollback does not delete the CRD")
+		stillThere(g, k8s)
+	})
+
+	t.Run("the user keeps managing the CRD", func(t *testing.T) {
+		g := NewWithT(t)
+		k8s, helm, kubectl := installPrevious(t)
+
+		// Helm's field manager owns the CRD's fields: a plain server-side apply of a
+		// changed CRD conflicts.
+		out, err := kubectl("apply", "--server-side", "-f", "charts/guardedjob/files/crds/")
+		g.Expect(err).To(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("conflict"))
+		g.Expect(out).To(ContainSubstring(".spec.versions"))
+
+		cmd := documented(t, "kubectl apply --server-side --force-conflicts -f charts/guardedjob/files/crds/")
+		out, err = kubectl(cmd[1:]...)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		cmd = documented(t, "helm upgrade guardedjob charts/guardedjob -n guardedjob-system --reset-then-reuse-values --set crds.enabled=false")
+		out, err = helm(cmd[1:]...)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(releaseChart(t, helm)).To(Equal("guardedjob-" + chartMeta(t).Version))
+
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: crdName}, crd)).To(Succeed())
+		g.Expect(crd.Annotations).NotTo(HaveKey("meta.helm.sh/release-name"), "the CRD is not the release's")
+		var applied bool
+		for _, f := range crd.ManagedFields {
+			applied = applied || (f.Manager == "kubectl" && f.Operation == "Apply")
+		}
+		g.Expect(applied).To(BeTrue(), "kubectl's server-side apply owns the CRD's fields now")
+		crd.ManagedFields = nil
+		stored, err := json.Marshal(crd)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(len(stored)).To(BeNumerically("<", 200*1024), "the CRD is the applied one, not 0.1.0's with the Job API's descriptions left in")
+		deployment(g, k8s)
+		stillThere(g, k8s)
+	})
 }
