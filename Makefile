@@ -169,6 +169,26 @@ build-installer: manifests ## Write dist/install.yaml (CRD, RBAC, manager) for i
 	hack/render-manifests.sh $(IMG) > dist/install.yaml
 	@echo "Wrote dist/install.yaml for image $(IMG)"
 
+# Where a release's files are published: the krew manifest's archive URIs start with it.
+RELEASE_URL ?= https://github.com/guardedjob/guardedjob/releases/download/v$(VERSION)
+
+.PHONY: release
+release: manifests helm ## Write release VERSION=X.Y.Z into dist/: installer, CRDs, chart, plugin archives, krew manifest, checksums.
+	HELM="$(HELM)" IMAGE_REPO="$(IMAGE_REPO)" RELEASE_URL="$(RELEASE_URL)" hack/release.sh $(VERSION)
+
+.PHONY: docker-push
+docker-push: ## Push the manager image IMG (needs a Docker engine): make docker-build docker-push VERSION=... IMAGE_REPO=...
+	docker push $(IMG)
+
+# Platforms of the image docker-buildx builds. The Dockerfile's builder runs on the
+# build machine's platform and cross-compiles, so no emulation is needed.
+PLATFORMS ?= linux/arm64,linux/amd64,linux/s390x,linux/ppc64le
+
+.PHONY: docker-buildx
+docker-buildx: ## Build the manager image IMG for PLATFORMS and push it (needs docker buildx).
+	docker buildx inspect guardedjob-builder >/dev/null 2>&1 || docker buildx create --name guardedjob-builder
+	docker buildx build --builder guardedjob-builder --push --platform=$(PLATFORMS) --build-arg VERSION=$(VERSION) --tag $(IMG) .
+
 ##@ Deployment
 
 .PHONY: install

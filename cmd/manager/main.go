@@ -34,12 +34,18 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/controllers"
+	"github.com/guardedjob/guardedjob/internal/buildinfo"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
-// version is the release this binary was built from, set at build time with
-// -ldflags "-X main.version=..." (make build, the Dockerfile).
-var version = "dev"
+// version and commit are the release and commit this binary was built from, set at
+// build time with -ldflags "-X main.version=... -X main.commit=..." (make build,
+// the Dockerfile, make release). Unset, the binary's build info says
+// (internal/buildinfo).
+var (
+	version = "dev"
+	commit  = ""
+)
 
 type options struct {
 	redisURL                string
@@ -92,7 +98,7 @@ func main() {
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint; 0 disables it.")
 	flag.BoolVar(&o.metricsSecure, "metrics-secure", true,
 		"Serve metrics over HTTPS to callers the API server authenticates and authorizes (get on the /metrics URL); false serves plain HTTP to anyone who can connect.")
-	printVersion := flag.Bool("version", false, "Print the version and exit.")
+	printVersion := flag.Bool("version", false, "Print the version and commit, and exit.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables it.")
 	// A run's pass waits on the API server for its writes (intent, fence, Job,
 	// status) and on Redis once: 16 passes in flight keep about as many writes
@@ -110,7 +116,7 @@ func main() {
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	if *printVersion {
-		fmt.Println(version)
+		fmt.Println(buildinfo.Resolve(version, commit))
 		return
 	}
 
@@ -231,7 +237,8 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if storeAllow == nil {
 		warnOpenStoreRefs(ctx, cfg, scheme, log)
 	}
-	log.Info("Starting manager", "version", version, "cluster", o.clusterName, "store", store.Identity(), "keyGrants", grants.String(),
+	build := buildinfo.Resolve(version, commit)
+	log.Info("Starting manager", "version", build.Version, "commit", build.Commit, "cluster", o.clusterName, "store", store.Identity(), "keyGrants", grants.String(),
 		"storeAllow", storeAllow.String(), "leaderElection", o.leaderElect)
 	err = mgr.Start(ctx)
 	if err == nil || ctx.Err() != nil || !o.leaderElect || !strings.Contains(err.Error(), "leader election lost") {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -269,7 +270,13 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 	g.Eventually(exited).WithTimeout(30 * time.Second).Should(BeClosed())
 	g.Expect(logs.String()).NotTo(ContainSubstring(password), "the Redis password never reaches the log")
 	g.Expect(strings.Count(logs.String(), "Starting manager")).To(Equal(1), fmt.Sprintf("logs:\n%s", logs))
-	g.Expect(logs.String()).To(MatchRegexp(`"Starting manager".*"version":"dev"`), "the startup line names the version")
+	// The startup line names the version and commit --version prints.
+	printed, err := exec.Command(bin, "--version").Output()
+	g.Expect(err).NotTo(HaveOccurred())
+	m := regexp.MustCompile(`^(\S+) \(commit (\S+)\)\n$`).FindStringSubmatch(string(printed))
+	g.Expect(m).NotTo(BeNil(), "manager --version printed %q", printed)
+	g.Expect(logs.String()).To(MatchRegexp(`"Starting manager".*"version":"`+regexp.QuoteMeta(m[1])+`","commit":"`+regexp.QuoteMeta(m[2])+`"`),
+		"the startup line names the version and commit")
 
 	t.Run("--metrics-secure=false serves plain HTTP to anyone", func(t *testing.T) {
 		g := NewWithT(t)
