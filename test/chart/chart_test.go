@@ -189,6 +189,7 @@ func TestChartLints(t *testing.T) {
 	for _, set := range [][]string{
 		{"redis.existingSecret=guardedjob-redis"},
 		{"redis.url=rediss://user:pw@redis.example:6380/0", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"},
+		{"redis.existingSecret=s", "metrics.tls.certManager.enabled=true", "metrics.serviceMonitor.enabled=true", "crds.enabled=false"},
 	} {
 		args := []string{"lint", "--strict", "--kube-version", kubeVersion, "charts/guardedjob"}
 		for _, s := range set {
@@ -470,6 +471,91 @@ func TestChartValues(t *testing.T) {
 		g.Expect(crd).NotTo(BeNil())
 		g.Expect(crd.GetAnnotations()).NotTo(HaveKey("helm.sh/resource-policy"))
 		g.Expect(mustRender(t, "redis.existingSecret=s", "crds.enabled=false").find("CustomResourceDefinition", crdName)).To(BeNil())
+	})
+
+	t.Run("a metrics certificate is served, and the ServiceMonitor verifies it", func(t *testing.T) {
+		// certFrom returns the Secret the manager's --metrics-cert-path is mounted from.
+		certFrom := func(g Gomega, ms manifests) string {
+			dep, c := managerContainer(t, ms)
+			var dir string
+			for _, a := range c.Args {
+				if v, ok := strings.CutPrefix(a, "--metrics-cert-path="); ok {
+					dir = v
+				}
+			}
+			if dir == "" {
+				return ""
+			}
+			i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == dir })
+			g.Expect(i).To(BeNumerically(">=", 0), "nothing mounted at %s", dir)
+			g.Expect(c.VolumeMounts[i].ReadOnly).To(BeTrue())
+			v := slices.IndexFunc(dep.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == c.VolumeMounts[i].Name })
+			g.Expect(v).To(BeNumerically(">=", 0))
+			g.Expect(dep.Spec.Template.Spec.Volumes[v].Secret).NotTo(BeNil())
+			return dep.Spec.Template.Spec.Volumes[v].Secret.SecretName
+		}
+		tlsConfig := func(ms manifests) map[string]any {
+			mon := ms.find("ServiceMonitor", manager+"-metrics")
+			NewWithT(t).Expect(mon).NotTo(BeNil())
+			eps, _, _ := unstructured.NestedSlice(mon.Object, "spec", "endpoints")
+			c, _, _ := unstructured.NestedMap(eps[0].(map[string]any), "tlsConfig")
+			return c
+		}
+		const serviceDNS = manager + "-metrics." + namespace + ".svc"
+
+		t.Run("issued by cert-manager", func(t *testing.T) {
+			g := NewWithT(t)
+			ms := mustRender(t, "redis.existingSecret=s", "metrics.tls.certManager.enabled=true", "metrics.serviceMonitor.enabled=true")
+			secret := certFrom(g, ms)
+			g.Expect(secret).NotTo(BeEmpty(), "the manager serves the issued certificate")
+			cert := ms.find("Certificate", "guardedjob-metrics-cert")
+			g.Expect(cert).NotTo(BeNil())
+			g.Expect(cert.Object["spec"]).To(And(HaveKeyWithValue("secretName", secret),
+				HaveKeyWithValue("dnsNames", ContainElement(serviceDNS))))
+			issuer := ms.find("Issuer", "guardedjob-selfsigned-issuer")
+			g.Expect(issuer).NotTo(BeNil())
+			g.Expect(issuer.Object["spec"]).To(HaveKey("selfSigned"))
+			g.Expect(cert.Object["spec"]).To(HaveKeyWithValue("issuerRef", map[string]any{"name": "guardedjob-selfsigned-issuer", "kind": "Issuer"}))
+			g.Expect(tlsConfig(ms)).To(Equal(map[string]any{
+				"serverName": serviceDNS,
+				"ca":         map[string]any{"secret": map[string]any{"name": secret, "key": "ca.crt"}},
+			}), "verified against the Secret's CA, no insecureSkipVerify")
+		})
+
+		t.Run("issued by the user's issuer", func(t *testing.T) {
+			g := NewWithT(t)
+			ms := mustRender(t, "redis.existingSecret=s", "metrics.tls.certManager.enabled=true",
+				"metrics.tls.certManager.issuerRef.name=corp-ca", "metrics.tls.certManager.issuerRef.kind=ClusterIssuer")
+			g.Expect(ms.find("Issuer", "guardedjob-selfsigned-issuer")).To(BeNil())
+			g.Expect(ms.find("Certificate", "guardedjob-metrics-cert").Object["spec"]).To(
+				HaveKeyWithValue("issuerRef", map[string]any{"name": "corp-ca", "kind": "ClusterIssuer"}))
+		})
+
+		t.Run("from the user's Secret", func(t *testing.T) {
+			g := NewWithT(t)
+			ms := mustRender(t, "redis.existingSecret=s", "metrics.tls.existingSecret=metrics-tls", "metrics.serviceMonitor.enabled=true")
+			g.Expect(certFrom(g, ms)).To(Equal("metrics-tls"))
+			g.Expect(ms.find("Certificate", "guardedjob-metrics-cert")).To(BeNil())
+			g.Expect(tlsConfig(ms)).To(HaveKeyWithValue("ca", map[string]any{"secret": map[string]any{"name": "metrics-tls", "key": "ca.crt"}}))
+			g.Expect(tlsConfig(ms)).NotTo(HaveKey("insecureSkipVerify"))
+		})
+
+		t.Run("none: a self-signed certificate the ServiceMonitor cannot verify", func(t *testing.T) {
+			g := NewWithT(t)
+			ms := mustRender(t, "redis.existingSecret=s", "metrics.serviceMonitor.enabled=true")
+			g.Expect(certFrom(g, ms)).To(BeEmpty())
+			g.Expect(tlsConfig(ms)).To(Equal(map[string]any{"insecureSkipVerify": true}))
+		})
+
+		t.Run("mistakes are refused", func(t *testing.T) {
+			g := NewWithT(t)
+			_, err := render(t, "redis.existingSecret=s", "metrics.tls.existingSecret=x", "metrics.tls.certManager.enabled=true")
+			g.Expect(err).To(MatchError(ContainSubstring("set only one of metrics.tls.existingSecret and metrics.tls.certManager.enabled")))
+			_, err = render(t, "redis.existingSecret=s", "metrics.tls.existingSecret=x", "metrics.secure=false")
+			g.Expect(err).To(MatchError(ContainSubstring("metrics.tls gives a certificate, but metrics.secure is false")))
+			_, err = render(t, "redis.existingSecret=s", "metrics.tls.certManager.issuerRef.kind=Vault")
+			g.Expect(err).To(MatchError(ContainSubstring("at '/metrics/tls/certManager/issuerRef/kind'")))
+		})
 	})
 
 	t.Run("another release name prefixes every object", func(t *testing.T) {

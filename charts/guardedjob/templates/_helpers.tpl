@@ -80,3 +80,25 @@ app.kubernetes.io/component: manager
 {{- fail (printf "replicaCount is %d with leaderElection.enabled false: every replica would reconcile the same GuardedJobs at once. Enable leader election, or set replicaCount to 1" (int .Values.replicaCount)) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The Secret with the metrics server's certificate (tls.crt, tls.key, ca.crt), or
+nothing: the manager then makes a self-signed one. */}}
+{{- define "guardedjob.metricsCertSecret" -}}
+{{- $tls := .Values.metrics.tls -}}
+{{- if and .Values.metrics.enabled (or $tls.existingSecret $tls.certManager.enabled) -}}
+{{- if not .Values.metrics.secure -}}
+{{- fail "metrics.tls gives a certificate, but metrics.secure is false (plain HTTP): set metrics.secure=true or drop metrics.tls" -}}
+{{- else if and $tls.existingSecret $tls.certManager.enabled -}}
+{{- fail "set only one of metrics.tls.existingSecret and metrics.tls.certManager.enabled" -}}
+{{- else if $tls.existingSecret -}}
+{{- $tls.existingSecret -}}
+{{- else -}}
+{{ include "guardedjob.fullname" . }}-metrics-cert
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The DNS name scrapers in the cluster reach the metrics Service by. */}}
+{{- define "guardedjob.metricsServiceDNS" -}}
+{{ include "guardedjob.manager" . }}-metrics.{{ .Release.Namespace }}.svc
+{{- end -}}
