@@ -73,8 +73,11 @@ help: ## Display this help.
 .PHONY: manifests
 manifests: controller-gen ## Generate the CRD and the ClusterRole from kubebuilder markers.
 	$(CONTROLLER_GEN) rbac:roleName=guardedjob-manager-role crd:generateEmbeddedObjectMeta=true webhook paths="./..." output:crd:artifacts:config=config/crd/bases
+	# The Job API's field docs inside spec.jobTemplate go (kubectl explain job has them), so the
+	# CRD fits a client-side kubectl apply; its schema and every other description stay.
+	go run ./hack/crdtrim config/crd/bases/batch.guardedjob.dev_guardedjobs.yaml
 	# The Helm chart ships the same CRD, the same manager rules and the same alerts.
-	cp config/crd/bases/batch.guardedjob.dev_guardedjobs.yaml charts/guardedjob/crds/
+	cp config/crd/bases/batch.guardedjob.dev_guardedjobs.yaml charts/guardedjob/files/crds/
 	cp config/rbac/role.yaml charts/guardedjob/files/manager-role.yaml
 	cp config/prometheus/guardedjob.rules.yaml charts/guardedjob/files/prometheus-rules.yaml
 
@@ -154,6 +157,10 @@ test-fuzz: ## Run every fuzz target for FUZZTIME (their seed corpora in testdata
 		done; \
 	done
 
+.PHONY: test-release
+test-release: test-deps ## Test make release for every platform krew lists (make test releases this machine's platform only: each other one compiles the plugin anew, minutes).
+	$(TEST_ENV) RELEASE_TEST_PLATFORMS="linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64" go test -count=1 -timeout 60m -run '^TestReleaseFiles$$' ./test/release/
+
 .PHONY: ci
 ci: ## Run every check CI runs, in its order, with the time of each step (.ci/run).
 	.ci/run
@@ -211,6 +218,26 @@ build-installer: manifests kubectl ## Write dist/install.yaml (CRD, RBAC, manage
 	mkdir -p dist
 	KUBECTL="$(KUBECTL)" hack/render-manifests.sh $(IMG) > dist/install.yaml
 	@echo "Wrote dist/install.yaml for image $(IMG)"
+
+# Where a release's files are published: the krew manifest's archive URIs start with it.
+RELEASE_URL ?= https://github.com/guardedjob/guardedjob/releases/download/v$(VERSION)
+
+.PHONY: release
+release: manifests helm ## Write release VERSION=X.Y.Z into dist/: installer, CRDs, chart, plugin archives, krew manifest, checksums.
+	HELM="$(HELM)" IMAGE_REPO="$(IMAGE_REPO)" RELEASE_URL="$(RELEASE_URL)" hack/release.sh $(VERSION)
+
+.PHONY: docker-push
+docker-push: ## Push the manager image IMG (needs a Docker engine): make docker-build docker-push VERSION=... IMAGE_REPO=...
+	docker push $(IMG)
+
+# Platforms of the image docker-buildx builds. The Dockerfile's builder runs on the
+# build machine's platform and cross-compiles, so no emulation is needed.
+PLATFORMS ?= linux/arm64,linux/amd64,linux/s390x,linux/ppc64le
+
+.PHONY: docker-buildx
+docker-buildx: ## Build the manager image IMG for PLATFORMS and push it (needs docker buildx).
+	docker buildx inspect guardedjob-builder >/dev/null 2>&1 || docker buildx create --name guardedjob-builder
+	docker buildx build --builder guardedjob-builder --push --platform=$(PLATFORMS) --build-arg VERSION=$(VERSION) --tag $(IMG) .
 
 ##@ Deployment
 

@@ -3,7 +3,7 @@
 # `images:` transformer, on stdout. kustomize's `edit` command is not needed: the
 # overlay is a temporary kustomization next to nothing in the checkout.
 #
-# Usage: hack/render-manifests.sh IMAGE
+# Usage: hack/render-manifests.sh IMAGE   (KUBECTL names the kubectl to run)
 #   IMAGE is REPOSITORY[:TAG] or REPOSITORY@sha256:DIGEST.
 set -euo pipefail
 

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"encoding/json"
 	"os"
+	"sort"
 	"strings"
 	"testing"
 
@@ -14,6 +15,13 @@ import (
 // etcdObjectLimit is etcd's default request size limit (--max-request-bytes), the
 // largest object the API server can store.
 const etcdObjectLimit = 1536 * 1024
+
+// clientSideApplyBudget bounds the CRD as JSON: a client-side `kubectl apply` (and
+// Argo CD's default sync) stores the whole object in the
+// kubectl.kubernetes.io/last-applied-configuration annotation, and all of an
+// object's annotations together may hold 256 KiB. The rest is headroom for fields
+// the project adds.
+const clientSideApplyBudget = 200 * 1024
 
 func readCRD(t *testing.T) (*apiextensionsv1.CustomResourceDefinition, []byte) {
 	t.Helper()
@@ -58,4 +66,85 @@ func TestCRDPrinterColumns(t *testing.T) {
 	}
 	g.Expect(normal).To(Equal([]string{"SCHEDULE", "SUSPEND", "READY", "LOCK", "HOLDER", "FENCE", "LAST SCHEDULE", "LAST SUCCESS", "AGE"}))
 	g.Expect(wide).To(Equal([]string{"TIMEZONE", "KEY", "NEXT SCHEDULE", "LAST RESULT"}))
+}
+
+// The CRD fits a client-side kubectl apply, with room to grow.
+func TestCRDFitsAClientSideApply(t *testing.T) {
+	_, stored := readCRD(t)
+	NewWithT(t).Expect(len(stored)).To(BeNumerically("<=", clientSideApplyBudget),
+		"the CRD is %d bytes as JSON: over %d, a client-side kubectl apply of it is close to failing on the 256 KiB annotation limit", len(stored), clientSideApplyBudget)
+}
+
+// kubectl explain documents every field the project defines. Only the fields inside
+// spec.jobTemplate, which are the Job API's (kubectl explain job documents them),
+// go without: make manifests drops them to keep the CRD small (hack/crdtrim).
+func TestCRDDocumentsEveryProjectField(t *testing.T) {
+	g := NewWithT(t)
+	crd, _ := readCRD(t)
+	for _, v := range crd.Spec.Versions {
+		root := v.Schema.OpenAPIV3Schema
+		g.Expect(root.Description).NotTo(BeEmpty(), "kubectl explain guardedjob")
+		var missing []string
+		var walk func(path string, s apiextensionsv1.JSONSchemaProps)
+		walk = func(path string, s apiextensionsv1.JSONSchemaProps) {
+			for name, p := range s.Properties {
+				field := path + "." + name
+				if field == ".metadata" || field == ".spec.jobTemplate.metadata" || strings.HasPrefix(field, ".spec.jobTemplate.spec") {
+					continue // the API's own types
+				}
+				if strings.TrimSpace(p.Description) == "" {
+					missing = append(missing, field)
+				}
+				walk(field, p)
+			}
+			if s.Items != nil && s.Items.Schema != nil {
+				walk(path+"[]", *s.Items.Schema)
+			}
+			if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
+				walk(path+"{}", *s.AdditionalProperties.Schema)
+			}
+		}
+		walk("", *root)
+		sort.Strings(missing)
+		g.Expect(missing).To(BeEmpty(), "fields of version %s without a description (add a doc comment in api/%s)", v.Name, v.Name)
+		for _, f := range []string{"spec", "status"} {
+			g.Expect(root.Properties).To(HaveKey(f))
+		}
+		spec := root.Properties["spec"]
+		for _, f := range []string{"lock", "fencing", "schedule", "jobTemplate"} {
+			g.Expect(spec.Properties[f].Description).NotTo(BeEmpty(), "spec.%s", f)
+		}
+	}
+}
+
+// spec.jobTemplate keeps the Job API's full schema, descriptions aside: a Job
+// template with a mistake is refused at apply time, not when the manager creates
+// the Job.
+func TestCRDValidatesTheJobTemplate(t *testing.T) {
+	g := NewWithT(t)
+	crd, _ := readCRD(t)
+	jt := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["jobTemplate"]
+	g.Expect(jt.XPreserveUnknownFields).To(BeNil(), "jobTemplate is validated, not kept as it comes")
+	g.Expect(jt.Description).NotTo(BeEmpty(), "jobTemplate's own description is the project's")
+	podSpec := jt.Properties["spec"].Properties["template"].Properties["spec"]
+	containers := podSpec.Properties["containers"]
+	g.Expect(containers.Type).To(Equal("array"))
+	g.Expect(containers.Items.Schema.Required).To(ContainElement("name"))
+	g.Expect(podSpec.Properties["restartPolicy"].Type).To(Equal("string"))
+	var described []string
+	var walk func(path string, s apiextensionsv1.JSONSchemaProps)
+	walk = func(path string, s apiextensionsv1.JSONSchemaProps) {
+		for name, p := range s.Properties {
+			if p.Description != "" {
+				described = append(described, path+"."+name)
+			}
+			walk(path+"."+name, p)
+		}
+		if s.Items != nil && s.Items.Schema != nil {
+			walk(path+"[]", *s.Items.Schema)
+		}
+	}
+	walk("spec.jobTemplate", jt)
+	sort.Strings(described)
+	g.Expect(described).To(BeEmpty(), "make manifests drops the Job API's descriptions (hack/crdtrim)")
 }

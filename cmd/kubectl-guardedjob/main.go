@@ -16,7 +16,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/guardedjob/guardedjob/internal/buildinfo"
 )
+
+// version and commit are set at build time by make release (-ldflags "-X
+// main.version=... -X main.commit=..."); a `go install` build leaves them empty and
+// reports its build info instead (internal/buildinfo).
+var version, commit string
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -32,6 +39,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		if len(args) == 0 {
 			return 2
 		}
+		return 0
+	}
+	if args[0] == "version" || args[0] == "--version" {
+		_, _ = fmt.Fprintln(stdout, "kubectl-guardedjob", buildinfo.Resolve(version, commit))
 		return 0
 	}
 	cmd, ok := commands[args[0]]
@@ -76,6 +87,7 @@ Commands:
   locks [-A]                         every lock key the GuardedJobs in scope use and who holds it
   unlock NAME --force [--yes]        delete a stale lock or the current occurrence's done-marker,
                                      after confirmation, with an event on the GuardedJob
+  version                            the plugin's version and commit
 
 Common flags:
   -n, --namespace NS     namespace (default: the kubeconfig's)

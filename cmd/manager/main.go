@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -31,15 +33,21 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/controllers"
+	"github.com/guardedjob/guardedjob/internal/buildinfo"
 	"github.com/guardedjob/guardedjob/internal/clustername"
 	"github.com/guardedjob/guardedjob/internal/keys"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/storeconfig"
 )
 
-// version is the release this binary was built from, set at build time with
-// -ldflags "-X main.version=..." (make build, the Dockerfile).
-var version = "dev"
+// version and commit are the release and commit this binary was built from, set at
+// build time with -ldflags "-X main.version=... -X main.commit=..." (make build,
+// the Dockerfile, make release). Unset, the binary's build info says
+// (internal/buildinfo).
+var (
+	version = "dev"
+	commit  = ""
+)
 
 type options struct {
 	redisURL                string
@@ -55,6 +63,9 @@ type options struct {
 	retryPeriod             time.Duration
 	metricsAddr             string
 	metricsSecure           bool
+	metricsCertPath         string
+	metricsCertName         string
+	metricsCertKey          string
 	probeAddr               string
 	maxConcurrentReconciles int
 	kubeAPIQPS              float64
@@ -92,7 +103,11 @@ func main() {
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint; 0 disables it.")
 	flag.BoolVar(&o.metricsSecure, "metrics-secure", true,
 		"Serve metrics over HTTPS to callers the API server authenticates and authorizes (get on the /metrics URL); false serves plain HTTP to anyone who can connect.")
-	printVersion := flag.Bool("version", false, "Print the version and exit.")
+	flag.StringVar(&o.metricsCertPath, "metrics-cert-path", "",
+		"Directory holding the metrics server's certificate and key (a mounted cert-manager Secret, say), reloaded when they change; empty: a self-signed certificate made at start.")
+	flag.StringVar(&o.metricsCertName, "metrics-cert-name", "tls.crt", "File name of the metrics server's certificate in --metrics-cert-path.")
+	flag.StringVar(&o.metricsCertKey, "metrics-cert-key", "tls.key", "File name of the metrics server's key in --metrics-cert-path.")
+	printVersion := flag.Bool("version", false, "Print the version and commit, and exit.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables it.")
 	// A run's pass waits on the API server for its writes (intent, fence, Job,
 	// status) and on Redis once: 16 passes in flight keep about as many writes
@@ -110,7 +125,7 @@ func main() {
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	if *printVersion {
-		fmt.Println(version)
+		fmt.Println(buildinfo.Resolve(version, commit))
 		return
 	}
 
@@ -164,10 +179,14 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 			return err
 		}
 	}
+	metrics, metricsCert, err := metricsOptions(o)
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   controllers.CacheOptions(),
-		Metrics:                 metricsOptions(o),
+		Metrics:                 metrics,
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        o.leaderElectionID,
@@ -181,6 +200,13 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
+	}
+
+	if metricsCert != nil {
+		// Reloads a renewed certificate (cert-manager rotates it in the mounted Secret).
+		if err := mgr.Add(metricsCert); err != nil {
+			return fmt.Errorf("watch the metrics certificate: %w", err)
+		}
 	}
 
 	keeper := lockclient.NewKeeper(store, lockclient.WithStopRate(o.stopRate))
@@ -231,7 +257,8 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if storeAllow == nil {
 		warnOpenStoreRefs(ctx, cfg, scheme, log)
 	}
-	log.Info("Starting manager", "version", version, "cluster", o.clusterName, "store", store.Identity(), "keyGrants", grants.String(),
+	build := buildinfo.Resolve(version, commit)
+	log.Info("Starting manager", "version", build.Version, "commit", build.Commit, "cluster", o.clusterName, "store", store.Identity(), "keyGrants", grants.String(),
 		"storeAllow", storeAllow.String(), "leaderElection", o.leaderElect)
 	err = mgr.Start(ctx)
 	if err == nil || ctx.Err() != nil || !o.leaderElect || !strings.Contains(err.Error(), "leader election lost") {
@@ -267,20 +294,35 @@ func checkStopRate(v float64) error {
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
-// metricsOptions serves metrics over HTTPS with a self-signed certificate, to callers
-// the API server authenticates (TokenReview) and authorizes (SubjectAccessReview for
-// get on the /metrics URL), unless --metrics-secure=false. HTTP/2 is off: its
+// metricsOptions serves metrics over HTTPS, to callers the API server authenticates
+// (TokenReview) and authorizes (SubjectAccessReview for get on the /metrics URL),
+// unless --metrics-secure=false. The certificate is the one in --metrics-cert-path,
+// watched for renewals by the returned watcher (which the manager must run), or a
+// self-signed one. A --metrics-cert-path whose files cannot be read is an error at
+// start, not a silent fall back to a self-signed certificate. HTTP/2 is off: its
 // stream-reset floods (CVE-2023-44487, CVE-2023-39325) are not worth a metrics port.
-func metricsOptions(o options) metricsserver.Options {
+func metricsOptions(o options) (metricsserver.Options, *certwatcher.CertWatcher, error) {
 	if !o.metricsSecure {
-		return metricsserver.Options{BindAddress: o.metricsAddr}
+		if o.metricsCertPath != "" {
+			return metricsserver.Options{}, nil, errors.New("--metrics-cert-path needs --metrics-secure: with --metrics-secure=false metrics are plain HTTP")
+		}
+		return metricsserver.Options{BindAddress: o.metricsAddr}, nil, nil
 	}
-	return metricsserver.Options{
+	opts := metricsserver.Options{
 		BindAddress:    o.metricsAddr,
 		SecureServing:  true,
 		FilterProvider: filters.WithAuthenticationAndAuthorization,
 		TLSOpts:        []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
 	}
+	if o.metricsCertPath == "" {
+		return opts, nil, nil
+	}
+	watcher, err := certwatcher.New(filepath.Join(o.metricsCertPath, o.metricsCertName), filepath.Join(o.metricsCertPath, o.metricsCertKey))
+	if err != nil {
+		return metricsserver.Options{}, nil, fmt.Errorf("--metrics-cert-path: %w", err)
+	}
+	opts.TLSOpts = append(opts.TLSOpts, func(c *tls.Config) { c.GetCertificate = watcher.GetCertificate })
+	return opts, watcher, nil
 }
 
 // renewOnly runs after leadership was lost. If the API server answers, another

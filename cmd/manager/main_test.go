@@ -3,12 +3,22 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -276,7 +286,54 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 	g.Eventually(exited).WithTimeout(30 * time.Second).Should(BeClosed())
 	g.Expect(logs.String()).NotTo(ContainSubstring(password), "the Redis password never reaches the log")
 	g.Expect(strings.Count(logs.String(), "Starting manager")).To(Equal(1), fmt.Sprintf("logs:\n%s", logs))
-	g.Expect(logs.String()).To(MatchRegexp(`"Starting manager".*"version":"dev"`), "the startup line names the version")
+	// The startup line names the version and commit --version prints.
+	printed, err := exec.Command(bin, "--version").Output()
+	g.Expect(err).NotTo(HaveOccurred())
+	m := regexp.MustCompile(`^(\S+) \(commit (\S+)\)\n$`).FindStringSubmatch(string(printed))
+	g.Expect(m).NotTo(BeNil(), "manager --version printed %q", printed)
+	g.Expect(logs.String()).To(MatchRegexp(`"Starting manager".*"version":"`+regexp.QuoteMeta(m[1])+`","commit":"`+regexp.QuoteMeta(m[2])+`"`),
+		"the startup line names the version and commit")
+
+	t.Run("--metrics-cert-path serves the given certificate, and its renewal", func(t *testing.T) {
+		g := NewWithT(t)
+		ca := newTestCA(t)
+		dir := t.TempDir()
+		ca.issue(t, dir, 1)
+		addr := freeAddr(t)
+		withCert := startManager(t, bin, "--kubeconfig", kubeconfigPath, "--redis-url", "redis://"+srv.Addr(),
+			"--cluster-name", "cluster-cert", "--metrics-bind-address", addr, "--metrics-cert-path", dir,
+			"--health-probe-bind-address", "0", "--leader-elect=false")
+		url := "https://" + addr + "/metrics"
+		// A scraper that verifies the certificate against the CA (as a ServiceMonitor
+		// with tlsConfig.ca does) gets the metrics.
+		g.Eventually(func() (int, error) { code, _, err := ca.get(url, scraper); return code, err }).
+			Should(Equal(http.StatusOK), "logs:\n%s", withCert.logs)
+		_, serial, _ := ca.get(url, scraper)
+		g.Expect(serial).To(BeEquivalentTo(1))
+		// One that trusts another CA does not: this is the given certificate, not a
+		// self-signed one.
+		_, _, err := newTestCA(t).get(url, scraper)
+		g.Expect(err).To(MatchError(ContainSubstring("certificate signed by unknown authority")))
+
+		// A renewed certificate in the same files is served without a restart.
+		ca.issue(t, dir, 2)
+		g.Eventually(func() int64 { _, serial, _ := ca.get(url, scraper); return serial }).WithTimeout(30*time.Second).Should(BeEquivalentTo(2),
+			"logs:\n%s", withCert.logs)
+		g.Expect(withCert.exited).NotTo(BeClosed())
+	})
+
+	t.Run("--metrics-cert-path without a certificate is a clear error", func(t *testing.T) {
+		g := NewWithT(t)
+		out, err := exec.Command(bin, "--kubeconfig", kubeconfigPath, "--redis-url", "redis://"+srv.Addr(), "--cluster-name", "x",
+			"--metrics-bind-address", freeAddr(t), "--metrics-cert-path", t.TempDir(), "--health-probe-bind-address", "0").CombinedOutput()
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(string(out)).To(ContainSubstring("--metrics-cert-path: "))
+		g.Expect(string(out)).To(ContainSubstring("tls.crt"))
+		out, err = exec.Command(bin, "--kubeconfig", kubeconfigPath, "--redis-url", "redis://"+srv.Addr(), "--cluster-name", "x",
+			"--metrics-secure=false", "--metrics-cert-path", t.TempDir(), "--health-probe-bind-address", "0").CombinedOutput()
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(string(out)).To(ContainSubstring("--metrics-cert-path needs --metrics-secure"))
+	})
 
 	t.Run("--metrics-secure=false serves plain HTTP to anyone", func(t *testing.T) {
 		g := NewWithT(t)
@@ -287,4 +344,87 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 		g.Eventually(func() string { return scrape("http://" + addr + "/metrics") }).WithTimeout(30*time.Second).Should(
 			ContainSubstring("guardedjob_leases"), "logs:\n%s", plain.logs)
 	})
+}
+
+// testCA is a certificate authority made for one test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "guardedjob test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testCA{cert: cert, key: key}
+}
+
+// issue writes a serving certificate for 127.0.0.1 with the given serial number,
+// and its key, as dir/tls.crt and dir/tls.key (the keys of a kubernetes.io/tls
+// Secret), replacing each file at once as a Secret volume update does.
+func (ca *testCA) issue(t *testing.T, dir string, serial int64) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "guardedjob-manager-metrics"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage: x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, block := range map[string]*pem.Block{"tls.key": {Type: "EC PRIVATE KEY", Bytes: keyDER}, "tls.crt": {Type: "CERTIFICATE", Bytes: der}} {
+		tmp := filepath.Join(dir, "."+name+".tmp")
+		if err := os.WriteFile(tmp, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// get GETs url with a bearer token, verifying the server's certificate against
+// the CA only, and returns the status code and the serial number of the
+// certificate the server presented.
+func (ca *testCA) get(url, token string) (int, int64, error) {
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	req, err := http.NewRequest(http.MethodGet, url, nil) //nolint:noctx // a loopback scrape in a test
+	if err != nil {
+		return 0, 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.TLS.PeerCertificates[0].SerialNumber.Int64(), nil
 }

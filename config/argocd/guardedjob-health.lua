@@ -5,7 +5,9 @@
 -- reconciled the latest spec or waits for something that clears by itself (a
 -- store Secret not applied yet), Healthy otherwise. A run in progress, a busy
 -- lock or an unreachable store are normal operation: they are shown in the
--- message but never hold up a sync wave.
+-- message but never hold up a sync wave. A suspended GuardedJob (spec.suspend,
+-- once the manager has reconciled it) is Suspended, as Argo CD's own CronJob
+-- check says of a suspended CronJob, unless its spec needs fixing (Degraded).
 local hs = {}
 
 local function conditions(status)
@@ -41,6 +43,21 @@ local c = conditions(obj.status)
 if c.Stalled ~= nil and c.Stalled.status == "True" then
   hs.status = "Degraded"
   hs.message = describe(c.Stalled)
+  return hs
+end
+if obj.spec ~= nil and obj.spec.suspend == true then
+  hs.status = "Suspended"
+  if c.Ready ~= nil and c.Ready.reason == "Suspended" then
+    hs.message = c.Ready.message or "suspended: no new runs are scheduled"
+  elseif c.Ready ~= nil then
+    hs.message = "suspended; " .. describe(c.Ready)
+  else
+    hs.message = "suspended: no new runs are scheduled"
+  end
+  -- Suspending stops new runs only: one in progress goes on.
+  if c.LockHeld ~= nil and c.LockHeld.status == "True" then
+    hs.message = hs.message .. "; a run goes on: " .. (c.LockHeld.message or "a run holds the lock")
+  end
   return hs
 end
 if c.Reconciling ~= nil and c.Reconciling.status == "True" then

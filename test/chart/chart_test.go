@@ -2,20 +2,24 @@
 // sets and checks it against the kustomize install (config/default) where the two
 // must agree: the same CRD, the same RBAC rules, the same manager container (args,
 // ports, probes, security context, resources, the store only from a Secret), lints
-// it, and installs, upgrades and uninstalls it on a real API server. helm comes from
-// `make helm` (a cache outside the checkout); set HELM to use another.
+// it, and installs, upgrades and uninstalls it on a real API server. helm and kubectl
+// come from internal/testutil/bins ($HELM, and $KUBECTL or the kubectl beside the
+// control plane).
 package chart_test
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -32,8 +36,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/guardedjob/guardedjob/internal/keys"
+	"github.com/guardedjob/guardedjob/internal/testutil/bins"
 )
 
 const (
@@ -64,30 +70,6 @@ func repoRoot(t *testing.T) string {
 	}
 }
 
-// helmBin is $HELM, or the binary `make helm` installs.
-func helmBin(t *testing.T) string {
-	t.Helper()
-	if h := os.Getenv("HELM"); h != "" {
-		if _, err := os.Stat(h); err != nil {
-			t.Fatalf("HELM=%s: %v (run make helm)", h, err)
-		}
-		return h
-	}
-	mk := exec.Command("make", "-s", "--no-print-directory", "-f", "-", "print")
-	mk.Dir = repoRoot(t)
-	mk.Stdin = strings.NewReader("include Makefile\nprint:\n\t@echo $(HELM)\n")
-	out, err := mk.Output()
-	if err == nil {
-		if h := strings.TrimSpace(string(out)); h != "" {
-			if _, err := os.Stat(h); err == nil {
-				return h
-			}
-		}
-	}
-	t.Fatal("helm is not installed: run `make helm` (make test does)")
-	return ""
-}
-
 func run(t *testing.T, name string, args ...string) ([]byte, error) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
@@ -105,11 +87,11 @@ func run(t *testing.T, name string, args ...string) ([]byte, error) {
 // the CRD, and the given --set values.
 func render(t *testing.T, set ...string) (manifests, error) {
 	t.Helper()
-	args := []string{"template", release, "charts/guardedjob", "--namespace", namespace, "--include-crds", "--kube-version", kubeVersion}
+	args := []string{"template", release, "charts/guardedjob", "--namespace", namespace, "--kube-version", kubeVersion}
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
-	out, err := run(t, helmBin(t), args...)
+	out, err := run(t, bins.Helm(t), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -127,10 +109,7 @@ func mustRender(t *testing.T, set ...string) manifests {
 
 func kustomize(t *testing.T) manifests {
 	t.Helper()
-	if _, err := exec.LookPath("kubectl"); err != nil {
-		t.Fatal("kubectl not found on PATH: install kubectl (v1.32 or newer)")
-	}
-	out, err := run(t, "kubectl", "kustomize", "config/default")
+	out, err := run(t, bins.Kubectl(t), "kustomize", "config/default")
 	if err != nil {
 		t.Fatalf("kubectl kustomize config/default: %v", err)
 	}
@@ -206,10 +185,11 @@ func env(c corev1.Container, name string) *corev1.EnvVar {
 }
 
 func TestChartLints(t *testing.T) {
-	helm := helmBin(t)
+	helm := bins.Helm(t)
 	for _, set := range [][]string{
 		{"redis.existingSecret=guardedjob-redis"},
 		{"redis.url=rediss://user:pw@redis.example:6380/0", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"},
+		{"redis.existingSecret=s", "metrics.tls.certManager.enabled=true", "metrics.serviceMonitor.enabled=true", "crds.enabled=false"},
 	} {
 		args := []string{"lint", "--strict", "--kube-version", kubeVersion, "charts/guardedjob"}
 		for _, s := range set {
@@ -230,7 +210,7 @@ func TestChartAgreesWithKustomize(t *testing.T) {
 
 	// The CRD is the generated one, byte for byte in meaning.
 	chartCRD, kustCRD := chart.find("CustomResourceDefinition", crdName), kust.find("CustomResourceDefinition", crdName)
-	g.Expect(chartCRD).NotTo(BeNil(), "the chart ships the CRD in crds/")
+	g.Expect(chartCRD).NotTo(BeNil(), "the chart templates the CRD (crds.enabled)")
 	g.Expect(kustCRD).NotTo(BeNil())
 	g.Expect(chartCRD.Object["spec"]).To(Equal(kustCRD.Object["spec"]), "CRD spec differs: run make manifests")
 
@@ -271,7 +251,7 @@ func TestChartAgreesWithKustomize(t *testing.T) {
 	g.Expect(cc.SecurityContext).To(Equal(kc.SecurityContext))
 	g.Expect(cc.Resources).To(Equal(kc.Resources))
 	g.Expect(env(cc, "GUARDEDJOB_REDIS_URL")).To(Equal(env(kc, "GUARDEDJOB_REDIS_URL")))
-	g.Expect(cc.Image).To(Equal("guardedjob-manager:0.1.0"), "image.tag defaults to the chart's appVersion")
+	g.Expect(cc.Image).To(Equal("guardedjob-manager:"+chartMeta(t).AppVersion), "image.tag defaults to the chart's appVersion")
 
 	// Service and PDB.
 	cSvc, kSvc := get(t, chart, "Service", manager+"-metrics", &corev1.Service{}), get(t, kust, "Service", manager+"-metrics", &corev1.Service{})
@@ -418,9 +398,169 @@ func TestChartValues(t *testing.T) {
 		g.Expect(c.Args).To(ContainElements("--kube-api-qps=200", "--kube-api-burst=400", "--max-concurrent-reconciles=8", "--stop-rate=120"))
 	})
 
+	t.Run("a misspelt or mistyped value is refused, at any depth", func(t *testing.T) {
+		g := NewWithT(t)
+		for set, want := range map[string]string{
+			"redis.existingsecret=s":             "at '/redis': additional properties 'existingsecret' not allowed",
+			"replicacount=3":                     "at '': additional properties 'replicacount' not allowed",
+			"metrics.serviceMonitor.enable=true": "at '/metrics/serviceMonitor': additional properties 'enable' not allowed",
+			"serviceAccount.nmae=x":              "at '/serviceAccount': additional properties 'nmae' not allowed",
+			"replicaCount=0":                     "at '/replicaCount': minimum: got 0, want 1",
+			"leaderElection.leaseDuration=15":    "at '/leaderElection/leaseDuration': got number, want string",
+			"image.pullPolicy=Sometimes":         "at '/image/pullPolicy': value must be one of",
+			"crds.enabled=yes":                   "at '/crds/enabled': got string, want boolean",
+		} {
+			_, err := render(t, "redis.existingSecret=s", set)
+			g.Expect(err).To(MatchError(ContainSubstring(want)), set)
+		}
+	})
+
+	t.Run("more than one replica needs leader election", func(t *testing.T) {
+		g := NewWithT(t)
+		_, err := render(t, "redis.existingSecret=s", "leaderElection.enabled=false")
+		g.Expect(err).To(MatchError(ContainSubstring("replicaCount is 2 with leaderElection.enabled false: every replica would reconcile the same GuardedJobs at once")))
+		_, err = render(t, "redis.existingSecret=s", "leaderElection.enabled=false", "replicaCount=1")
+		g.Expect(err).NotTo(HaveOccurred())
+	})
+
+	t.Run("a ServiceAccount of the user's is bound and run as, and not created", func(t *testing.T) {
+		g := NewWithT(t)
+		ms := mustRender(t, "redis.existingSecret=s", "serviceAccount.create=false", "serviceAccount.name=ops-manager")
+		g.Expect(ms.find("ServiceAccount", manager)).To(BeNil())
+		g.Expect(ms.find("ServiceAccount", "ops-manager")).To(BeNil())
+		dep, _ := managerContainer(t, ms)
+		g.Expect(dep.Spec.Template.Spec.ServiceAccountName).To(Equal("ops-manager"))
+		for _, b := range []struct{ kind, name string }{{"ClusterRoleBinding", "guardedjob-manager-rolebinding"}, {"RoleBinding", "guardedjob-leader-election-rolebinding"}} {
+			o := ms.find(b.kind, b.name)
+			g.Expect(o).NotTo(BeNil(), b.name)
+			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			g.Expect(subjects).To(ConsistOf(And(HaveKeyWithValue("name", "ops-manager"), HaveKeyWithValue("namespace", namespace))), b.name)
+		}
+		_, err := render(t, "redis.existingSecret=s", "serviceAccount.create=false")
+		g.Expect(err).To(MatchError(ContainSubstring("serviceAccount.create is false: set serviceAccount.name")))
+
+		ms = mustRender(t, "redis.existingSecret=s", "serviceAccount.name=custom")
+		get(t, ms, "ServiceAccount", "custom", &corev1.ServiceAccount{})
+		dep, _ = managerContainer(t, ms)
+		g.Expect(dep.Spec.Template.Spec.ServiceAccountName).To(Equal("custom"))
+	})
+
+	t.Run("fullnameOverride names every object", func(t *testing.T) {
+		g := NewWithT(t)
+		ms := mustRender(t, "redis.url=redis://r:6379", "fullnameOverride=gj")
+		dep := get(t, ms, "Deployment", "gj-manager", &appsv1.Deployment{})
+		g.Expect(dep.Spec.Template.Spec.ServiceAccountName).To(Equal("gj-manager"))
+		get(t, ms, "ClusterRole", "gj-manager-role", &rbacv1.ClusterRole{})
+		get(t, ms, "Secret", "gj-redis", &corev1.Secret{})
+		get(t, ms, "Service", "gj-manager-metrics", &corev1.Service{})
+		for _, o := range ms {
+			if o.GetKind() != "CustomResourceDefinition" {
+				g.Expect(o.GetName()).To(HavePrefix("gj-"), "%s %s", o.GetKind(), o.GetName())
+			}
+		}
+	})
+
+	t.Run("the CRD is the release's and kept on uninstall, unless told otherwise", func(t *testing.T) {
+		g := NewWithT(t)
+		crd := mustRender(t, "redis.existingSecret=s").find("CustomResourceDefinition", crdName)
+		g.Expect(crd).NotTo(BeNil())
+		g.Expect(crd.GetAnnotations()).To(HaveKeyWithValue("helm.sh/resource-policy", "keep"))
+		g.Expect(crd.GetAnnotations()).To(HaveKey("controller-gen.kubebuilder.io/version"), "the generated annotations stay")
+		g.Expect(crd.GetLabels()).To(HaveKeyWithValue("app.kubernetes.io/instance", release))
+		crd = mustRender(t, "redis.existingSecret=s", "crds.keep=false").find("CustomResourceDefinition", crdName)
+		g.Expect(crd).NotTo(BeNil())
+		g.Expect(crd.GetAnnotations()).NotTo(HaveKey("helm.sh/resource-policy"))
+		g.Expect(mustRender(t, "redis.existingSecret=s", "crds.enabled=false").find("CustomResourceDefinition", crdName)).To(BeNil())
+	})
+
+	t.Run("a metrics certificate is served, and the ServiceMonitor verifies it", func(t *testing.T) {
+		// certFrom returns the Secret the manager's --metrics-cert-path is mounted from.
+		certFrom := func(g Gomega, ms manifests) string {
+			dep, c := managerContainer(t, ms)
+			var dir string
+			for _, a := range c.Args {
+				if v, ok := strings.CutPrefix(a, "--metrics-cert-path="); ok {
+					dir = v
+				}
+			}
+			if dir == "" {
+				return ""
+			}
+			i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == dir })
+			g.Expect(i).To(BeNumerically(">=", 0), "nothing mounted at %s", dir)
+			g.Expect(c.VolumeMounts[i].ReadOnly).To(BeTrue())
+			v := slices.IndexFunc(dep.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == c.VolumeMounts[i].Name })
+			g.Expect(v).To(BeNumerically(">=", 0))
+			g.Expect(dep.Spec.Template.Spec.Volumes[v].Secret).NotTo(BeNil())
+			return dep.Spec.Template.Spec.Volumes[v].Secret.SecretName
+		}
+		tlsConfig := func(ms manifests) map[string]any {
+			mon := ms.find("ServiceMonitor", manager+"-metrics")
+			NewWithT(t).Expect(mon).NotTo(BeNil())
+			eps, _, _ := unstructured.NestedSlice(mon.Object, "spec", "endpoints")
+			c, _, _ := unstructured.NestedMap(eps[0].(map[string]any), "tlsConfig")
+			return c
+		}
+		const serviceDNS = manager + "-metrics." + namespace + ".svc"
+
+		t.Run("issued by cert-manager", func(t *testing.T) {
+			g := NewWithT(t)
+			ms := mustRender(t, "redis.existingSecret=s", "metrics.tls.certManager.enabled=true", "metrics.serviceMonitor.enabled=true")
+			secret := certFrom(g, ms)
+			g.Expect(secret).NotTo(BeEmpty(), "the manager serves the issued certificate")
+			cert := ms.find("Certificate", "guardedjob-metrics-cert")
+			g.Expect(cert).NotTo(BeNil())
+			g.Expect(cert.Object["spec"]).To(And(HaveKeyWithValue("secretName", secret),
+				HaveKeyWithValue("dnsNames", ContainElement(serviceDNS))))
+			issuer := ms.find("Issuer", "guardedjob-selfsigned-issuer")
+			g.Expect(issuer).NotTo(BeNil())
+			g.Expect(issuer.Object["spec"]).To(HaveKey("selfSigned"))
+			g.Expect(cert.Object["spec"]).To(HaveKeyWithValue("issuerRef", map[string]any{"name": "guardedjob-selfsigned-issuer", "kind": "Issuer"}))
+			g.Expect(tlsConfig(ms)).To(Equal(map[string]any{
+				"serverName": serviceDNS,
+				"ca":         map[string]any{"secret": map[string]any{"name": secret, "key": "ca.crt"}},
+			}), "verified against the Secret's CA, no insecureSkipVerify")
+		})
+
+		t.Run("issued by the user's issuer", func(t *testing.T) {
+			g := NewWithT(t)
+			ms := mustRender(t, "redis.existingSecret=s", "metrics.tls.certManager.enabled=true",
+				"metrics.tls.certManager.issuerRef.name=corp-ca", "metrics.tls.certManager.issuerRef.kind=ClusterIssuer")
+			g.Expect(ms.find("Issuer", "guardedjob-selfsigned-issuer")).To(BeNil())
+			g.Expect(ms.find("Certificate", "guardedjob-metrics-cert").Object["spec"]).To(
+				HaveKeyWithValue("issuerRef", map[string]any{"name": "corp-ca", "kind": "ClusterIssuer"}))
+		})
+
+		t.Run("from the user's Secret", func(t *testing.T) {
+			g := NewWithT(t)
+			ms := mustRender(t, "redis.existingSecret=s", "metrics.tls.existingSecret=metrics-tls", "metrics.serviceMonitor.enabled=true")
+			g.Expect(certFrom(g, ms)).To(Equal("metrics-tls"))
+			g.Expect(ms.find("Certificate", "guardedjob-metrics-cert")).To(BeNil())
+			g.Expect(tlsConfig(ms)).To(HaveKeyWithValue("ca", map[string]any{"secret": map[string]any{"name": "metrics-tls", "key": "ca.crt"}}))
+			g.Expect(tlsConfig(ms)).NotTo(HaveKey("insecureSkipVerify"))
+		})
+
+		t.Run("none: a self-signed certificate the ServiceMonitor cannot verify", func(t *testing.T) {
+			g := NewWithT(t)
+			ms := mustRender(t, "redis.existingSecret=s", "metrics.serviceMonitor.enabled=true")
+			g.Expect(certFrom(g, ms)).To(BeEmpty())
+			g.Expect(tlsConfig(ms)).To(Equal(map[string]any{"insecureSkipVerify": true}))
+		})
+
+		t.Run("mistakes are refused", func(t *testing.T) {
+			g := NewWithT(t)
+			_, err := render(t, "redis.existingSecret=s", "metrics.tls.existingSecret=x", "metrics.tls.certManager.enabled=true")
+			g.Expect(err).To(MatchError(ContainSubstring("set only one of metrics.tls.existingSecret and metrics.tls.certManager.enabled")))
+			_, err = render(t, "redis.existingSecret=s", "metrics.tls.existingSecret=x", "metrics.secure=false")
+			g.Expect(err).To(MatchError(ContainSubstring("metrics.tls gives a certificate, but metrics.secure is false")))
+			_, err = render(t, "redis.existingSecret=s", "metrics.tls.certManager.issuerRef.kind=Vault")
+			g.Expect(err).To(MatchError(ContainSubstring("at '/metrics/tls/certManager/issuerRef/kind'")))
+		})
+	})
+
 	t.Run("another release name prefixes every object", func(t *testing.T) {
 		g := NewWithT(t)
-		out, err := run(t, helmBin(t), "template", "ops", "charts/guardedjob", "--namespace", "ops", "--kube-version", kubeVersion, "--set", "redis.url=redis://r:6379")
+		out, err := run(t, bins.Helm(t), "template", "ops", "charts/guardedjob", "--namespace", "ops", "--kube-version", kubeVersion, "--set", "redis.url=redis://r:6379")
 		g.Expect(err).NotTo(HaveOccurred())
 		ms := decode(t, out)
 		crb := get(t, ms, "ClusterRoleBinding", "ops-guardedjob-manager-rolebinding", &rbacv1.ClusterRoleBinding{})
@@ -435,15 +575,77 @@ func TestChartValues(t *testing.T) {
 
 // TestChartInstallsOnARealAPIServer installs, upgrades and uninstalls the chart with
 // helm against a real kube-apiserver, which validates every object it renders, and
-// checks that uninstalling keeps the CRD (and so every GuardedJob), as Helm does
-// for crds/.
+// checks that uninstalling keeps the CRD (and so every GuardedJob): crds.keep.
 func TestChartInstallsOnARealAPIServer(t *testing.T) {
+	g := NewWithT(t)
+	k8s, kubeconfig := apiServer(t)
+	helm := helmRunner(t, kubeconfig)
+	ctx := context.Background()
+
+	// A misspelt value is refused before anything is created.
+	out, err := helm("install", release, "charts/guardedjob", "-n", namespace, "--create-namespace", "--set", "redis.existingsecret=guardedjob-redis")
+	g.Expect(err).To(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("additional properties 'existingsecret' not allowed"))
+	list, err := helm("list", "-A", "-q")
+	g.Expect(err).NotTo(HaveOccurred(), list)
+	g.Expect(strings.TrimSpace(list)).To(BeEmpty(), "no release was recorded")
+
+	out, err = helm("install", release, "charts/guardedjob", "-n", namespace, "--create-namespace",
+		"--set", "redis.url=redis://127.0.0.1:6379", "--set", "clusterName=test", "--set", "keyGrants.payments[0]=lock:settlement")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("STATUS: deployed"))
+
+	dep := &appsv1.Deployment{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, dep)).To(Succeed())
+	g.Expect(*dep.Spec.Replicas).To(BeEquivalentTo(2))
+	role := &rbacv1.ClusterRole{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "guardedjob-manager-role"}, role)).To(Succeed())
+	g.Expect(role.Rules).To(Equal(get(t, kustomize(t), "ClusterRole", "guardedjob-manager-role", &rbacv1.ClusterRole{}).Rules))
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "guardedjob-redis"}, &corev1.Secret{})).To(Succeed())
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, &policyv1.PodDisruptionBudget{})).To(Succeed())
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: crdName}, crd)).To(Succeed())
+	g.Expect(crd.Annotations).To(HaveKeyWithValue("meta.helm.sh/release-name", release), "the CRD is part of the release")
+	g.Expect(crd.Annotations).To(HaveKeyWithValue("helm.sh/resource-policy", "keep"))
+
+	out, err = helm("upgrade", release, "charts/guardedjob", "-n", namespace, "--reset-then-reuse-values", "--set", "replicaCount=3")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, dep)).To(Succeed())
+	g.Expect(*dep.Spec.Replicas).To(BeEquivalentTo(3))
+	g.Expect(dep.Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "GUARDEDJOB_CLUSTER_NAME", Value: "test"}), "--reset-then-reuse-values keeps the values of the install")
+
+	out, err = helm("uninstall", release, "-n", namespace)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	err = k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, dep)
+	g.Expect(err == nil && dep.DeletionTimestamp != nil || apierrors.IsNotFound(err)).To(BeTrue(), "the manager is removed: %v", err)
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: crdName}, crd)).To(Succeed(), "crds.keep keeps the CRD, so GuardedJobs survive an uninstall")
+	g.Expect(crd.DeletionTimestamp).To(BeNil())
+}
+
+// helmRunner runs helm against kubeconfig from the repository root, with its state
+// in a directory of the test's, not in the user's home.
+func helmRunner(t *testing.T, kubeconfig string) func(args ...string) (string, error) {
+	helm := bins.Helm(t)
+	home := t.TempDir()
+	return func(args ...string) (string, error) {
+		t.Helper()
+		cmd := exec.Command(helm, append(args, "--kubeconfig", kubeconfig)...)
+		cmd.Dir = repoRoot(t)
+		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+}
+
+// apiServer starts a real API server for one test and returns a client and a
+// kubeconfig file for an administrator of it.
+func apiServer(t *testing.T) (client.Client, string) {
+	t.Helper()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds kube-apiserver and etcd")
 	}
 	g := NewWithT(t)
-	helm := helmBin(t)
 	env := &envtest.Environment{BinaryAssetsDirectory: assets}
 	cfg, err := env.Start()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -459,41 +661,252 @@ func TestChartInstallsOnARealAPIServer(t *testing.T) {
 	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
 	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
 	g.Expect(err).NotTo(HaveOccurred())
-	ctx := context.Background()
+	return k8s, kubeconfig
+}
 
-	// Helm keeps its state in this directory tree, not in the user's home.
-	home := t.TempDir()
-	helmCmd := func(args ...string) (string, error) {
-		cmd := exec.Command(helm, append(args, "--kubeconfig", kubeconfig)...)
-		cmd.Dir = repoRoot(t)
-		cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
-		out, err := cmd.CombinedOutput()
-		return string(out), err
+// kubectl runs kubectl against kubeconfig from the repository root.
+func kubectl(t *testing.T, kubeconfig string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(bins.Kubectl(t), append(args, "--kubeconfig", kubeconfig)...)
+	cmd.Dir = repoRoot(t)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestChartCRDsApplyClientSide applies the chart's CRDs, as helm template renders
+// them, the way a GitOps tool's default sync does: a client-side kubectl apply,
+// which keeps a copy of the object in its last-applied annotation (at most 256
+// KiB). Applied again, nothing changes.
+func TestChartCRDsApplyClientSide(t *testing.T) {
+	g := NewWithT(t)
+	_, kubeconfig := apiServer(t)
+	out, err := run(t, bins.Helm(t), "template", release, "charts/guardedjob", "--namespace", namespace, "--kube-version", kubeVersion,
+		"--set", "redis.existingSecret=s", "--show-only", "templates/crds.yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(decode(t, out).kinds()).To(ConsistOf("CustomResourceDefinition/" + crdName))
+	crds := filepath.Join(t.TempDir(), "crds.yaml")
+	g.Expect(os.WriteFile(crds, out, 0o644)).To(Succeed())
+	applied, err := kubectl(t, kubeconfig, "apply", "-f", crds)
+	g.Expect(err).NotTo(HaveOccurred(), applied)
+	g.Expect(applied).To(Equal("customresourcedefinition.apiextensions.k8s.io/" + crdName + " created\n"))
+	applied, err = kubectl(t, kubeconfig, "apply", "-f", crds)
+	g.Expect(err).NotTo(HaveOccurred(), applied)
+	g.Expect(applied).To(Equal("customresourcedefinition.apiextensions.k8s.io/" + crdName + " unchanged\n"))
+}
+
+// chartMeta reads charts/guardedjob/Chart.yaml.
+func chartMeta(t *testing.T) struct{ Version, AppVersion string } {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "charts", "guardedjob", "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Version    string `json:"version"`
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(raw, &meta); err != nil {
+		t.Fatal(err)
+	}
+	return struct{ Version, AppVersion string }{meta.Version, meta.AppVersion}
+}
+
+// previousChart is chart 0.1.0 as `helm package` made it from the commit before the
+// CRD became a template. It is kept packaged, not rendered from git history at test
+// time, because CI's checkout may be shallow and because the package is exactly what
+// a user of that version installed.
+const previousChart = "test/chart/testdata/guardedjob-0.1.0.tgz"
+
+// docCommands returns the shell commands in docs/upgrade.md's sh blocks, with
+// continued lines joined and comments and extra spaces dropped.
+func docCommands(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "upgrade.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []string
+	inBlock, cont := false, ""
+	for _, line := range strings.Split(string(raw), "\n") {
+		switch {
+		case strings.HasPrefix(line, "```sh"):
+			inBlock = true
+		case strings.HasPrefix(line, "```"):
+			inBlock = false
+		case inBlock:
+			if i := strings.Index(line, " #"); i >= 0 {
+				line = line[:i]
+			}
+			if strings.HasSuffix(line, "\\") {
+				cont += strings.TrimSuffix(line, "\\") + " "
+				continue
+			}
+			if cmd := strings.Join(strings.Fields(cont+line), " "); cmd != "" {
+				cmds = append(cmds, cmd)
+			}
+			cont = ""
+		}
+	}
+	return cmds
+}
+
+// documented returns the fields of a command docs/upgrade.md gives, failing if the
+// docs do not give it: the commands the upgrade test runs are the documented ones.
+func documented(t *testing.T, cmd string) []string {
+	t.Helper()
+	if !slices.Contains(docCommands(t), cmd) {
+		t.Fatalf("docs/upgrade.md does not give the command %q", cmd)
+	}
+	return strings.Fields(cmd)
+}
+
+// releaseChart is the chart (name-version) of the deployed release, as helm list
+// says.
+func releaseChart(t *testing.T, helm func(...string) (string, error)) string {
+	t.Helper()
+	out, err := helm("list", "-n", namespace, "-o", "json")
+	if err != nil {
+		t.Fatalf("helm list: %v: %s", err, out)
+	}
+	var releases []struct{ Name, Chart, Status string }
+	if err := json.Unmarshal([]byte(out), &releases); err != nil {
+		t.Fatalf("helm list: %v: %s", err, out)
+	}
+	if len(releases) != 1 || releases[0].Name != release || releases[0].Status != "deployed" {
+		t.Fatalf("helm list: want the release %s deployed, got %+v", release, releases)
+	}
+	return releases[0].Chart
+}
+
+// A GuardedJob that must survive every upgrade and rollback.
+func sampleGuardedJob(t *testing.T, k8s client.Client) *unstructured.Unstructured {
+	t.Helper()
+	gj := &unstructured.Unstructured{}
+	gj.SetAPIVersion("batch.guardedjob.dev/v1alpha1")
+	gj.SetKind("GuardedJob")
+	gj.SetNamespace("default")
+	gj.SetName("daily")
+	gj.Object["spec"] = map[string]any{
+		"schedule": "5 0 * * *",
+		"lock":     map[string]any{"key": "default:daily"},
+		"jobTemplate": map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"restartPolicy": "Never",
+			"containers":    []any{map[string]any{"name": "main", "image": "busybox:1.36"}},
+		}}}},
+	}
+	ctx := context.Background()
+	NewWithT(t).Eventually(func() error { return k8s.Create(ctx, gj) }).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(Succeed(),
+		"the CRD is established")
+	return gj
+}
+
+// TestChartUpgradesFromThePreviousVersion installs chart 0.1.0 (the CRD in crds/)
+// and upgrades it to this chart with the commands docs/upgrade.md gives, both ways
+// it offers: the release takes the CRD over, or the user keeps managing it. A
+// GuardedJob made under 0.1.0 survives each upgrade and rollback.
+func TestChartUpgradesFromThePreviousVersion(t *testing.T) {
+	installPrevious := func(t *testing.T) (client.Client, func(...string) (string, error), func(...string) (string, error)) {
+		g := NewWithT(t)
+		k8s, kubeconfig := apiServer(t)
+		helm := helmRunner(t, kubeconfig)
+		out, err := helm("install", release, previousChart, "-n", namespace, "--create-namespace",
+			"--set", "redis.existingSecret=guardedjob-redis", "--set", "clusterName=test")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(releaseChart(t, helm)).To(Equal("guardedjob-0.1.0"))
+		sampleGuardedJob(t, k8s)
+		return k8s, helm, func(args ...string) (string, error) { return kubectl(t, kubeconfig, args...) }
+	}
+	ctx := context.Background()
+	stillThere := func(g Gomega, k8s client.Client) {
+		gj := &unstructured.Unstructured{}
+		gj.SetAPIVersion("batch.guardedjob.dev/v1alpha1")
+		gj.SetKind("GuardedJob")
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "daily"}, gj)).To(Succeed(), "the GuardedJob made under chart 0.1.0 is still there")
+		g.Expect(gj.GetDeletionTimestamp()).To(BeNil())
+	}
+	deployment := func(g Gomega, k8s client.Client) *appsv1.Deployment {
+		dep := &appsv1.Deployment{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, dep)).To(Succeed())
+		return dep
 	}
 
-	out, err := helmCmd("install", release, "charts/guardedjob", "-n", namespace, "--create-namespace",
-		"--set", "redis.url=redis://127.0.0.1:6379", "--set", "clusterName=test", "--set", "keyGrants.payments[0]=lock:settlement")
-	g.Expect(err).NotTo(HaveOccurred(), out)
-	g.Expect(out).To(ContainSubstring("STATUS: deployed"))
+	t.Run("the release takes the CRD over", func(t *testing.T) {
+		g := NewWithT(t)
+		k8s, helm, _ := installPrevious(t)
 
-	dep := &appsv1.Deployment{}
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, dep)).To(Succeed())
-	g.Expect(*dep.Spec.Replicas).To(BeEquivalentTo(2))
-	role := &rbacv1.ClusterRole{}
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "guardedjob-manager-role"}, role)).To(Succeed())
-	g.Expect(role.Rules).To(Equal(get(t, kustomize(t), "ClusterRole", "guardedjob-manager-role", &rbacv1.ClusterRole{}).Rules))
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "guardedjob-redis"}, &corev1.Secret{})).To(Succeed())
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, &policyv1.PodDisruptionBudget{})).To(Succeed())
+		// Why the docs say what they say: --reuse-values keeps 0.1.0's defaults, which
+		// lack the values this chart adds (serviceAccount.create: true, crds.*);
+		// without --take-ownership Helm will not adopt the CRD.
+		out, err := helm("upgrade", release, "charts/guardedjob", "-n", namespace, "--reuse-values", "--take-ownership")
+		g.Expect(err).To(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("serviceAccount.create is false"))
+		out, err = helm("upgrade", release, "charts/guardedjob", "-n", namespace, "--reset-then-reuse-values")
+		g.Expect(err).To(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("exists and cannot be imported into the current release"))
 
-	out, err = helmCmd("upgrade", release, "charts/guardedjob", "-n", namespace, "--reuse-values", "--set", "replicaCount=3")
-	g.Expect(err).NotTo(HaveOccurred(), out)
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, dep)).To(Succeed())
-	g.Expect(*dep.Spec.Replicas).To(BeEquivalentTo(3))
-	g.Expect(dep.Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "GUARDEDJOB_CLUSTER_NAME", Value: "test"}), "--reuse-values keeps the values of the install")
+		cmd := documented(t, "helm upgrade guardedjob charts/guardedjob -n guardedjob-system --reset-then-reuse-values --take-ownership")
+		out, err = helm(cmd[1:]...)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(releaseChart(t, helm)).To(Equal("guardedjob-" + chartMeta(t).Version))
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: crdName}, crd)).To(Succeed())
+		g.Expect(crd.Annotations).To(HaveKeyWithValue("meta.helm.sh/release-name", release), "the CRD is now the release's")
+		g.Expect(crd.Annotations).To(HaveKeyWithValue("helm.sh/resource-policy", "keep"))
+		g.Expect(crd.Labels).To(HaveKeyWithValue("helm.sh/chart", "guardedjob-"+chartMeta(t).Version))
+		crd.ManagedFields = nil
+		stored, err := json.Marshal(crd)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(len(stored)).To(BeNumerically("<", 200*1024), "the CRD is this chart's, not 0.1.0's with the Job API's descriptions left in")
+		dep := deployment(g, k8s)
+		g.Expect(dep.Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "GUARDEDJOB_CLUSTER_NAME", Value: "test"}), "the install's values are kept")
+		stillThere(g, k8s)
 
-	out, err = helmCmd("uninstall", release, "-n", namespace)
-	g.Expect(err).NotTo(HaveOccurred(), out)
-	err = k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: manager}, dep)
-	g.Expect(err == nil && dep.DeletionTimestamp != nil || apierrors.IsNotFound(err)).To(BeTrue(), "the manager is removed: %v", err)
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Name: crdName}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed(), "Helm keeps the CRD, so GuardedJobs survive an uninstall")
+		// The next upgrade is the plain documented one.
+		cmd = documented(t, "helm upgrade guardedjob charts/guardedjob -n guardedjob-system --reset-then-reuse-values --set image.tag=0.2.0")
+		out, err = helm(cmd[1:]...)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(deployment(g, k8s).Spec.Template.Spec.Containers[0].Image).To(Equal("guardedjob-manager:0.2.0"))
+
+		// Rolling back to 0.1.0, whose chart has no CRD template, keeps the CRD.
+		out, err = helm("rollback", release, "1", "-n", namespace)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: crdName}, crd)).To(Succeed())
+		g.Expect(crd.DeletionTimestamp).To(BeNil(), "crds.keep: a rollback does not delete the CRD")
+		stillThere(g, k8s)
+	})
+
+	t.Run("the user keeps managing the CRD", func(t *testing.T) {
+		g := NewWithT(t)
+		k8s, helm, kubectl := installPrevious(t)
+
+		// Helm's field manager owns the CRD's fields: a plain server-side apply of a
+		// changed CRD conflicts.
+		out, err := kubectl("apply", "--server-side", "-f", "charts/guardedjob/files/crds/")
+		g.Expect(err).To(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("conflict"))
+		g.Expect(out).To(ContainSubstring(".spec.versions"))
+
+		cmd := documented(t, "kubectl apply --server-side --force-conflicts -f charts/guardedjob/files/crds/")
+		out, err = kubectl(cmd[1:]...)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		cmd = documented(t, "helm upgrade guardedjob charts/guardedjob -n guardedjob-system --reset-then-reuse-values --set crds.enabled=false")
+		out, err = helm(cmd[1:]...)
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(releaseChart(t, helm)).To(Equal("guardedjob-" + chartMeta(t).Version))
+
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Name: crdName}, crd)).To(Succeed())
+		g.Expect(crd.Annotations).NotTo(HaveKey("meta.helm.sh/release-name"), "the CRD is not the release's")
+		var applied bool
+		for _, f := range crd.ManagedFields {
+			applied = applied || (f.Manager == "kubectl" && f.Operation == "Apply")
+		}
+		g.Expect(applied).To(BeTrue(), "kubectl's server-side apply owns the CRD's fields now")
+		crd.ManagedFields = nil
+		stored, err := json.Marshal(crd)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(len(stored)).To(BeNumerically("<", 200*1024), "the CRD is the applied one, not 0.1.0's with the Job API's descriptions left in")
+		deployment(g, k8s)
+		stillThere(g, k8s)
+	})
 }

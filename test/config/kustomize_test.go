@@ -46,6 +46,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/guardedjob/guardedjob/internal/testutil/bins"
 )
 
 const (
@@ -83,11 +85,7 @@ func repoRoot(t *testing.T) string {
 // root as a user would.
 func kustomize(t *testing.T, dir string) []byte {
 	t.Helper()
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Fatal("kubectl not found on PATH: these tests render config/ with kubectl kustomize; install kubectl (v1.32 or newer)")
-	}
-	cmd := exec.Command(kubectl, "kustomize", filepath.Join("config", dir))
+	cmd := exec.Command(bins.Kubectl(t), "kustomize", filepath.Join("config", dir))
 	cmd.Dir = repoRoot(t)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -676,9 +674,10 @@ func TestDockerBuildCommand(t *testing.T) {
 	if strings.Contains(string(mustRead(t, out)), ctx) {
 		t.Errorf("the binary contains the build directory %s; -trimpath did not apply", ctx)
 	}
-	// The version the build stamped is what --version prints.
-	if b, err := exec.Command(out, "--version").CombinedOutput(); err != nil || strings.TrimSpace(string(b)) != version {
-		t.Errorf("manager --version printed %q (%v), want %q", b, err, version)
+	// The version the build stamped is what --version prints, with the commit (the
+	// build context has no .git, so unknown unless the build stamps it).
+	if b, err := exec.Command(out, "--version").CombinedOutput(); err != nil || !strings.HasPrefix(string(b), version+" (commit ") {
+		t.Errorf("manager --version printed %q (%v), want %q and the commit", b, err, version)
 	}
 }
 
@@ -727,9 +726,7 @@ func copyContext(src, dst string) error {
 // RBAC, the Deployment, the metrics Service and the PDB, with the image set through
 // kustomize's images transformer, and nothing left naming the development image.
 func TestInstaller(t *testing.T) {
-	if _, err := exec.LookPath("kubectl"); err != nil {
-		t.Fatal("kubectl not found on PATH: these tests render config/ with kubectl kustomize; install kubectl (v1.32 or newer)")
-	}
+	kubectl := bins.Kubectl(t)
 	root := repoRoot(t)
 	mk := exec.Command("make", "-n", "build-installer", "VERSION=9.8.7", "IMAGE_REPO=registry.example:5000/team/guardedjob-manager")
 	mk.Dir = root
@@ -749,6 +746,7 @@ func TestInstaller(t *testing.T) {
 		t.Run(image, func(t *testing.T) {
 			cmd := exec.Command(filepath.Join(root, "hack", "render-manifests.sh"), image)
 			cmd.Dir = t.TempDir() // works from anywhere
+			cmd.Env = append(os.Environ(), "KUBECTL="+kubectl)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			raw, err := cmd.Output()
@@ -770,5 +768,189 @@ func TestInstaller(t *testing.T) {
 			one(t, ms, "Service", "guardedjob-manager-metrics", &corev1.Service{})
 			one(t, ms, "PodDisruptionBudget", managerName, &policyv1.PodDisruptionBudget{})
 		})
+	}
+}
+
+// kustomizeOverlay renders a kustomization of the given config/ trees and
+// components, as a user's own overlay would combine them.
+func kustomizeOverlay(t *testing.T, resources, components []string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	var k strings.Builder
+	for i, list := range [][]string{resources, components} {
+		if len(list) == 0 {
+			continue
+		}
+		k.WriteString([]string{"resources:\n", "components:\n"}[i])
+		for _, d := range list {
+			rel, err := filepath.Rel(dir, filepath.Join(repoRoot(t), "config", d))
+			if err != nil {
+				t.Fatal(err)
+			}
+			k.WriteString("- " + rel + "\n")
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bins.Kubectl(t), "kustomize", dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %v %v: %v\n%s", resources, components, err, stderr.String())
+	}
+	return out
+}
+
+// TestCertManagerComponent checks config/certmanager: the manager serves the
+// certificate cert-manager issues for the metrics Service's names, and the
+// ServiceMonitor verifies it against the Secret's CA; without it the ServiceMonitor
+// cannot verify the self-signed certificate and says so by skipping verification.
+func TestCertManagerComponent(t *testing.T) {
+	ms := manifests(decode(t, kustomizeOverlay(t, []string{"default", "prometheus"}, []string{"certmanager"})))
+
+	dep := one(t, ms, "Deployment", managerName, &appsv1.Deployment{})
+	c := dep.Spec.Template.Spec.Containers[0]
+	var certDir string
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--metrics-cert-path="); ok {
+			certDir = v
+		}
+	}
+	if certDir == "" {
+		t.Fatalf("args %q lack --metrics-cert-path", c.Args)
+	}
+	i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == certDir })
+	if i < 0 {
+		t.Fatalf("nothing is mounted at --metrics-cert-path %s: %+v", certDir, c.VolumeMounts)
+	}
+	if !c.VolumeMounts[i].ReadOnly {
+		t.Error("the certificate is mounted writable")
+	}
+	vi := slices.IndexFunc(dep.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == c.VolumeMounts[i].Name })
+	if vi < 0 || dep.Spec.Template.Spec.Volumes[vi].Secret == nil {
+		t.Fatalf("the volume mounted at %s is not a Secret: %+v", certDir, dep.Spec.Template.Spec.Volumes)
+	}
+	secret := dep.Spec.Template.Spec.Volumes[vi].Secret.SecretName
+	// The files are the ones the manager reads by default (--metrics-cert-name, --metrics-cert-key).
+	if items := dep.Spec.Template.Spec.Volumes[vi].Secret.Items; len(items) != 0 {
+		t.Errorf("the Secret volume maps its keys (%+v): the manager reads tls.crt and tls.key", items)
+	}
+	if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--metrics-secure=false") }) {
+		t.Error("a certificate with --metrics-secure=false")
+	}
+
+	// The Certificate fills that Secret, for the metrics Service's names.
+	var cert *unstructured.Unstructured
+	for _, o := range ms.of("Certificate") {
+		if name, _, _ := unstructured.NestedString(o.Object, "spec", "secretName"); name == secret {
+			cert = o
+		}
+	}
+	if cert == nil {
+		t.Fatalf("no Certificate writes the Secret %s", secret)
+	}
+	svc := one(t, ms, "Service", "guardedjob-manager-metrics", &corev1.Service{})
+	dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+	serviceName := svc.Name + "." + svc.Namespace + ".svc"
+	if !slices.Contains(dnsNames, serviceName) {
+		t.Errorf("Certificate dnsNames %v lack %s", dnsNames, serviceName)
+	}
+	issuerKind, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "kind")
+	issuerName, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name")
+	issuer := one(t, ms, issuerKind, issuerName, &unstructured.Unstructured{})
+	if issuer.GetNamespace() != cert.GetNamespace() || cert.GetNamespace() != systemNamespace {
+		t.Errorf("Issuer in %q, Certificate in %q, want both in %s", issuer.GetNamespace(), cert.GetNamespace(), systemNamespace)
+	}
+
+	// The ServiceMonitor verifies the certificate against the Secret's CA, by a name
+	// the certificate holds.
+	mon := ms.of("ServiceMonitor")[0]
+	endpoints, _, _ := unstructured.NestedSlice(mon.Object, "spec", "endpoints")
+	tlsConfig, _, _ := unstructured.NestedMap(endpoints[0].(map[string]any), "tlsConfig")
+	if skip, _, _ := unstructured.NestedBool(tlsConfig, "insecureSkipVerify"); skip {
+		t.Error("the ServiceMonitor skips verifying a certificate it could verify")
+	}
+	if name, _, _ := unstructured.NestedString(tlsConfig, "ca", "secret", "name"); name != secret {
+		t.Errorf("the ServiceMonitor's CA comes from Secret %q, want %s", name, secret)
+	}
+	if key, _, _ := unstructured.NestedString(tlsConfig, "ca", "secret", "key"); key != "ca.crt" {
+		t.Errorf("the ServiceMonitor's CA key %q, want ca.crt", key)
+	}
+	if name, _, _ := unstructured.NestedString(tlsConfig, "serverName"); !slices.Contains(dnsNames, name) {
+		t.Errorf("the ServiceMonitor's serverName %q is not among the certificate's names %v", name, dnsNames)
+	}
+
+	// Without it, config/prometheus has no certificate to verify.
+	plain := manifests(decode(t, kustomize(t, "prometheus"))).of("ServiceMonitor")[0]
+	endpoints, _, _ = unstructured.NestedSlice(plain.Object, "spec", "endpoints")
+	if skip, _, _ := unstructured.NestedBool(endpoints[0].(map[string]any), "tlsConfig", "insecureSkipVerify"); !skip {
+		t.Error("config/prometheus alone verifies a self-signed certificate it has no CA for")
+	}
+	// And the component renders without config/prometheus (its monitor patch then
+	// matches nothing).
+	one(t, manifests(decode(t, kustomizeOverlay(t, []string{"default"}, []string{"certmanager"}))), "Certificate", cert.GetName(), &unstructured.Unstructured{})
+}
+
+// TestDockerPushAndBuildx reads what make docker-push and make docker-buildx would
+// run (no Docker engine here): docker-push pushes IMG; docker-buildx builds the
+// Dockerfile for every platform of PLATFORMS, with the version stamped, and pushes
+// the multi-platform image as IMG. The Dockerfile's builder runs on the build
+// machine's platform and cross-compiles to the target's, so every platform builds
+// without emulation.
+func TestDockerPushAndBuildx(t *testing.T) {
+	root := repoRoot(t)
+	dry := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("make", append([]string{"-n", "--no-print-directory"}, args...)...)
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("make -n %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := dry("docker-push", "VERSION=1.2.3", "IMAGE_REPO=registry.example:5000/gj"); strings.TrimSpace(out) != "docker push registry.example:5000/gj:1.2.3" {
+		t.Errorf("make docker-push runs:\n%s\nwant docker push registry.example:5000/gj:1.2.3", out)
+	}
+
+	buildLine := func(out string) string {
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "docker buildx build") {
+				return l
+			}
+		}
+		t.Fatalf("make docker-buildx runs no docker buildx build:\n%s", out)
+		return ""
+	}
+	build := buildLine(dry("docker-buildx", "VERSION=1.2.3", "IMAGE_REPO=registry.example:5000/gj"))
+	const platforms = "linux/arm64,linux/amd64,linux/s390x,linux/ppc64le"
+	for _, want := range []string{"--push", "--platform=" + platforms, "--build-arg VERSION=1.2.3", "--tag registry.example:5000/gj:1.2.3"} {
+		if !strings.Contains(build, want) {
+			t.Errorf("docker buildx build line %q lacks %q", build, want)
+		}
+	}
+	if !strings.HasSuffix(strings.TrimSpace(build), " .") {
+		t.Errorf("docker buildx build line %q does not build the repository's Dockerfile", build)
+	}
+	if build := buildLine(dry("docker-buildx", "PLATFORMS=linux/amd64")); !strings.Contains(build, "--platform=linux/amd64 ") {
+		t.Errorf("PLATFORMS=linux/amd64 gives %q", build)
+	}
+
+	df, _ := dockerfile(t, root)
+	for _, want := range []string{"FROM --platform=$BUILDPLATFORM golang:", "ARG TARGETARCH", "GOARCH=$TARGETARCH"} {
+		if !strings.Contains(df, want) {
+			t.Errorf("the Dockerfile lacks %q: a buildx build would compile under emulation or for the wrong platform", want)
+		}
+	}
+	dist, err := exec.Command("go", "tool", "dist", "list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range strings.Split(platforms, ",") {
+		if !slices.Contains(strings.Fields(string(dist)), p) {
+			t.Errorf("Go cannot build for %s", p)
+		}
 	}
 }

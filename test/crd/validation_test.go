@@ -415,6 +415,19 @@ func TestInvalidGuardedJobsAreRejected(t *testing.T) {
 			want:   []string{"jobTemplate.spec.template.spec.restartPolicy must be Never or OnFailure"},
 		},
 		{
+			// The Job API's descriptions are trimmed from the CRD, its schema is not.
+			name: "a container without a name is rejected",
+			mutate: func(o map[string]any) {
+				set(o, []any{map[string]any{"image": "busybox:1.36"}}, "spec", "jobTemplate", "spec", "template", "spec", "containers")
+			},
+			want: []string{"spec.jobTemplate.spec.template.spec.containers[0].name: Required value"},
+		},
+		{
+			name:   "a Job parallelism that is not a number is rejected",
+			mutate: func(o map[string]any) { set(o, "many", "spec", "jobTemplate", "spec", "parallelism") },
+			want:   []string{"spec.jobTemplate.spec.parallelism", "must be of type integer"},
+		},
+		{
 			name:   "a name of 46 characters is rejected",
 			mutate: func(o map[string]any) { set(o, strings.Repeat("n", 46), "metadata", "name") },
 			want:   []string{"metadata.name must be at most 45 characters: Job names append -<minutes>-<6 hex>"},

@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -47,6 +48,7 @@ var scheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(batchv1alpha1.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	return s
 }()
 
@@ -132,6 +134,7 @@ type world struct {
 	kcmKube string
 	mgrKube string
 	started bool
+	apiPID  int // kube-apiserver's, once apiServerCPU found it
 }
 
 // startControlPlane starts etcd and kube-apiserver (with an audit log of the
@@ -388,3 +391,31 @@ func (w *world) stop() {
 }
 
 func numCPU() int { return goruntime.NumCPU() }
+
+// apiServerCPU is the CPU time kube-apiserver has used so far. envtest does not
+// say which process it started: it is the kube-apiserver whose arguments name this
+// run's work directory (its audit log).
+func (w *world) apiServerCPU() (time.Duration, error) {
+	if w.apiPID == 0 {
+		dirs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+		if err != nil {
+			return 0, err
+		}
+		for _, f := range dirs {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			args := strings.Split(string(b), "\x00")
+			if filepath.Base(args[0]) == "kube-apiserver" && strings.Contains(string(b), "="+filepath.Join(w.dir, "audit.log")) {
+				w.apiPID, _ = strconv.Atoi(filepath.Base(filepath.Dir(f)))
+				break
+			}
+		}
+		if w.apiPID == 0 {
+			return 0, errors.New("kube-apiserver's process not found")
+		}
+	}
+	u, err := procUsage(w.apiPID)
+	return u.CPU, err
+}

@@ -3,6 +3,9 @@
 // controller achieves on the same control plane:
 //
 //   - floor: N Job creates plus 2N status updates of N objects from parallel writers;
+//   - floorcrd (not run by default): the floor's writes in rounds, under the
+//     checkout's CRD and under -floor-crd in turn: what a CRD change costs a status
+//     update;
 //   - cronjob: N CronJobs due in the same minute (kube-controller-manager, cronjob
 //     controller only, default flags): schedule skew;
 //   - guardedjob: N GuardedJobs due in the same minute under the manager binary:
@@ -41,6 +44,8 @@ type bench struct {
 	n, idleN, keeperLeases, writers int
 	idleWindow, keeperDuration      time.Duration
 	cpuProfile                      string
+	floorCRD                        string
+	floorRounds                     int
 	w                               *world
 	res                             results
 	out                             io.Writer
@@ -62,6 +67,8 @@ func main() {
 	flag.DurationVar(&b.keeperDuration, "keeper-duration", 5*time.Minute, "How long the keeper phase holds its leases.")
 	flag.DurationVar(&b.idleWindow, "idle-window", time.Minute, "How long the idle phase measures.")
 	flag.IntVar(&b.writers, "writers", 32, "Parallel writers of the floor (and of the benchmark's object creation).")
+	flag.StringVar(&b.floorCRD, "floor-crd", "", "A GuardedJob CRD file the floorcrd phase compares with the checkout's (e.g. an older release's).")
+	flag.IntVar(&b.floorRounds, "floor-rounds", 3, "Rounds of the floor's writes under each CRD in the floorcrd phase.")
 	phases := flag.String("phases", "floor,cronjob,guardedjob,idle,stop,keeper", "Phases to run, in this order.")
 	assets := flag.String("assets", os.Getenv("KUBEBUILDER_ASSETS"), "Directory with etcd, kube-apiserver and kube-controller-manager (hack/build-control-plane.sh --demo).")
 	managerBin := flag.String("manager", "bin/manager", "The manager binary (make build).")
@@ -112,7 +119,7 @@ func (b *bench) run(ctx context.Context, phases []string, managerBin string, man
 	for _, p := range phases {
 		want[strings.TrimSpace(p)] = true
 	}
-	needsCluster := want["floor"] || want["cronjob"] || want["guardedjob"] || want["idle"] || want["stop"]
+	needsCluster := want["floor"] || want["floorcrd"] || want["cronjob"] || want["guardedjob"] || want["idle"] || want["stop"]
 	b.printf("## bench-scale %s\n\nN=%d, idle=%d, keeper leases=%d; %d CPUs\n", time.Now().UTC().Format(time.RFC3339), b.n, b.idleN, b.keeperLeases, numCPU())
 	if needsCluster {
 		b.logf("Starting etcd and kube-apiserver from %s", b.w.assets)
@@ -131,6 +138,9 @@ func (b *bench) run(ctx context.Context, phases []string, managerBin string, man
 		return nil
 	}
 	if err := step("floor", b.floor); err != nil {
+		return err
+	}
+	if err := step("floorcrd", b.floorCRDs); err != nil {
 		return err
 	}
 	if err := step("cronjob", b.cronjob); err != nil {

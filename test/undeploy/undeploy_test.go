@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/testutil/bins"
 )
 
 func TestUndeployWaitsForRunsThenRemovesManagerAndCRD(t *testing.T) {
@@ -36,10 +37,7 @@ func TestUndeployWaitsForRunsThenRemovesManagerAndCRD(t *testing.T) {
 	if assets == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds kube-apiserver and etcd")
 	}
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Fatal("kubectl not found on PATH: these tests render config/ with kubectl kustomize; install kubectl (v1.32 or newer)")
-	}
+	kubectl := bins.Kubectl(t)
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	g.Expect(err).NotTo(HaveOccurred())
 

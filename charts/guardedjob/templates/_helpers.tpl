@@ -62,3 +62,43 @@ app.kubernetes.io/component: manager
 {{- end -}}
 {{- join "," $pairs -}}
 {{- end -}}
+
+{{/* The ServiceAccount the manager runs as: the chart's, or one the user made. */}}
+{{- define "guardedjob.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "guardedjob.manager" .) .Values.serviceAccount.name -}}
+{{- else if .Values.serviceAccount.name -}}
+{{- .Values.serviceAccount.name -}}
+{{- else -}}
+{{- fail "serviceAccount.create is false: set serviceAccount.name to the ServiceAccount the manager runs as (the chart binds its roles to it)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Value combinations the schema cannot refuse. */}}
+{{- define "guardedjob.validate" -}}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) -}}
+{{- fail (printf "replicaCount is %d with leaderElection.enabled false: every replica would reconcile the same GuardedJobs at once. Enable leader election, or set replicaCount to 1" (int .Values.replicaCount)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret with the metrics server's certificate (tls.crt, tls.key, ca.crt), or
+nothing: the manager then makes a self-signed one. */}}
+{{- define "guardedjob.metricsCertSecret" -}}
+{{- $tls := .Values.metrics.tls -}}
+{{- if and .Values.metrics.enabled (or $tls.existingSecret $tls.certManager.enabled) -}}
+{{- if not .Values.metrics.secure -}}
+{{- fail "metrics.tls gives a certificate, but metrics.secure is false (plain HTTP): set metrics.secure=true or drop metrics.tls" -}}
+{{- else if and $tls.existingSecret $tls.certManager.enabled -}}
+{{- fail "set only one of metrics.tls.existingSecret and metrics.tls.certManager.enabled" -}}
+{{- else if $tls.existingSecret -}}
+{{- $tls.existingSecret -}}
+{{- else -}}
+{{ include "guardedjob.fullname" . }}-metrics-cert
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The DNS name scrapers in the cluster reach the metrics Service by. */}}
+{{- define "guardedjob.metricsServiceDNS" -}}
+{{ include "guardedjob.manager" . }}-metrics.{{ .Release.Namespace }}.svc
+{{- end -}}

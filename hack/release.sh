@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Writes the files of release VERSION into DIST (default dist/):
+#
+#   install.yaml                      config/default with the image IMAGE_REPO:VERSION
+#   crds.yaml                         the CRDs alone (for GitOps, or Helm with crds.enabled=false)
+#   guardedjob-VERSION.tgz            the Helm chart, version and appVersion VERSION,
+#                                     image.repository IMAGE_REPO
+#   kubectl-guardedjob_vVERSION_OS_ARCH.tar.gz (.zip for Windows)
+#                                     the kubectl plugin and LICENSE, for linux and darwin
+#                                     on amd64 and arm64, and windows on amd64
+#   krew-guardedjob.yaml              a krew plugin manifest (the krew index's
+#                                     plugins/guardedjob.yaml): each archive's URI under
+#                                     RELEASE_URL and its sha256
+#   checksums.txt                     sha256 of every file above (sha256sum -c checks it)
+#
+# Every file is at the top of DIST, as a release page lists its assets, so that
+# `sha256sum -c checksums.txt` works on the downloaded files.
+#
+# Usage: hack/release.sh VERSION        (make release VERSION=X.Y.Z runs it)
+# Environment: IMAGE_REPO (default guardedjob-manager), RELEASE_URL (default the GitHub
+# release download URL of vVERSION), DIST, HELM and KUBECTL (default from PATH),
+# SOURCE_DATE_EPOCH (default the commit's time: archive timestamps), RELEASE_PLATFORMS
+# (default every platform krew lists: "linux/amd64 linux/arm64 darwin/amd64
+# darwin/arm64 windows/amd64"; a test may build fewer, since each one compiles the
+# plugin's dependencies again).
+#
+# The manager image is not built here: make docker-buildx VERSION=X.Y.Z
+# IMAGE_REPO=... builds and pushes it.
+set -euo pipefail
+
+if [[ $# -ne 1 ]]; then
+  echo "usage: $0 VERSION (X.Y.Z)" >&2
+  exit 2
+fi
+version=$1
+if [[ ! $version =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]]; then
+  echo "VERSION must be a semantic version without a leading v, such as 1.2.3 or 1.2.3-rc.1; got '$version'" >&2
+  exit 2
+fi
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+dist=${DIST:-$root/dist}
+mkdir -p "$dist"
+dist="$(cd "$dist" && pwd -P)"
+image_repo=${IMAGE_REPO:-guardedjob-manager}
+release_url=${RELEASE_URL:-https://github.com/guardedjob/guardedjob/releases/download/v$version}
+release_url=${release_url%/}
+helm=${HELM:-helm}
+
+commit="$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)"
+if [[ $commit != unknown && -n "$(git -C "$root" status --porcelain 2>/dev/null)" ]]; then
+  commit+="-dirty"
+fi
+epoch=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || echo 0)}
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# Only the files this script writes are replaced; anything else in DIST stays.
+rm -f "$dist/install.yaml" "$dist/crds.yaml" "$dist/checksums.txt" "$dist/krew-guardedjob.yaml" \
+  "$dist"/guardedjob-*.tgz "$dist"/kubectl-guardedjob_*
+
+echo "Release $version (commit $commit) into $dist" >&2
+
+"$root/hack/render-manifests.sh" "$image_repo:$version" >"$dist/install.yaml"
+
+for crd in "$root"/config/crd/bases/*.yaml; do
+  cat "$crd"
+done >"$dist/crds.yaml"
+
+# The chart, with the release's image repository as its default.
+cp -R "$root/charts/guardedjob" "$work/guardedjob"
+values="$work/guardedjob/values.yaml"
+if [[ "$(grep -c '^  repository: ' "$values")" != 1 ]]; then
+  echo "charts/guardedjob/values.yaml: want exactly one '  repository:' line (image.repository)" >&2
+  exit 1
+fi
+sed -i "s|^  repository: .*|  repository: $image_repo|" "$values"
+"$helm" package "$work/guardedjob" --version "$version" --app-version "$version" -d "$dist" >&2
+
+# The kubectl plugin, static and without local paths, for every platform krew lists.
+read -r -a platforms <<<"${RELEASE_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64}"
+for platform in "${platforms[@]}"; do
+  os=${platform%/*} arch=${platform#*/}
+  bin=kubectl-guardedjob
+  [[ $os == windows ]] && bin+=.exe
+  dir="$work/plugin-$os-$arch"
+  mkdir -p "$dir"
+  echo "Building $bin for $os/$arch" >&2
+  (cd "$root" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath \
+    -ldflags "-s -w -X main.version=$version -X main.commit=$commit" -o "$dir/$bin" ./cmd/kubectl-guardedjob)
+  cp "$root/LICENSE" "$dir/LICENSE"
+  touch -d "@$epoch" "$dir/$bin" "$dir/LICENSE"
+  name="kubectl-guardedjob_v${version}_${os}_${arch}"
+  if [[ $os == windows ]]; then
+    (cd "$dir" && zip -q -X "$dist/$name.zip" "$bin" LICENSE)
+  else
+    tar --sort=name --mtime="@$epoch" --owner=0 --group=0 --numeric-owner -C "$dir" -cf - "$bin" LICENSE |
+      gzip -n >"$dist/$name.tar.gz"
+  fi
+done
+
+# The krew manifest (kubectl krew install --manifest=krew-guardedjob.yaml).
+{
+  cat <<EOF
+apiVersion: krew.googlecontainertools.github.com/v1alpha2
+kind: Plugin
+metadata:
+  name: guardedjob
+spec:
+  version: v$version
+  homepage: https://github.com/guardedjob/guardedjob
+  shortDescription: Run, suspend and inspect GuardedJobs and their Redis locks
+  description: |
+    Operates GuardedJobs, scheduled Jobs that hold a Redis lease while they run:
+    trigger a run now, suspend and resume, and read what the lock store says right
+    now (holder, expiry, fencing number, done-marker); list every lock in use and
+    remove a stale one after confirmation.
+  caveats: |
+    status, locks and unlock read the lock store: pass --redis-secret NAMESPACE/NAME
+    (a Secret you may read) or set GUARDEDJOB_REDIS_URL.
+  platforms:
+EOF
+  for platform in "${platforms[@]}"; do
+    os=${platform%/*} arch=${platform#*/}
+    bin=kubectl-guardedjob ext=tar.gz
+    if [[ $os == windows ]]; then bin+=.exe ext=zip; fi
+    archive="kubectl-guardedjob_v${version}_${os}_${arch}.$ext"
+    sum="$(sha256sum "$dist/$archive" | cut -d' ' -f1)"
+    cat <<EOF
+  - selector:
+      matchLabels:
+        os: $os
+        arch: $arch
+    uri: $release_url/$archive
+    sha256: $sum
+    bin: $bin
+EOF
+  done
+} >"$dist/krew-guardedjob.yaml"
+
+(cd "$dist" && sha256sum install.yaml crds.yaml "guardedjob-$version.tgz" kubectl-guardedjob_v"$version"_* krew-guardedjob.yaml) >"$dist/checksums.txt"
+
+echo "Wrote:" >&2
+(cd "$dist" && cut -d' ' -f3 checksums.txt && echo checksums.txt) | sed 's/^/  /' >&2
