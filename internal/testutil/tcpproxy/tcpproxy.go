@@ -1,13 +1,15 @@
 // Package tcpproxy is a loopback TCP proxy for fault injection in tests: it
 // forwards connections to a target until a test cuts it (connections refused
 // and closed) or blackholes it (connections stay open, nothing gets through,
-// so callers wait for their own timeouts, as behind a dead network path).
+// so callers wait for their own timeouts, as behind a dead network path), and
+// can slow it down (Delay).
 package tcpproxy
 
 import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 type mode int
@@ -27,6 +29,8 @@ type Proxy struct {
 	conns map[*link]struct{}
 	// gate is closed while data may flow; Hold replaces it with an open one.
 	gate chan struct{}
+	// delay is added before each chunk is passed on (Delay).
+	delay time.Duration
 }
 
 // link is one proxied connection: the client side and, unless blackholed, the
@@ -102,6 +106,12 @@ func (p *Proxy) pump(lk *link, src, dst net.Conn) {
 			p.mu.Unlock()
 			<-gate
 			p.mu.Lock()
+			delay := p.delay
+			p.mu.Unlock()
+			if delay > 0 {
+				time.Sleep(delay)
+			}
+			p.mu.Lock()
 			dead := lk.dead
 			p.mu.Unlock()
 			if !dead && dst != nil {
@@ -176,6 +186,14 @@ func (p *Proxy) Hold() {
 		p.gate = make(chan struct{})
 	default: // already held
 	}
+}
+
+// Delay passes everything on d late, in both directions (so a request and
+// its reply take 2*d longer): a slow but working network. Zero ends it.
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
 }
 
 // Unhold delivers what Hold delayed, in order, and forwards again.
