@@ -19,7 +19,9 @@
 //   - the read fails or times out: no new bound; it reads again (every
 //     interval, and more often as the deadline nears) and, when the deadline
 //     passes, the workload gets SIGTERM, then SIGKILL after grace but no later
-//     than margin before the lease could expire; exit ExitDeadline.
+//     than margin before the lease could expire; exit ExitDeadline. A lease
+//     that is still the run's but that nobody renews reaches the same
+//     deadline.
 //
 // It checks the deadline before anything else whenever it runs: a guard that
 // was paused (SIGSTOP, a frozen node) past its deadline stops the workload at
@@ -76,7 +78,10 @@
 // ExitLost (3), ExitDeadline (4), ExitStopFailed (5). The termination message
 // says why, naming the key and the holders, never a token or a password:
 // "lease K is held by H2, not by this run (H)", "lease K is gone: no key ...",
-// "lease K not confirmed for 9.8s (store unreachable: ...); ...".
+// "lease K not confirmed for 9.8s (store unreachable: ...); ...", "lease K is
+// still held by this run but was not renewed: it could expire in 2.5s ...",
+// "lease K not confirmed for 31s (the guard got no answer in time: was its
+// process or node paused?); ...".
 //
 // # Timing rule
 //

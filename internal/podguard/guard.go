@@ -80,6 +80,16 @@ type readResult struct {
 	err  error
 }
 
+// watch is what a guard run knows between reads.
+type watch struct {
+	tl            *timeline
+	start         time.Time
+	lastConfirmed time.Time // send time of the last confirmation
+	lastErr       error     // of the reads since then
+	ready         bool      // the ready file exists
+	warnedNoTTL   bool
+}
+
 // run guards the workload until the lease is lost or cannot be confirmed in
 // time (then it stops the workload and returns why), or until ctx ends (the
 // kubelet's SIGTERM).
@@ -90,30 +100,24 @@ func (g *guard) run(ctx context.Context) Outcome {
 		return g.finish(o, start, start)
 	}
 	restarted := exists(filepath.Join(g.s.StateDir, readyFile))
-	tl := newTimeline(g.s, start, restarted)
+	w := &watch{tl: newTimeline(g.s, start, restarted), start: start, ready: restarted}
 	if restarted {
-		g.log.Info("Restarted after the workload started: confirming the lease at once", "key", g.s.Key, "stopIn", tl.stopAt.Sub(start))
+		g.log.Info("Restarted after the workload started: confirming the lease at once", "key", g.s.Key, "stopIn", w.tl.stopAt.Sub(start))
 	}
 
-	var (
-		results       = make(chan readResult, 1)
-		reading       bool
-		next          = start
-		lastConfirmed time.Time // send time of the last confirmation
-		lastErr       error
-		ready         = restarted
-		warnedNoTTL   bool
-	)
+	results := make(chan readResult, 1)
+	reading, next := false, start
 	for {
+		// The deadline comes first, whatever woke the guard.
 		now := time.Now()
-		if tl.due(now) {
-			return g.finish(g.deadlineOutcome(now, start, lastConfirmed, tl.leaseEnd, lastErr), now, tl.killAt(now, false))
+		if w.tl.due(now) {
+			return g.finish(g.deadlineOutcome(w, now), now, w.tl.killAt(now, false))
 		}
 		if !reading && !now.Before(next) {
 			reading = true
 			go g.read(ctx, now, results)
 		}
-		wake := tl.stopAt
+		wake := w.tl.stopAt
 		if !reading && (wake.IsZero() || next.Before(wake)) {
 			wake = next
 		}
@@ -131,55 +135,68 @@ func (g *guard) run(ctx context.Context) Outcome {
 		case r := <-results:
 			reading = false
 			now = time.Now()
-			if tl.due(now) {
+			if w.tl.due(now) {
 				// An answer the guard sees only after its deadline (it was
 				// paused) does not get to overrule it.
 				break
 			}
-			switch {
-			case r.err != nil && errors.Is(r.err, lockclient.ErrStore):
-				if lastErr == nil {
-					g.log.Warn("Lease not confirmed: store unreachable", "key", g.s.Key, "err", r.err, "stopIn", untilOrNone(tl.stopAt, now))
-				} else {
-					g.log.Debug("Lease not confirmed", "err", r.err)
-				}
-				lastErr = r.err
-			case r.err != nil:
-				return g.finish(Outcome{Code: ExitLost, Message: fmt.Sprintf("lease %s: %v", g.s.Key, r.err)}, now, tl.killAt(now, true))
-			case !r.cf.Held && r.cf.Holder == "":
-				return g.finish(Outcome{Code: ExitLost, Message: fmt.Sprintf("lease %s is gone: no key (it expired or was deleted)", g.s.Key)}, now, tl.killAt(now, true))
-			case !r.cf.Held:
-				return g.finish(Outcome{Code: ExitLost, Message: fmt.Sprintf("lease %s is held by %s, not by this run (%s)", g.s.Key, r.cf.Holder, g.s.Holder)}, now, tl.killAt(now, true))
-			default:
-				if lastErr != nil {
-					g.log.Info("Lease confirmed again", "key", g.s.Key)
-				}
-				lastErr, lastConfirmed = nil, r.cf.SentAt
-				if until := r.cf.ValidUntil(); until.IsZero() {
-					if !warnedNoTTL {
-						g.log.Warn("Lease key has no expiry: the read gives no bound", "key", g.s.Key)
-						warnedNoTTL = true
-					}
-				} else {
-					tl.confirmed(until)
-				}
-				g.log.Debug("Lease confirmed", "key", g.s.Key, "stopIn", untilOrNone(tl.stopAt, now))
-				// Open the gate only with time left: a lease about to expire
-				// is stopped at the top of the loop instead.
-				if !ready && !tl.stopAt.IsZero() && !tl.due(now) {
-					if err := os.WriteFile(filepath.Join(g.s.StateDir, readyFile), []byte("confirmed\n"), 0o644); err != nil { //nolint:gosec // read by the probe, holds nothing secret
-						return Outcome{Code: ExitConfig, Message: fmt.Sprintf("write the ready file: %v; mount an emptyDir at %s (%s)", err, g.s.StateDir, EnvStateDir)}
-					}
-					ready = true
-					g.log.Info("Lease confirmed: the workload may start", "key", g.s.Key, "holder", g.s.Holder, "stopIn", tl.stopAt.Sub(now))
-				}
+			if o, lost := g.onRead(w, r, now); lost {
+				return g.finish(o, now, w.tl.killAt(now, true))
+			} else if o.Code != 0 {
+				return o
 			}
-			next = tl.nextRead(r.sent, now)
+			next = w.tl.nextRead(r.sent, now)
 		}
 		if timer != nil {
 			timer.Stop()
 		}
 	}
+}
+
+// onRead takes in one read's answer. It returns lost with the reason when
+// the lease is lost, or an outcome with a non-zero code when the guard cannot
+// go on; otherwise it moves the bounds and opens the startup gate after the
+// first confirmation.
+func (g *guard) onRead(w *watch, r readResult, now time.Time) (o Outcome, lost bool) {
+	switch {
+	case r.err != nil && errors.Is(r.err, lockclient.ErrStore):
+		if w.lastErr == nil {
+			g.log.Warn("Lease not confirmed: store unreachable", "key", g.s.Key, "err", r.err, "stopIn", untilOrNone(w.tl.stopAt, now))
+		} else {
+			g.log.Debug("Lease not confirmed", "err", r.err)
+		}
+		w.lastErr = r.err
+		return Outcome{}, false
+	case r.err != nil:
+		return Outcome{Code: ExitLost, Message: fmt.Sprintf("lease %s: %v", g.s.Key, r.err)}, true
+	case !r.cf.Held && r.cf.Holder == "":
+		return Outcome{Code: ExitLost, Message: fmt.Sprintf("lease %s is gone: no key (it expired or was deleted)", g.s.Key)}, true
+	case !r.cf.Held:
+		return Outcome{Code: ExitLost, Message: fmt.Sprintf("lease %s is held by %s, not by this run (%s)", g.s.Key, r.cf.Holder, g.s.Holder)}, true
+	}
+
+	if w.lastErr != nil {
+		g.log.Info("Lease confirmed again", "key", g.s.Key)
+	}
+	w.lastErr, w.lastConfirmed = nil, r.cf.SentAt
+	if until := r.cf.ValidUntil(); !until.IsZero() {
+		w.tl.confirmed(until)
+	} else if !w.warnedNoTTL {
+		g.log.Warn("Lease key has no expiry: the read gives no bound", "key", g.s.Key)
+		w.warnedNoTTL = true
+	}
+	g.log.Debug("Lease confirmed", "key", g.s.Key, "stopIn", untilOrNone(w.tl.stopAt, now))
+	// Open the gate only with time left: a lease about to expire is stopped
+	// at the top of the loop instead.
+	if w.ready || w.tl.stopAt.IsZero() || w.tl.due(now) {
+		return Outcome{}, false
+	}
+	if err := os.WriteFile(filepath.Join(g.s.StateDir, readyFile), []byte("confirmed\n"), 0o644); err != nil { //nolint:gosec // read by the probe, holds nothing secret
+		return Outcome{Code: ExitConfig, Message: fmt.Sprintf("pod guard: write the ready file: %v; mount an emptyDir at %s (%s)", err, g.s.StateDir, EnvStateDir)}, false
+	}
+	w.ready = true
+	g.log.Info("Lease confirmed: the workload may start", "key", g.s.Key, "holder", g.s.Holder, "stopIn", w.tl.stopAt.Sub(now))
+	return Outcome{}, false
 }
 
 // read confirms the lease once and reports on results (buffered: the loop
@@ -191,7 +208,10 @@ func (g *guard) read(ctx context.Context, sent time.Time, results chan<- readRes
 	results <- readResult{cf: cf, sent: sent, err: err}
 }
 
-func (g *guard) deadlineOutcome(now, start, lastConfirmed time.Time, leaseEnd time.Time, lastErr error) Outcome {
+// deadlineOutcome says why the deadline passed: the store did not answer,
+// answered but the lease was not renewed, or the guard was not running.
+func (g *guard) deadlineOutcome(w *watch, now time.Time) Outcome {
+	start, lastConfirmed, leaseEnd, lastErr := w.start, w.lastConfirmed, w.tl.leaseEnd, w.lastErr
 	round := func(d time.Duration) string { return d.Round(100 * time.Millisecond).String() }
 	const stopped = "; the workload was stopped before the lease could expire"
 	switch {

@@ -57,6 +57,11 @@ const (
 const (
 	// BinaryPath is the guard binary in the manager image.
 	BinaryPath = "/guard"
+	// ContainerName, StoreVolumeName and StateVolumeName are the names the
+	// guard's container and volumes have in a guarded Pod (docs/pod-guard.md).
+	ContainerName   = "guardedjob-guard"
+	StoreVolumeName = "guardedjob-guard-store"
+	StateVolumeName = "guardedjob-guard-state"
 	// ProbeArg is the argument that makes the guard binary the startup probe:
 	// exec [BinaryPath, ProbeArg].
 	ProbeArg = "probe"
