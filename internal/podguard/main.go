@@ -112,10 +112,10 @@ func probe(getenv func(string) string, out io.Writer) int {
 	dir := orDefault(getenv(EnvStateDir), DefaultStateDir)
 	switch {
 	case exists(filepath.Join(dir, stoppedFile)):
-		fmt.Fprintln(out, "not ready: the guard stopped the workload")
+		_, _ = fmt.Fprintln(out, "not ready: the guard stopped the workload")
 		return 1
 	case !exists(filepath.Join(dir, readyFile)):
-		fmt.Fprintln(out, "not ready: the lease is not confirmed yet")
+		_, _ = fmt.Fprintln(out, "not ready: the lease is not confirmed yet")
 		return 1
 	}
 	return 0
