@@ -27,6 +27,9 @@ COPY internal/ internal/
 # The release version, printed by `manager --version` and in its startup log.
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o manager ./cmd/manager
+# The pod lease guard: the sidecar the manager adds to guarded runs' Pods, run from
+# this same image as /guard.
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o guard ./cmd/guard
 
 # Distroless static: no shell, no package manager, CA roots for rediss:// included;
 # time zone rules are compiled into the binary (time/tzdata).
@@ -38,6 +41,7 @@ LABEL org.opencontainers.image.title="guardedjob-manager" \
       org.opencontainers.image.source="https://github.com/guardedjob/guardedjob"
 WORKDIR /
 COPY --from=builder /workspace/manager /manager
+COPY --from=builder /workspace/guard /guard
 # The distroless "nonroot" user; numeric, so runAsNonRoot can verify it.
 USER 65532:65532
 

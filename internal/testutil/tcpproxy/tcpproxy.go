@@ -1,13 +1,15 @@
 // Package tcpproxy is a loopback TCP proxy for fault injection in tests: it
 // forwards connections to a target until a test cuts it (connections refused
 // and closed) or blackholes it (connections stay open, nothing gets through,
-// so callers wait for their own timeouts, as behind a dead network path).
+// so callers wait for their own timeouts, as behind a dead network path), and
+// can slow it down (Delay).
 package tcpproxy
 
 import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 type mode int
@@ -31,6 +33,8 @@ type Proxy struct {
 	replyGate chan struct{}
 	// requestsDropped makes the proxy read and drop what callers send.
 	requestsDropped bool
+	// delay is added before each chunk is passed on (Delay).
+	delay time.Duration
 }
 
 // link is one proxied connection: the client side and, unless blackholed, the
@@ -108,6 +112,12 @@ func (p *Proxy) pump(lk *link, src, dst net.Conn) {
 			<-gate
 			if src == lk.up {
 				<-replyGate
+			}
+			p.mu.Lock()
+			delay := p.delay
+			p.mu.Unlock()
+			if delay > 0 {
+				time.Sleep(delay)
 			}
 			p.mu.Lock()
 			dead := lk.dead || src == lk.client && p.requestsDropped
@@ -217,6 +227,14 @@ func (p *Proxy) Hold() {
 		p.gate = make(chan struct{})
 	default: // already held
 	}
+}
+
+// Delay passes everything on d late, in both directions (so a request and
+// its reply take 2*d longer): a slow but working network. Zero ends it.
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
 }
 
 // Unhold delivers what Hold delayed, in order, and forwards again.
