@@ -24,12 +24,14 @@ COPY cmd/ cmd/
 COPY controllers/ controllers/
 COPY internal/ internal/
 
-# The release version, printed by `manager --version` and in its startup log.
+# The release version and commit, printed by `manager --version` and in its startup
+# log (the build context has no .git: make docker-build passes the commit).
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o manager ./cmd/manager
+ARG COMMIT=unknown
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" -o manager ./cmd/manager
 # The pod lease guard: the sidecar the manager adds to guarded runs' Pods, run from
 # this same image as /guard.
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o guard ./cmd/guard
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" -o guard ./cmd/guard
 
 # Distroless static: no shell, no package manager, CA roots for rediss:// included;
 # time zone rules are compiled into the binary (time/tzdata).

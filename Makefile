@@ -1,6 +1,8 @@
 # The release version: stamped into the manager (--version), the image label, the
 # image tag and the installer. `make build-installer VERSION=0.2.0` makes a release file.
 VERSION ?= dev
+# The commit stamped beside it (the Docker build context has no .git).
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 # Image the manager is built into by docker-build and deployed by deploy and
 # build-installer. IMAGE_REPO is where release images are pushed.
 IMAGE_REPO ?= guardedjob-manager
@@ -44,7 +46,7 @@ GOTESTFLAGS ?= -count=1 -timeout 25m
 # and the project's binaries (internal/testutil/bins). PATH starts with the
 # control plane directory so that the scripts the tests run use its kubectl.
 TEST_ENV = PATH="$(K8S_BIN):$$PATH" KUBEBUILDER_ASSETS="$(K8S_BIN)" KUBECTL="$(KUBECTL)" HELM="$(HELM)" \
-	GUARDEDJOB_MANAGER_BIN="$(LOCALBIN)/manager" GUARDEDJOB_PLUGIN_BIN="$(LOCALBIN)/kubectl-guardedjob"
+	GUARDEDJOB_MANAGER_BIN="$(LOCALBIN)/manager" GUARDEDJOB_PLUGIN_BIN="$(LOCALBIN)/kubectl-guardedjob" GUARDEDJOB_GUARD_BIN="$(LOCALBIN)/guard"
 # envtest gives kube-apiserver 20 s to start by default; a busy 2-core machine can need more.
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 90s
 
@@ -199,11 +201,12 @@ bench-scale-build: ## Build the scale benchmark (CI builds it; it does not run i
 
 .PHONY: build
 build: ## Build the manager binary the way the Dockerfile does.
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=$(VERSION)" -o $(LOCALBIN)/manager ./cmd/manager
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o $(LOCALBIN)/manager ./cmd/manager
 
 .PHONY: binaries
-binaries: build ## Build the manager and the kubectl plugin into bin/ (the tests, the demo and the benchmarks run these).
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=$(VERSION)" -o $(LOCALBIN)/kubectl-guardedjob ./cmd/kubectl-guardedjob
+binaries: build ## Build the manager, the pod guard and the kubectl plugin into bin/ (the tests, the demo and the benchmarks run these).
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o $(LOCALBIN)/guard ./cmd/guard
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o $(LOCALBIN)/kubectl-guardedjob ./cmd/kubectl-guardedjob
 
 .PHONY: run
 run: manifests generate ## Run the manager against the cluster in your kubeconfig.
@@ -211,7 +214,7 @@ run: manifests generate ## Run the manager against the cluster in your kubeconfi
 
 .PHONY: docker-build
 docker-build: ## Build the manager image (needs a Docker engine).
-	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMG) .
 
 .PHONY: build-installer
 build-installer: manifests kubectl ## Write dist/install.yaml (CRD, RBAC, manager) for image IMG, e.g. VERSION=0.2.0.
@@ -237,7 +240,7 @@ PLATFORMS ?= linux/arm64,linux/amd64,linux/s390x,linux/ppc64le
 .PHONY: docker-buildx
 docker-buildx: ## Build the manager image IMG for PLATFORMS and push it (needs docker buildx).
 	docker buildx inspect guardedjob-builder >/dev/null 2>&1 || docker buildx create --name guardedjob-builder
-	docker buildx build --builder guardedjob-builder --push --platform=$(PLATFORMS) --build-arg VERSION=$(VERSION) --tag $(IMG) .
+	docker buildx build --builder guardedjob-builder --push --platform=$(PLATFORMS) --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --tag $(IMG) .
 
 ##@ Deployment
 

@@ -11,11 +11,14 @@ package main
 import (
 	"os"
 
+	"github.com/guardedjob/guardedjob/internal/buildinfo"
+
 	"github.com/guardedjob/guardedjob/internal/podguard"
 )
 
-// version is the release this binary was built from, set at build time with
-// -ldflags "-X main.version=..." (the Dockerfile).
-var version = "dev"
+// version and commit are the release and commit this binary was built from, set
+// at build time with -ldflags "-X main.version=... -X main.commit=..." (the
+// Dockerfile, make binaries). Unset, the binary's build info says (internal/buildinfo).
+var version, commit string
 
-func main() { os.Exit(podguard.Main(version, os.Args[1:])) }
+func main() { os.Exit(podguard.Main(buildinfo.Resolve(version, commit).String(), os.Args[1:])) }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/podguard"
+	"github.com/guardedjob/guardedjob/internal/testutil/bins"
 )
 
 // helperEnv makes the test binary a stand-in process instead of running tests.
@@ -40,12 +41,18 @@ func TestMain(m *testing.M) {
 		// A workload that ignores SIGTERM: only SIGKILL ends it, so its end
 		// shows when the guard sent SIGKILL.
 		signal.Ignore(syscall.SIGTERM)
-		select {}
+		for {
+			time.Sleep(time.Hour) // not select {}: without cgo the runtime calls that a deadlock
+		}
 	}
 	os.Exit(buildAndRun(m))
 }
 
 func buildAndRun(m *testing.M) int {
+	if p := os.Getenv(bins.GuardEnv); p != "" {
+		guardBin = p // make test builds it once
+		return m.Run()
+	}
 	dir, err := os.MkdirTemp("", "guard-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

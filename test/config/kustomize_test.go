@@ -57,7 +57,7 @@ const (
 	// it through kustomize's images transformer, which matches this name.
 	devImage = "guardedjob-manager:dev"
 	// The build command of the Dockerfile (and of `make build`).
-	buildCommand = `CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o manager ./cmd/manager`
+	buildCommand = `CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" -o manager ./cmd/manager`
 	managerRole  = "guardedjob-manager-role"
 	metricsPort  = 8443
 )
@@ -544,8 +544,10 @@ func TestDockerfile(t *testing.T) {
 		t.Error("the final stage has no LABEL org.opencontainers.image.version=$VERSION")
 	}
 	mk := string(mustRead(t, filepath.Join(root, "Makefile")))
-	if !strings.Contains(mk, "--build-arg VERSION=$(VERSION)") {
-		t.Error("make docker-build does not pass --build-arg VERSION=$(VERSION)")
+	for _, arg := range []string{"--build-arg VERSION=$(VERSION)", "--build-arg COMMIT=$(COMMIT)"} {
+		if !strings.Contains(mk, arg) {
+			t.Errorf("make docker-build does not pass %s", arg)
+		}
 	}
 
 	for _, want := range []string{
@@ -578,7 +580,7 @@ func TestMakeBuildMatchesDockerfile(t *testing.T) {
 		t.Fatal("no `CGO_ENABLED=0 go build ... -o ... ./cmd/manager` in the Makefile")
 	}
 	// The same version variable, spelled the make way and the Dockerfile way.
-	if mkFlags := strings.ReplaceAll(got[1], "$(VERSION)", "${VERSION}"); mkFlags != want[1] {
+	if mkFlags := strings.NewReplacer("$(VERSION)", "${VERSION}", "$(COMMIT)", "${COMMIT}").Replace(got[1]); mkFlags != want[1] {
 		t.Errorf("make build uses flags %q, the Dockerfile %q", got[1], want[1])
 	}
 }
@@ -633,7 +635,8 @@ func TestDockerBuildCommand(t *testing.T) {
 	// The Dockerfile's RUN line, with the output moved into the temporary directory.
 	out := filepath.Join(t.TempDir(), "manager")
 	const version = "9.8.7-test"
-	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w -X main.version="+version, "-o", out, "./cmd/manager")
+	const commit = "0123456789abcdef0123456789abcdef01234567"
+	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w -X main.version="+version+" -X main.commit="+commit, "-o", out, "./cmd/manager")
 	cmd.Dir = ctx
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOWORK=off", "GOFLAGS=-mod=readonly")
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -676,8 +679,8 @@ func TestDockerBuildCommand(t *testing.T) {
 	}
 	// The version the build stamped is what --version prints, with the commit (the
 	// build context has no .git, so unknown unless the build stamps it).
-	if b, err := exec.Command(out, "--version").CombinedOutput(); err != nil || !strings.HasPrefix(string(b), version+" (commit ") {
-		t.Errorf("manager --version printed %q (%v), want %q and the commit", b, err, version)
+	if b, err := exec.Command(out, "--version").CombinedOutput(); err != nil || strings.TrimSpace(string(b)) != version+" (commit "+commit+")" {
+		t.Errorf("manager --version printed %q (%v), want %q and commit %s", b, err, version, commit)
 	}
 }
 
@@ -926,7 +929,7 @@ func TestDockerPushAndBuildx(t *testing.T) {
 	}
 	build := buildLine(dry("docker-buildx", "VERSION=1.2.3", "IMAGE_REPO=registry.example:5000/gj"))
 	const platforms = "linux/arm64,linux/amd64,linux/s390x,linux/ppc64le"
-	for _, want := range []string{"--push", "--platform=" + platforms, "--build-arg VERSION=1.2.3", "--tag registry.example:5000/gj:1.2.3"} {
+	for _, want := range []string{"--push", "--platform=" + platforms, "--build-arg VERSION=1.2.3", "--build-arg COMMIT=", "--tag registry.example:5000/gj:1.2.3"} {
 		if !strings.Contains(build, want) {
 			t.Errorf("docker buildx build line %q lacks %q", build, want)
 		}

@@ -1,5 +1,5 @@
-// Package bins finds the programs tests run besides themselves: the manager, the
-// kubectl plugin, kubectl and helm. `make test` builds each of them once, with the
+// Package bins finds the programs tests run besides themselves: the manager, the pod
+// guard, the kubectl plugin, kubectl and helm. `make test` builds each of them once, with the
 // flags of a release build, and names them in the environment; a plain `go test`
 // builds the project's own binaries on first use instead. Nothing is taken from the
 // machine's PATH: a test always runs the versions the project pins.
@@ -18,6 +18,7 @@ import (
 const (
 	ManagerEnv = "GUARDEDJOB_MANAGER_BIN"
 	PluginEnv  = "GUARDEDJOB_PLUGIN_BIN"
+	GuardEnv   = "GUARDEDJOB_GUARD_BIN"
 	KubectlEnv = "KUBECTL"
 	HelmEnv    = "HELM"
 )
@@ -34,6 +35,13 @@ func Manager(t testing.TB) string {
 func Plugin(t testing.TB) string {
 	t.Helper()
 	return projectBinary(t, PluginEnv, "./cmd/kubectl-guardedjob", "kubectl-guardedjob")
+}
+
+// Guard returns the pod guard binary: $GUARDEDJOB_GUARD_BIN, or one built from this
+// checkout on first use.
+func Guard(t testing.TB) string {
+	t.Helper()
+	return projectBinary(t, GuardEnv, "./cmd/guard", "guard")
 }
 
 // Kubectl returns the kubectl built at the API server's version: $KUBECTL, or the
