@@ -41,11 +41,15 @@ func (h *harness) podFor(job *batchv1.Job) *corev1.Pod {
 	return pod
 }
 
-// podDeletion returns the Pod's deletion timestamp and grace, or nil when it has
-// not been deleted.
+// podDeletion returns the Pod when it is being deleted (its deletion timestamp
+// and grace), or nil when it has not been deleted. A failed read fails the test,
+// and so does a Pod that is gone: only kubeletRemoves removes one (the manager
+// never force-deletes, which would leave its containers running).
 func (h *harness) podDeletion(pod *corev1.Pod) *corev1.Pod {
+	h.t.Helper()
 	cur := &corev1.Pod{}
-	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(pod), cur); err != nil || cur.DeletionTimestamp == nil {
+	h.g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(pod), cur)).To(Succeed(), "read Pod %s", pod.Name)
+	if cur.DeletionTimestamp == nil {
 		return nil
 	}
 	return cur
@@ -57,12 +61,17 @@ func (h *harness) kubeletRemoves(pod *corev1.Pod) {
 	h.g.Expect(client.IgnoreNotFound(k8s.Delete(context.Background(), pod, client.GracePeriodSeconds(0)))).To(Succeed())
 }
 
-// jobDeleted says whether the Job is being deleted or gone; a failed read says
-// neither.
+// jobDeleted says whether the Job is being deleted or gone. A failed read fails
+// the test: it says neither.
 func (h *harness) jobDeleted(job *batchv1.Job) bool {
+	h.t.Helper()
 	cur := &batchv1.Job{}
 	err := k8s.Get(context.Background(), client.ObjectKeyFromObject(job), cur)
-	return apierrors.IsNotFound(err) || err == nil && cur.DeletionTimestamp != nil
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	h.g.Expect(err).NotTo(HaveOccurred(), "read Job %s", job.Name)
+	return cur.DeletionTimestamp != nil
 }
 
 // runningJob creates gj, triggers it and waits until its Job exists and is
