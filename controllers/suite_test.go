@@ -130,6 +130,8 @@ type harness struct {
 	// manager binary does by default: HTTPS, to callers the API server
 	// authenticates and allows to get /metrics.
 	metricsAddr string
+	// logger, when set, is the manager's logger; by default it logs nothing.
+	logger logr.Logger
 }
 
 // storeViaProxy makes the manager reach Redis through a proxy the test can cut
@@ -187,6 +189,9 @@ func (h *harness) start() {
 			BindAddress: h.metricsAddr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization,
 			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
 		}
+	}
+	if h.logger.GetSink() != nil {
+		opts.Logger = h.logger
 	}
 	if h.intercept != nil {
 		funcs := *h.intercept
