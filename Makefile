@@ -129,8 +129,8 @@ test-ops: ## Test the Argo CD health check, the Flux health expressions and the 
 	for m in $(OPS_TEST_MODULES); do (cd $$m && go vet ./... && go test -count=1 ./...) || exit 1; done
 
 .PHONY: test-e2e
-test-e2e: test-deps binaries ## Run the fault test: two local clusters, one Redis, faults (docs/reliability.md; E2E_SEED=N replays a run).
-	$(TEST_ENV) E2E_FAULTS=1 go test -count=1 -timeout 45m -v -run '^TestFaults$$' ./test/e2e/
+test-e2e: test-deps binaries ## Run the fault test (two local clusters, one Redis, faults) and the pod guard's cut-off node case (docs/reliability.md; E2E_SEED=N replays a run).
+	$(TEST_ENV) E2E_FAULTS=1 go test -count=1 -timeout 45m -v -run '^(TestFaults|TestPodGuardStopsTheWorkloadOfAForceDeletedPodBeforeItsKeyCouldExpire)$$' ./test/e2e/
 
 .PHONY: test-race
 test-race: test-deps binaries ## Run all tests with the race detector.

@@ -119,6 +119,7 @@ func finishRun(gj *batchv1alpha1.GuardedJob, run batchv1alpha1.ActiveRun, result
 	removeRun(gj, run.JobName)
 	recordRun(gj, run.JobName, run.ScheduledTime.Time, run.Key, run.Fence, run.Unguarded, result, heldBy, msg, now)
 	gj.Status.LastRun.OccurrenceKey, gj.Status.LastRun.FenceKey = run.OccurrenceKey, run.FenceKey
+	gj.Status.LastRun.PodGuarded = run.PodGuard != nil
 }
 
 // recordRun sets status.lastRun.

@@ -126,6 +126,8 @@ type harness struct {
 	storeAllow *lockclient.AllowList
 	// clockSkew is the manager's --clock-skew-allowance; zero means 1s.
 	clockSkew time.Duration
+	// noGuardImage starts the manager without a pod guard image (--guard-image).
+	noGuardImage bool
 	// metricsAddr, when set, is where the manager serves its metrics, as the
 	// manager binary does by default: HTTPS, to callers the API server
 	// authenticates and allows to get /metrics.
@@ -220,7 +222,10 @@ func (h *harness) start() {
 	r := &controllers.GuardedJobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
 		Clock: h.clock, Store: h.store, Keeper: keeper, ClusterName: "cluster-a", Stopper: stopper, ClockSkew: cmp.Or(h.clockSkew, time.Second), StoreAllow: h.storeAllow,
-		Namespace: h.ns,
+		Namespace: h.ns, GuardImage: testGuardImage,
+	}
+	if h.noGuardImage {
+		r.GuardImage = ""
 	}
 	h.g.Expect(r.SetupWithManager(mgr)).To(Succeed())
 
@@ -238,6 +243,9 @@ func (h *harness) start() {
 	h.stopMgr, h.done = cancel, done
 	h.t.Cleanup(h.stop)
 }
+
+// testGuardImage is the pod guard image the test managers put into guarded Pods.
+const testGuardImage = "registry.example/guardedjob-manager:test"
 
 // stop ends the manager (and its keeper), like a crash of the process: leases are
 // neither renewed nor released any more.

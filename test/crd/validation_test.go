@@ -383,6 +383,26 @@ func TestInvalidGuardedJobsAreRejected(t *testing.T) {
 			want: []string{"spec.fencing.policy", "fencing.policy Strict cannot be combined with lock.storeFailurePolicy FailOpen: a run without a lease has no fence"},
 		},
 		{
+			name: "a pod guard with FailOpen is rejected",
+			mutate: func(o map[string]any) {
+				set(o, "FailOpen", "spec", "lock", "storeFailurePolicy")
+				set(o, map[string]any{"secretRef": map[string]any{"name": "guard-redis"}}, "spec", "lock", "podGuard")
+			},
+			want: []string{"spec.lock.podGuard", "lock.podGuard cannot be combined with lock.storeFailurePolicy FailOpen"},
+		},
+		{
+			name:   "a pod guard without a Secret is rejected",
+			mutate: func(o map[string]any) { set(o, map[string]any{}, "spec", "lock", "podGuard") },
+			want:   []string{"spec.lock.podGuard.secretRef: Required value"},
+		},
+		{
+			name: "a pod guard margin that is not a duration is rejected",
+			mutate: func(o map[string]any) {
+				set(o, map[string]any{"secretRef": map[string]any{"name": "g"}, "margin": "soon"}, "spec", "lock", "podGuard")
+			},
+			want: []string{"spec.lock.podGuard.margin", "lock.podGuard.margin must be a duration such as 2s"},
+		},
+		{
 			name:   "an env name starting with a digit is rejected",
 			mutate: func(o map[string]any) { set(o, "1FENCE", "spec", "fencing", "envName") },
 			want:   []string{"spec.fencing.envName", "fencing.envName must be a C identifier"},
@@ -473,6 +493,12 @@ func TestBoundaryValuesAreAccepted(t *testing.T) {
 			mutate: func(o map[string]any) {
 				set(o, "8760h", "spec", "lock", "maxHold")
 				set(o, "8759h59m59s", "spec", "lock", "keepAfterSuccess")
+			},
+		},
+		{
+			name: "a pod guard with FailClosed is accepted",
+			mutate: func(o map[string]any) {
+				set(o, map[string]any{"secretRef": map[string]any{"name": "guard-redis"}, "margin": "3s", "runAsUser": int64(1000)}, "spec", "lock", "podGuard")
 			},
 		},
 		{
