@@ -125,8 +125,8 @@ test: test-deps binaries ## The operator module's tests: unit, real redis-server
 	$(TEST_ENV) go test $(GOTESTFLAGS) $(TESTARGS)
 
 .PHONY: test-ops
-test-ops: ## Test the Argo CD health check, the Flux health expressions and the Prometheus alerts.
-	for m in $(OPS_TEST_MODULES); do (cd $$m && go vet ./... && go test -count=1 ./...) || exit 1; done
+test-ops: helm ## Test the Argo CD health check, the Flux health expressions, and the Prometheus alerts and Grafana dashboard as kustomize and the chart ship them.
+	for m in $(OPS_TEST_MODULES); do (cd $$m && go vet ./... && HELM="$(HELM)" go test -count=1 ./...) || exit 1; done
 
 .PHONY: test-e2e
 test-e2e: test-deps binaries ## Run the fault test: two local clusters, one Redis, faults (docs/reliability.md; E2E_SEED=N replays a run).
