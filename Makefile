@@ -78,10 +78,11 @@ manifests: controller-gen ## Generate the CRD and the ClusterRole from kubebuild
 	# The Job API's field docs inside spec.jobTemplate go (kubectl explain job has them), so the
 	# CRD fits a client-side kubectl apply; its schema and every other description stay.
 	go run ./hack/crdtrim config/crd/bases/batch.guardedjob.dev_guardedjobs.yaml
-	# The Helm chart ships the same CRD, the same manager rules and the same alerts.
+	# The Helm chart ships the same CRD, the same manager rules, the same alerts and dashboard.
 	cp config/crd/bases/batch.guardedjob.dev_guardedjobs.yaml charts/guardedjob/files/crds/
 	cp config/rbac/role.yaml charts/guardedjob/files/manager-role.yaml
 	cp config/prometheus/guardedjob.rules.yaml charts/guardedjob/files/prometheus-rules.yaml
+	cp config/grafana/guardedjob.json charts/guardedjob/files/grafana-dashboard.json
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.

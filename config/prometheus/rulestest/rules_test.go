@@ -49,7 +49,7 @@ type ruleSet struct {
 func parseRules(t *testing.T, source string, content []byte) map[string]rulefmt.Rule {
 	t.Helper()
 	g := NewWithT(t)
-	groups, errs := rulefmt.Parse(content, false, model.UTF8Validation, promql, promslog.NewNopLogger())
+	groups, errs := rulefmt.Parse(content, false, model.UTF8Validation, promParser, promslog.NewNopLogger())
 	g.Expect(errs).To(BeEmpty(), source)
 	out := map[string]rulefmt.Rule{}
 	for _, grp := range groups.Groups {
@@ -174,7 +174,7 @@ func TestAlertsKeepTheClusterLabel(t *testing.T) {
 	for _, set := range installs(t) {
 		for name, r := range set.rules {
 			g := NewWithT(t)
-			expr, err := promql.ParseExpr(r.Expr)
+			expr, err := promParser.ParseExpr(r.Expr)
 			g.Expect(err).NotTo(HaveOccurred(), name)
 			used := map[string]bool{}
 			parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
@@ -344,7 +344,7 @@ func evaluate(t *testing.T, series string, rule rulefmt.Rule) map[time.Duration]
 	g := NewWithT(t)
 	storage := promqltest.LoadedStorage(t, series)
 	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
-	expr, err := promql.ParseExpr(rule.Expr)
+	expr, err := promParser.ParseExpr(rule.Expr)
 	g.Expect(err).NotTo(HaveOccurred())
 	ar := rules.NewAlertingRule(rule.Alert, expr, time.Duration(rule.For), time.Duration(rule.KeepFiringFor),
 		labels.FromMap(rule.Labels), labels.FromMap(rule.Annotations), labels.EmptyLabels(), "", false, promslog.NewNopLogger())

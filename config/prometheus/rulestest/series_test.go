@@ -15,8 +15,8 @@ import (
 
 const metricsList = "../metrics.txt"
 
-// promql parses expressions and series as Prometheus does.
-var promql = parser.NewParser(parser.Options{})
+// promParser parses expressions and series as Prometheus does.
+var promParser = parser.NewParser(parser.Options{})
 
 // family is a line of config/prometheus/metrics.txt: what the manager serves.
 type family struct {
@@ -171,7 +171,7 @@ func key(t *testing.T, line string) string {
 	t.Helper()
 	m := seriesLine.FindStringSubmatch(strings.TrimSpace(line))
 	NewWithT(t).Expect(m).NotTo(BeNil(), "series line %q", line)
-	lbls, err := promql.ParseMetric(m[1])
+	lbls, err := promParser.ParseMetric(m[1])
 	NewWithT(t).Expect(err).NotTo(HaveOccurred(), "series line %q", line)
 	return lbls.String()
 }
@@ -246,7 +246,7 @@ func checkServed(t *testing.T, lines []string, clusterLabel string) {
 	for _, l := range lines {
 		m := seriesLine.FindStringSubmatch(strings.TrimSpace(l))
 		g.Expect(m).NotTo(BeNil())
-		lbls, err := promql.ParseMetric(m[1])
+		lbls, err := promParser.ParseMetric(m[1])
 		g.Expect(err).NotTo(HaveOccurred(), l)
 		name := lbls.Get("__name__")
 		if name == "up" {
