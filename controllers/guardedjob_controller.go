@@ -286,6 +286,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			return
 		}
 		setKstatus(gj, s.now)
+		setActiveCount(gj)
 		if err := r.patchStatus(ctx, s); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
@@ -381,6 +382,7 @@ func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error 
 func (r *GuardedJobReconciler) writeGuarded(ctx context.Context, s *scope) error {
 	before := s.gj.ResourceVersion
 	setKstatus(s.gj, s.now)
+	setActiveCount(s.gj)
 	if err := r.Status().Update(ctx, s.gj); err != nil {
 		s.guardedWriteFailed = true
 		return fmt.Errorf("record run state: %w", err)

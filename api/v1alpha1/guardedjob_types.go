@@ -385,6 +385,13 @@ type GuardedJobStatus struct {
 	// +listMapKey=jobName
 	Active []ActiveRun `json:"active,omitempty"`
 
+	// activeCount is the number of runs in status.active (the ACTIVE column of kubectl
+	// get, which cannot count a list).
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	ActiveCount int32 `json:"activeCount,omitempty"`
+
 	// lastRun is the outcome of the last run that finished or did not start.
 	// +optional
 	LastRun *RunRecord `json:"lastRun,omitempty"`
@@ -629,18 +636,19 @@ type RunRecord struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=gj,categories=all
 // +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
-// +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Lock",type=string,JSONPath=`.status.lock.state`
-// +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.lock.holder`
-// +kubebuilder:printcolumn:name="Fence",type=integer,JSONPath=`.status.lastFence`
-// +kubebuilder:printcolumn:name="Last Schedule",type=date,JSONPath=`.status.lastScheduleTime`
-// +kubebuilder:printcolumn:name="Last Success",type=date,JSONPath=`.status.lastSuccessfulTime`
-// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="TimeZone",type=string,JSONPath=`.spec.timeZone`,priority=1
+// +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
+// +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.activeCount`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
+// +kubebuilder:printcolumn:name="Lock",type=string,JSONPath=`.status.lock.state`
+// +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.lock.holder`,priority=1
+// +kubebuilder:printcolumn:name="Fence",type=integer,JSONPath=`.status.lastFence`,priority=1
 // +kubebuilder:printcolumn:name="Key",type=string,JSONPath=`.status.lock.key`,priority=1
+// +kubebuilder:printcolumn:name="Last Schedule",type=date,JSONPath=`.status.lastScheduleTime`
+// +kubebuilder:printcolumn:name="Last Success",type=date,JSONPath=`.status.lastSuccessfulTime`,priority=1
 // +kubebuilder:printcolumn:name="Next Schedule",type=string,JSONPath=`.status.nextScheduleTime`,priority=1
 // +kubebuilder:printcolumn:name="Last Result",type=string,JSONPath=`.status.lastRun.result`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 45",message="metadata.name must be at most 45 characters: Job names append -<minutes>-<6 hex>"
 type GuardedJob struct {
 	metav1.TypeMeta   `json:",inline"`
