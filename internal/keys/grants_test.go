@@ -3,6 +3,7 @@ package keys
 import (
 	"testing"
 
+	"github.com/guardedjob/guardedjob/internal/specerror"
 	. "github.com/onsi/gomega"
 )
 
@@ -103,7 +104,7 @@ func TestKeyGrantsCheckKeys(t *testing.T) {
 				g.Expect(err).NotTo(HaveOccurred())
 				return
 			}
-			se := specError(err)
+			se := specerror.As(err)
 			g.Expect(se).NotTo(BeNil(), "want a *specerror.Error, got %v", err)
 			g.Expect(se.Reason).To(Equal("KeyNotAllowed"))
 			g.Expect(se.Message).To(Equal(tt.msg))

@@ -1,7 +1,6 @@
 package keys
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,14 +9,6 @@ import (
 
 	"github.com/guardedjob/guardedjob/internal/specerror"
 )
-
-func specError(err error) *specerror.Error {
-	var se *specerror.Error
-	if errors.As(err, &se) {
-		return se
-	}
-	return nil
-}
 
 // keyData is the data of the 2026-11-30 00:05 Taipei occurrence of payments/daily-settlement.
 func keyData(t *testing.T, key string) Data {
@@ -74,7 +65,7 @@ func TestParseKeyTemplate(t *testing.T) {
 				return
 			}
 			g.Expect(tmpl).To(BeNil())
-			se := specError(err)
+			se := specerror.As(err)
 			g.Expect(se).NotTo(BeNil(), "want a *specerror.Error, got %v", err)
 			g.Expect(se.Reason).To(Equal("InvalidTemplate"))
 			for _, c := range tt.contains {
@@ -151,7 +142,7 @@ func TestRenderKey(t *testing.T) {
 				return
 			}
 			g.Expect(got).To(BeEmpty())
-			se := specError(err)
+			se := specerror.As(err)
 			g.Expect(se).NotTo(BeNil(), "want a *specerror.Error, got %v", err)
 			g.Expect(se.Reason).To(Equal(tt.reason))
 			for _, m := range tt.msg {

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
 // The templates api/v1alpha1 defaults to (this package's tests do not import
@@ -63,7 +64,7 @@ func TestTemplatesRenderTheThreeKeysOfAnOccurrence(t *testing.T) {
 					return
 				}
 			}
-			se := specError(err)
+			se := specerror.As(err)
 			g.Expect(se).NotTo(BeNil(), "want a *specerror.Error, got %v", err)
 			g.Expect(se.Reason).To(Equal(tt.reason))
 			g.Expect(se.Message).To(ContainSubstring(tt.contains))

@@ -1,7 +1,6 @@
 package leasetiming
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -29,14 +28,6 @@ func mustSchedule(t *testing.T, spec, zone string) *schedule.Schedule {
 		t.Fatalf("schedule.Parse(%q, %q): %v", spec, zone, err)
 	}
 	return s
-}
-
-func specError(err error) *specerror.Error {
-	var se *specerror.Error
-	if errors.As(err, &se) {
-		return se
-	}
-	return nil
 }
 
 func TestLeaseTimingCheck(t *testing.T) {
@@ -105,7 +96,7 @@ func TestLeaseTimingCheck(t *testing.T) {
 				g.Expect(err).NotTo(HaveOccurred())
 				return
 			}
-			se := specError(err)
+			se := specerror.As(err)
 			g.Expect(se).NotTo(BeNil(), "want a *specerror.Error, got %v", err)
 			g.Expect(se.Reason).To(Equal("UnsafeLeaseTiming"))
 			g.Expect(se.Message).To(Equal(tt.msg))
@@ -123,7 +114,7 @@ func TestLeaseTimingSuggestionsAreSafe(t *testing.T) {
 		{TTL: 30 * s, RenewInterval: 20 * s, LeaderElection: true, LeaderLeaseDuration: 137 * time.Second / 10, LeaderRetryPeriod: 2 * s},
 		{TTL: 5 * s, RenewInterval: 1500 * time.Millisecond, PodGrace: 90 * s},
 	} {
-		se := specError(lt.Check())
+		se := specerror.As(lt.Check())
 		g.Expect(se).NotTo(BeNil())
 		_, after, found := strings.Cut(se.Message, "use lock.ttl >= ")
 		g.Expect(found).To(BeTrue(), se.Message)

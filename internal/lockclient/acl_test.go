@@ -14,16 +14,23 @@ import (
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 )
 
-// docsACL returns the arguments of the ACL line docs/security.md gives, with
-// the password filled in.
+// docsACL returns the arguments of the manager's ACL line docs/security.md gives,
+// with the password filled in.
 func docsACL(t *testing.T, password string) []any {
+	t.Helper()
+	return docsACLOf(t, "guardedjob", password)
+}
+
+// docsACLOf returns the arguments of the line of docs/security.md that sets up
+// the ACL user, with the password filled in.
+func docsACLOf(t *testing.T, user, password string) []any {
 	t.Helper()
 	doc, err := os.ReadFile("../../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(doc), "\n") {
-		if strings.HasPrefix(line, "ACL SETUSER guardedjob ") {
+		if strings.HasPrefix(line, "ACL SETUSER "+user+" ") {
 			var args []any
 			for _, f := range strings.Fields(line) {
 				if f == ">PASSWORD" {
@@ -34,7 +41,7 @@ func docsACL(t *testing.T, password string) []any {
 			return args
 		}
 	}
-	t.Fatal("docs/security.md has no line starting with ACL SETUSER guardedjob")
+	t.Fatalf("docs/security.md has no line starting with ACL SETUSER %s", user)
 	return nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -103,24 +102,7 @@ func TestConfirm(t *testing.T) {
 // docs/security.md gives, with the password filled in.
 func docsGuardACL(t *testing.T, password string) []any {
 	t.Helper()
-	doc, err := os.ReadFile("../../docs/security.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(doc), "\n") {
-		if strings.HasPrefix(line, "ACL SETUSER guardedjob-guard-payments ") {
-			var args []any
-			for _, f := range strings.Fields(line) {
-				if f == ">PASSWORD" {
-					f = ">" + password
-				}
-				args = append(args, f)
-			}
-			return args
-		}
-	}
-	t.Fatal("docs/security.md has no line starting with ACL SETUSER guardedjob-guard-payments")
-	return nil
+	return docsACLOf(t, "guardedjob-guard-payments", password)
 }
 
 // The pod guard's user, exactly as docs/security.md gives it, can confirm a

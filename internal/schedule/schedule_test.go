@@ -1,7 +1,6 @@
 package schedule
 
 import (
-	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -28,14 +27,6 @@ func mustSchedule(t *testing.T, spec, zone string) *Schedule {
 		t.Fatalf("Parse(%q, %q): %v", spec, zone, err)
 	}
 	return s
-}
-
-func specError(err error) *specerror.Error {
-	var se *specerror.Error
-	if errors.As(err, &se) {
-		return se
-	}
-	return nil
 }
 
 func TestParseSchedule(t *testing.T) {
@@ -86,7 +77,7 @@ func TestParseSchedule(t *testing.T) {
 				return
 			}
 			g.Expect(s).To(BeNil())
-			se := specError(err)
+			se := specerror.As(err)
 			g.Expect(se).NotTo(BeNil(), "want a *specerror.Error, got %v", err)
 			g.Expect(se.Reason).To(Equal(tt.reason))
 			g.Expect(se.Error()).To(Equal(se.Message))

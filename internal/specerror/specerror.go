@@ -5,7 +5,10 @@
 // use here; a test holds them equal to the api/v1alpha1 constants.
 package specerror
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Ready=False reasons the rule packages return. Each equals the api/v1alpha1
 // constant of the same name.
@@ -33,4 +36,13 @@ func (e *Error) Error() string { return e.Message }
 // Errorf returns an *Error with reason and a formatted message.
 func Errorf(reason, format string, args ...any) *Error {
 	return &Error{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// As returns the *Error in err's chain, or nil when there is none.
+func As(err error) *Error {
+	var se *Error
+	if errors.As(err, &se) {
+		return se
+	}
+	return nil
 }
