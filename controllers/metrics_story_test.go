@@ -214,10 +214,10 @@ func TestMetricsNameTheGuardedJobWhoseRenewalsFail(t *testing.T) {
 	g.Expect(m.value("guardedjob_failing_leases", obj...)).To(Equal(-1.0))
 
 	proxy.Blackhole()
-	g.Eventually(func() float64 { return m.value("guardedjob_failing_leases", obj...) }).WithTimeout(10 * time.Second).Should(Equal(1.0),
+	g.Eventually(func() float64 { return m.value("guardedjob_failing_leases", obj...) }).WithTimeout(10*time.Second).Should(Equal(1.0),
 		"the keeper's failing renewals are the GuardedJob's: %s", func() string { return seriesOf(m.last, "failing") })
 	proxy.Restore(t)
-	g.Eventually(func() float64 { return m.value("guardedjob_failing_leases", obj...) }).WithTimeout(10 * time.Second).Should(Equal(-1.0),
+	g.Eventually(func() float64 { return m.value("guardedjob_failing_leases", obj...) }).WithTimeout(10*time.Second).Should(Equal(-1.0),
 		"renewals succeed again before the self-fence deadline")
 	g.Expect(h.get(gj).Status.Active).To(HaveLen(1), "the run was never stopped")
 
