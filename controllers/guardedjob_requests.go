@@ -97,7 +97,8 @@ func (r *GuardedJobReconciler) requestTargets(ctx context.Context, s *scope, spe
 			return nil, errors.New("the GuardedJob is being deleted and has no active run: there are no keys to look at")
 		}
 	}
-	occurrence, ok := time.Time{}, false
+	var occurrence time.Time
+	var ok bool
 	if t := gj.Status.LastScheduleTime; t != nil {
 		occurrence, ok = t.Time, true
 	} else {
