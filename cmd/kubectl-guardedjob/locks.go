@@ -209,15 +209,20 @@ func locksTable(rows []lockRow) *metav1.Table {
 	for _, r := range rows {
 		gj := r.gj
 		view := gj.Status.StoreView
+		recorded := ""
 		if r.recorded {
-			if l := gj.Status.Lock; l != nil && l.Key != "" {
-				fence := "-"
-				if l.Fence != 0 {
-					fence = fmt.Sprint(l.Fence)
+			// The manager's last answer to someone who may ask, else status.lock.
+			if view == nil || view.Error != "" || len(view.Entries) == 0 {
+				if l := gj.Status.Lock; l != nil && l.Key != "" {
+					fence := "-"
+					if l.Fence != 0 {
+						fence = fmt.Sprint(l.Fence)
+					}
+					add(gj, gj.Name, l.Key, dash(l.Holder), "(recorded) "+string(l.State), "-", fence, "-", "-", "-", "-")
 				}
-				add(gj, gj.Name, l.Key, dash(l.Holder), "(recorded) "+string(l.State), "-", fence, "-", "-", "-", "-")
+				continue
 			}
-			continue
+			recorded = "(recorded) "
 		}
 		for _, e := range view.Entries {
 			fence, marker, doneBy := "-", "-", "-"
@@ -227,7 +232,7 @@ func locksTable(rows []lockRow) *metav1.Table {
 			if e.DoneMarker != nil {
 				marker, doneBy = e.DoneMarker.Key, dash(e.DoneMarker.Holder)
 			}
-			add(gj, gj.Name, e.Lock.Key, dash(e.Lock.Holder), whereText(e.Lock, e.JobName), expiresIn(e.Lock, view.ObservedAt.Time), fence,
+			add(gj, gj.Name, e.Lock.Key, dash(e.Lock.Holder), recorded+whereText(e.Lock, e.JobName), expiresIn(e.Lock, view.ObservedAt.Time), fence,
 				marker, doneBy, view.ObservedAt.UTC().Format(time.RFC3339), dash(view.Store))
 		}
 	}
