@@ -105,15 +105,14 @@ instead (for admins, break-glass).`,
   kubectl guardedjob run daily-settlement -n payments --wait
   kubectl guardedjob locks -A -o wide
   kubectl guardedjob unlock daily-settlement -n payments --force`,
-		Version:           buildinfo.Resolve(version, commit).String(),
-		SilenceErrors:     true,
-		SilenceUsage:      true,
-		Args:              noArgs,
+		Version:       buildinfo.Resolve(version, commit).String(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_ = cmd.Help()
 			return usageError{msg: "no command given"}
 		},
-		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: false},
 		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl guardedjob"},
 	}
 	root.SetVersionTemplate("kubectl-guardedjob {{.Version}}\n")

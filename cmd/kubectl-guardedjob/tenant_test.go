@@ -111,9 +111,13 @@ func TestTenantSeesAndUnlocksItsLocksWithoutStoreCredentials(t *testing.T) {
 	}
 	w.bind(g, "team-a", "alice", "edit")
 	w.bind(g, "team-a", "bob", "view")
-	g.Eventually(func() bool { return w.may(g, "alice", "patch", batchv1alpha1.GroupVersion.Group, "guardedjobs", "team-a", "") }).
+	g.Eventually(func() bool {
+		return w.may(g, "alice", "patch", batchv1alpha1.GroupVersion.Group, "guardedjobs", "team-a", "")
+	}).
 		WithTimeout(60*time.Second).Should(BeTrue(), "the editor role is aggregated into edit")
-	g.Eventually(func() bool { return w.may(g, "bob", "watch", batchv1alpha1.GroupVersion.Group, "guardedjobs", "team-a", "") }).
+	g.Eventually(func() bool {
+		return w.may(g, "bob", "watch", batchv1alpha1.GroupVersion.Group, "guardedjobs", "team-a", "")
+	}).
 		WithTimeout(60*time.Second).Should(BeTrue(), "the viewer role is aggregated into view")
 
 	for _, gj := range []*batchv1alpha1.GuardedJob{
