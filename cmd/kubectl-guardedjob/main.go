@@ -113,7 +113,7 @@ instead (for admins, break-glass).`,
 			_ = cmd.Help()
 			return usageError{msg: "no command given"}
 		},
-		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl guardedjob"},
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl guardedjob"},
 	}
 	root.SetVersionTemplate("kubectl-guardedjob {{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{msg: err.Error()} })
