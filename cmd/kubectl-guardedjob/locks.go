@@ -163,7 +163,7 @@ func askViews(ctx context.Context, o *options, namespace string, items []batchv1
 		if err != nil && len(answered) < len(asked) {
 			for id := range asked {
 				if answered[id] == nil {
-					failed = append(failed, fmt.Sprintf("%s: %v", id, deadlineOr(err, o.timeout)))
+					failed = append(failed, fmt.Sprintf("%s: %v", id, deadlineOr(wctx, err, o.timeout)))
 				}
 			}
 		}

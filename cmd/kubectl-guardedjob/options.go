@@ -181,9 +181,9 @@ func (o *options) watchJob(ctx context.Context, namespace, name string, seen fun
 // isForbidden says whether the API server refused a request for lack of rights.
 func isForbidden(err error) bool { return apierrors.IsForbidden(err) }
 
-// deadlineOr turns a context deadline into errNoAnswer.
-func deadlineOr(err error, timeout time.Duration) error {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, watchtools.ErrWatchClosed) {
+// deadlineOr turns a wait that ended with its deadline into errNoAnswer.
+func deadlineOr(ctx context.Context, err error, timeout time.Duration) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return errNoAnswer{timeout: timeout}
 	}
 	return err

@@ -61,6 +61,8 @@ type world struct {
 	redis      *redisserver.Server
 	password   string
 	managerLog *syncBuffer
+	// stopManager kills the manager (by its PID) and waits for it.
+	stopManager func()
 }
 
 const (
@@ -109,7 +111,9 @@ func startWorld(t *testing.T) *world {
 	g.Expect(mgr.Start()).To(Succeed())
 	exited := make(chan struct{})
 	go func() { _ = mgr.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = mgr.Process.Kill(); <-exited })
+	var once sync.Once
+	w.stopManager = func() { once.Do(func() { _ = mgr.Process.Kill(); <-exited }) }
+	t.Cleanup(w.stopManager)
 	return w
 }
 
@@ -537,4 +541,15 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 	})
 
 	g.Expect(w.managerLog.String()).NotTo(ContainSubstring(w.password))
+
+	t.Run("without a manager, status says it got no answer, in time", func(t *testing.T) {
+		g := NewWithT(t)
+		w.stopManager()
+		start := time.Now()
+		code, stdout, stderr := w.plugin("", nil, "status", "settle", "-n", "default", "--timeout", "2s")
+		g.Expect(code).To(Equal(1))
+		g.Expect(time.Since(start)).To(BeNumerically("<", 20*time.Second))
+		g.Expect(stdout).To(ContainSubstring("Redis now: not available: the manager did not answer within 2s (is it running?"))
+		g.Expect(stderr).To(ContainSubstring("error: the manager did not answer within 2s"))
+	})
 }

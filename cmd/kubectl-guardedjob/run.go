@@ -119,7 +119,7 @@ func runCmd(ctx context.Context, o *options, name string) error {
 		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for the manager to handle the trigger: %w", deadlineOr(err, o.timeout))
+		return fmt.Errorf("waiting for the manager to handle the trigger: %w", deadlineOr(ctx, err, o.timeout))
 	}
 	if ended := endedRun(cur, jobName); ended != nil || !o.wait {
 		if ended == nil {
@@ -151,7 +151,7 @@ func runCmd(ctx context.Context, o *options, name string) error {
 		reportJob(job)
 	}
 	if err != nil {
-		return fmt.Errorf("waiting for job %s to end: %w", jobName, deadlineOr(err, o.timeout))
+		return fmt.Errorf("waiting for job %s to end: %w", jobName, deadlineOr(ctx, err, o.timeout))
 	}
 	return report(out, ended)
 }

@@ -111,7 +111,7 @@ func unlockCmd(ctx context.Context, o *options, name string) error {
 			return g.Status.LastUnlock != nil && g.Status.LastUnlock.Request == value, nil
 		})
 		if err != nil {
-			return false, fmt.Errorf("waiting for the manager to unlock %s: %w", c.key, deadlineOr(err, o.timeout))
+			return false, fmt.Errorf("waiting for the manager to unlock %s: %w", c.key, deadlineOr(wctx, err, o.timeout))
 		}
 		rec := answered.Status.LastUnlock
 		switch rec.Result {

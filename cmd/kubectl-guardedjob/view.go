@@ -26,7 +26,7 @@ func (o *options) askView(ctx context.Context, gj *batchv1alpha1.GuardedJob) (*b
 		return g.Status.StoreView != nil && g.Status.StoreView.Request == value, nil
 	})
 	if err != nil {
-		return nil, deadlineOr(err, o.timeout)
+		return nil, deadlineOr(ctx, err, o.timeout)
 	}
 	return cur, nil
 }
