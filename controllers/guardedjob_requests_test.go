@@ -253,3 +253,25 @@ func TestUnlockRequests(t *testing.T) {
 		g.Expect(view.Entries[0].Lock.Whose).To(Equal(batchv1alpha1.LockWhoseThisCluster))
 	})
 }
+
+// A GuardedJob being deleted (onDelete: Wait) still answers for the keys of its
+// runs, which go on until they end.
+func TestInspectNowWhileTheGuardedJobIsDeleted(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	g := h.g
+	gj := h.guardedJob("waiting", h.ns+":waiting")
+	gj.Spec.OnDelete = batchv1alpha1.OnDeleteWait
+	h.create(gj)
+	h.trigger(gj)
+	h.waitRecorded(gj)
+	run := h.get(gj).Status.Active[0]
+	g.Expect(k8s.Delete(context.Background(), gj)).To(Succeed())
+	view := h.inspect(gj)
+	g.Expect(view.Error).To(BeEmpty())
+	g.Expect(view.Entries).To(ConsistOf(HaveField("Lock", HaveField("Holder", run.Holder))))
+	g.Expect(view.Entries[0].Lock.Whose).To(Equal(batchv1alpha1.LockWhoseThisGuardedJob))
+	g.Expect(h.unlock(gj, h.requestValue(), "", run.Holder).Result).To(Equal(batchv1alpha1.UnlockRefused))
+	h.complete(&h.jobs()[0])
+	g.Eventually(func() bool { return h.gone(gj) }).WithTimeout(20 * time.Second).Should(BeTrue())
+}
