@@ -97,8 +97,16 @@ func (s *stores) fromSecret(ctx context.Context, namespace, name, what string) (
 	if what == "spec.lock.storeRef" && s.allow != nil {
 		// A tenant names this store: dial only hosts --store-allow admits, as the
 		// manager does (checked again at every connection).
-		if err := s.allow.Check(ctx, cfg.URL); err != nil {
-			return nil, fmt.Errorf("%s: %w; not dialled", source, err)
+		switch err := s.allow.Check(ctx, cfg.URL); {
+		case errors.Is(err, lockclient.ErrNotAllowed):
+			var na *lockclient.NotAllowedError
+			addr := "its host"
+			if errors.As(err, &na) {
+				addr = na.Addr
+			}
+			return nil, fmt.Errorf("%s: %s is outside --store-allow; not dialled", source, addr)
+		case err != nil && !errors.Is(err, lockclient.ErrInvalid):
+			return nil, fmt.Errorf("%s: %w", source, err)
 		}
 		cfg.Tenant, cfg.Allow = true, s.allow
 	}

@@ -22,6 +22,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -46,6 +47,8 @@ func main() {
 // Main runs one command and returns the exit code: 0 done, 1 failed (or the run
 // did not succeed), 2 usage error.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	// go-redis would log each failed dial on stderr; the command's error says it once.
+	redis.SetLogger(quietRedis{})
 	o := newOptions(genericiooptions.IOStreams{In: stdin, Out: stdout, ErrOut: stderr}, getenv)
 	root := newRootCommand(o)
 	root.SetArgs(args)
@@ -79,6 +82,10 @@ func errorText(err error) string {
 	}
 	return "error: " + err.Error()
 }
+
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // usageError is a command line that cannot be run: exit code 2.
 type usageError struct{ msg string }

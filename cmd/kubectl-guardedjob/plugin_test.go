@@ -355,6 +355,29 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 		g.Expect(code).To(Equal(0), stderr)
 		g.Expect(stdout).To(MatchRegexp(`(?m)^own\s+shared:report\s+cluster-b/reports/report-1-aaaaaa\s+cluster cluster-b`))
 		g.Expect(stdout).To(MatchRegexp(`(?m)^settle\s+default:settle\s+-`), "the manager's store for the others")
+
+		// --store-allow: a tenant's store outside it is not dialled; the manager's is.
+		ownClient := own.Client(t)
+		connections := func() string {
+			for _, line := range strings.Split(ownClient.Info(ctx, "stats").Val(), "\n") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_connections_received:"); ok {
+					return v
+				}
+			}
+			return "?"
+		}
+		before := connections()
+		code, stdout, stderr = w.plugin("", nil, append([]string{"locks", "-A", "--store-allow", "10.0.0.0/8"}, store...)...)
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring("default/own: spec.lock.storeRef Secret default/own-redis: " + own.Addr() + " is outside --store-allow; not dialled"))
+		g.Expect(stdout).To(MatchRegexp(`(?m)^default\s+settle\s+default:settle\s+-`))
+		g.Expect(connections()).To(Equal(before), "no connection to a store outside --store-allow")
+		code, stdout, stderr = w.plugin("", nil, append([]string{"locks", "-A", "--store-allow", "127.0.0.0/8"}, store...)...)
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(MatchRegexp(`(?m)^default\s+own\s+shared:report\s+cluster-b/reports/report-1-aaaaaa`))
+		code, _, stderr = w.plugin("", nil, append([]string{"locks", "--store-allow", "not a host/99"}, store...)...)
+		g.Expect(code).To(Equal(2))
+		g.Expect(stderr).To(ContainSubstring("--store-allow"))
 	})
 
 	t.Run("status and unlock show custom done-marker and fence keys of an idle GuardedJob", func(t *testing.T) {
