@@ -78,10 +78,11 @@ manifests: controller-gen ## Generate the CRD and the ClusterRole from kubebuild
 	# The Job API's field docs inside spec.jobTemplate go (kubectl explain job has them), so the
 	# CRD fits a client-side kubectl apply; its schema and every other description stay.
 	go run ./hack/crdtrim config/crd/bases/batch.guardedjob.dev_guardedjobs.yaml
-	# The Helm chart ships the same CRD, the same manager rules and the same alerts.
+	# The Helm chart ships the same CRD, the same manager rules, the same alerts and dashboard.
 	cp config/crd/bases/batch.guardedjob.dev_guardedjobs.yaml charts/guardedjob/files/crds/
 	cp config/rbac/role.yaml charts/guardedjob/files/manager-role.yaml
 	cp config/prometheus/guardedjob.rules.yaml charts/guardedjob/files/prometheus-rules.yaml
+	cp config/grafana/guardedjob.json charts/guardedjob/files/grafana-dashboard.json
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.
@@ -125,12 +126,12 @@ test: test-deps binaries ## The operator module's tests: unit, real redis-server
 	$(TEST_ENV) go test $(GOTESTFLAGS) $(TESTARGS)
 
 .PHONY: test-ops
-test-ops: ## Test the Argo CD health check, the Flux health expressions and the Prometheus alerts.
-	for m in $(OPS_TEST_MODULES); do (cd $$m && go vet ./... && go test -count=1 ./...) || exit 1; done
+test-ops: helm ## Test the Argo CD health check, the Flux health expressions, and the Prometheus alerts and Grafana dashboard as kustomize and the chart ship them.
+	for m in $(OPS_TEST_MODULES); do (cd $$m && go vet ./... && HELM="$(HELM)" go test -count=1 ./...) || exit 1; done
 
 .PHONY: test-e2e
-test-e2e: test-deps binaries ## Run the fault test: two local clusters, one Redis, faults (docs/reliability.md; E2E_SEED=N replays a run).
-	$(TEST_ENV) E2E_FAULTS=1 go test -count=1 -timeout 45m -v -run '^TestFaults$$' ./test/e2e/
+test-e2e: test-deps binaries ## Run the fault test (two local clusters, one Redis, faults) and the pod guard's cut-off node case (docs/reliability.md; E2E_SEED=N replays a run).
+	$(TEST_ENV) E2E_FAULTS=1 go test -count=1 -timeout 45m -v -run '^(TestFaults|TestPodGuardStopsTheWorkloadOfAForceDeletedPodBeforeItsKeyCouldExpire)$$' ./test/e2e/
 
 .PHONY: test-race
 test-race: test-deps binaries ## Run all tests with the race detector.

@@ -65,7 +65,7 @@ type eventSource struct {
 	// calls maps a function or method name to its call sites.
 	calls map[string][]callSite
 	// specErrorReasons are the reason expressions of every spec error made, here
-	// and in the rule packages under internal/.
+	// and in the rule packages under internal/, and of the Job builder's warnings.
 	specErrorReasons []callSite
 }
 
@@ -195,6 +195,10 @@ func (s *eventSource) indexSpecErrors(f *ast.File) {
 					s.specErrorReasons = append(s.specErrorReasons, callSite{in: fd, arg: n.Args[0]})
 				}
 			case *ast.CompositeLit:
+				// jobbuild.Warning{reason, message}: events the Job builder asks for.
+				if id, ok := n.Type.(*ast.Ident); ok && id.Name == "Warning" && f.Name.Name == "jobbuild" && len(n.Elts) == 2 {
+					s.specErrorReasons = append(s.specErrorReasons, callSite{in: fd, arg: n.Elts[0]})
+				}
 				if isSpecError(n.Type, "Error") {
 					for _, el := range n.Elts {
 						if kv, ok := el.(*ast.KeyValueExpr); ok && kv.Key.(*ast.Ident).Name == "Reason" {
@@ -226,7 +230,7 @@ func (s *eventSource) resolve(expr ast.Expr, fn *ast.FuncDecl, seen map[string]b
 				return []string{v}
 			}
 		}
-		if e.Sel.Name == "Reason" { // se.Reason of a *specerror.Error
+		if e.Sel.Name == "Reason" { // se.Reason of a *specerror.Error, w.Reason of a jobbuild.Warning
 			var out []string
 			for _, site := range s.specErrorReasons {
 				out = append(out, s.resolve(site.arg, site.in, seen)...)

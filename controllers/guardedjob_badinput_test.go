@@ -1,40 +1,59 @@
 package controllers_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"go.uber.org/zap/zapcore"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
+	"github.com/guardedjob/guardedjob/internal/testutil/secrets"
 )
 
 // Every kind of bad input gets a precise answer: rejected at apply time with a
 // readable message, or Ready=False (or a failed run) with a reason and a message
 // that says what to fix. Meanwhile a good object in the same namespace keeps
 // running, and the manager neither panics nor stops.
+//
+// The store passwords the manager receives (in a Secret's password, in its URL
+// percent-encoded, in its URL as written) are hostile, and no fragment of them
+// shows in status, events, the manager's log or its metrics.
 func TestBadInputMatrix(t *testing.T) {
 	h := newHarness(t)
+	logs := &logBuffer{}
+	h.logger = zap.New(zap.WriteTo(logs), zap.UseDevMode(true), zap.Level(zapcore.DebugLevel))
+	metrics := h.serveMetrics()
 	h.start()
 	ctx := context.Background()
-	pwProtected := redisserver.Start(t, redisserver.WithPassword("right-password"))
+	// Passwords the manager is given: one right, the others wrong.
+	right, wrong, wrongInURL, unencodedInURL := hostile(t, "every delimiter"), hostile(t, "a question mark"), hostile(t, "at signs"), hostile(t, "a hash")
+	pwProtected := redisserver.Start(t, redisserver.WithPassword(right))
 	secret := func(name string, data map[string]string) {
 		h.g.Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns}, StringData: data})).To(Succeed())
 	}
 	secret("no-url", map[string]string{"password": "x"})
 	secret("garbled-url", map[string]string{"url": "http://redis.example:6379"})
 	secret("garbled-ca", map[string]string{"url": "rediss://127.0.0.1:6380", "ca.crt": "not a certificate"})
-	secret("wrong-password", map[string]string{"url": "redis://" + pwProtected.Addr(), "password": "wrong-password"})
+	secret("right-login", map[string]string{"url": "redis://" + pwProtected.Addr(), "password": right})
+	secret("wrong-login", map[string]string{"url": "redis://" + pwProtected.Addr(), "password": wrong})
+	secret("wrong-login-in-url", map[string]string{"url": "redis://:" + secrets.Encode(wrongInURL) + "@" + pwProtected.Addr()})
+	secret("unencoded-login-in-url", map[string]string{"url": "redis://:" + unencodedInURL + "@" + pwProtected.Addr()})
 	secret("unreachable", map[string]string{"url": "redis://127.0.0.1:1"})
 	h.g.Expect(h.rdb.HSet(ctx, h.ns+":hash", "field", "value").Err()).To(Succeed())
+	h.g.Expect(pwProtected.Client(t).HSet(ctx, "tenant:hash", "field", "value").Err()).To(Succeed())
 
 	type want struct {
 		applyError string // rejected by the API server, with this in the message
@@ -82,9 +101,19 @@ func TestBadInputMatrix(t *testing.T) {
 		{"a store Secret with a garbled CA", func(g *batchv1alpha1.GuardedJob) {
 			g.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "garbled-ca"}
 		}, want{reason: "StoreSecretInvalid", message: "no PEM certificate"}},
+		{"a hash stored at the lock key in a store the manager logs in to", func(g *batchv1alpha1.GuardedJob) {
+			g.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "right-login"}
+			g.Spec.Lock.Key = "tenant:hash"
+		}, want{reason: "StoreKeyWrongType", message: "holds a hash, not a string", lastRun: batchv1alpha1.RunResultFailed}},
 		{"a wrong Redis password", func(g *batchv1alpha1.GuardedJob) {
-			g.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "wrong-password"}
+			g.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "wrong-login"}
 		}, want{condition: batchv1alpha1.StoreReachableCondition, reason: "StoreUnavailable", message: "WRONGPASS"}},
+		{"a wrong Redis password in the url", func(g *batchv1alpha1.GuardedJob) {
+			g.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "wrong-login-in-url"}
+		}, want{condition: batchv1alpha1.StoreReachableCondition, reason: "StoreUnavailable", message: "WRONGPASS"}},
+		{"a password in the url that is not percent-encoded", func(g *batchv1alpha1.GuardedJob) {
+			g.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "unencoded-login-in-url"}
+		}, want{reason: "StoreSecretInvalid", message: "must be percent-encoded"}},
 		{"an unreachable Redis", func(g *batchv1alpha1.GuardedJob) {
 			g.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "unreachable"}
 		}, want{condition: batchv1alpha1.StoreReachableCondition, reason: "StoreUnavailable", message: "127.0.0.1:1"}},
@@ -158,8 +187,57 @@ func TestBadInputMatrix(t *testing.T) {
 		h.g.Expect(k8s.List(ctx, list, client.InNamespace(h.ns), client.MatchingLabels{batchv1alpha1.GuardedJobLabel: "good"})).To(Succeed())
 		return list.Items
 	}).Should(HaveLen(1))
-	for _, e := range h.eventsAll() {
-		h.g.Expect(e).NotTo(ContainSubstring("right-password"))
-		h.g.Expect(e).NotTo(ContainSubstring("wrong-password"))
+
+	// Nothing the manager shows holds a fragment of a password it was given.
+	var statuses []string
+	for _, o := range append(objs, created{gj: good}) {
+		st, err := json.Marshal(h.get(o.gj).Status)
+		h.g.Expect(err).NotTo(HaveOccurred())
+		statuses = append(statuses, string(st))
 	}
+	h.g.Eventually(metrics.scrape).ShouldNot(BeNil())
+	shown := map[string]string{
+		"status":  strings.Join(statuses, "\n"),
+		"events":  strings.Join(h.eventsAll(), "\n"),
+		"log":     logs.String(),
+		"metrics": metrics.last,
+	}
+	h.g.Expect(shown["log"]).To(And(ContainSubstring("unencoded-login-in-url"), ContainSubstring("must be percent-encoded")),
+		"the log holds what the manager said about the objects")
+	h.g.Expect(shown["metrics"]).To(ContainSubstring(`name="bad-`), "the metrics hold series of the bad objects")
+	for what, text := range shown {
+		for _, pw := range []string{right, wrong, wrongInURL, unencodedInURL} {
+			h.g.Expect(secrets.Leaks(text, pw)).To(BeEmpty(), "fragments of a store password in the %s:\n%s", what, text)
+		}
+	}
+}
+
+// hostile returns the value of the named password of secrets.Hostile.
+func hostile(t *testing.T, name string) string {
+	t.Helper()
+	for _, p := range secrets.Hostile {
+		if p.Name == name {
+			return p.Value
+		}
+	}
+	t.Fatalf("no hostile password named %q", name)
+	return ""
+}
+
+// logBuffer collects a manager's log; the manager writes from many goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -64,6 +64,9 @@ type GuardedJobReconciler struct {
 	Namespace string
 	// StoreAllow limits the hosts storeRef stores may have; nil allows any.
 	StoreAllow *lockclient.AllowList
+	// GuardImage is the image of the pod guard sidecar (lock.podGuard): the
+	// manager's own. Empty: GuardedJobs with a pod guard are Ready=False.
+	GuardImage string
 	// Leader election timing, for the lease-timing check.
 	LeaderElection      bool
 	LeaderLeaseDuration time.Duration
@@ -167,9 +170,10 @@ func (r *GuardedJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&batchv1alpha1.GuardedJob{}).
 		Watches(&batchv1.Job{}, byLabel).
 		Watches(&corev1.Pod{}, byLabel, builder.WithPredicates(predicate.Funcs{
-			// Only a Pod's disappearance moves a stopping run on.
+			// A Pod's disappearance moves a stopping run on, and a pod guard that
+			// stopped its workload moves its run on.
 			CreateFunc: func(event.CreateEvent) bool { return false },
-			UpdateFunc: func(event.UpdateEvent) bool { return false },
+			UpdateFunc: guardExitChanged,
 		})).
 		WatchesRawSource(source.Channel(r.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
@@ -282,6 +286,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			return
 		}
 		setKstatus(gj, s.now)
+		setActiveCount(gj)
 		if err := r.patchStatus(ctx, s); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
@@ -325,7 +330,8 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		var se *specerror.Error
 		if errors.As(specErr, &se) {
 			r.warnOnce(s, se.Reason, se.Message)
-			if se.Reason == batchv1alpha1.StoreSecretNotFoundReason || se.Reason == batchv1alpha1.StoreSecretInvalidReason {
+			if se.Reason == batchv1alpha1.StoreSecretNotFoundReason || se.Reason == batchv1alpha1.StoreSecretInvalidReason ||
+				se.Reason == batchv1alpha1.PodGuardUnavailableReason {
 				s.requeueAfter(secretRecheck) // Secrets are not watched
 			}
 			return ctrl.Result{}, nil // fixing the spec starts a new pass
@@ -334,6 +340,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	if gj.Status.ObservedGeneration != gj.Generation {
 		r.warnFixedKeyWithAllow(gj, spec)
+		r.warnGuardUser(gj)
 	}
 	r.setStoreSafe(ctx, gj, spec.store, s.now)
 	if err := r.schedule(ctx, s, spec); err != nil {
@@ -385,6 +392,7 @@ func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error 
 func (r *GuardedJobReconciler) writeGuarded(ctx context.Context, s *scope) error {
 	before := s.gj.ResourceVersion
 	setKstatus(s.gj, s.now)
+	setActiveCount(s.gj)
 	if err := r.Status().Update(ctx, s.gj); err != nil {
 		s.guardedWriteFailed = true
 		return fmt.Errorf("record run state: %w", err)

@@ -178,6 +178,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 		FencingPolicy:      gj.Spec.Fencing.PolicyOrDefault(),
 		StoreFailurePolicy: gj.Spec.Lock.StoreFailurePolicyOrDefault(),
 		StartDeadline:      &metav1.Time{Time: due.Add(gj.Spec.StartingDeadline())},
+		PodGuard:           spec.guard.DeepCopy(),
 	})
 	if triggered {
 		gj.Status.LastRunNow = triggerValue

@@ -36,11 +36,28 @@ func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batch
 	// An unguarded run holds a lease only if the keeper took the key for it since.
 	st, tracked := r.Keeper.Get(run.Token)
 	heldNow := tracked && st.Confirmed && st.State == lockclient.StateHeld
-	var err error
+	// A guarded run that did not end cleanly may have a Pod the API server no
+	// longer shows: its lease is left to expire, so that the Pod's guard stops it
+	// before another holder can start.
+	leaveToExpire, err := r.guardedEndUnclean(ctx, gj.Namespace, run)
+	if err != nil {
+		return err
+	}
 	released := false
 	switch {
 	case !r.ownsRun(s.gj, run):
 		// Minted under another cluster name: never released or completed here.
+	case leaveToExpire:
+		note := fmt.Sprintf("lease %s left to expire (within its ttl %s): a Pod of this run may still run where the API server does not show it, and its pod guard stops it first",
+			run.Key, run.TTL.Duration)
+		if result == batchv1alpha1.RunResultSucceeded {
+			note += "; the done-marker was not written"
+		}
+		if msg == "" {
+			msg = note
+		} else {
+			msg += "; " + note
+		}
 	case run.Unguarded && !heldNow:
 	case result == batchv1alpha1.RunResultSucceeded:
 		released, err = store.Complete(ctx, lease, markerTTLFor(gj, run.ScheduledTime.Time, s.now))
@@ -69,7 +86,7 @@ func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batch
 	}
 	r.Keeper.Untrack(run.Token)
 	if result == batchv1alpha1.RunResultSucceeded {
-		if nh == nil && r.ownsRun(gj, run) && (!run.Unguarded || heldNow) {
+		if nh == nil && !leaveToExpire && r.ownsRun(gj, run) && (!run.Unguarded || heldNow) {
 			r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.OccurrenceDoneReason, "Marked occurrence %s done", run.OccurrenceKey)
 		}
 		gj.Status.LastSuccessfulTime = ptrTime(r.successTime(ctx, gj.Namespace, run.JobName, s.now))

@@ -58,6 +58,15 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 				run.StopReason = string(batchv1alpha1.RunResultSucceeded) + ": the Job completed"
 			} else {
 				run.StopReason = string(batchv1alpha1.RunResultFailed) + ": the Job failed: " + jobFailureMessage(job)
+				// The Job may have failed because a pod guard ended its workload.
+				why, err := r.guardStopped(ctx, run, job)
+				if err != nil {
+					return err
+				}
+				if why != "" {
+					run.StopReason = string(batchv1alpha1.RunResultGuardStopped) + ": " + why
+					r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.GuardStoppedReason, "Job %s: %s", run.JobName, why)
+				}
 			}
 			if d, ok := calibration.JobDuration(job); ok {
 				r.recordRunDuration(s, run, d)
@@ -115,6 +124,12 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 	}
 	if !job.DeletionTimestamp.IsZero() {
 		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the Job "+run.JobName+" is being deleted", batchv1alpha1.JobDeletedReason, batchv1alpha1.LockStateHeld, run.Holder)
+	}
+	if why, err := r.guardStopped(ctx, run, job); err != nil || why != "" {
+		if err != nil {
+			return err
+		}
+		return r.beginStop(s, run, batchv1alpha1.RunResultGuardStopped, why, batchv1alpha1.GuardStoppedReason, batchv1alpha1.LockStateHeld, run.Holder)
 	}
 	if msg, err := r.podsNotStarted(ctx, s, job); err != nil || msg != "" {
 		if err != nil {
@@ -243,7 +258,7 @@ func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *bat
 	}
 	observeScheduleSkew(s.now.Sub(runDueTime(s.gj, run)))
 	for _, w := range warnings {
-		r.event(s.gj, job, corev1.EventTypeWarning, batchv1alpha1.NoPodFailurePolicyReason, "%s", w)
+		r.event(s.gj, job, corev1.EventTypeWarning, w.Reason, "%s", w.Message)
 	}
 	if run.Unguarded {
 		r.event(s.gj, job, corev1.EventTypeWarning, batchv1alpha1.UnguardedReason, "Created Job %s without a lease (unfenced)", job.Name)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/leasetiming"
@@ -46,6 +47,16 @@ func fencePolicy(p batchv1alpha1.FencingPolicy) lockclient.FencePolicy {
 // GuardedJob and the Job again from a report.
 func keeperOwner(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) string {
 	return gj.Namespace + "/" + gj.Name + "/" + run.JobName
+}
+
+// ownerObject returns the GuardedJob of a keeperOwner value.
+func ownerObject(owner string) (types.NamespacedName, bool) {
+	ns, rest, ok := strings.Cut(owner, "/")
+	name, _, ok2 := strings.Cut(rest, "/")
+	if !ok || !ok2 || ns == "" || name == "" {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, true
 }
 
 // resumed marks a lease this process did not acquire itself (after a restart or

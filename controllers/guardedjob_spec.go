@@ -18,6 +18,8 @@ type compiledSpec struct {
 	// confined is true for the manager's shared store, where keys must stay inside
 	// the namespace's prefix or a granted one.
 	confined bool
+	// guard is the pod guard a run gets (lock.podGuard), or nil.
+	guard *batchv1alpha1.RunPodGuard
 }
 
 // keys renders the keys of the occurrence at scheduled and checks them against the
@@ -53,6 +55,9 @@ func (r *GuardedJobReconciler) compile(ctx context.Context, gj *batchv1alpha1.Gu
 		LeaderElection: r.LeaderElection, LeaderLeaseDuration: r.LeaderLeaseDuration, LeaderRetryPeriod: r.LeaderRetryPeriod,
 	}
 	if err := timing.Check(); err != nil {
+		return nil, err
+	}
+	if c.guard, err = r.compilePodGuard(ctx, gj); err != nil {
 		return nil, err
 	}
 	// Render once with a sample occurrence so that a bad key is reported now, not

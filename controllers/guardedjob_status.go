@@ -84,6 +84,12 @@ func setKstatus(gj *batchv1alpha1.GuardedJob, now time.Time) {
 	meta.RemoveStatusCondition(&gj.Status.Conditions, batchv1alpha1.StalledCondition)
 }
 
+// setActiveCount keeps status.activeCount, the ACTIVE column, equal to the number
+// of active runs, as the last step before a status write.
+func setActiveCount(gj *batchv1alpha1.GuardedJob) {
+	gj.Status.ActiveCount = int32(len(gj.Status.Active)) //nolint:gosec // a handful of runs
+}
+
 // setStoreReachable records whether the last call to the store got an answer.
 func setStoreReachable(gj *batchv1alpha1.GuardedJob, err error, now time.Time) {
 	if err != nil {
@@ -119,6 +125,7 @@ func finishRun(gj *batchv1alpha1.GuardedJob, run batchv1alpha1.ActiveRun, result
 	removeRun(gj, run.JobName)
 	recordRun(gj, run.JobName, run.ScheduledTime.Time, run.Key, run.Fence, run.Unguarded, result, heldBy, msg, now)
 	gj.Status.LastRun.OccurrenceKey, gj.Status.LastRun.FenceKey = run.OccurrenceKey, run.FenceKey
+	gj.Status.LastRun.PodGuarded = run.PodGuard != nil
 }
 
 // recordRun sets status.lastRun.

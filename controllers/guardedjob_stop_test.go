@@ -3,10 +3,13 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/redis/go-redis/v9"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,11 +41,15 @@ func (h *harness) podFor(job *batchv1.Job) *corev1.Pod {
 	return pod
 }
 
-// podDeletion returns the Pod's deletion timestamp and grace, or nil when it has
-// not been deleted.
+// podDeletion returns the Pod when it is being deleted (its deletion timestamp
+// and grace), or nil when it has not been deleted. A failed read fails the test,
+// and so does a Pod that is gone: only kubeletRemoves removes one (the manager
+// never force-deletes, which would leave its containers running).
 func (h *harness) podDeletion(pod *corev1.Pod) *corev1.Pod {
+	h.t.Helper()
 	cur := &corev1.Pod{}
-	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(pod), cur); err != nil || cur.DeletionTimestamp == nil {
+	h.g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(pod), cur)).To(Succeed(), "read Pod %s", pod.Name)
+	if cur.DeletionTimestamp == nil {
 		return nil
 	}
 	return cur
@@ -54,12 +61,17 @@ func (h *harness) kubeletRemoves(pod *corev1.Pod) {
 	h.g.Expect(client.IgnoreNotFound(k8s.Delete(context.Background(), pod, client.GracePeriodSeconds(0)))).To(Succeed())
 }
 
-// jobDeleted says whether the Job is being deleted or gone; a failed read says
-// neither.
+// jobDeleted says whether the Job is being deleted or gone. A failed read fails
+// the test: it says neither.
 func (h *harness) jobDeleted(job *batchv1.Job) bool {
+	h.t.Helper()
 	cur := &batchv1.Job{}
 	err := k8s.Get(context.Background(), client.ObjectKeyFromObject(job), cur)
-	return apierrors.IsNotFound(err) || err == nil && cur.DeletionTimestamp != nil
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	h.g.Expect(err).NotTo(HaveOccurred(), "read Job %s", job.Name)
+	return cur.DeletionTimestamp != nil
 }
 
 // runningJob creates gj, triggers it and waits until its Job exists and is
@@ -105,35 +117,34 @@ func TestAStolenLeaseStopsTheJobAndItsPodsAndLeavesTheThiefAlone(t *testing.T) {
 	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(
 		Not(BeNil()), HaveField("Result", batchv1alpha1.RunResultLockLost)))
 	g.Expect(h.get(gj).Status.Active).To(BeEmpty())
-	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(thief), "the thief's key is untouched")
-	g.Expect(h.rdb.Keys(ctx, key+":done:*").Val()).To(BeEmpty(), "no done-marker for a run that lost its lease")
+	g.Expect(h.rdb.Get(ctx, key).Result()).To(Equal(thief), "the thief's key is untouched")
+	g.Expect(h.rdb.Keys(ctx, key+":done:*").Result()).To(BeEmpty(), "no done-marker for a run that lost its lease")
 }
 
 func TestWhenRedisDiesAFailClosedRunIsStoppedBeforeItsLeaseCouldExpire(t *testing.T) {
 	h := newHarness(t)
 	h.start()
 	const ttl = 10 * time.Second
-	gj := h.guardedJob("redisdown", h.ns+":redisdown")
+	key := h.ns + ":redisdown"
+	gj := h.guardedJob("redisdown", key)
 	gj.Spec.Lock.TTL = &metav1.Duration{Duration: ttl}
 	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
 	gj.Spec.JobTemplate.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To(int64(2))
 	job, pod := h.runningJob(gj)
-	// Let a renewal go through, then kill Redis.
-	h.g.Eventually(func() time.Duration { return h.rdb.PTTL(context.Background(), h.ns+":redisdown").Val() }).Should(BeNumerically(">", 8*time.Second))
-	killed := time.Now()
+	// Let a renewal go through, then kill Redis right after reading the key's TTL.
+	validUntil := h.leaseValidUntil(key, 8*time.Second)
 	h.redis.Kill()
 
 	g := h.g
 	var deleted *corev1.Pod
 	g.Eventually(func() *corev1.Pod { deleted = h.podDeletion(pod); return deleted }).WithTimeout(ttl).ShouldNot(BeNil())
-	// The last renewal was sent at most a renew interval before the kill, so the
-	// lease was valid until at least killed + ttl - 1s. The Pod's deadline (the
-	// deletion time plus its grace) must come before that.
-	podGone := deleted.DeletionTimestamp.Time
-	g.Expect(podGone).To(BeTemporally("<", killed.Add(ttl-time.Second)))
+	// A Pod's containers are stopped by the end of its grace period, which must come
+	// before anyone else can take the key.
+	podDeadline := graceEnd(deleted)
+	g.Expect(podDeadline).To(BeTemporally("<", validUntil), "the Pod's containers are stopped before the lease could expire")
 	g.Expect(h.jobDeleted(job)).To(BeTrue())
 	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("StoreUnavailable: Stopping " + job.Name)))
-	t.Logf("Pod deletion deadline %s after Redis died (lease valid for at least %s)", podGone.Sub(killed).Round(time.Millisecond), ttl-time.Second)
+	t.Logf("Pod deletion deadline %s before the lease could expire", validUntil.Sub(podDeadline).Round(time.Millisecond))
 
 	h.kubeletRemoves(pod)
 	// The release waits for the store; the run stays Releasing meanwhile.
@@ -160,7 +171,7 @@ func TestAFailOpenRunKeepsRunningThroughARedisRestartAndTakesItsKeyBack(t *testi
 	g := h.g
 	g.Consistently(func() *corev1.Pod { return h.podDeletion(pod) }).WithTimeout(10*time.Second).Should(BeNil(), "FailOpen keeps running")
 	h.redis.Restart(t) // empty: the key is gone
-	g.Eventually(func() string { return h.rdb.Get(ctx, key).Val() }).WithTimeout(10*time.Second).Should(Equal(token),
+	g.Eventually(func() (string, error) { return h.rdb.Get(ctx, key).Result() }).WithTimeout(10*time.Second).Should(Equal(token),
 		"the run takes its key again with its own token")
 	g.Expect(h.jobDeleted(job)).To(BeFalse())
 	g.Expect(h.get(gj).Status.Active).To(ConsistOf(HaveField("Phase", batchv1alpha1.RunPhaseRunning)))
@@ -220,11 +231,11 @@ func TestMaxHoldStopsTheRunAndReleasesOnceItsPodsAreGone(t *testing.T) {
 	g.Eventually(func() *corev1.Pod { return h.podDeletion(pod) }).WithTimeout(20 * time.Second).ShouldNot(BeNil())
 	g.Expect(h.jobDeleted(job)).To(BeTrue())
 	// The lease is kept while the Pod terminates.
-	g.Consistently(func() string { return h.rdb.Get(ctx, key).Val() }).WithTimeout(2 * time.Second).ShouldNot(BeEmpty())
+	g.Consistently(func() (string, error) { return h.rdb.Get(ctx, key).Result() }).WithTimeout(2 * time.Second).ShouldNot(BeEmpty())
 	h.kubeletRemoves(pod)
 	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(
 		Not(BeNil()), HaveField("Result", batchv1alpha1.RunResultMaxHoldExceeded)))
-	g.Expect(h.rdb.Exists(ctx, key).Val()).To(BeZero(), "released once the Pods are gone")
+	g.Expect(h.rdb.Exists(ctx, key).Result()).To(BeZero(), "released once the Pods are gone")
 	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("MaxHoldExceeded:")))
 }
 
@@ -247,9 +258,9 @@ func TestUnsafeLeaseTimingIsRejectedWithTheTTLThatWouldBeSafe(t *testing.T) {
 	g.Consistently(func() []batchv1.Job { return h.jobs() }).WithTimeout(2 * time.Second).Should(BeEmpty())
 }
 
-// Two hundred leases lost at once (Redis flushed) are all stopped within one
-// renew interval plus the stop budget: the stop controller does not wait behind
-// status writes.
+// Two hundred leases lost at once (Redis flushed): the Pods of every run are
+// stopped before its lease could have expired, though the stop controller has
+// two hundred runs to stop at once.
 func TestTwoHundredLostLeasesAreAllStoppedPromptly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("creates 200 GuardedJobs")
@@ -261,24 +272,52 @@ func TestTwoHundredLostLeasesAreAllStoppedPromptly(t *testing.T) {
 	started := time.Now()
 	h.startMany(n, "many", 20*time.Second, 2*time.Second, func(*batchv1alpha1.GuardedJob) {})
 	t.Logf("%d runs started in %s", n, time.Since(started).Round(time.Second))
+	var pods []*corev1.Pod
+	for _, job := range h.jobs() {
+		pods = append(pods, h.podFor(&job))
+	}
+	h.g.Expect(pods).To(HaveLen(n))
 
+	// The latest each lease could still be held, read just before it is lost.
+	validUntil := map[string]time.Time{} // by GuardedJob name
+	sent := time.Now()
+	pipe := h.rdb.Pipeline()
+	pttls := map[string]*redis.DurationCmd{}
+	for i := range n {
+		name := fmt.Sprintf("many-%d", i)
+		pttls[name] = pipe.PTTL(ctx, h.ns+":"+name)
+	}
+	_, err := pipe.Exec(ctx)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	for name, cmd := range pttls {
+		h.g.Expect(cmd.Val()).To(BeNumerically(">", 0), "the lease of %s is held", name)
+		validUntil[name] = sent.Add(cmd.Val())
+	}
 	lost := time.Now()
 	h.g.Expect(h.rdb.FlushAll(ctx).Err()).To(Succeed())
-	h.g.Eventually(func() int {
-		list := &batchv1.JobList{}
-		h.g.Expect(k8s.List(ctx, list, client.InNamespace(h.ns))).To(Succeed())
-		stopped := 0
-		for _, j := range list.Items {
-			if j.DeletionTimestamp != nil {
-				stopped++
-			}
+
+	var deleted []corev1.Pod
+	h.g.Eventually(func() ([]corev1.Pod, error) {
+		list := &corev1.PodList{}
+		if err := k8s.List(ctx, list, client.InNamespace(h.ns)); err != nil {
+			return nil, err
 		}
-		return stopped
-	}).WithTimeout(time.Minute).WithPolling(100 * time.Millisecond).Should(Equal(n))
-	took := time.Since(lost)
-	t.Logf("%d lost leases: every Job deleted %s after the loss (renew interval 2s + stop budget)", n, took.Round(time.Millisecond))
-	// Generous bound for a busy 2-core machine; the figure above is the measurement.
-	h.g.Expect(took).To(BeNumerically("<", 30*time.Second))
+		deleted = slices.DeleteFunc(list.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp == nil })
+		return deleted, nil
+	}).WithTimeout(time.Minute).WithPolling(200*time.Millisecond).Should(HaveLen(n), "every run's Pod is being deleted")
+	var last time.Time
+	margin := time.Duration(math.MaxInt64)
+	for _, pod := range deleted {
+		name := pod.Labels[batchv1alpha1.GuardedJobLabel]
+		deadline := graceEnd(&pod)
+		h.g.Expect(deadline).To(BeTemporally("<", validUntil[name]), "the containers of %s are stopped before its lease could expire", pod.Name)
+		margin = min(margin, validUntil[name].Sub(deadline))
+		if deadline.After(last) {
+			last = deadline
+		}
+	}
+	t.Logf("%d lost leases: the last Pod deadline %s after the loss, the closest %s before its lease could expire",
+		n, last.Sub(lost).Round(time.Millisecond), margin.Round(time.Millisecond))
 }
 
 func findCond(conds []metav1.Condition, typ string) *metav1.Condition {
@@ -315,4 +354,25 @@ func (h *harness) startMany(n int, prefix string, ttl, interval time.Duration, s
 		}
 		return started
 	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Equal(n))
+}
+
+// leaseValidUntil waits until key's lease has more than atLeast left and returns
+// the earliest moment it could expire in Redis: when the PTTL read was sent plus
+// the PTTL it answered (Redis ran the command at that moment or later).
+func (h *harness) leaseValidUntil(key string, atLeast time.Duration) time.Time {
+	h.t.Helper()
+	var validUntil time.Time
+	h.g.Eventually(func() (time.Duration, error) {
+		sent := time.Now()
+		pttl, err := h.rdb.PTTL(context.Background(), key).Result()
+		validUntil = sent.Add(pttl)
+		return pttl, err
+	}).Should(BeNumerically(">", atLeast))
+	return validUntil
+}
+
+// graceEnd returns when a deleted Pod's grace period ends: its deletionTimestamp,
+// which the API server stores in whole seconds, rounded down.
+func graceEnd(pod *corev1.Pod) time.Time {
+	return pod.DeletionTimestamp.Add(time.Second)
 }

@@ -2,11 +2,13 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/redis/go-redis/v9"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,8 +46,8 @@ func TestAStoreRefRunsTheLeaseInTheTenantsOwnRedisWithAnyKey(t *testing.T) {
 
 	job := h.waitJobs(1)[0]
 	st := h.get(gj).Status
-	g.Expect(tenantRDB.Get(ctx, "lock:tenant-settlement").Val()).To(Equal(st.Active[0].Token))
-	g.Expect(h.rdb.Exists(ctx, "lock:tenant-settlement").Val()).To(BeZero(), "nothing in the manager's own store")
+	g.Expect(tenantRDB.Get(ctx, "lock:tenant-settlement").Result()).To(Equal(st.Active[0].Token))
+	g.Expect(h.rdb.Exists(ctx, "lock:tenant-settlement").Result()).To(BeZero(), "nothing in the manager's own store")
 	g.Expect(st.Active[0].Store).To(Equal("secret:" + h.ns + "/tenant-redis:redis://" + tenant.Addr()))
 	g.Expect(findCond(st.Conditions, batchv1alpha1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
 	for _, e := range h.events(gj) {
@@ -56,8 +58,8 @@ func TestAStoreRefRunsTheLeaseInTheTenantsOwnRedisWithAnyKey(t *testing.T) {
 	h.complete(&job)
 	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(
 		Not(BeNil()), HaveField("Result", batchv1alpha1.RunResultSucceeded)))
-	g.Expect(tenantRDB.Exists(ctx, "lock:tenant-settlement").Val()).To(BeZero())
-	g.Expect(tenantRDB.Keys(ctx, "lock:tenant-settlement:done:*").Val()).To(HaveLen(1))
+	g.Expect(tenantRDB.Exists(ctx, "lock:tenant-settlement").Result()).To(BeZero())
+	g.Expect(tenantRDB.Keys(ctx, "lock:tenant-settlement:done:*").Result()).To(HaveLen(1))
 }
 
 func TestKeysOutsideTheNamespaceNeedAGrantInTheManagersStore(t *testing.T) {
@@ -70,7 +72,7 @@ func TestKeysOutsideTheNamespaceNeedAGrantInTheManagersStore(t *testing.T) {
 		Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", batchv1alpha1.KeyNotAllowedReason),
 		HaveField("Message", ContainSubstring("--key-grants="+h.ns+"=lock:settlement"))))
 	g.Consistently(func() []batchv1.Job { return h.jobs() }).WithTimeout(2 * time.Second).Should(BeEmpty())
-	g.Expect(h.rdb.Keys(context.Background(), "*").Val()).To(BeEmpty(), "no Redis call for a key that is not allowed")
+	g.Expect(h.rdb.Keys(context.Background(), "*").Result()).To(BeEmpty(), "no Redis call for a key that is not allowed")
 }
 
 func TestStoreSafeSaysWhenRedisCanLoseLeases(t *testing.T) {
@@ -132,7 +134,7 @@ func TestARunRestoredFromAnotherClusterIsNeverRenewed(t *testing.T) {
 		Not(BeNil()), HaveField("Message", ContainSubstring(`recorded by cluster "cluster-elsewhere"`))))
 	g.Expect(h.get(gj).Status.Active).To(BeEmpty())
 	// Nobody renews it: the key runs out on its own.
-	g.Eventually(func() int64 { return h.rdb.Exists(ctx, h.ns+":restored").Val() }).WithTimeout(10 * time.Second).Should(BeZero())
+	g.Eventually(func() (int64, error) { return h.rdb.Exists(ctx, h.ns+":restored").Result() }).WithTimeout(10 * time.Second).Should(BeZero())
 }
 
 func TestARotatedStoreSecretIsUsedByTheNextRunAndTheOldClientIsClosed(t *testing.T) {
@@ -140,21 +142,7 @@ func TestARotatedStoreSecretIsUsedByTheNextRunAndTheOldClientIsClosed(t *testing
 	h.start()
 	ctx := context.Background()
 	tenant := redisserver.Start(t, redisserver.WithPassword("first-password"))
-	admin := tenant.Client(t)
-	// connections returns the client addresses connected to the tenant's Redis,
-	// other than the test's own.
-	connections := func() []string {
-		own := admin.ClientInfo(ctx).Val()
-		var out []string
-		for _, line := range strings.Split(strings.TrimSpace(admin.ClientList(ctx).Val()), "\n") {
-			for _, f := range strings.Fields(line) {
-				if addr, ok := strings.CutPrefix(f, "addr="); ok && (own == nil || addr != own.Addr) {
-					out = append(out, addr)
-				}
-			}
-		}
-		return out
-	}
+	admin := adminClient(t, tenant, "first-password")
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "rotating", Namespace: h.ns},
 		StringData: map[string]string{"url": "redis://" + tenant.Addr(), "password": "first-password"},
@@ -168,11 +156,13 @@ func TestARotatedStoreSecretIsUsedByTheNextRunAndTheOldClientIsClosed(t *testing
 	h.waitRecorded(gj)
 	h.complete(&job)
 	h.g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(HaveField("Result", batchv1alpha1.RunResultSucceeded))
-	before := connections()
+	before, err := storeClients(ctx, admin)
+	h.g.Expect(err).NotTo(HaveOccurred())
 	h.g.Expect(before).NotTo(BeEmpty())
 
 	// Rotate: the server takes a new password, then the Secret gets it.
 	h.g.Expect(admin.ConfigSet(ctx, "requirepass", "second-password").Err()).To(Succeed())
+	admin = adminClient(t, tenant, "second-password")
 	h.g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(secret), secret)).To(Succeed())
 	secret.Data["password"] = []byte("second-password")
 	h.g.Expect(k8s.Update(ctx, secret)).To(Succeed())
@@ -184,6 +174,7 @@ func TestARotatedStoreSecretIsUsedByTheNextRunAndTheOldClientIsClosed(t *testing
 	h.g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(
 		HaveField("Result", batchv1alpha1.RunResultSkipped), HaveField("Message", ContainSubstring("already done by"))))
 	// ...and the client of the old Secret version, which holds no lease, is closed.
+	connections := func() ([]string, error) { return storeClients(ctx, admin) }
 	h.g.Eventually(connections).ShouldNot(ContainElements(before))
 	for _, addr := range before {
 		h.g.Expect(connections()).NotTo(ContainElement(addr))
@@ -200,9 +191,10 @@ func TestATenantStoreNoGuardedJobUsesAnyMoreIsDisconnected(t *testing.T) {
 		h.g.Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns},
 			StringData: map[string]string{"url": "redis://" + srv.Addr()}})).To(Succeed())
 	}
-	firstAdmin := first.Client(t)
-	clients := func() int {
-		return strings.Count(strings.TrimSpace(firstAdmin.ClientList(ctx).Val()), "\n") // lines minus the admin's own
+	firstAdmin := adminClient(t, first, "")
+	clients := func() (int, error) {
+		addrs, err := storeClients(ctx, firstAdmin)
+		return len(addrs), err
 	}
 	gj := h.guardedJob("uses-first", "tenant:first")
 	gj.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "first"}
@@ -217,4 +209,47 @@ func TestATenantStoreNoGuardedJobUsesAnyMoreIsDisconnected(t *testing.T) {
 	other.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "second"}
 	h.create(other)
 	h.g.Eventually(clients).Should(BeZero())
+}
+
+// adminName names the test's own connections to a store, which storeClients
+// leaves out.
+const adminName = "test-admin"
+
+// adminClient returns a client of srv that logs in with password and names its
+// connections adminName.
+func adminClient(t *testing.T, srv *redisserver.Server, password string) *redis.Client {
+	t.Helper()
+	o := srv.Options()
+	o.Password = password
+	o.ClientName = adminName
+	c := redis.NewClient(o)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// storeClients returns the addresses of the clients connected to admin's Redis
+// other than admin's own. A failed CLIENT LIST is an error, never "no clients".
+func storeClients(ctx context.Context, admin *redis.Client) ([]string, error) {
+	list, err := admin.ClientList(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("CLIENT LIST: %w", err)
+	}
+	var out []string
+	for line := range strings.Lines(strings.TrimSpace(list)) {
+		var name, addr string
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, "name="); ok {
+				name = v
+			} else if v, ok := strings.CutPrefix(f, "addr="); ok {
+				addr = v
+			}
+		}
+		if addr == "" {
+			return nil, fmt.Errorf("CLIENT LIST: no addr= in %q", line)
+		}
+		if name != adminName {
+			out = append(out, addr)
+		}
+	}
+	return out, nil
 }

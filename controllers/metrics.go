@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -21,6 +22,10 @@ var (
 	leasesDesc    = prometheus.NewDesc("guardedjob_leases", "Leases the keeper tracks, by state (Held, Failing, Lost).", []string{"state"}, nil)
 	renewalsDesc  = prometheus.NewDesc("guardedjob_lease_renewals_total", "Lease renewals by outcome (ok, lost, store_error).", []string{"result"}, nil)
 	pipelinesDesc = prometheus.NewDesc("guardedjob_lease_renewal_pipelines_total", "Round trips the keeper made to renew leases.", nil, nil)
+	// Per GuardedJob, and only while renewals fail: a healthy GuardedJob has no
+	// series, so thousands of them cost nothing here.
+	failingDesc = prometheus.NewDesc("guardedjob_failing_leases",
+		"Leases of the GuardedJob whose renewals are failing (the lock store does not answer); absent while none is.", objectLabels, nil)
 
 	keeperMetrics = &keeperCollector{}
 	registerOnce  sync.Once
@@ -37,6 +42,7 @@ func (c *keeperCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- leasesDesc
 	ch <- renewalsDesc
 	ch <- pipelinesDesc
+	ch <- failingDesc
 }
 
 func (c *keeperCollector) Collect(ch chan<- prometheus.Metric) {
@@ -47,11 +53,20 @@ func (c *keeperCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	counts := map[lockclient.LeaseState]int{lockclient.StateHeld: 0, lockclient.StateFailing: 0, lockclient.StateLost: 0}
+	failing := map[types.NamespacedName]int{}
 	for _, st := range k.Snapshot() {
 		counts[st.State]++
+		if st.State == lockclient.StateFailing {
+			if obj, ok := ownerObject(st.Owner); ok {
+				failing[obj]++
+			}
+		}
 	}
 	for state, n := range counts {
 		ch <- prometheus.MustNewConstMetric(leasesDesc, prometheus.GaugeValue, float64(n), string(state))
+	}
+	for obj, n := range failing {
+		ch <- prometheus.MustNewConstMetric(failingDesc, prometheus.GaugeValue, float64(n), obj.Namespace, obj.Name)
 	}
 	s := k.Stats()
 	ch <- prometheus.MustNewConstMetric(renewalsDesc, prometheus.CounterValue, float64(s.RenewalsOK), "ok")
@@ -73,11 +88,17 @@ func registerMetrics(k *lockclient.Keeper, cache client.Reader, elected <-chan s
 	guardedJobMetrics.use(cache, elected)
 	var err error
 	registerOnce.Do(func() {
-		for _, c := range []prometheus.Collector{runsTotal, keeperMetrics, guardedJobMetrics, scheduleSkew, renewLatency, stopLatency, lockWait} {
+		for _, c := range managerCollectors() {
 			if e := metrics.Registry.Register(c); e != nil && !errors.As(e, &prometheus.AlreadyRegisteredError{}) {
 				err = e
 			}
 		}
 	})
 	return err
+}
+
+// managerCollectors are the collectors of every metric the manager adds to
+// controller-runtime's (config/prometheus/metrics.txt lists them).
+func managerCollectors() []prometheus.Collector {
+	return []prometheus.Collector{runsTotal, keeperMetrics, guardedJobMetrics, scheduleSkew, renewLatency, stopLatency, lockWait}
 }

@@ -73,6 +73,18 @@ var (
 	busyInARowDesc = prometheus.NewDesc("guardedjob_busy_runs_in_a_row",
 		"Runs of the GuardedJob that ended Busy since the last one that ran or failed to (Skipped runs leave it as it is), counted by this manager since it became the leader.", objectLabels, nil)
 
+	// As kube-state-metrics has them for CronJobs (kube_cronjob_info,
+	// kube_cronjob_spec_suspend, kube_cronjob_status_active). The info labels are
+	// spec fields that are no key: never the lock key template, which may be the
+	// key itself.
+	infoDesc = prometheus.NewDesc("guardedjob_info",
+		"Always 1: the GuardedJob's schedule, time zone, concurrency policy and store (store_ref: the spec.lock.storeRef Secret; empty for the manager's store), to join on namespace and name.",
+		append(objectLabels, "schedule", "timezone", "concurrency_policy", "store_ref"), nil)
+	suspendDesc = prometheus.NewDesc("guardedjob_spec_suspend",
+		"spec.suspend: 1 while the GuardedJob is suspended, 0 otherwise.", objectLabels, nil)
+	activeDesc = prometheus.NewDesc("guardedjob_status_active",
+		"Runs of the GuardedJob in flight (status.active).", objectLabels, nil)
+
 	lockStates = []batchv1alpha1.LockState{batchv1alpha1.LockStateHeld, batchv1alpha1.LockStateFree, batchv1alpha1.LockStateBusy,
 		batchv1alpha1.LockStateLost, batchv1alpha1.LockStateStoreDown}
 	runResults = []batchv1alpha1.RunResult{batchv1alpha1.RunResultSucceeded, batchv1alpha1.RunResultFailed, batchv1alpha1.RunResultLockLost,
@@ -153,7 +165,8 @@ func (c *guardedJobCollector) forget(key types.NamespacedName) {
 }
 
 func (c *guardedJobCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{createdDesc, lastScheduleDesc, nextScheduleDesc, lastSuccessDesc, fenceDesc, lockStateDesc, objectRunsDesc, busyInARowDesc} {
+	for _, d := range []*prometheus.Desc{createdDesc, lastScheduleDesc, nextScheduleDesc, lastSuccessDesc, fenceDesc, lockStateDesc, objectRunsDesc, busyInARowDesc,
+		infoDesc, suspendDesc, activeDesc} {
 		ch <- d
 	}
 }
@@ -181,6 +194,13 @@ func (c *guardedJobCollector) Collect(ch chan<- prometheus.Metric) {
 		seen[types.NamespacedName{Namespace: ns, Name: name}] = gj.UID
 		st := &gj.Status
 		gauge(createdDesc, unixSeconds(gj.CreationTimestamp.Time), ns, name)
+		var storeRef string
+		if gj.Spec.Lock.StoreRef != nil {
+			storeRef = gj.Spec.Lock.StoreRef.Name
+		}
+		gauge(infoDesc, 1, ns, name, gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault(), string(gj.Spec.ConcurrencyPolicyOrDefault()), storeRef)
+		gauge(suspendDesc, boolFloat(gj.Spec.Suspended()), ns, name)
+		gauge(activeDesc, float64(len(st.Active)), ns, name)
 		if st.LastScheduleTime != nil {
 			gauge(lastScheduleDesc, unixSeconds(st.LastScheduleTime.Time), ns, name)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/guardedjob/guardedjob/internal/testutil/metricscrape"
 )
@@ -103,6 +105,12 @@ func TestMetricsFollowARunAndGoWithTheGuardedJob(t *testing.T) {
 	g.Expect(m.value("guardedjob_last_success_time_seconds", obj...)).To(Equal(-1.0), "no success yet")
 	g.Expect(m.value("guardedjob_object_runs_total", append(obj, "result", "Succeeded")...)).To(Equal(0.0),
 		"every result is there from zero, so the first run of a kind is an increase")
+	// As kube-state-metrics has them for a CronJob: info, suspend, active runs.
+	g.Expect(m.value("guardedjob_info", append(obj, "schedule", gj.Spec.Schedule, "timezone", "UTC", "concurrency_policy", "Forbid", "store_ref", "")...)).To(Equal(1.0))
+	g.Expect(m.value("guardedjob_spec_suspend", obj...)).To(Equal(0.0))
+	g.Expect(m.value("guardedjob_status_active", obj...)).To(Equal(1.0))
+	g.Expect(st.ActiveCount).To(BeEquivalentTo(1), "the ACTIVE column")
+	g.Expect(m.value("guardedjob_failing_leases", obj...)).To(Equal(-1.0), "no series while renewals succeed")
 
 	// One Job created, as late after the trigger as the manager took (the
 	// harness clock stands still, so well under a second).
@@ -131,6 +139,8 @@ func TestMetricsFollowARunAndGoWithTheGuardedJob(t *testing.T) {
 	g.Expect(m.value("guardedjob_lock_state", append(obj, "state", "Free")...)).To(Equal(1.0))
 	g.Expect(m.value("guardedjob_lock_state", append(obj, "state", "Held")...)).To(Equal(0.0))
 	g.Expect(h.get(gj).Status.RunDurations).To(HaveField("Recent", ConsistOf(metav1.Duration{Duration: 7 * time.Second})))
+	g.Expect(m.value("guardedjob_status_active", obj...)).To(Equal(0.0))
+	g.Expect(h.get(gj).Status.ActiveCount).To(BeZero())
 
 	// A second run loses its lease: the stop is timed from the loss to the
 	// Job's deletion, and the run counted as LockLost.
@@ -168,7 +178,8 @@ func TestMetricsFollowARunAndGoWithTheGuardedJob(t *testing.T) {
 	// The object goes, and every series of it with it.
 	g.Expect(k8s.Delete(ctx, h.get(gj))).To(Succeed())
 	families := []string{"guardedjob_created_time_seconds", "guardedjob_last_schedule_time_seconds", "guardedjob_next_schedule_time_seconds",
-		"guardedjob_last_success_time_seconds", "guardedjob_fence", "guardedjob_lock_state", "guardedjob_object_runs_total", "guardedjob_busy_runs_in_a_row"}
+		"guardedjob_last_success_time_seconds", "guardedjob_fence", "guardedjob_lock_state", "guardedjob_object_runs_total", "guardedjob_busy_runs_in_a_row",
+		"guardedjob_info", "guardedjob_spec_suspend", "guardedjob_status_active", "guardedjob_failing_leases"}
 	g.Eventually(func() int {
 		scraped := m.scrape()
 		if scraped == nil {
@@ -180,6 +191,72 @@ func TestMetricsFollowARunAndGoWithTheGuardedJob(t *testing.T) {
 		}
 		return n
 	}).Should(BeZero(), "no series of a deleted GuardedJob is left: %s", func() string { return seriesOf(m.last, "metered") })
+}
+
+// While the lock store does not answer, the GuardedJob whose renewals fail is
+// named (so an alert can be routed to its namespace, and to the store it uses);
+// once renewals succeed again its series goes. A suspended GuardedJob says so.
+func TestMetricsNameTheGuardedJobWhoseRenewalsFail(t *testing.T) {
+	h := newHarness(t)
+	proxy := h.storeViaProxy()
+	m := h.serveMetrics()
+	h.start()
+	g := h.g
+	gj := h.guardedJob("failing", h.ns+":failing")
+	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 40 * time.Second}
+	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
+	obj := []string{"namespace", h.ns, "name", "failing"}
+	h.create(gj)
+	h.trigger(gj)
+	h.waitJobs(1)
+	h.waitRecorded(gj)
+	g.Eventually(func() float64 { return m.value("guardedjob_leases", "state", "Held") }).WithTimeout(10 * time.Second).Should(BeNumerically(">=", 1))
+	g.Expect(m.value("guardedjob_failing_leases", obj...)).To(Equal(-1.0))
+
+	proxy.Blackhole()
+	g.Eventually(func() float64 { return m.value("guardedjob_failing_leases", obj...) }).WithTimeout(10 * time.Second).Should(Equal(1.0),
+		"the keeper's failing renewals are the GuardedJob's: %s", func() string { return seriesOf(m.last, "failing") })
+	proxy.Restore(t)
+	g.Eventually(func() float64 { return m.value("guardedjob_failing_leases", obj...) }).WithTimeout(10 * time.Second).Should(Equal(-1.0),
+		"renewals succeed again before the self-fence deadline")
+	g.Expect(h.get(gj).Status.Active).To(HaveLen(1), "the run was never stopped")
+
+	cur := h.get(gj)
+	cur.Spec.Suspend = ptr.To(true)
+	g.Expect(k8s.Update(context.Background(), cur)).To(Succeed())
+	g.Eventually(func() float64 { return m.value("guardedjob_spec_suspend", obj...) }).Should(Equal(1.0))
+}
+
+// The controller-runtime families that the dashboard and the alerts use
+// (config/prometheus/metrics.txt lists them) are in a running manager's scrape,
+// with the labels listed.
+func TestMetricsListedFromControllerRuntimeAreServed(t *testing.T) {
+	h := newHarness(t)
+	m := h.serveMetrics()
+	h.start()
+	g := h.g
+	list, err := os.ReadFile("../config/prometheus/metrics.txt")
+	g.Expect(err).NotTo(HaveOccurred())
+	var families [][]string // name, type, labels...
+	for line := range strings.SplitSeq(string(list), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && !strings.HasPrefix(f[0], "#") && !strings.HasPrefix(f[0], "guardedjob_") {
+			families = append(families, f)
+		}
+	}
+	g.Expect(families).NotTo(BeEmpty())
+	var scraped metricscrape.Metrics
+	g.Eventually(func() metricscrape.Metrics { scraped = m.scrape(); return scraped }).ShouldNot(BeNil())
+	for _, f := range families {
+		fam := scraped[f[0]]
+		g.Expect(fam).NotTo(BeNil(), "%s is served", f[0])
+		g.Expect(strings.ToLower(fam.GetType().String())).To(Equal(f[1]), f[0])
+		g.Expect(fam.GetMetric()).NotTo(BeEmpty(), f[0])
+		var labels []string
+		for _, l := range fam.GetMetric()[0].GetLabel() {
+			labels = append(labels, l.GetName())
+		}
+		g.Expect(labels).To(ConsistOf(f[2:]), "%s's labels", f[0])
+	}
 }
 
 // seriesOf returns the lines of a scrape that mention name.

@@ -126,10 +126,14 @@ type harness struct {
 	storeAllow *lockclient.AllowList
 	// clockSkew is the manager's --clock-skew-allowance; zero means 1s.
 	clockSkew time.Duration
+	// noGuardImage starts the manager without a pod guard image (--guard-image).
+	noGuardImage bool
 	// metricsAddr, when set, is where the manager serves its metrics, as the
 	// manager binary does by default: HTTPS, to callers the API server
 	// authenticates and allows to get /metrics.
 	metricsAddr string
+	// logger, when set, is the manager's logger; by default it logs nothing.
+	logger logr.Logger
 }
 
 // storeViaProxy makes the manager reach Redis through a proxy the test can cut
@@ -188,6 +192,9 @@ func (h *harness) start() {
 			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
 		}
 	}
+	if h.logger.GetSink() != nil {
+		opts.Logger = h.logger
+	}
 	if h.intercept != nil {
 		funcs := *h.intercept
 		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
@@ -215,7 +222,10 @@ func (h *harness) start() {
 	r := &controllers.GuardedJobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
 		Clock: h.clock, Store: h.store, Keeper: keeper, ClusterName: "cluster-a", Stopper: stopper, ClockSkew: cmp.Or(h.clockSkew, time.Second), StoreAllow: h.storeAllow,
-		Namespace: h.ns,
+		Namespace: h.ns, GuardImage: testGuardImage,
+	}
+	if h.noGuardImage {
+		r.GuardImage = ""
 	}
 	h.g.Expect(r.SetupWithManager(mgr)).To(Succeed())
 
@@ -233,6 +243,9 @@ func (h *harness) start() {
 	h.stopMgr, h.done = cancel, done
 	h.t.Cleanup(h.stop)
 }
+
+// testGuardImage is the pod guard image the test managers put into guarded Pods.
+const testGuardImage = "registry.example/guardedjob-manager:test"
 
 // stop ends the manager (and its keeper), like a crash of the process: leases are
 // neither renewed nor released any more.

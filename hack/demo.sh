@@ -369,6 +369,8 @@ section() { printf '\n%s--- %s%s\n' "$bold" "$*" "$reset"; }
 show_gj() {
   section "kubectl get gj"
   k -n "$gj_ns" get gj || true
+  section "kubectl get gj -o wide"
+  k -n "$gj_ns" get gj -o wide || true
 }
 
 show_jobs() {

@@ -26,6 +26,9 @@
 #
 # The manager image is not built here: make docker-buildx VERSION=X.Y.Z
 # IMAGE_REPO=... builds and pushes it.
+#
+# A release X.Y.Z (not a pre-release) needs the tree at X.Y.Z: the alerts in
+# config/prometheus link the runbooks of vX.Y.Z (the script says how to set them).
 set -euo pipefail
 
 if [[ $# -ne 1 ]]; then
@@ -39,6 +42,19 @@ if [[ ! $version =~ ^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]]; then
 fi
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+
+# kustomize users apply config/ at the release's tag, so its alerts must link to this
+# release's runbooks (the chart's links follow its appVersion, which helm package sets
+# below). A pre-release may come from any tree.
+if [[ $version != *-* ]]; then
+  rules="$root/config/prometheus/guardedjob.rules.yaml"
+  if grep 'runbook_url:' "$rules" | grep -qv "/blob/v$version/docs/"; then
+    echo "config/prometheus links the runbooks of another release than $version; before releasing, run" >&2
+    echo "  sed -i 's|/blob/v[^/]*/docs/|/blob/v$version/docs/|' config/prometheus/guardedjob.rules.yaml config/prometheus/alerts.yaml && make manifests" >&2
+    echo "and set appVersion: \"$version\" in charts/guardedjob/Chart.yaml (make test-ops checks that the two agree)" >&2
+    exit 1
+  fi
+fi
 dist=${DIST:-$root/dist}
 mkdir -p "$dist"
 dist="$(cd "$dist" && pwd -P)"

@@ -71,7 +71,7 @@ const (
 	// (reason Scheduled or Suspended). False names what to fix: InvalidSchedule,
 	// InvalidTimeZone, InvalidTemplate, InvalidKey, KeyNotAllowed, StoreSecretNotFound,
 	// StoreSecretInvalid, StoreNotAllowed, UnsafeLeaseTiming, StoreKeyWrongType,
-	// DuplicateClusterName (reserved).
+	// DuplicateClusterName (reserved), PodGuardUnavailable.
 	ReadyCondition = "Ready"
 
 	// LockHeldCondition is True while a run of this GuardedJob holds the lease
@@ -180,6 +180,9 @@ const (
 	// DuplicateClusterNameReason (Ready=False): another manager announces the same
 	// --cluster-name to this store.
 	DuplicateClusterNameReason = "DuplicateClusterName"
+	// PodGuardUnavailableReason (Ready=False): lock.podGuard is set but the manager
+	// has no guard image (--guard-image), or the guard's Secret lacks a url.
+	PodGuardUnavailableReason = "PodGuardUnavailable"
 )
 
 // LockHeld, StoreReachable and StoreSafe condition reasons.
@@ -290,6 +293,15 @@ const (
 	// recent run durations (with at least MinDurationsForUnusual of them); emitted
 	// once per run, while it runs.
 	RunUnusuallyLongReason = "RunUnusuallyLong"
+	// GuardStoppedReason (Warning; also LockHeld=False while the run stops): the pod
+	// guard of one of the run's Pods ended its workload, because it found the lease
+	// lost or could not confirm it before it could expire; the message is the guard's
+	// (docs/pod-guard.md). The run is stopped and ends GuardStopped.
+	GuardStoppedReason = "GuardStopped"
+	// PodGuardSettingsReason (Warning): lock.podGuard changed the run's Job in a way
+	// the template did not ask for (backoffLimit set to 0), or the guard's user could
+	// not be told from the Pod template, so it may not be able to signal the workload.
+	PodGuardSettingsReason = "PodGuardSettings"
 )
 
 // Lease calibration thresholds (docs/operations.md, "Lease calibration").
@@ -341,7 +353,7 @@ const (
 )
 
 // RunResult is the outcome of a run (status.lastRun.result).
-// +kubebuilder:validation:Enum=Succeeded;Failed;LockLost;Busy;StoreUnavailable;MaxHoldExceeded;Skipped
+// +kubebuilder:validation:Enum=Succeeded;Failed;LockLost;Busy;StoreUnavailable;MaxHoldExceeded;Skipped;GuardStopped
 type RunResult string
 
 const (
@@ -361,4 +373,7 @@ const (
 	// RunResultSkipped: the run did not start; the message says why (already done, stale
 	// trigger, concurrencyPolicy Forbid, missed starting deadline, ...).
 	RunResultSkipped RunResult = "Skipped"
+	// RunResultGuardStopped: the pod guard of one of the run's Pods ended its workload
+	// (lease lost, or not confirmable before it could expire); the run was stopped.
+	RunResultGuardStopped RunResult = "GuardStopped"
 )

@@ -187,6 +187,7 @@ type GuardedJobSpec struct {
 //
 // Keys are Go text/template templates; see docs/api.md for the data and functions.
 // +kubebuilder:validation:XValidation:rule="!has(self.renewInterval) || !self.renewInterval.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (has(self.ttl) && !self.ttl.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')) || duration(self.renewInterval) < duration(has(self.ttl) ? self.ttl : '60s')",message="lock.renewInterval must be shorter than lock.ttl (ttl defaults to 60s)",fieldPath=".renewInterval"
+// +kubebuilder:validation:XValidation:rule="!has(self.podGuard) || !has(self.storeFailurePolicy) || self.storeFailurePolicy != 'FailOpen'",message="lock.podGuard cannot be combined with lock.storeFailurePolicy FailOpen: a run started without a lease has nothing for the guard to confirm",fieldPath=".podGuard"
 // +kubebuilder:validation:XValidation:rule="(has(self.maxHold) && !self.maxHold.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')) || (has(self.ttl) && !self.ttl.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')) || duration(has(self.maxHold) ? self.maxHold : '24h') > duration(has(self.ttl) ? self.ttl : '60s')",message="lock.maxHold must be longer than lock.ttl (defaults: maxHold 24h, ttl 60s)",fieldPath=".maxHold"
 type LockSpec struct {
 	// key is the template of the mutual-exclusion key: at most one run, in any cluster or
@@ -283,6 +284,16 @@ type LockSpec struct {
 	// not confined to the namespace prefix. Defaults to the manager's store.
 	// +optional
 	StoreRef *StoreReference `json:"storeRef,omitempty"`
+
+	// podGuard, when set, adds the pod guard to every run's Pods: a sidecar that
+	// confirms the run's lease in Redis from inside the Pod and ends the Pod's workload
+	// when it cannot, even when nothing can reach the Pod through the API server (its
+	// node cut off from the control plane, the Pod force-deleted). Such a run's Job is
+	// never retried within itself (backoffLimit 0), and only a run that completed
+	// releases its lease: any other end leaves the key to expire, so that the guard of a
+	// Pod the API server no longer shows stops it first. See docs/pod-guard.md.
+	// +optional
+	PodGuard *PodGuardSpec `json:"podGuard,omitempty"`
 }
 
 // StoreReference names the Secret that holds a store's connection.
@@ -373,6 +384,13 @@ type GuardedJobStatus struct {
 	// +listType=map
 	// +listMapKey=jobName
 	Active []ActiveRun `json:"active,omitempty"`
+
+	// activeCount is the number of runs in status.active (the ACTIVE column of kubectl
+	// get, which cannot count a list).
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	ActiveCount int32 `json:"activeCount,omitempty"`
 
 	// lastRun is the outcome of the last run that finished or did not start.
 	// +optional
@@ -561,6 +579,11 @@ type ActiveRun struct {
 	// it is set.
 	// +optional
 	UnusuallyLong bool `json:"unusuallyLong,omitempty"`
+
+	// podGuard is set when the run's Pods carry the pod guard: how it was configured
+	// at intent time (lock.podGuard and the manager's guard image).
+	// +optional
+	PodGuard *RunPodGuard `json:"podGuard,omitempty"`
 }
 
 // RunRecord is the outcome of a run that finished or did not start.
@@ -603,6 +626,10 @@ type RunRecord struct {
 	// +optional
 	Unguarded bool `json:"unguarded,omitempty"`
 
+	// podGuarded is true when the run's Pods carried the pod guard (lock.podGuard).
+	// +optional
+	PodGuarded bool `json:"podGuarded,omitempty"`
+
 	// finishedAt is when the outcome was recorded.
 	// +optional
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
@@ -619,18 +646,19 @@ type RunRecord struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=gj,categories=all
 // +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
-// +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Lock",type=string,JSONPath=`.status.lock.state`
-// +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.lock.holder`
-// +kubebuilder:printcolumn:name="Fence",type=integer,JSONPath=`.status.lastFence`
-// +kubebuilder:printcolumn:name="Last Schedule",type=date,JSONPath=`.status.lastScheduleTime`
-// +kubebuilder:printcolumn:name="Last Success",type=date,JSONPath=`.status.lastSuccessfulTime`
-// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="TimeZone",type=string,JSONPath=`.spec.timeZone`,priority=1
+// +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
+// +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.activeCount`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
+// +kubebuilder:printcolumn:name="Lock",type=string,JSONPath=`.status.lock.state`
+// +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.lock.holder`,priority=1
+// +kubebuilder:printcolumn:name="Fence",type=integer,JSONPath=`.status.lastFence`,priority=1
 // +kubebuilder:printcolumn:name="Key",type=string,JSONPath=`.status.lock.key`,priority=1
+// +kubebuilder:printcolumn:name="Last Schedule",type=date,JSONPath=`.status.lastScheduleTime`
+// +kubebuilder:printcolumn:name="Last Success",type=date,JSONPath=`.status.lastSuccessfulTime`,priority=1
 // +kubebuilder:printcolumn:name="Next Schedule",type=string,JSONPath=`.status.nextScheduleTime`,priority=1
 // +kubebuilder:printcolumn:name="Last Result",type=string,JSONPath=`.status.lastRun.result`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 45",message="metadata.name must be at most 45 characters: Job names append -<minutes>-<6 hex>"
 type GuardedJob struct {
 	metav1.TypeMeta   `json:",inline"`

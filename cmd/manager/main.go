@@ -55,6 +55,7 @@ type options struct {
 	clusterName             string
 	keyGrants               string
 	storeAllow              string
+	guardImage              string
 	leaderElect             bool
 	leaderElectionID        string
 	leaderElectionNamespace string
@@ -92,6 +93,8 @@ func main() {
 		"Name of this cluster in lease holders; env GUARDEDJOB_CLUSTER_NAME. Defaults to one derived from the kube-system namespace UID.")
 	flag.StringVar(&o.keyGrants, "key-grants", envOr("GUARDEDJOB_KEY_GRANTS", ""),
 		"Key prefixes namespaces may use outside '<namespace>:', as namespace=prefix pairs: payments=lock:settlement,reports=shared:")
+	flag.StringVar(&o.guardImage, "guard-image", envOr("GUARDEDJOB_GUARD_IMAGE", ""),
+		"Image of the pod guard sidecar of GuardedJobs with lock.podGuard (the manager's own image, which holds /guard); env GUARDEDJOB_GUARD_IMAGE. Unset: the image of this manager's own container, when it runs in a Pod with POD_NAME and POD_NAMESPACE set.")
 	flag.StringVar(&o.storeAllow, "store-allow", envOr("GUARDEDJOB_STORE_ALLOW", ""),
 		"Hosts that spec.lock.storeRef stores may have: name patterns and CIDRs, *.svc.cluster.local,10.96.0.0/12 (unset: any host); env GUARDEDJOB_STORE_ALLOW.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election, so that one of several replicas is active.")
@@ -179,6 +182,11 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 			return err
 		}
 	}
+	if o.guardImage == "" {
+		if o.guardImage, err = ownImage(ctx, cfg, scheme, os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")); err != nil {
+			return err
+		}
+	}
 	metrics, metricsCert, err := metricsOptions(o)
 	if err != nil {
 		return err
@@ -225,7 +233,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 	reconciler := &controllers.GuardedJobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
-		Clock: clock.RealClock{}, Store: store, Keeper: keeper, ClusterName: o.clusterName, KeyGrants: grants, StoreAllow: storeAllow, ClockSkew: o.clockSkew,
+		Clock: clock.RealClock{}, Store: store, Keeper: keeper, ClusterName: o.clusterName, KeyGrants: grants, StoreAllow: storeAllow, ClockSkew: o.clockSkew, GuardImage: o.guardImage,
 		LeaderElection: o.leaderElect, LeaderLeaseDuration: o.leaseDuration, LeaderRetryPeriod: o.retryPeriod,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles, Stopper: stopper,
 	}
@@ -258,8 +266,11 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		warnOpenStoreRefs(ctx, cfg, scheme, log)
 	}
 	build := buildinfo.Resolve(version, commit)
+	if o.guardImage == "" {
+		log.Info("No pod guard image (--guard-image): GuardedJobs with lock.podGuard stay Ready=False")
+	}
 	log.Info("Starting manager", "version", build.Version, "commit", build.Commit, "cluster", o.clusterName, "store", store.Identity(), "keyGrants", grants.String(),
-		"storeAllow", storeAllow.String(), "leaderElection", o.leaderElect)
+		"storeAllow", storeAllow.String(), "leaderElection", o.leaderElect, "guardImage", o.guardImage)
 	err = mgr.Start(ctx)
 	if err == nil || ctx.Err() != nil || !o.leaderElect || !strings.Contains(err.Error(), "leader election lost") {
 		return err
@@ -375,6 +386,35 @@ func apiReachable(cfg *restclient.Config) bool {
 	}
 	_, err = dc.ServerVersion()
 	return err == nil
+}
+
+// managerContainer is the manager's container in its Deployment (config/manager,
+// the chart): its image is the guard's when --guard-image is not set.
+const managerContainer = "manager"
+
+// ownImage returns the image of the manager container of the Pod this process
+// runs in (namespace and name from the downward API), or "" outside a Pod. It
+// lists rather than gets, so that the manager's role needs no new verb.
+func ownImage(ctx context.Context, cfg *restclient.Config, scheme *runtime.Scheme, namespace, name string) (string, error) {
+	if namespace == "" || name == "" {
+		return "", nil
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return "", fmt.Errorf("create client: %w", err)
+	}
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(namespace), client.MatchingFields{"metadata.name": name}); err != nil {
+		return "", fmt.Errorf("read this manager's Pod %s/%s for the pod guard's image (set --guard-image instead): %w", namespace, name, err)
+	}
+	for _, p := range pods.Items {
+		for _, ct := range p.Spec.Containers {
+			if ct.Name == managerContainer {
+				return ct.Image, nil
+			}
+		}
+	}
+	return "", nil
 }
 
 // defaultClusterName derives the cluster name from the kube-system namespace

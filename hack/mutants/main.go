@@ -345,7 +345,7 @@ func (r *runner) command(dir string, env []string, name string, args ...string) 
 	return res
 }
 
-var violations = regexp.MustCompile(`(\d+) violations of the guarantee`)
+var violations = regexp.MustCompile(`(\d+) violations \(seed`)
 
 // faultTest runs TestFaults against a manager built from the mutated copy (the
 // test builds it when GUARDEDJOB_MANAGER_BIN is empty) and reports its verdict.

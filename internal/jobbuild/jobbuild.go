@@ -28,8 +28,10 @@ import (
 // maxHold on the Job and on its Pods (so the Job controller and the kubelet bound
 // the run even without this manager), and the fence in every container's env and
 // in the annotation batch.guardedjob.dev/fence of the Job and its Pods.
-func Build(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (*batchv1.Job, []string) {
-	var warnings []string
+//
+// A run with a pod guard (run.PodGuard) gets it as a native sidecar (AddPodGuard).
+func Build(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (*batchv1.Job, []Warning) {
+	var warnings []Warning
 	tmpl := gj.Spec.JobTemplate.DeepCopy()
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
@@ -107,12 +109,22 @@ func Build(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (*batchv1
 			}
 			job.Spec.PodFailurePolicy.Rules = append([]batchv1.PodFailurePolicyRule{rule}, job.Spec.PodFailurePolicy.Rules...)
 		case corev1.RestartPolicyOnFailure:
-			warnings = append(warnings, fmt.Sprintf(
+			warnings = append(warnings, Warning{batchv1alpha1.NoPodFailurePolicyReason, fmt.Sprintf(
 				"restartPolicy OnFailure cannot have a podFailurePolicy: if a Pod of %s is disrupted (evicted, node lost) while still running, its replacement runs with the same fence %d; use restartPolicy Never for fenced work",
-				run.JobName, run.Fence))
+				run.JobName, run.Fence)})
 		}
 	}
+	if run.PodGuard != nil {
+		warnings = append(warnings, AddPodGuard(job, run)...)
+	}
 	return job, warnings
+}
+
+// Warning is something about a run's Job that the GuardedJob's events should say:
+// the event's reason and message.
+type Warning struct {
+	Reason  string
+	Message string
 }
 
 // Name returns the name of the Job of a run of gjName at scheduled:

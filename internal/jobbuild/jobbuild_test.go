@@ -86,22 +86,22 @@ func TestJobBuilderPolicies(t *testing.T) {
 		name   string
 		obj    func() *batchv1alpha1.GuardedJob
 		run    func() *batchv1alpha1.ActiveRun
-		verify func(g Gomega, job *batchv1.Job, warnings []string)
+		verify func(g Gomega, job *batchv1.Job, warnings []Warning)
 	}{
 		{
 			name: "OnFailure cannot have a podFailurePolicy, so the user is warned",
 			obj:  func() *batchv1alpha1.GuardedJob { return testObject(corev1.RestartPolicyOnFailure) },
 			run:  func() *batchv1alpha1.ActiveRun { return testRun(batchv1alpha1.FencingStrict) },
-			verify: func(g Gomega, job *batchv1.Job, warnings []string) {
+			verify: func(g Gomega, job *batchv1.Job, warnings []Warning) {
 				g.Expect(job.Spec.PodFailurePolicy).To(BeNil())
-				g.Expect(warnings).To(ConsistOf(ContainSubstring("replacement runs with the same fence 34")))
+				g.Expect(warnings).To(ConsistOf(HaveField("Message", ContainSubstring("replacement runs with the same fence 34"))))
 			},
 		},
 		{
 			name: "fencing None sets no env var, no fence annotation and no podFailurePolicy",
 			obj:  func() *batchv1alpha1.GuardedJob { return testObject(corev1.RestartPolicyNever) },
 			run:  func() *batchv1alpha1.ActiveRun { return testRun(batchv1alpha1.FencingNone) },
-			verify: func(g Gomega, job *batchv1.Job, warnings []string) {
+			verify: func(g Gomega, job *batchv1.Job, warnings []Warning) {
 				g.Expect(job.Annotations).NotTo(HaveKey(batchv1alpha1.FenceAnnotation))
 				g.Expect(envValue(job.Spec.Template.Spec.Containers[1], "GUARDEDJOB_FENCE")).To(BeEmpty())
 				g.Expect(job.Spec.PodFailurePolicy).To(BeNil())
@@ -116,7 +116,7 @@ func TestJobBuilderPolicies(t *testing.T) {
 				r.Unguarded, r.Fence = true, 0
 				return r
 			},
-			verify: func(g Gomega, job *batchv1.Job, _ []string) {
+			verify: func(g Gomega, job *batchv1.Job, _ []Warning) {
 				g.Expect(job.Annotations).To(HaveKeyWithValue(batchv1alpha1.FenceAnnotation, batchv1alpha1.UnfencedValue))
 				g.Expect(envValue(job.Spec.Template.Spec.Containers[1], "GUARDEDJOB_FENCE")).To(Equal([]string{""}))
 			},
@@ -129,7 +129,7 @@ func TestJobBuilderPolicies(t *testing.T) {
 				return o
 			},
 			run: func() *batchv1alpha1.ActiveRun { return testRun(batchv1alpha1.FencingInject) },
-			verify: func(g Gomega, job *batchv1.Job, _ []string) {
+			verify: func(g Gomega, job *batchv1.Job, _ []Warning) {
 				g.Expect(*job.Spec.ActiveDeadlineSeconds).To(Equal(int64(60)))
 				g.Expect(*job.Spec.Template.Spec.ActiveDeadlineSeconds).To(Equal(int64(5401)))
 			},
@@ -142,7 +142,7 @@ func TestJobBuilderPolicies(t *testing.T) {
 				r.EnvName = "FENCE"
 				return r
 			},
-			verify: func(g Gomega, job *batchv1.Job, _ []string) {
+			verify: func(g Gomega, job *batchv1.Job, _ []Warning) {
 				g.Expect(envValue(job.Spec.Template.Spec.Containers[1], "FENCE")).To(Equal([]string{"34"}))
 			},
 		},

@@ -3,6 +3,7 @@ package lockclient_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -219,13 +220,50 @@ func TestClusterNeedsAllKeysOfARunInOneSlot(t *testing.T) {
 }
 
 func TestSlotMatchesRedisCluster(t *testing.T) {
-	g := NewWithT(t)
-	// Values from the Redis Cluster specification and CLUSTER KEYSLOT.
-	g.Expect(lockclient.Slot("123456789")).To(Equal(0x31C3 % 16384))
-	g.Expect(lockclient.Slot("foo")).To(Equal(12182))
-	g.Expect(lockclient.Slot("{user1000}.following")).To(Equal(lockclient.Slot("{user1000}.followers")))
-	g.Expect(lockclient.Slot("foo{}{bar}")).To(Equal(lockclient.Slot("foo{}{bar}")), "an empty tag hashes the whole key")
-	g.Expect(lockclient.Slot("foo{{bar}}zap")).To(Equal(lockclient.Slot("{bar")))
+	// Expected slots from the Redis Cluster specification (key hash tags), the CRC16
+	// (XMODEM) check value 0x31C3 of "123456789", and CLUSTER KEYSLOT of Redis 7.
+	cases := []struct {
+		key  string
+		slot int
+		why  string
+	}{
+		{"123456789", 12739, "the CRC16/XMODEM check value, 0x31C3"},
+		{"foo", 12182, "no hash tag"},
+		{"somekey", 11058, "no hash tag"},
+		{"foo{hash_tag}", 2515, "only the tag is hashed"},
+		{"{user1000}.following", 3443, "only the tag is hashed"},
+		{"{user1000}.followers", 3443, "the same tag, the same slot"},
+		{"user1000", 3443, "a tag hashes like the bare key"},
+		{"foo{}{bar}", 8363, "an empty tag: the whole key is hashed"},
+		{"{}", 15257, "an empty tag: the whole key is hashed"},
+		{"foo{{bar}}zap", 4015, "the tag is what lies between the first { and the next }: \"{bar\""},
+		{"foo{bar}{zap}", 5061, "only the first tag counts: \"bar\""},
+		{"foo{bar", 15278, "an unclosed brace: the whole key is hashed"},
+		{"", 0, "the empty key"},
+	}
+	for _, tc := range cases {
+		NewWithT(t).Expect(lockclient.Slot(tc.key)).To(Equal(tc.slot), "Slot(%q): %s", tc.key, tc.why)
+	}
+
+	// The same keys, asked of a real cluster-enabled node.
+	node := redisserver.Start(t, redisserver.WithArgs("--cluster-enabled", "yes", "--cluster-port", portOf(t, closedPort(t))))
+	rdb := node.Client(t)
+	for _, tc := range cases {
+		g := NewWithT(t)
+		slot, err := rdb.ClusterKeySlot(context.Background(), tc.key).Result()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(lockclient.Slot(tc.key)).To(Equal(int(slot)), "CLUSTER KEYSLOT %q", tc.key)
+	}
+}
+
+// portOf returns the port of a "host:port" address.
+func portOf(t testing.TB, addr string) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
 }
 
 func TestStoreInfoJudgesWhetherRedisCanLoseLeases(t *testing.T) {

@@ -3,6 +3,8 @@ package lockclient_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -140,51 +142,70 @@ func TestFencesStrictlyIncreaseAndHoldersNeverOverlapUnderContention(t *testing.
 	g := NewWithT(t)
 	srv := redisserver.Start(t)
 	c := dial(t, srv)
-	ctx := context.Background()
 	k := keys("contention")
 
-	const clients, perClient = 8, 125
+	// About 0.2 s on a quiet 2-core machine. A worker never blocks without this
+	// deadline: the first failure (or the deadline) stops every worker.
+	const clients, perClient, deadline = 8, 125, 30 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
 	var (
 		inside atomic.Int32
 		mu     sync.Mutex
 		fences []int64 // in the order the critical sections ran
 		wg     sync.WaitGroup
-		errs   = make(chan error, clients)
+		first  = make(chan error, 1) // the first failure; later ones are its echoes
 	)
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	fail := func(err error) {
+		select {
+		case first <- err:
+		default:
+		}
+		cancel()
+	}
+	for w := range clients {
+		wg.Go(func() {
 			for n := 0; n < perClient; {
-				tok := token(t, "worker")
-				lease, err := c.Acquire(ctx, acquireReq(k, tok, 10*time.Second))
+				lease, err := c.Acquire(ctx, acquireReq(k, token(t, "worker"), 10*time.Second))
+				if ctx.Err() != nil {
+					fail(fmt.Errorf("worker %d got %d of its %d leases within %s", w, n, perClient, deadline))
+					return
+				}
 				if errors.Is(err, lockclient.ErrBusy) {
 					continue
 				}
 				if err != nil {
-					errs <- err
+					fail(fmt.Errorf("worker %d: acquire: %w", w, err))
 					return
 				}
 				if inside.Add(1) != 1 {
-					errs <- errors.New("two holders at once")
+					fail(fmt.Errorf("two holders at once: worker %d got fence %d while another worker held the lease", w, lease.Fence))
+					return
 				}
 				mu.Lock()
 				fences = append(fences, lease.Fence)
 				mu.Unlock()
+				runtime.Gosched() // hold the lease while the other workers run
 				inside.Add(-1)
 				if err := c.Release(ctx, lease); err != nil {
-					errs <- err
+					fail(fmt.Errorf("worker %d: release fence %d: %w", w, lease.Fence, err))
 					return
 				}
 				n++
 			}
-			_ = i
-		}()
+		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
+	stopped := make(chan struct{})
+	go func() { wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(deadline + 10*time.Second):
+		t.Fatalf("the workers did not stop within 10s of their %s deadline", deadline)
+	}
+	select {
+	case err := <-first:
+		t.Fatal(err)
+	default:
 	}
 	g.Expect(fences).To(HaveLen(clients * perClient))
 	g.Expect(slices.IsSorted(fences)).To(BeTrue(), "fences rise in the order the holders ran")

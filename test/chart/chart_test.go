@@ -188,7 +188,8 @@ func TestChartLints(t *testing.T) {
 	helm := bins.Helm(t)
 	for _, set := range [][]string{
 		{"redis.existingSecret=guardedjob-redis"},
-		{"redis.url=rediss://user:pw@redis.example:6380/0", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"},
+		{"redis.url=rediss://user:pw@redis.example:6380/0", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true",
+			"metrics.grafanaDashboard.enabled=true", "metrics.clusterLabel=region"},
 		{"redis.existingSecret=s", "metrics.tls.certManager.enabled=true", "metrics.serviceMonitor.enabled=true", "crds.enabled=false"},
 	} {
 		args := []string{"lint", "--strict", "--kube-version", kubeVersion, "charts/guardedjob"}
@@ -369,14 +370,50 @@ func TestChartValues(t *testing.T) {
 		eps, _, _ := unstructured.NestedSlice(mon.Object, "spec", "endpoints")
 		g.Expect(eps).To(ConsistOf(And(HaveKeyWithValue("port", "metrics"), HaveKeyWithValue("scheme", "https"),
 			HaveKeyWithValue("honorLabels", true))), "the per-GuardedJob series keep their namespace label")
+		jobLabel, _, _ := unstructured.NestedString(mon.Object, "spec", "jobLabel")
+		g.Expect(svc.Labels).To(HaveKeyWithValue(jobLabel, "guardedjob"), "the targets' job is guardedjob, whatever the release is called (GuardedJobManagerDown)")
 		rule := ms.find("PrometheusRule", manager)
 		g.Expect(rule).NotTo(BeNil())
 		b, _ := rule.MarshalJSON()
-		for _, metric := range []string{"guardedjob_lease_renewals_total", "guardedjob_runs_total"} {
+		for _, metric := range []string{"guardedjob_object_runs_total", "guardedjob_failing_leases", `up{job=\"guardedjob\"}`} {
 			g.Expect(string(b)).To(ContainSubstring(metric))
 		}
 		g.Expect(string(b)).To(ContainSubstring("{{ $value | humanize }}"), "Prometheus, not Helm, fills in the alert's values")
+		g.Expect(string(b)).To(ContainSubstring("/blob/v"+chartMeta(t).AppVersion+"/docs/operations.md#"), "runbooks of the chart's release")
+		g.Expect(string(b)).To(ContainSubstring("by (cluster, namespace, name)"))
+		b, _ = mustRender(t, "redis.existingSecret=s", "metrics.prometheusRule.enabled=true", "metrics.clusterLabel=region").
+			find("PrometheusRule", manager).MarshalJSON()
+		g.Expect(string(b)).To(And(ContainSubstring("by (region, namespace, name)"), Not(ContainSubstring("by (cluster"))), "metrics.clusterLabel renames the cluster label")
 		g.Expect(mustRender(t, "redis.existingSecret=s").find("ServiceMonitor", manager+"-metrics")).To(BeNil(), "off by default: it needs the Prometheus Operator's CRDs")
+	})
+
+	t.Run("the Grafana dashboard is a ConfigMap for the sidecar, when asked for", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(mustRender(t, "redis.existingSecret=s").find("ConfigMap", "guardedjob-dashboard")).To(BeNil(), "off by default")
+		cm := get(t, mustRender(t, "redis.existingSecret=s", "metrics.grafanaDashboard.enabled=true"), "ConfigMap", "guardedjob-dashboard", &corev1.ConfigMap{})
+		g.Expect(cm.Labels).To(HaveKeyWithValue("grafana_dashboard", "1"))
+		g.Expect(cm.Namespace).To(Equal(namespace))
+		var dashboard struct {
+			UID    string `json:"uid"`
+			Panels []struct {
+				Targets []struct {
+					Expr string `json:"expr"`
+				} `json:"targets"`
+			} `json:"panels"`
+		}
+		g.Expect(json.Unmarshal([]byte(cm.Data["guardedjob.json"]), &dashboard)).To(Succeed())
+		g.Expect(dashboard.UID).To(Equal("guardedjob"))
+		g.Expect(dashboard.Panels).NotTo(BeEmpty())
+
+		cm = get(t, mustRender(t, "redis.existingSecret=s", "metrics.grafanaDashboard.enabled=true", "metrics.grafanaDashboard.label=dashboards",
+			"metrics.grafanaDashboard.labelValue=guardedjob", "metrics.grafanaDashboard.namespace=monitoring",
+			"metrics.grafanaDashboard.annotations.grafana_folder=Batch", "metrics.clusterLabel=region"), "ConfigMap", "guardedjob-dashboard", &corev1.ConfigMap{})
+		g.Expect(cm.Labels).To(HaveKeyWithValue("dashboards", "guardedjob"))
+		g.Expect(cm.Labels).NotTo(HaveKey("grafana_dashboard"))
+		g.Expect(cm.Namespace).To(Equal("monitoring"), "where Grafana's sidecar looks")
+		g.Expect(cm.Annotations).To(HaveKeyWithValue("grafana_folder", "Batch"))
+		g.Expect(cm.Data["guardedjob.json"]).To(And(ContainSubstring(`region=~\"$cluster\"`), Not(ContainSubstring(`cluster=~`))),
+			"the queries use metrics.clusterLabel, and the variable $cluster")
 	})
 
 	t.Run("pod security context, resources and extra args are the user's", func(t *testing.T) {
@@ -409,6 +446,8 @@ func TestChartValues(t *testing.T) {
 			"leaderElection.leaseDuration=15":    "at '/leaderElection/leaseDuration': got number, want string",
 			"image.pullPolicy=Sometimes":         "at '/image/pullPolicy': value must be one of",
 			"crds.enabled=yes":                   "at '/crds/enabled': got string, want boolean",
+			"metrics.clusterLabel=k8s-cluster":   "at '/metrics/clusterLabel': 'k8s-cluster' does not match pattern",
+			"metrics.grafanaDashboard.lable=x":   "at '/metrics/grafanaDashboard': additional properties 'lable' not allowed",
 		} {
 			_, err := render(t, "redis.existingSecret=s", set)
 			g.Expect(err).To(MatchError(ContainSubstring(want)), set)

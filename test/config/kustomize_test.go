@@ -151,7 +151,7 @@ func one[T any](t *testing.T, ms manifests, kind, name string, into *T) *T {
 
 // TestKustomizeTreesRender renders every tree a user may apply.
 func TestKustomizeTreesRender(t *testing.T) {
-	for _, dir := range []string{"default", "crd", "rbac", "manager", "prometheus", "samples"} {
+	for _, dir := range []string{"default", "crd", "rbac", "manager", "prometheus", "grafana", "samples"} {
 		t.Run(dir, func(t *testing.T) {
 			objs := decode(t, kustomize(t, dir))
 			if len(objs) == 0 {
@@ -482,6 +482,10 @@ func TestServiceMonitorSelectsMetricsService(t *testing.T) {
 	}
 	if names, _, _ := unstructured.NestedStringSlice(mon.Object, "spec", "namespaceSelector", "matchNames"); len(names) > 0 && !slices.Contains(names, svc.Namespace) {
 		t.Errorf("ServiceMonitor namespaceSelector %v excludes %s", names, svc.Namespace)
+	}
+	// GuardedJobManagerDown finds the manager by job="guardedjob".
+	if jobLabel, _, _ := unstructured.NestedString(mon.Object, "spec", "jobLabel"); svc.Labels[jobLabel] != "guardedjob" {
+		t.Errorf("ServiceMonitor jobLabel %q gives the metrics Service's targets the job %q, want guardedjob", jobLabel, svc.Labels[jobLabel])
 	}
 	endpoints, _, _ := unstructured.NestedSlice(mon.Object, "spec", "endpoints")
 	if len(endpoints) == 0 {

@@ -22,9 +22,11 @@ package crd_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +41,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -50,7 +53,9 @@ import (
 var (
 	// k8sClient talks to the package's API server; nil when KUBEBUILDER_ASSETS is unset.
 	k8sClient client.Client
-	scheme    = runtime.NewScheme()
+	// restConfig reaches the same API server, for requests the client cannot make.
+	restConfig *rest.Config
+	scheme     = runtime.NewScheme()
 )
 
 func TestMain(m *testing.M) {
@@ -85,6 +90,7 @@ func run(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "stop envtest: %v\n", err)
 		}
 	}()
+	restConfig = cfg
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "create client: %v\n", err)
@@ -383,6 +389,26 @@ func TestInvalidGuardedJobsAreRejected(t *testing.T) {
 			want: []string{"spec.fencing.policy", "fencing.policy Strict cannot be combined with lock.storeFailurePolicy FailOpen: a run without a lease has no fence"},
 		},
 		{
+			name: "a pod guard with FailOpen is rejected",
+			mutate: func(o map[string]any) {
+				set(o, "FailOpen", "spec", "lock", "storeFailurePolicy")
+				set(o, map[string]any{"secretRef": map[string]any{"name": "guard-redis"}}, "spec", "lock", "podGuard")
+			},
+			want: []string{"spec.lock.podGuard", "lock.podGuard cannot be combined with lock.storeFailurePolicy FailOpen"},
+		},
+		{
+			name:   "a pod guard without a Secret is rejected",
+			mutate: func(o map[string]any) { set(o, map[string]any{}, "spec", "lock", "podGuard") },
+			want:   []string{"spec.lock.podGuard.secretRef: Required value"},
+		},
+		{
+			name: "a pod guard margin that is not a duration is rejected",
+			mutate: func(o map[string]any) {
+				set(o, map[string]any{"secretRef": map[string]any{"name": "g"}, "margin": "soon"}, "spec", "lock", "podGuard")
+			},
+			want: []string{"spec.lock.podGuard.margin", "lock.podGuard.margin must be a duration such as 2s"},
+		},
+		{
 			name:   "an env name starting with a digit is rejected",
 			mutate: func(o map[string]any) { set(o, "1FENCE", "spec", "fencing", "envName") },
 			want:   []string{"spec.fencing.envName", "fencing.envName must be a C identifier"},
@@ -473,6 +499,12 @@ func TestBoundaryValuesAreAccepted(t *testing.T) {
 			mutate: func(o map[string]any) {
 				set(o, "8760h", "spec", "lock", "maxHold")
 				set(o, "8759h59m59s", "spec", "lock", "keepAfterSuccess")
+			},
+		},
+		{
+			name: "a pod guard with FailClosed is accepted",
+			mutate: func(o map[string]any) {
+				set(o, map[string]any{"secretRef": map[string]any{"name": "guard-redis"}, "margin": "3s", "runAsUser": int64(1000)}, "spec", "lock", "podGuard")
 			},
 		},
 		{
@@ -668,4 +700,61 @@ func TestFullStatusIsAccepted(t *testing.T) {
 	err := k8sClient.Status().Update(ctx, &stored)
 	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
 	g.Expect(err.Error()).To(ContainSubstring("Duplicate value"))
+}
+
+// kubectl get gj prints the table the API server makes from the CRD's printer
+// columns: ACTIVE counts the active runs (0 before any, not blank) and LOCK shows
+// the lock's state; HOLDER and FENCE are only in -o wide.
+func TestGetShowsActiveRunsAndTheLock(t *testing.T) {
+	requireAPIServer(t)
+	g := NewWithT(t)
+	ctx := testContext(t)
+
+	gj := &gjv1.GuardedJob{}
+	g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(validGuardedJob("columns"), gj)).To(Succeed())
+	g.Expect(k8sClient.Create(ctx, gj)).To(Succeed())
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	// A status written before status.activeCount existed reads back with 0.
+	gj.Status = gjv1.GuardedJobStatus{LastScheduleTime: &now, Lock: &gjv1.LockStatus{State: gjv1.LockStateFree}}
+	g.Expect(k8sClient.Status().Update(ctx, gj)).To(Succeed())
+	g.Expect(table(t, "columns")).To(And(HaveKeyWithValue("Active", BeNumerically("==", 0)), HaveKeyWithValue("Lock", "Free")))
+
+	gj.Status.Active = []gjv1.ActiveRun{{JobName: "columns-29123456-5f3a9c", Phase: gjv1.RunPhaseRunning, ScheduledTime: now, Holder: "cluster-a/default/columns-29123456-5f3a9c", Fence: 7}}
+	gj.Status.ActiveCount = 1
+	gj.Status.LastFence = 7
+	gj.Status.Lock = &gjv1.LockStatus{State: gjv1.LockStateHeld, Key: "default:columns", Holder: "cluster-a/default/columns-29123456-5f3a9c", Fence: 7}
+	g.Expect(k8sClient.Status().Update(ctx, gj)).To(Succeed())
+	row := table(t, "columns")
+	g.Expect(row).To(And(HaveKeyWithValue("Active", BeNumerically("==", 1)), HaveKeyWithValue("Lock", "Held"),
+		HaveKeyWithValue("Schedule", gj.Spec.Schedule), HaveKeyWithValue("Suspend", false)))
+	g.Expect(row).To(And(HaveKeyWithValue("Holder", "cluster-a/default/columns-29123456-5f3a9c"), HaveKeyWithValue("Fence", BeNumerically("==", 7))),
+		"the wide columns are in the table too; kubectl shows them with -o wide")
+}
+
+// table returns the cells of GuardedJob name's row in the table kubectl get
+// receives, by column name.
+func table(t *testing.T, name string) map[string]any {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := testContext(t)
+	httpClient, err := rest.HTTPClientFor(restConfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+		strings.TrimSuffix(restConfig.Host, "/")+"/apis/batch.guardedjob.dev/v1alpha1/namespaces/default/guardedjobs/"+name, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := httpClient.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK), string(body))
+	var tbl metav1.Table
+	g.Expect(json.Unmarshal(body, &tbl)).To(Succeed())
+	g.Expect(tbl.Rows).To(HaveLen(1))
+	out := map[string]any{}
+	for i, c := range tbl.ColumnDefinitions {
+		out[c.Name] = tbl.Rows[0].Cells[i]
+	}
+	return out
 }

@@ -58,8 +58,56 @@ type Fault struct {
 	Kind   FaultKind
 	Target string // the manager replica, cluster or key it hit
 	Key    string // KeyTheft: the lock key overwritten
+	// Victim is, for KeyTheft, the holder (<cluster>/<namespace>/<job>) whose token
+	// was overwritten.
+	Victim string
+	// Cluster is the cluster the fault aimed at: that of the manager replica, the
+	// cut-off Redis proxy or the API server. Empty for Redis data loss and thefts.
+	Cluster string
+	// Leader says whether the manager replica killed or paused led its cluster.
+	Leader bool
 	At     time.Time
 	Until  time.Time // end of a fault with a duration; At otherwise
+}
+
+// Hit says whether f hit a running Pod: whether a Pod ran whose lease the fault
+// put at risk, as the history shows it.
+//
+//   - key-theft: the victim's Pod ran when its key was stolen;
+//   - redis-data-loss: any Pod ran when Redis lost its data;
+//   - manager-kill, manager-pause: the replica led its cluster (a standby's fault
+//     touches no lease) and a Pod of that cluster ran during the fault;
+//   - api-outage, redis-cut, restart-cut-off, slow-api-resume: a Pod of the cluster
+//     ran during the fault.
+//
+// Start times have one-second resolution, rounded down: a Pod counts only if it
+// started at least a second before the fault ended.
+func (f Fault) Hit(pods []PodRun) bool {
+	during := func(p PodRun) bool {
+		return p.ran() && !p.Start.Add(time.Second).After(f.Until) && end(p).After(f.At)
+	}
+	for _, p := range pods {
+		if !during(p) {
+			continue
+		}
+		switch f.Kind {
+		case FaultKeyTheft:
+			if f.Victim != "" && p.Holder == f.Victim {
+				return true
+			}
+		case FaultRedisDataLoss:
+			return true
+		case FaultManagerKill, FaultManagerPause:
+			if f.Leader && p.Cluster == f.Cluster {
+				return true
+			}
+		case FaultAPIOutage, FaultRedisCut, FaultRestartCutOff, FaultSlowAPIResume:
+			if p.Cluster == f.Cluster {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // PodRun is one Pod of a run, as read from its cluster's API server.
@@ -130,6 +178,9 @@ type Limits struct {
 	// CrashLoop: more than CrashLoopExits exits of one replica within CrashLoopWindow.
 	CrashLoopExits  int
 	CrashLoopWindow time.Duration
+	// MinHits is how many faults must hit a running Pod (Fault.Hit) for the run to
+	// prove anything.
+	MinHits int
 }
 
 // OverlapWindow is how long after a lease-breaking fault two Pods of one key may run
@@ -154,6 +205,7 @@ const (
 	RuleManagerExit  = "a manager exited unexpectedly"
 	RuleCrashLoop    = "a manager crash-loops"
 	RuleNothingFound = "nothing ran"
+	RuleFewHits      = "too few faults hit a running Pod"
 )
 
 // Overlap is two Pods of one key that ran at once, and the fault that allowed it.
@@ -168,6 +220,8 @@ type Overlap struct {
 type Result struct {
 	Violations []Violation
 	Overlaps   []Overlap
+	// Faults by kind, and how many of them hit a running Pod.
+	Faults, Hits map[FaultKind]int
 	// Reaction times.
 	TheftToStop     []time.Duration
 	DoneToRelease   []time.Duration
@@ -201,8 +255,26 @@ func Check(h History, lim Limits) Result {
 		r.add(RuleLeftOver, "run still active in status: %s", s)
 	}
 	r.checkExits(h.Exits, lim)
+	r.checkHits(h, lim)
 	r.measure(h)
 	return r
+}
+
+// checkHits counts the faults that hit a running Pod, by kind, and fails when fewer
+// than lim.MinHits did.
+func (r *Result) checkHits(h History, lim Limits) {
+	r.Faults, r.Hits = map[FaultKind]int{}, map[FaultKind]int{}
+	hits := 0
+	for _, f := range h.Faults {
+		r.Faults[f.Kind]++
+		if f.Hit(h.Pods) {
+			r.Hits[f.Kind]++
+			hits++
+		}
+	}
+	if hits < lim.MinHits {
+		r.add(RuleFewHits, "%d of %d faults hit a running Pod; the run needs at least %d", hits, len(h.Faults), lim.MinHits)
+	}
 }
 
 func (r *Result) add(rule, format string, args ...any) {
@@ -371,9 +443,9 @@ func (r *Result) measure(h History) {
 		if f.Kind != FaultKeyTheft {
 			continue
 		}
-		// The victim: the Pod of that key running when the key was stolen.
+		// The victim: the Pod of the holder whose token was overwritten.
 		for _, p := range h.Pods {
-			if p.Key == f.Key && p.ran() && !p.Start.After(f.At) && !p.End.IsZero() && p.End.After(f.At) && p.Result == "Deleted" {
+			if p.Holder == f.Victim && p.ran() && !p.Start.After(f.At) && !p.End.IsZero() && p.End.After(f.At) && p.Result == "Deleted" {
 				r.TheftToStop = append(r.TheftToStop, p.End.Sub(f.At))
 			}
 		}
@@ -405,10 +477,6 @@ func Summary(h History, r Result) string {
 			ran++
 		}
 	}
-	faults := map[FaultKind]int{}
-	for _, f := range h.Faults {
-		faults[f.Kind]++
-	}
 	allowed := 0
 	for _, o := range r.Overlaps {
 		if o.AllowedBy != nil {
@@ -423,10 +491,12 @@ func Summary(h History, r Result) string {
 	fmt.Fprintf(&w, "%-22s %d (pods created %d; succeeded %d, failed %d, stopped %d, running %d)\n", "runs that started",
 		ran, len(h.Pods), results["Succeeded"], results["Failed"], results["Deleted"], results["Running"])
 	var fk []string
-	for _, k := range slices.Sorted(maps.Keys(faults)) {
-		fk = append(fk, fmt.Sprintf("%s %d", k, faults[k]))
+	hits := 0
+	for _, k := range slices.Sorted(maps.Keys(r.Faults)) {
+		fk = append(fk, fmt.Sprintf("%s %d/%d", k, r.Hits[k], r.Faults[k]))
+		hits += r.Hits[k]
 	}
-	fmt.Fprintf(&w, "%-22s %d (%s)\n", "faults", len(h.Faults), strings.Join(fk, ", "))
+	fmt.Fprintf(&w, "%-22s %d, %d hit a running Pod (by kind, hit/injected: %s)\n", "faults", len(h.Faults), hits, strings.Join(fk, ", "))
 	exits := 0
 	for _, e := range h.Exits {
 		if e.Designed {
@@ -478,6 +548,9 @@ func Timeline(h History) string {
 		text := fmt.Sprintf("FAULT %s %s", f.Kind, f.Target)
 		if f.Until.After(f.At) {
 			text += fmt.Sprintf(" (until %s)", f.Until.Format("15:04:05.0"))
+		}
+		if !f.Hit(h.Pods) {
+			text += " (hit no running Pod)"
 		}
 		ls = append(ls, line{f.At, text})
 	}

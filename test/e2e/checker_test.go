@@ -204,11 +204,90 @@ func TestTheCheckerMeasuresReactionTimes(t *testing.T) {
 	h := healthy()
 	victim := pod("cluster-a", "k1", 4, 45, 46, 52, "Deleted")
 	h.Pods = append(h.Pods, victim)
-	h.Faults = append(h.Faults, Fault{Kind: FaultKeyTheft, Key: "k1", At: at(50), Until: at(50)})
+	h.Faults = append(h.Faults, Fault{Kind: FaultKeyTheft, Key: "k1", Victim: victim.Holder, At: at(50), Until: at(50)})
 	h.Releases = []Release{{Key: "k1", Holder: h.Pods[0].Holder, At: at(4).Add(300 * time.Millisecond)}}
 	r := Check(h, limits)
 	g.Expect(r.Violations).To(BeEmpty())
 	g.Expect(r.TheftToStop).To(Equal([]time.Duration{2 * time.Second}))
 	g.Expect(r.DoneToRelease).To(Equal([]time.Duration{300 * time.Millisecond}))
 	g.Expect(r.ScheduleToStart).To(ContainElement(time.Second))
+}
+
+func TestAFaultHitsARunningPodOnlyWhenItPutsThatPodsLeaseAtRisk(t *testing.T) {
+	// From 46 s to 60 s a Pod of k1 runs in cluster-a, held by its run's holder.
+	running := pod("cluster-a", "k1", 4, 45, 46, 60, "Deleted")
+	// A Pod of cluster-b that ran earlier, and one that never started.
+	earlier := pod("cluster-b", "k2", 3, 30, 31, 34, "Succeeded")
+	pending := pod("cluster-b", "k2", 5, 50, 0, 0, "Running")
+	pending.Start = time.Time{}
+	pods := []PodRun{running, earlier, pending}
+	instant := func(k FaultKind, s int) Fault { return Fault{Kind: k, At: at(s), Until: at(s)} }
+	span := func(k FaultKind, cluster string, from, to int) Fault {
+		return Fault{Kind: k, Cluster: cluster, Target: cluster, At: at(from), Until: at(to)}
+	}
+	theft := func(victim string, s int) Fault {
+		f := instant(FaultKeyTheft, s)
+		f.Key, f.Victim = "k1", victim
+		return f
+	}
+	manager := func(k FaultKind, cluster string, leader bool, from, to int) Fault {
+		f := span(k, cluster, from, to)
+		f.Leader = leader
+		return f
+	}
+	for _, tc := range []struct {
+		name  string
+		fault Fault
+		hit   bool
+	}{
+		{"a theft of a key whose holder's Pod runs", theft(running.Holder, 50), true},
+		{"a theft of a key whose holder's Pod has ended", theft(earlier.Holder, 50), false},
+		{"a theft of a key whose holder's Pod has not started", theft(pending.Holder, 50), false},
+		{"a theft of a key held by no run", theft("", 50), false},
+		{"a theft a moment after the Pod started, by its rounded-down start time", theft(running.Holder, 46), false},
+		{"a data loss while any Pod runs", instant(FaultRedisDataLoss, 55), true},
+		{"a data loss while no Pod runs", instant(FaultRedisDataLoss, 62), false},
+		{"a kill of the leader of a cluster with a running Pod", manager(FaultManagerKill, "cluster-a", true, 50, 50), true},
+		{"a kill of a standby of that cluster", manager(FaultManagerKill, "cluster-a", false, 50, 50), false},
+		{"a kill of the leader of a cluster whose Pods are not running", manager(FaultManagerKill, "cluster-b", true, 50, 50), false},
+		{"a pause of the leader that starts before the Pod and lasts into its run", manager(FaultManagerPause, "cluster-a", true, 42, 48), true},
+		{"a pause of the leader that ends as the Pod starts", manager(FaultManagerPause, "cluster-a", true, 42, 46), false},
+		{"a Redis cut of the cluster with a running Pod", span(FaultRedisCut, "cluster-a", 58, 64), true},
+		{"a Redis cut that starts as the Pod ends", span(FaultRedisCut, "cluster-a", 60, 64), false},
+		{"a Redis cut of the other cluster", span(FaultRedisCut, "cluster-b", 50, 55), false},
+		{"an API outage of the cluster with a running Pod", span(FaultAPIOutage, "cluster-a", 40, 50), true},
+		{"an API outage of the other cluster", span(FaultAPIOutage, "cluster-b", 40, 50), false},
+		{"a restart while cut off, in the cluster with a running Pod", span(FaultRestartCutOff, "cluster-a", 50, 70), true},
+		{"a leader killed behind a slow API server, in the other cluster", span(FaultSlowAPIResume, "cluster-b", 50, 70), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			NewWithT(t).Expect(tc.fault.Hit(pods)).To(Equal(tc.hit))
+		})
+	}
+}
+
+func TestTheCheckerFailsARunWhoseFaultsHitTooFewPods(t *testing.T) {
+	g := NewWithT(t)
+	h := healthy()
+	// The healthy history's manager kill hit no running Pod (no leader recorded);
+	// two thefts do, of k1 and k2.
+	a := pod("cluster-a", "k1", 4, 45, 46, 52, "Deleted")
+	b := pod("cluster-b", "k2", 4, 45, 46, 53, "Deleted")
+	h.Pods = append(h.Pods, a, b)
+	h.Faults = append(h.Faults,
+		Fault{Kind: FaultKeyTheft, Key: "k1", Victim: a.Holder, At: at(50), Until: at(50)},
+		Fault{Kind: FaultKeyTheft, Key: "k2", Victim: b.Holder, At: at(50), Until: at(50)})
+
+	lim := limits
+	lim.MinHits = 2
+	r := Check(h, lim)
+	g.Expect(r.Violations).To(BeEmpty())
+	g.Expect(r.Hits).To(Equal(map[FaultKind]int{FaultKeyTheft: 2}))
+	g.Expect(Summary(h, r)).To(ContainSubstring("faults                 3, 2 hit a running Pod (by kind, hit/injected: key-theft 2/2, manager-kill 0/1)"))
+	g.Expect(Timeline(h)).To(ContainSubstring("FAULT manager-kill cluster-a-0 (hit no running Pod)"))
+
+	lim.MinHits = 3
+	r = Check(h, lim)
+	g.Expect(rules(r)).To(Equal([]string{RuleFewHits}))
+	g.Expect(Summary(h, r)).To(ContainSubstring("2 of 3 faults hit a running Pod; the run needs at least 3"))
 }

@@ -127,7 +127,10 @@ func TestDemoOneShot(t *testing.T) {
 	}
 	q := regexp.QuoteMeta
 	for _, want := range []string{
-		// kubectl get gj while the lease was held: the Lock, Holder and Fence columns.
+		// kubectl get gj while the lease was held: CronJob's columns, with the
+		// one active run and the lock's state.
+		`NAME\s+SCHEDULE\s+SUSPEND\s+ACTIVE\s+LOCK\s+LAST SCHEDULE\s+AGE\n` + `demo-settlement\s+\* \* \* \* \*\s+false\s+1\s+Held\s+\S+\s+\S+\n`,
+		// kubectl get gj -o wide: the Holder and Fence columns beside Lock.
 		`Held\s+demo/default/` + q(job) + `\s+` + fence + `\s`,
 		// kubectl get jobs: the Job went to Complete.
 		q(job) + `\s+Complete\s+1/1`,

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -214,14 +215,20 @@ func TestReleaseFiles(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(got2)).To(Equal(string(crds)), "crds.yaml is config/crd/bases")
 
-	// The chart: the release's version and image.
+	// The chart: the release's version, image and runbooks.
 	chart := filepath.Join(dist, "guardedjob-0.0.0-test.tgz")
 	out, err = exec.Command(bins.Helm(t), "show", "chart", chart).CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), "%s", out)
 	g.Expect(string(out)).To(And(ContainSubstring("\nversion: "+version+"\n"), ContainSubstring("\nappVersion: "+version+"\n")))
-	out, err = exec.Command(bins.Helm(t), "template", "guardedjob", chart, "--kube-version", "1.37.2", "--set", "redis.existingSecret=s").Output()
+	out, err = exec.Command(bins.Helm(t), "template", "guardedjob", chart, "--kube-version", "1.37.2", "--set", "redis.existingSecret=s",
+		"--set", "metrics.prometheusRule.enabled=true").Output()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(out)).To(ContainSubstring(`image: "` + imageRepo + ":" + version + `"`))
+	runbooks := regexp.MustCompile(`runbook_url: (\S+)`).FindAllStringSubmatch(string(out), -1)
+	g.Expect(runbooks).NotTo(BeEmpty())
+	for _, m := range runbooks {
+		g.Expect(m[1]).To(HavePrefix("https://github.com/guardedjob/guardedjob/blob/v"+version+"/docs/operations.md#"), "the release's runbooks")
+	}
 }
 
 // unpack returns the regular files of a .tar.gz or .zip archive by name.
@@ -337,4 +344,22 @@ func decode(t *testing.T, path string) []*unstructured.Unstructured {
 			objs = append(objs, &unstructured.Unstructured{Object: m})
 		}
 	}
+}
+
+// A release (not a pre-release) of a tree whose kustomize alerts link the
+// runbooks of another version is refused before anything is built: users who
+// apply config/ at the release's tag would follow links to other docs.
+func TestReleaseRefusesAlertsOfAnotherVersion(t *testing.T) {
+	g := NewWithT(t)
+	root := repoRoot(t)
+	dist := t.TempDir()
+	cmd := exec.Command(filepath.Join(root, "hack", "release.sh"), "99.0.0")
+	cmd.Env = append(os.Environ(), "DIST="+dist, "HELM="+bins.Helm(t))
+	out, err := cmd.CombinedOutput()
+	g.Expect(err).To(HaveOccurred(), "%s", out)
+	g.Expect(string(out)).To(ContainSubstring("config/prometheus links the runbooks of another release than 99.0.0"))
+	g.Expect(string(out)).To(ContainSubstring(`sed -i 's|/blob/v[^/]*/docs/|/blob/v99.0.0/docs/|'`))
+	entries, err := os.ReadDir(dist)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(entries).To(BeEmpty(), "nothing was released")
 }

@@ -102,3 +102,10 @@ nothing: the manager then makes a self-signed one. */}}
 {{- define "guardedjob.metricsServiceDNS" -}}
 {{ include "guardedjob.manager" . }}-metrics.{{ .Release.Namespace }}.svc
 {{- end -}}
+
+{{/* A PromQL expression (or Grafana query) of config/prometheus or config/grafana with
+the cluster label, written "cluster" there, renamed: (list EXPR LABEL). "$cluster", a
+Grafana variable, stays. */}}
+{{- define "guardedjob.withClusterLabel" -}}
+{{- regexReplaceAll "(^|[^$\\w])cluster\\b" (index . 0) (printf "${1}%s" (index . 1)) -}}
+{{- end -}}
