@@ -251,7 +251,7 @@ func (r *GuardedJobReconciler) handleUnlock(ctx context.Context, s *scope, value
 		return refuse("%q is neither a lock key nor the current done-marker of this GuardedJob (status.storeView lists them); no other key is ever deleted", rec.Key)
 	}
 	if what == "lock" {
-		if why := r.liveHolder(ctx, gj, rec.Holder); why != "" {
+		if why := r.liveHolder(ctx, s, rec.Holder); why != "" {
 			return refuse("lock %s is held by %s: %s", rec.Key, rec.Holder, why)
 		}
 	}
@@ -282,12 +282,23 @@ func (r *GuardedJobReconciler) handleUnlock(ctx context.Context, s *scope, value
 
 // liveHolder says why a lock holder may still be working, or "" when nothing
 // says so: an active run of this GuardedJob (in any cluster: a run recorded
-// elsewhere may be alive there), a lease this manager renews, or a Job of this
-// cluster that has not finished.
-func (r *GuardedJobReconciler) liveHolder(ctx context.Context, gj *batchv1alpha1.GuardedJob, holder string) string {
+// elsewhere may be alive there), its last run's lease left to expire, a lease
+// this manager renews, or a Job of this cluster that has not finished.
+func (r *GuardedJobReconciler) liveHolder(ctx context.Context, s *scope, holder string) string {
+	gj := s.gj
 	for _, run := range gj.Status.Active {
 		if run.Holder == holder {
 			return fmt.Sprintf("the active run %s of this GuardedJob; delete its Job to stop the run (its lease is released once its Pods are gone)", run.JobName)
+		}
+	}
+	// A lease of this GuardedJob's last run that the manager did not release was
+	// left to expire on purpose: a Pod of that run may still run where the API
+	// server does not show it (its pod guard stops it before the key expires).
+	if lr := gj.Status.LastRun; lr != nil && lr.JobName != "" && lr.FinishedAt != nil &&
+		holder == lockclient.FormatHolder(r.ClusterName, gj.Namespace, lr.JobName) {
+		if until := lr.FinishedAt.Add(gj.Spec.Lock.TTLOrDefault() + time.Second); s.now.Before(until) {
+			return fmt.Sprintf("the last run %s of this GuardedJob, which ended %s and left its lease to expire on purpose (a Pod of it may still run where the API server does not show it); it expires by %s",
+				lr.JobName, lr.Result, until.UTC().Format(time.RFC3339))
 		}
 	}
 	for _, st := range r.Keeper.Snapshot() {

@@ -238,6 +238,24 @@ func TestUnlockRequests(t *testing.T) {
 		g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(run.Token))
 	})
 
+	t.Run("never the lease of its last run, left to expire, within the ttl", func(t *testing.T) {
+		run := h.get(gj).Status.Active[0]
+		h.fail(&h.waitJobs(1)[0])
+		g.Eventually(func() string {
+			if lr := h.get(gj).Status.LastRun; lr != nil {
+				return lr.JobName
+			}
+			return ""
+		}).Should(Equal(run.JobName))
+		// As a run whose Pod may still run somewhere leaves it (lock.podGuard).
+		g.Expect(h.rdb.Set(ctx, key, run.Token, 30*time.Second).Err()).To(Succeed())
+		rec := h.unlock(gj, h.requestValue(), key, run.Holder)
+		g.Expect(rec.Result).To(Equal(batchv1alpha1.UnlockRefused))
+		g.Expect(rec.Message).To(ContainSubstring("the last run " + run.JobName + " of this GuardedJob, which ended Failed and left its lease to expire on purpose"))
+		g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(run.Token))
+		g.Expect(h.rdb.Del(ctx, key).Err()).To(Succeed())
+	})
+
 	t.Run("never the lease of another GuardedJob's run this manager renews", func(t *testing.T) {
 		shared := h.ns + ":shared"
 		other := h.create(h.guardedJob("other", shared))
