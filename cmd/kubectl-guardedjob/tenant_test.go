@@ -84,6 +84,13 @@ func (w *world) kubectl(t *testing.T, args ...string) (code int, stdout, stderr 
 	return 0, out.String(), errOut.String()
 }
 
+// events lists the events.k8s.io events of a namespace.
+func (w *world) events(g Gomega, namespace string) []eventsv1.Event {
+	list := &eventsv1.EventList{}
+	g.Expect(w.k8s.List(context.Background(), list, client.InNamespace(namespace))).To(Succeed())
+	return list.Items
+}
+
 func tenantJob(namespace, name, key string) *batchv1alpha1.GuardedJob {
 	return &batchv1alpha1.GuardedJob{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
@@ -215,9 +222,10 @@ func TestTenantSeesAndUnlocksItsLocksWithoutStoreCredentials(t *testing.T) {
 		g.Expect(stdout).To(ContainSubstring("Delete lock team-a:settle (held by cluster-b/team-a/settle-1-abcdef (cluster cluster-b), expires in"))
 		g.Expect(stdout).To(ContainSubstring("deleted lock team-a:settle"))
 		g.Expect(rdb.Exists(ctx, "team-a:settle").Val()).To(BeZero())
-		events := &eventsv1.EventList{}
-		g.Expect(w.k8s.List(ctx, events, client.InNamespace("team-a"))).To(Succeed())
-		g.Expect(events.Items).To(ContainElement(And(
+		// The manager's event recorder writes events in the background.
+		g.Eventually(func(g Gomega) []eventsv1.Event {
+			return w.events(g, "team-a")
+		}).Should(ContainElement(And(
 			HaveField("Reason", batchv1alpha1.ManualUnlockReason), HaveField("Regarding.Name", "settle"),
 			HaveField("ReportingController", Not(ContainSubstring("kubectl"))),
 			HaveField("Note", HavePrefix("Deleted lock team-a:settle held by cluster-b/team-a/settle-1-abcdef")))))
@@ -247,8 +255,8 @@ func TestTenantSeesAndUnlocksItsLocksWithoutStoreCredentials(t *testing.T) {
 		}).Should(And(Not(BeNil()), HaveField("Request", value), HaveField("Result", batchv1alpha1.UnlockRefused),
 			HaveField("Message", ContainSubstring("the active run "+run.JobName+" of this GuardedJob"))))
 		g.Expect(rdb.Get(ctx, "team-a:settle").Val()).To(Equal(run.Token))
-		events := &eventsv1.EventList{}
-		g.Expect(w.k8s.List(ctx, events, client.InNamespace("team-a"))).To(Succeed())
-		g.Expect(events.Items).To(ContainElement(HaveField("Reason", batchv1alpha1.UnlockRefusedReason)))
+		g.Eventually(func(g Gomega) []eventsv1.Event {
+			return w.events(g, "team-a")
+		}).Should(ContainElement(HaveField("Reason", batchv1alpha1.UnlockRefusedReason)))
 	})
 }
