@@ -81,6 +81,7 @@ func eventsInCode(t *testing.T) map[string]map[string]bool {
 	src := &eventSource{t: t, fset: token.NewFileSet(), funcs: map[string]*ast.FuncDecl{}, calls: map[string][]callSite{},
 		consts: map[string]string{"corev1.EventTypeNormal": "Normal", "corev1.EventTypeWarning": "Warning"}}
 	src.readConsts("../api/v1alpha1/conditions.go", "batchv1alpha1.")
+	src.readConsts("../api/v1alpha1/storeview_types.go", "batchv1alpha1.")
 	src.readConsts("../internal/specerror/specerror.go", "specerror.")
 	for _, name := range goFiles(t, "*.go") {
 		f, err := parser.ParseFile(src.fset, name, nil, 0)

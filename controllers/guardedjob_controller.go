@@ -296,6 +296,10 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}()
 
 	if !gj.DeletionTimestamp.IsZero() {
+		if r.serveRequests(ctx, s, nil, nil) {
+			s.requeueAfter(time.Millisecond)
+			return ctrl.Result{}, nil
+		}
 		return ctrl.Result{}, r.reconcileDelete(ctx, s)
 	}
 	if !controllerutil.ContainsFinalizer(gj, batchv1alpha1.GuardedJobFinalizer) {
@@ -316,6 +320,12 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, err
 	}
 	r.setMaxHoldAtRisk(s) // lock.maxHold may have changed
+	if r.serveRequests(ctx, s, spec, specErr) {
+		// An unlock deleted a key: its record is written now (the defer), and
+		// the next pass goes on from there.
+		s.requeueAfter(time.Millisecond)
+		return ctrl.Result{}, nil
+	}
 	if specErr != nil {
 		var se *specerror.Error
 		if errors.As(specErr, &se) {

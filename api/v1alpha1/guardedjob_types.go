@@ -396,6 +396,16 @@ type GuardedJobStatus struct {
 	// +optional
 	LastRun *RunRecord `json:"lastRun,omitempty"`
 
+	// storeView is what the lock store held for this GuardedJob's keys when the
+	// manager last answered a batch.guardedjob.dev/inspect-now request: holders,
+	// expiry, fence and done-marker, never a token.
+	// +optional
+	StoreView *StoreView `json:"storeView,omitempty"`
+
+	// lastUnlock is the outcome of the last batch.guardedjob.dev/unlock request.
+	// +optional
+	LastUnlock *UnlockRecord `json:"lastUnlock,omitempty"`
+
 	// runDurations summarises how long the last runs took, so that lock.maxHold and
 	// lock.ttl can be sized from data (docs/operations.md, "Lease calibration").
 	// +optional

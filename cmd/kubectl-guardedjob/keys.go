@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strings"
 	"time"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -71,26 +70,4 @@ func latestOccurrence(gj *batchv1alpha1.GuardedJob, rules *gjspec.Rules, now tim
 		return t.Time, true
 	}
 	return rules.Schedule.Prev(now)
-}
-
-// where says whose a lease value is: the given active run of this GuardedJob, this
-// cluster, another cluster, or a process that does not write GuardedJob tokens.
-func where(value, cluster string, gj *batchv1alpha1.GuardedJob) string {
-	if value == "" {
-		return "-"
-	}
-	for _, r := range gj.Status.Active {
-		if r.Token != "" && r.Token == value {
-			return "this GuardedJob (" + r.JobName + ")"
-		}
-	}
-	holder := lockclient.HolderOf(value)
-	parts := strings.Split(holder, "/")
-	if len(parts) != 3 || holder == value || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		return "foreign process"
-	}
-	if cluster != "" && parts[0] == cluster {
-		return "this cluster"
-	}
-	return "cluster " + parts[0]
 }

@@ -2,20 +2,33 @@
 // suspend and resume, and see what the lock store says right now.
 //
 //	go install github.com/guardedjob/guardedjob/cmd/kubectl-guardedjob@latest
-//	kubectl guardedjob status daily-settlement -n payments --redis-secret guardedjob-system/guardedjob-redis
+//	kubectl guardedjob -n payments status daily-settlement
 //
-// It talks to the API server with the user's own kubeconfig and RBAC, and to Redis
-// with credentials from a Secret the user may read (--redis-secret) or from
-// GUARDEDJOB_REDIS_URL. It depends on api/ and internal/lockclient only.
+// It talks to the API server as kubectl does (k8s.io/cli-runtime: every kubeconfig
+// flag, impersonation, client auth plugins) and with the user's own RBAC. It asks
+// the manager, through the GuardedJob itself, what the lock store holds and to
+// unlock a stale lock (the inspect-now and unlock annotations), so a user who may
+// patch a GuardedJob needs no store credentials. With --redis-secret or
+// GUARDEDJOB_REDIS_URL it reads Redis directly instead (break-glass, for admins).
+// It depends on api/ and internal/, never on controllers/.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	// Client auth plugins (OIDC, and the messages for the removed cloud
+	// providers), as kubectl has them.
+	_ "k8s.io/client-go/plugin/pkg/client/auth"
 
 	"github.com/guardedjob/guardedjob/internal/buildinfo"
 )
@@ -34,71 +47,118 @@ func main() {
 // Main runs one command and returns the exit code: 0 done, 1 failed (or the run
 // did not succeed), 2 usage error.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		_, _ = fmt.Fprint(stdout, usage)
-		if len(args) == 0 {
-			return 2
-		}
+	// go-redis would log each failed dial on stderr; the command's error says it once.
+	redis.SetLogger(quietRedis{})
+	o := newOptions(genericiooptions.IOStreams{In: stdin, Out: stdout, ErrOut: stderr}, getenv)
+	root := newRootCommand(o)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
 		return 0
 	}
-	if args[0] == "version" || args[0] == "--version" {
-		_, _ = fmt.Fprintln(stdout, "kubectl-guardedjob", buildinfo.Resolve(version, commit))
-		return 0
-	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		_, _ = fmt.Fprintf(stderr, "unknown command %q\n\n%s", args[0], usage)
+	var usage usageError
+	switch {
+	case errors.As(err, &usage):
+		_, _ = fmt.Fprintf(stderr, "error: %v\nSee 'kubectl guardedjob --help'.\n", err)
 		return 2
 	}
-	o := &options{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
-	positional, err := o.parse(args[0], args[1:], cmd.flags)
-	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "%v\n", err)
-		return 2
+	_, _ = fmt.Fprintln(stderr, errorText(err))
+	var ec exitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
 	}
-	if len(positional) != cmd.args {
-		if cmd.args == 1 {
-			_, _ = fmt.Fprintf(stderr, "usage: kubectl guardedjob %s NAME [flags]\n", args[0])
-		} else {
-			_, _ = fmt.Fprintf(stderr, "usage: kubectl guardedjob %s [flags]\n", args[0])
-		}
-		return 2
-	}
-	if err := cmd.run(ctx, o, positional); err != nil {
-		_, _ = fmt.Fprintf(stderr, "error: %v\n", err)
-		var ec exitCoder
-		if asExitCoder(err, &ec) {
-			return ec.ExitCode()
-		}
-		return 1
-	}
-	return 0
+	return 1
 }
 
-const usage = `kubectl guardedjob: operate GuardedJobs.
+// errorText formats an error as kubectl does: "Error from server (Forbidden): ..."
+// for the API server's refusals, "error: ..." for the rest.
+func errorText(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Reason != "" && err.Error() == status.Status().Message {
+		return fmt.Sprintf("Error from server (%s): %s", status.Status().Reason, err)
+	}
+	return "error: " + err.Error()
+}
 
-Commands:
-  run NAME [--wait] [--timeout 5m]   run the occurrence due now (the run-now annotation); shows the Job,
-                                     and with --wait waits for the run to end
-  suspend NAME                       stop scheduling new runs (a running one goes on)
-  resume NAME                        schedule again
-  status NAME                        the GuardedJob's state, plus what Redis says right now:
-                                     holder, expiry, fence and the current occurrence's done-marker
-  locks [-A]                         every lock key the GuardedJobs in scope use and who holds it
-  unlock NAME --force [--yes]        delete a stale lock or the current occurrence's done-marker,
-                                     after confirmation, with an event on the GuardedJob
-  version                            the plugin's version and commit
+type quietRedis struct{}
 
-Common flags:
-  -n, --namespace NS     namespace (default: the kubeconfig's)
-  --kubeconfig PATH      kubeconfig file (default: $KUBECONFIG or ~/.kube/config)
-  --context NAME         kubeconfig context
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
-Lock store (status, locks, unlock), one of:
-  --redis-secret NS/NAME   the manager's store Secret (key url; optional ca.crt, tls.crt, tls.key,
-                           username, password), read with your own RBAC
-  GUARDEDJOB_REDIS_URL     the store's URL in the environment
-A GuardedJob with spec.lock.storeRef uses that Secret (in its namespace) instead.
-  --cluster-name NAME      this cluster's name in lease holders (default: derived from the
-                           kube-system namespace UID, as the manager does)
-`
+// usageError is a command line that cannot be run: exit code 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// exitCoder lets a command choose its exit code (run --wait: 1 when the run did
+// not succeed).
+type exitCoder interface{ ExitCode() int }
+
+func newRootCommand(o *options) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kubectl-guardedjob",
+		Short: "Operate GuardedJobs: trigger runs, suspend, and see and clear their locks",
+		Long: `kubectl guardedjob operates GuardedJobs.
+
+status, locks and unlock ask the manager, through the GuardedJob itself, what the lock
+store holds now and to delete a stale lock (the batch.guardedjob.dev/inspect-now and
+batch.guardedjob.dev/unlock annotations): that needs patch on the GuardedJob (the edit
+role), never the store's credentials. A user who may only read sees the last recorded
+observation. With --redis-secret or GUARDEDJOB_REDIS_URL they read Redis directly
+instead (for admins, break-glass).`,
+		Example: `  kubectl guardedjob -n payments status daily-settlement
+  kubectl guardedjob run daily-settlement -n payments --wait
+  kubectl guardedjob locks -A -o wide
+  kubectl guardedjob unlock daily-settlement -n payments --force`,
+		Version:       buildinfo.Resolve(version, commit).String(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_ = cmd.Help()
+			return usageError{msg: "no command given"}
+		},
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl guardedjob"},
+	}
+	root.SetVersionTemplate("kubectl-guardedjob {{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{msg: err.Error()} })
+	o.config.AddFlags(root.PersistentFlags())
+	registerConfigCompletions(root, o)
+	root.AddCommand(
+		newRunCommand(o), newSuspendCommand(o, true), newSuspendCommand(o, false),
+		newStatusCommand(o), newLocksCommand(o), newUnlockCommand(o), newVersionCommand(),
+	)
+	return root
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the plugin's version and commit",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), "kubectl-guardedjob", buildinfo.Resolve(version, commit))
+			return err
+		},
+	}
+}
+
+// noArgs and oneName check positional arguments, as usage errors.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		if cmd.HasSubCommands() {
+			return usageError{msg: fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())}
+		}
+		return usageError{msg: fmt.Sprintf("%s takes no arguments, got %q", cmd.CommandPath(), args)}
+	}
+	return nil
+}
+
+func oneName(cmd *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return usageError{msg: fmt.Sprintf("usage: %s", cmd.UseLine())}
+	}
+	return nil
+}

@@ -2,133 +2,80 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
-	"github.com/guardedjob/guardedjob/internal/clustername"
-	"github.com/guardedjob/guardedjob/internal/lockclient"
-	"github.com/guardedjob/guardedjob/internal/storeconfig"
+	"github.com/guardedjob/guardedjob/internal/buildinfo"
 )
 
-// options are the flags every command shares, and its I/O.
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(batchv1alpha1.AddToScheme(s))
+	return s
+}()
+
+// options are what every command shares: the kubeconfig flags, I/O, and the
+// command's own flags.
 type options struct {
-	namespace     string
+	config *genericclioptions.ConfigFlags
+	genericiooptions.IOStreams
+	getenv func(string) string
+
 	allNamespaces bool
-	kubeconfig    string
-	kubeContext   string
-	redisSecret   string
-	clusterName   string
-	wait          bool
-	timeout       time.Duration
-	force         bool
-	yes           bool
+	// timeout is the running command's --timeout.
+	timeout    time.Duration
+	wait       bool
+	force, yes bool
+	// Direct store access (break-glass).
+	redisSecret, clusterName, storeAllow string
 
-	stdin          io.Reader
-	stdout, stderr io.Writer
-	getenv         func(string) string
-
-	k8s client.Client
+	k8s       client.WithWatch
+	namespace string
 }
 
-type command struct {
-	args  int
-	flags func(fs *flag.FlagSet, o *options)
-	run   func(ctx context.Context, o *options, args []string) error
-}
-
-var commands = map[string]command{
-	"run":     {args: 1, flags: runFlags, run: runCmd},
-	"suspend": {args: 1, run: func(ctx context.Context, o *options, a []string) error { return setSuspend(ctx, o, a[0], true) }},
-	"resume":  {args: 1, run: func(ctx context.Context, o *options, a []string) error { return setSuspend(ctx, o, a[0], false) }},
-	"status":  {args: 1, flags: storeFlags, run: statusCmd},
-	"locks":   {args: 0, flags: locksFlags, run: locksCmd},
-	"unlock":  {args: 1, flags: unlockFlags, run: unlockCmd},
-}
-
-func runFlags(fs *flag.FlagSet, o *options) {
-	fs.BoolVar(&o.wait, "wait", false, "wait until the run ends and show its result")
-	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long to wait for the manager (and, with --wait, for the run)")
-}
-
-func storeFlags(fs *flag.FlagSet, o *options) {
-	fs.StringVar(&o.redisSecret, "redis-secret", "", "NAMESPACE/NAME of the manager's store Secret")
-	fs.StringVar(&o.clusterName, "cluster-name", "", "this cluster's name in lease holders")
-}
-
-func locksFlags(fs *flag.FlagSet, o *options) {
-	storeFlags(fs, o)
-	fs.BoolVar(&o.allNamespaces, "A", false, "every namespace")
-	fs.BoolVar(&o.allNamespaces, "all-namespaces", false, "every namespace")
-}
-
-func unlockFlags(fs *flag.FlagSet, o *options) {
-	storeFlags(fs, o)
-	fs.BoolVar(&o.force, "force", false, "required: unlock deletes keys other holders rely on")
-	fs.BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
-}
-
-// parse reads flags anywhere among the arguments (kubectl style: NAME may come
-// first), and connects to the API server.
-func (o *options) parse(name string, args []string, extra func(*flag.FlagSet, *options)) ([]string, error) {
-	fs := flag.NewFlagSet("kubectl guardedjob "+name, flag.ContinueOnError)
-	fs.SetOutput(o.stderr)
-	fs.StringVar(&o.namespace, "n", "", "namespace")
-	fs.StringVar(&o.namespace, "namespace", "", "namespace")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file")
-	fs.StringVar(&o.kubeContext, "context", "", "kubeconfig context")
-	if extra != nil {
-		extra(fs, o)
+func newOptions(streams genericiooptions.IOStreams, getenv func(string) string) *options {
+	return &options{
+		config:    genericclioptions.NewConfigFlags(true),
+		IOStreams: streams,
+		getenv:    getenv,
 	}
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	return positional, nil
 }
 
-// connect builds the API client from the kubeconfig, as kubectl would.
+// connect builds the API client from the kubeconfig flags, as kubectl does.
 func (o *options) connect() error {
 	if o.k8s != nil {
 		return nil
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if o.kubeconfig != "" {
-		rules.ExplicitPath = o.kubeconfig
-	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.kubeContext})
-	cfg, err := cc.ClientConfig()
+	cfg, err := o.config.ToRESTConfig()
 	if err != nil {
-		return fmt.Errorf("load kubeconfig: %w", err)
+		return err
 	}
-	if o.namespace == "" {
-		if o.namespace, _, err = cc.Namespace(); err != nil {
-			return fmt.Errorf("kubeconfig namespace: %w", err)
-		}
+	if o.namespace, _, err = o.config.ToRawKubeConfigLoader().Namespace(); err != nil {
+		return err
 	}
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(batchv1alpha1.AddToScheme(scheme))
-	cfg.UserAgent = "kubectl-guardedjob"
-	o.k8s, err = client.New(cfg, client.Options{Scheme: scheme})
+	cfg.UserAgent = "kubectl-guardedjob/" + buildinfo.Resolve(version, commit).Version
+	o.k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	return err
 }
 
@@ -143,90 +90,169 @@ func (o *options) get(ctx context.Context, name string) (*batchv1alpha1.GuardedJ
 	return gj, nil
 }
 
-// stores dials lock stores on demand and keeps one client per store.
-type stores struct {
-	o       *options
-	clients map[string]*lockclient.Client
+// annotate sets annotations on a GuardedJob with one merge patch of its
+// metadata only, so the patch never carries a stale copy of anything else.
+func (o *options) annotate(ctx context.Context, gj *batchv1alpha1.GuardedJob, kv map[string]string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": kv}})
+	if err != nil {
+		return err
+	}
+	return o.k8s.Patch(ctx, gj, client.RawPatch(types.MergePatchType, patch))
 }
 
-func newStores(o *options) *stores { return &stores{o: o, clients: map[string]*lockclient.Client{}} }
+// requestValue is the value of a new inspect-now or unlock request: now, to the
+// nanosecond, so that no two requests share one.
+func requestValue() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 
-func (s *stores) close() {
-	for _, c := range s.clients {
-		_ = c.Close()
-	}
+// errNoAnswer says the manager did not answer a request in time.
+type errNoAnswer struct{ timeout time.Duration }
+
+func (e errNoAnswer) Error() string {
+	return fmt.Sprintf("the manager did not answer within %s (is it running? see the manager's log, or raise --timeout)", e.timeout)
 }
 
-// forJob returns the store a GuardedJob's locks live in: its storeRef Secret, or
-// the manager's store from --redis-secret or GUARDEDJOB_REDIS_URL. Errors never
-// hold the URL or password.
-func (s *stores) forJob(ctx context.Context, gj *batchv1alpha1.GuardedJob) (*lockclient.Client, error) {
-	if ref := gj.Spec.Lock.StoreRef; ref != nil {
-		return s.fromSecret(ctx, gj.Namespace, ref.Name, "spec.lock.storeRef")
-	}
-	if s.o.redisSecret != "" {
-		ns, name, ok := strings.Cut(s.o.redisSecret, "/")
-		if !ok || ns == "" || name == "" {
-			return nil, fmt.Errorf("--redis-secret %q must be NAMESPACE/NAME", s.o.redisSecret)
+// waitFor watches one GuardedJob until done says so, and returns it then. It
+// lists and watches as an informer does, so a watch that ends early is resumed.
+func (o *options) waitFor(ctx context.Context, namespace, name string, done func(*batchv1alpha1.GuardedJob) (bool, error)) (*batchv1alpha1.GuardedJob, error) {
+	var last *batchv1alpha1.GuardedJob
+	_, err := watchtools.UntilWithSync(ctx, o.listWatch(&batchv1alpha1.GuardedJobList{}, namespace, name), &batchv1alpha1.GuardedJob{}, nil,
+		func(ev watch.Event) (bool, error) {
+			switch ev.Type {
+			case watch.Deleted:
+				return false, fmt.Errorf("guardedjob %s/%s was deleted", namespace, name)
+			case watch.Added, watch.Modified:
+				gj, ok := ev.Object.(*batchv1alpha1.GuardedJob)
+				if !ok {
+					return false, nil
+				}
+				last = gj
+				return done(gj)
+			}
+			return false, nil
+		})
+	return last, err
+}
+
+// watchAll watches the GuardedJobs of a namespace ("" for all) until done says so.
+func (o *options) watchAll(ctx context.Context, namespace string, done func(*batchv1alpha1.GuardedJob) (bool, error)) error {
+	_, err := watchtools.UntilWithSync(ctx, o.listWatch(&batchv1alpha1.GuardedJobList{}, namespace, ""), &batchv1alpha1.GuardedJob{}, nil,
+		func(ev watch.Event) (bool, error) {
+			gj, ok := ev.Object.(*batchv1alpha1.GuardedJob)
+			if !ok || ev.Type == watch.Deleted {
+				return false, nil
+			}
+			return done(gj)
+		})
+	return err
+}
+
+// listWatch lists and watches objects of list's kind in namespace, one of them
+// when name is set.
+func (o *options) listWatch(list client.ObjectList, namespace, name string) cache.ListerWatcher {
+	selector := func(opts *metav1.ListOptions) *client.ListOptions {
+		if name != "" {
+			opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 		}
-		return s.fromSecret(ctx, ns, name, "--redis-secret")
+		return &client.ListOptions{Namespace: namespace, Raw: opts}
 	}
-	url := s.o.getenv("GUARDEDJOB_REDIS_URL")
-	if url == "" {
-		return nil, errors.New("no lock store: pass --redis-secret NAMESPACE/NAME (the manager's store Secret) or set GUARDEDJOB_REDIS_URL")
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			l := list.DeepCopyObject().(client.ObjectList)
+			return l, o.k8s.List(ctx, l, selector(&opts))
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return o.k8s.Watch(ctx, list.DeepCopyObject().(client.ObjectList), selector(&opts))
+		},
 	}
-	if c, ok := s.clients["env"]; ok {
-		return c, nil
-	}
-	c, err := lockclient.Dial(lockclient.Config{URL: url}, lockclient.WithIdentity(lockclient.Redact(url)))
-	if err != nil {
-		return nil, fmt.Errorf("GUARDEDJOB_REDIS_URL: %w", err)
-	}
-	s.clients["env"] = c
-	return c, nil
 }
 
-func (s *stores) fromSecret(ctx context.Context, namespace, name, what string) (*lockclient.Client, error) {
-	id := "secret:" + namespace + "/" + name
-	if c, ok := s.clients[id]; ok {
-		return c, nil
-	}
-	secret := &corev1.Secret{}
-	if err := s.o.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
-		return nil, fmt.Errorf("read %s Secret %s/%s: %w", what, namespace, name, err)
-	}
-	cfg, err := storeconfig.FromSecret(fmt.Sprintf("%s Secret %s/%s", what, namespace, name), secret.Data)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.InsecureSkipVerify {
-		_, _ = fmt.Fprintf(s.o.stderr, "warning: %s Secret %s/%s turns TLS server verification off (insecureSkipVerify)\n", what, namespace, name)
-	}
-	c, err := lockclient.Dial(cfg, lockclient.WithIdentity(id+" ("+lockclient.Redact(cfg.URL)+")"))
-	if err != nil {
-		return nil, fmt.Errorf("%s Secret %s/%s: %w", what, namespace, name, err)
-	}
-	s.clients[id] = c
-	return c, nil
+// watchJob watches a Job and calls seen with each version of it until ctx ends.
+// It says nothing when the user may not watch Jobs: it only adds detail.
+func (o *options) watchJob(ctx context.Context, namespace, name string, seen func(*batchv1.Job)) {
+	_, _ = watchtools.UntilWithSync(ctx, o.listWatch(&batchv1.JobList{}, namespace, name), &batchv1.Job{}, nil,
+		func(ev watch.Event) (bool, error) {
+			if job, ok := ev.Object.(*batchv1.Job); ok && ev.Type != watch.Deleted {
+				seen(job)
+			}
+			return false, nil
+		})
 }
 
-// thisCluster is --cluster-name, or the name the manager derives from the
-// kube-system namespace UID; empty if neither is known (the user may not read
-// namespaces).
-func (o *options) thisCluster(ctx context.Context) string {
-	if o.clusterName != "" {
-		return o.clusterName
+// isForbidden says whether the API server refused a request for lack of rights.
+func isForbidden(err error) bool { return apierrors.IsForbidden(err) }
+
+// deadlineOr turns a wait that ended with its deadline into errNoAnswer.
+func deadlineOr(ctx context.Context, err error, timeout time.Duration) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return errNoAnswer{timeout: timeout}
 	}
-	ns := &corev1.Namespace{}
-	if err := o.k8s.Get(ctx, client.ObjectKey{Name: clustername.Namespace}, ns); err != nil {
-		return ""
-	}
-	o.clusterName = clustername.FromNamespaceUID(string(ns.UID))
-	return o.clusterName
+	return err
 }
 
-// exitCoder lets a command choose its exit code (run --wait: 1 when the run did
-// not succeed).
-type exitCoder interface{ ExitCode() int }
+// timeoutFlag adds --timeout, how long a command waits, and returns where the
+// value goes (each command has its own default).
+func timeoutFlag(cmd *cobra.Command, def time.Duration, what string) *time.Duration {
+	t := new(time.Duration)
+	cmd.Flags().DurationVar(t, "timeout", def, what)
+	return t
+}
 
-func asExitCoder(err error, target *exitCoder) bool { return errors.As(err, target) }
+// addStoreFlags adds the flags of direct store access (break-glass).
+func (o *options) addStoreFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.redisSecret, "redis-secret", "", "read the lock store directly with the manager's store Secret NAMESPACE/NAME (admins; needs get on that Secret) instead of asking the manager; or set GUARDEDJOB_REDIS_URL")
+	cmd.Flags().StringVar(&o.clusterName, "cluster-name", "", "with direct store access: this cluster's name in lease holders (default: derived from the kube-system namespace UID, as the manager does)")
+	cmd.Flags().StringVar(&o.storeAllow, "store-allow", "", "with direct store access: the hosts storeRef stores may have (host patterns and CIDRs, as the manager's --store-allow); a GuardedJob's store outside them is not dialled")
+}
+
+// output is a command's -o and --no-headers.
+type output struct {
+	flags     *genericclioptions.PrintFlags
+	noHeaders bool
+}
+
+// outputFlags adds -o and --no-headers to a command.
+func outputFlags(cmd *cobra.Command) *output {
+	out := &output{flags: genericclioptions.NewPrintFlags("").WithTypeSetter(scheme)}
+	out.flags.AddFlags(cmd)
+	cmd.Flags().Lookup("output").Usage = "Output format: wide, or one of json, yaml, name, go-template, go-template-file, template, templatefile, jsonpath, jsonpath-as-json, jsonpath-file, kyaml"
+	cmd.Flags().BoolVar(&out.noHeaders, "no-headers", false, "When using the default or wide output, don't print headers")
+	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return append([]string{"wide"}, out.flags.AllowedFormats()...), cobra.ShellCompDirectiveNoFileComp
+	})
+	return out
+}
+
+// human says whether the output is the plugin's own text (default or wide).
+func (p *output) human() bool {
+	f := *p.flags.OutputFormat
+	return (f == "" || f == "wide") && !p.templateOnly()
+}
+
+// templateOnly is --template without -o, which kubectl reads as go-template.
+func (p *output) templateOnly() bool {
+	t := p.flags.TemplatePrinterFlags.TemplateArgument
+	return *p.flags.OutputFormat == "" && t != nil && *t != ""
+}
+
+// wide says whether -o wide was asked for.
+func (p *output) wide() bool { return *p.flags.OutputFormat == "wide" }
+
+// check rejects an output format no printer handles, before anything is done.
+func (p *output) check() error {
+	if p.human() {
+		return nil
+	}
+	if _, err := p.flags.ToPrinter(); err != nil {
+		return usageError{msg: err.Error()}
+	}
+	return nil
+}
+
+// printObj prints an object (or a list) with the -o printer.
+func (p *output) printObj(obj runtime.Object, w io.Writer) error {
+	printer, err := p.flags.ToPrinter()
+	if err != nil {
+		return err
+	}
+	return printer.PrintObj(obj, w)
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -60,6 +61,8 @@ type world struct {
 	redis      *redisserver.Server
 	password   string
 	managerLog *syncBuffer
+	// stopManager kills the manager (by its PID) and waits for it.
+	stopManager func()
 }
 
 const (
@@ -108,7 +111,9 @@ func startWorld(t *testing.T) *world {
 	g.Expect(mgr.Start()).To(Succeed())
 	exited := make(chan struct{})
 	go func() { _ = mgr.Wait(); close(exited) }()
-	t.Cleanup(func() { _ = mgr.Process.Kill(); <-exited })
+	var once sync.Once
+	w.stopManager = func() { once.Do(func() { _ = mgr.Process.Kill(); <-exited }) }
+	t.Cleanup(w.stopManager)
 	return w
 }
 
@@ -175,7 +180,7 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 	rdb := w.redis.Client(t)
 	store := []string{"--redis-secret", storeSecret}
 
-	t.Run("without a store the commands that need one say how to give it", func(t *testing.T) {
+	t.Run("without store access, status asks the manager; a store that does not answer is named without its password", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(w.k8s.Create(ctx, &batchv1alpha1.GuardedJob{
 			ObjectMeta: metav1.ObjectMeta{Name: "idle", Namespace: "default"},
@@ -183,9 +188,10 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 				JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 					RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "w", Image: "busybox"}}}}}}},
 		})).To(Succeed())
-		code, _, stderr := w.plugin("", nil, "status", "idle", "-n", "default")
-		g.Expect(code).To(Equal(1))
-		g.Expect(stderr).To(ContainSubstring("pass --redis-secret NAMESPACE/NAME"))
+		code, stdout, stderr := w.plugin("", nil, "status", "idle", "-n", "default")
+		g.Expect(code).To(Equal(0), "stdout:\n%s\nstderr:\n%s\nmanager:\n%s", stdout, stderr, w.managerLog)
+		g.Expect(stdout).To(MatchRegexp(`Redis now \(read at [^)]+\):\n\s+lock\s+default:idle\s+free\n`))
+		g.Expect(stdout).To(ContainSubstring("store: redis://" + w.redis.Addr()))
 
 		// A store that does not answer: the error names it without its password.
 		code, _, stderr = w.plugin("", map[string]string{"GUARDEDJOB_REDIS_URL": "redis://:" + w.password + "@127.0.0.1:1"}, "status", "idle", "-n", "default")
@@ -230,6 +236,20 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 		g.Expect(stdout).To(MatchRegexp(`done-marker\s+default:settle:done:\d+\s+absent`))
 		g.Expect(stdout).To(ContainSubstring("LockAcquired"), "the GuardedJob's events")
 		g.Expect(stdout + stderr).NotTo(ContainSubstring(w.password))
+
+		// Asked of the manager, the same, with kubectl's flags before the command.
+		code, stdout, stderr = w.plugin("", nil, "-n", "default", "status", "settle")
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(MatchRegexp(`lock\s+default:settle\s+held by ` + clusterName + `/default/` + jobName + ` \(this GuardedJob \(` + jobName + `\)\), expires in \d`))
+		g.Expect(stdout).To(MatchRegexp(`fence\s+default:settle:fence\s+1\n`))
+		g.Expect(stdout).To(MatchRegexp(`done-marker\s+default:settle:done:\d+\s+absent`))
+		gj := &batchv1alpha1.GuardedJob{}
+		g.Expect(w.k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "settle"}, gj)).To(Succeed())
+		raw, err := json.Marshal(gj)
+		g.Expect(err).NotTo(HaveOccurred())
+		random := gj.Status.Active[0].Token[strings.LastIndexByte(gj.Status.Active[0].Token, '#')+1:]
+		g.Expect(stdout).NotTo(ContainSubstring(random), "the lease token is never shown")
+		g.Expect(strings.Count(string(raw), random)).To(Equal(1), "the token is in status.active only")
 	})
 
 	t.Run("unlock never deletes the lock of a running run", func(t *testing.T) {
@@ -267,7 +287,12 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 
 		g.Expect(rdb.Set(ctx, "default:settle", "batch-host-7", 0).Err()).To(Succeed())
 		_, stdout, _ = w.plugin("", nil, append([]string{"locks", "-n", "default"}, store...)...)
-		g.Expect(stdout).To(MatchRegexp(`default\s+settle\s+default:settle\s+batch-host-7\s+foreign process\s+never`))
+		g.Expect(stdout).To(MatchRegexp(`(?m)^settle\s+default:settle\s+batch-host-7\s+foreign process\s+never`), "no NAMESPACE column without -A, as kubectl get")
+
+		// Asking the manager gives the same answer.
+		code, stdout, stderr = w.plugin("", nil, "locks", "-n", "default")
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(MatchRegexp(`(?m)^settle\s+default:settle\s+batch-host-7\s+foreign process\s+never`))
 	})
 
 	t.Run("unlock deletes only what the user confirms, and records it", func(t *testing.T) {
@@ -285,7 +310,7 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 		events := &eventsv1.EventList{}
 		g.Expect(w.k8s.List(ctx, events, client.InNamespace("default"))).To(Succeed())
 		g.Expect(events.Items).To(ContainElement(And(
-			HaveField("Reason", ManualUnlockReason),
+			HaveField("Reason", batchv1alpha1.ManualUnlockReason),
 			HaveField("Regarding.Name", "settle"),
 			HaveField("Note", MatchRegexp(`Deleted done-marker default:settle:done:\d+ \(done by `+clusterName+`/default/`+jobName+`\)`)))))
 
@@ -328,8 +353,31 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 		g.Expect(own.Client(t).Set(ctx, "shared:report", "cluster-b/reports/report-1-aaaaaa#77", time.Minute).Err()).To(Succeed())
 		code, stdout, stderr := w.plugin("", nil, append([]string{"locks", "-n", "default"}, store...)...)
 		g.Expect(code).To(Equal(0), stderr)
-		g.Expect(stdout).To(MatchRegexp(`default\s+own\s+shared:report\s+cluster-b/reports/report-1-aaaaaa\s+cluster cluster-b`))
-		g.Expect(stdout).To(MatchRegexp(`default\s+settle\s+default:settle\s+-`), "the manager's store for the others")
+		g.Expect(stdout).To(MatchRegexp(`(?m)^own\s+shared:report\s+cluster-b/reports/report-1-aaaaaa\s+cluster cluster-b`))
+		g.Expect(stdout).To(MatchRegexp(`(?m)^settle\s+default:settle\s+-`), "the manager's store for the others")
+
+		// --store-allow: a tenant's store outside it is not dialled; the manager's is.
+		ownClient := own.Client(t)
+		connections := func() string {
+			for _, line := range strings.Split(ownClient.Info(ctx, "stats").Val(), "\n") {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_connections_received:"); ok {
+					return v
+				}
+			}
+			return "?"
+		}
+		before := connections()
+		code, stdout, stderr = w.plugin("", nil, append([]string{"locks", "-A", "--store-allow", "10.0.0.0/8"}, store...)...)
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring("default/own: spec.lock.storeRef Secret default/own-redis: " + own.Addr() + " is outside --store-allow; not dialled"))
+		g.Expect(stdout).To(MatchRegexp(`(?m)^default\s+settle\s+default:settle\s+-`))
+		g.Expect(connections()).To(Equal(before), "no connection to a store outside --store-allow")
+		code, stdout, stderr = w.plugin("", nil, append([]string{"locks", "-A", "--store-allow", "127.0.0.0/8"}, store...)...)
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(MatchRegexp(`(?m)^default\s+own\s+shared:report\s+cluster-b/reports/report-1-aaaaaa`))
+		code, _, stderr = w.plugin("", nil, append([]string{"locks", "--store-allow", "not a host/99"}, store...)...)
+		g.Expect(code).To(Equal(2))
+		g.Expect(stderr).To(ContainSubstring("--store-allow"))
 	})
 
 	t.Run("status and unlock show custom done-marker and fence keys of an idle GuardedJob", func(t *testing.T) {
@@ -378,7 +426,7 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 		g.Expect(tlsSrv.Client(t).Set(ctx, "shared:insecure", "cluster-b/reports/report-1-aaaaaa#77", time.Minute).Err()).To(Succeed())
 		code, stdout, stderr := w.plugin("", nil, append([]string{"locks", "-n", "tls"}, store...)...)
 		g.Expect(code).To(Equal(1), "the garbled Secret's lock cannot be read")
-		g.Expect(stdout).To(MatchRegexp(`tls\s+insecure\s+shared:insecure\s+cluster-b/reports/report-1-aaaaaa\s+cluster cluster-b`),
+		g.Expect(stdout).To(MatchRegexp(`(?m)^insecure\s+shared:insecure\s+cluster-b/reports/report-1-aaaaaa\s+cluster cluster-b`),
 			"a self-signed certificate is accepted when the Secret says insecureSkipVerify: true")
 		g.Expect(stderr).To(ContainSubstring("warning: spec.lock.storeRef Secret tls/insecure turns TLS server verification off"))
 		g.Expect(stderr).To(ContainSubstring(`tls/garbled: spec.lock.storeRef Secret tls/garbled: insecureSkipVerify must be "true" or "false"`))
@@ -411,6 +459,7 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 		g.Eventually(done).WithTimeout(60 * time.Second).Should(BeClosed())
 		g.Expect(code).To(Equal(0), "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 		g.Expect(stdout).To(ContainSubstring(fmt.Sprintf("run %s: Succeeded (fence 2)", next)))
+		g.Expect(stdout).To(ContainSubstring(fmt.Sprintf("job.batch/%s: Complete", next)), "the Job is watched too")
 	})
 
 	t.Run("suspend and resume", func(t *testing.T) {
@@ -427,5 +476,103 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 		g.Expect(gj.Spec.Suspended()).To(BeFalse())
 	})
 
+	t.Run("-o json, yaml, name and wide go through kubectl's printers, --no-headers drops the header", func(t *testing.T) {
+		g := NewWithT(t)
+		code, stdout, stderr := w.plugin("", nil, "status", "settle", "-n", "default", "-o", "json")
+		g.Expect(code).To(Equal(0), stderr)
+		var printed batchv1alpha1.GuardedJob
+		g.Expect(json.Unmarshal([]byte(stdout), &printed)).To(Succeed(), stdout)
+		g.Expect(printed.Kind).To(Equal("GuardedJob"))
+		g.Expect(printed.APIVersion).To(Equal(batchv1alpha1.GroupVersion.String()))
+		g.Expect(printed.Status.StoreView).NotTo(BeNil(), "the manager's answer")
+		g.Expect(printed.Status.StoreView.Entries).To(ContainElement(HaveField("Lock.Key", "default:settle")))
+
+		code, stdout, _ = w.plugin("", nil, "status", "settle", "-n", "default", "-o", "yaml")
+		g.Expect(code).To(Equal(0))
+		g.Expect(stdout).To(And(ContainSubstring("kind: GuardedJob"), ContainSubstring("storeView:")))
+
+		code, stdout, _ = w.plugin("", nil, "status", "settle", "-n", "default", "-o", "name")
+		g.Expect(code).To(Equal(0))
+		g.Expect(stdout).To(Equal("guardedjob.batch.guardedjob.dev/settle\n"))
+
+		code, stdout, _ = w.plugin("", nil, "status", "settle", "-n", "default", "-o", "jsonpath={.status.storeView.entries[0].lock.key}")
+		g.Expect(code).To(Equal(0))
+		g.Expect(stdout).To(Equal("default:settle"))
+
+		// The stores of the other subtests' GuardedJobs are gone: their lines are
+		// missing, named on stderr, and the command fails; the others are shown.
+		code, stdout, stderr = w.plugin("", nil, "locks", "-A", "-o", "wide")
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(MatchRegexp(`could not read every lock:\n\s+default/own: the store did not answer: inspect shared:report: lock store unavailable: 127.0.0.1:\d+: unreachable`))
+		g.Expect(stdout).To(MatchRegexp(`^NAMESPACE\s+GUARDEDJOB\s+KEY\s+HOLDER\s+WHERE\s+EXPIRES\s+FENCE\s+DONE-MARKER\s+DONE-BY\s+OBSERVED\s+STORE\n`))
+		g.Expect(stdout).To(MatchRegexp(`(?m)^default\s+settle\s+default:settle\s+-\s+-\s+-\s+2\s+default:settle:done:\d+\s+`))
+
+		_, stdout, _ = w.plugin("", nil, "locks", "-n", "default", "--no-headers")
+		g.Expect(stdout).NotTo(ContainSubstring("GUARDEDJOB"))
+		g.Expect(stdout).To(MatchRegexp(`(?m)^settle\s+default:settle\s`))
+
+		_, stdout, _ = w.plugin("", nil, "locks", "-n", "default", "-o", "json")
+		var list batchv1alpha1.GuardedJobList
+		g.Expect(json.Unmarshal([]byte(stdout), &list)).To(Succeed(), stdout)
+		g.Expect(list.Items).To(ContainElement(And(HaveField("Name", "settle"), HaveField("Kind", "GuardedJob"),
+			HaveField("Status.StoreView.Entries", ContainElement(HaveField("Lock.Key", "default:settle"))))))
+
+		code, _, stderr = w.plugin("", nil, "locks", "-o", "xml")
+		g.Expect(code).To(Equal(2))
+		g.Expect(stderr).To(ContainSubstring(`output format "xml"`))
+	})
+
+	t.Run("kubectl's kubeconfig flags, usage errors and help", func(t *testing.T) {
+		g := NewWithT(t)
+		code, _, stderr := w.plugin("", nil, "status", "settle", "--context", "nowhere")
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring(`context "nowhere" does not exist`))
+
+		code, _, stderr = w.plugin("", nil, "--as", "nobody", "status", "settle", "-n", "default")
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(HavePrefix(`Error from server (Forbidden): guardedjobs.batch.guardedjob.dev "settle" is forbidden: User "nobody" cannot get resource`))
+
+		code, _, stderr = w.plugin("", nil, "status")
+		g.Expect(code).To(Equal(2))
+		g.Expect(stderr).To(ContainSubstring("usage: kubectl guardedjob status NAME"))
+		code, _, stderr = w.plugin("", nil, "frobnicate")
+		g.Expect(code).To(Equal(2))
+		g.Expect(stderr).To(ContainSubstring(`unknown command "frobnicate"`))
+		code, _, stderr = w.plugin("", nil, "status", "settle", "--no-such-flag")
+		g.Expect(code).To(Equal(2))
+		g.Expect(stderr).To(ContainSubstring("unknown flag: --no-such-flag"))
+		code, stdout, _ := w.plugin("", nil, "--help")
+		g.Expect(code).To(Equal(0))
+		g.Expect(stdout).To(And(ContainSubstring("kubectl guardedjob [command]"), ContainSubstring("--as string"), ContainSubstring("--request-timeout")))
+	})
+
+	t.Run("shell completion completes GuardedJob names from the cluster", func(t *testing.T) {
+		g := NewWithT(t)
+		// The word being completed comes last, so the kubeconfig goes first.
+		complete := func(args ...string) []string {
+			var out, errOut bytes.Buffer
+			code := Main(ctx, append([]string{"__complete", "--kubeconfig", w.kubeconfig}, args...), nil, &out, &errOut, func(string) string { return "" })
+			g.Expect(code).To(Equal(0), errOut.String())
+			return strings.Split(out.String(), "\n")
+		}
+		g.Expect(complete("-n", "default", "status", "")).To(ContainElements("custom", "idle", "own", "settle", ":4"))
+		g.Expect(complete("unlock", "-n", "default", "se")).To(And(ContainElements("settle", ":4"), Not(ContainElement("idle"))))
+		g.Expect(complete("status", "-n", "")).To(ContainElements("default", "guardedjob-system", "tls"))
+		code, stdout, _ := w.plugin("", nil, "completion", "bash")
+		g.Expect(code).To(Equal(0))
+		g.Expect(stdout).To(ContainSubstring("__complete"))
+	})
+
 	g.Expect(w.managerLog.String()).NotTo(ContainSubstring(w.password))
+
+	t.Run("without a manager, status says it got no answer, in time", func(t *testing.T) {
+		g := NewWithT(t)
+		w.stopManager()
+		start := time.Now()
+		code, stdout, stderr := w.plugin("", nil, "status", "settle", "-n", "default", "--timeout", "2s")
+		g.Expect(code).To(Equal(1))
+		g.Expect(time.Since(start)).To(BeNumerically("<", 20*time.Second))
+		g.Expect(stdout).To(ContainSubstring("Redis now: not available: the manager did not answer within 2s (is it running?"))
+		g.Expect(stderr).To(ContainSubstring("error: the manager did not answer within 2s"))
+	})
 }

@@ -3,15 +3,52 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
+	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 )
 
-// pollInterval is how often run and its waits read the GuardedJob.
-const pollInterval = 250 * time.Millisecond
+func newRunCommand(o *options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run NAME",
+		Short: "Run the occurrence due now (the run-now annotation), and show its Job",
+		Long: `Set batch.guardedjob.dev/run-now to now, wait until the manager handles it, and print
+the run's Job and fence, or why it did not run. With --wait, follow the run (watching
+the GuardedJob and its Job) to its end and exit 1 unless it Succeeded.`,
+		Example:           `  kubectl guardedjob run daily-settlement -n payments --wait`,
+		Args:              oneName,
+		ValidArgsFunction: o.completeNames,
+	}
+	timeout := timeoutFlag(cmd, 5*time.Minute, "how long to wait for the manager (and, with --wait, for the run)")
+	cmd.Flags().BoolVar(&o.wait, "wait", false, "wait until the run ends and show its result")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		o.timeout = *timeout
+		return runCmd(cmd.Context(), o, args[0])
+	}
+	return cmd
+}
+
+func newSuspendCommand(o *options, suspend bool) *cobra.Command {
+	use, short := "resume NAME", "Schedule runs again"
+	if suspend {
+		use, short = "suspend NAME", "Stop scheduling new runs (a running one goes on)"
+	}
+	return &cobra.Command{
+		Use:               use,
+		Short:             short,
+		Args:              oneName,
+		ValidArgsFunction: o.completeNames,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return setSuspend(cmd.Context(), o, args[0], suspend)
+		},
+	}
+}
 
 // runFailed is run --wait's error when the run ended other than Succeeded.
 type runFailed struct{ result, message string }
@@ -21,10 +58,22 @@ func (e runFailed) Error() string {
 }
 func (runFailed) ExitCode() int { return 1 }
 
+// lockedWriter serialises the lines of the run's and its Job's watches.
+type lockedWriter struct {
+	mu sync.Mutex
+	o  *options
+}
+
+func (w *lockedWriter) printf(format string, a ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, _ = fmt.Fprintf(w.o.Out, format, a...)
+}
+
 // runCmd sets the run-now annotation to now, waits until the manager handles it,
 // and shows the run's Job; with --wait, also its result.
-func runCmd(ctx context.Context, o *options, args []string) error {
-	gj, err := o.get(ctx, args[0])
+func runCmd(ctx context.Context, o *options, name string) error {
+	gj, err := o.get(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -32,36 +81,32 @@ func runCmd(ctx context.Context, o *options, args []string) error {
 	value := trigger.Format(time.RFC3339)
 	if gj.Status.LastRunNow == value { // a trigger in the same second was handled already
 		trigger = trigger.Add(time.Second)
-		time.Sleep(time.Until(trigger))
+		select {
+		case <-time.After(time.Until(trigger)):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 		value = trigger.Format(time.RFC3339)
 	}
-	patch := client.MergeFrom(gj.DeepCopy())
-	if gj.Annotations == nil {
-		gj.Annotations = map[string]string{}
-	}
-	gj.Annotations[batchv1alpha1.RunNowAnnotation] = value
-	if err := o.k8s.Patch(ctx, gj, patch); err != nil {
+	if err := o.annotate(ctx, gj, map[string]string{batchv1alpha1.RunNowAnnotation: value}); err != nil {
 		return fmt.Errorf("set %s: %w", batchv1alpha1.RunNowAnnotation, err)
 	}
-	_, _ = fmt.Fprintf(o.stdout, "guardedjob %s/%s: %s=%s\n", gj.Namespace, gj.Name, batchv1alpha1.RunNowAnnotation, value)
+	out := &lockedWriter{o: o}
+	out.printf("guardedjob %s/%s: %s=%s\n", gj.Namespace, gj.Name, batchv1alpha1.RunNowAnnotation, value)
 
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	// The manager records the trigger it handled in status.lastRunNow, together with
 	// the run's intent or with the reason it did not run.
 	var jobName string
-	err = poll(ctx, func() (bool, error) {
-		cur, err := o.get(ctx, args[0])
-		if err != nil {
-			return false, err
-		}
+	cur, err := o.waitFor(ctx, gj.Namespace, gj.Name, func(cur *batchv1alpha1.GuardedJob) (bool, error) {
 		if cur.Status.LastRunNow != value {
 			return false, nil
 		}
 		for _, r := range cur.Status.Active {
 			if !r.ScheduledTime.After(trigger) && r.JobUID != "" {
 				jobName = r.JobName
-				_, _ = fmt.Fprintf(o.stdout, "job.batch/%s started (scheduled %s, fence %d, holder %s)\n",
+				out.printf("job.batch/%s started (scheduled %s, fence %d, holder %s)\n",
 					r.JobName, r.ScheduledTime.UTC().Format(time.RFC3339), r.Fence, r.Holder)
 				return true, nil
 			}
@@ -74,48 +119,78 @@ func runCmd(ctx context.Context, o *options, args []string) error {
 		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for the manager to handle the trigger (is it running?): %w", err)
+		return fmt.Errorf("waiting for the manager to handle the trigger: %w", deadlineOr(ctx, err, o.timeout))
 	}
-	if !o.wait {
-		return reportIfEnded(ctx, o, args[0], jobName)
+	if ended := endedRun(cur, jobName); ended != nil || !o.wait {
+		if ended == nil {
+			return nil
+		}
+		return report(out, ended)
 	}
+
+	// Follow the run: its Job's conditions as they come, and its end in the
+	// GuardedJob's status (the lease released or completed).
+	jobCtx, stopJob := context.WithCancel(ctx)
+	defer stopJob()
+	reportJob := jobReporter(out)
+	jobDone := make(chan struct{})
+	go func() {
+		defer close(jobDone)
+		o.watchJob(jobCtx, gj.Namespace, jobName, reportJob)
+	}()
 	var ended *batchv1alpha1.RunRecord
-	err = poll(ctx, func() (bool, error) {
-		cur, err := o.get(ctx, args[0])
-		if err != nil {
-			return false, err
-		}
-		if lr := cur.Status.LastRun; lr != nil && lr.JobName == jobName {
-			ended = lr
-			return true, nil
-		}
-		return false, nil
+	_, err = o.waitFor(ctx, gj.Namespace, gj.Name, func(cur *batchv1alpha1.GuardedJob) (bool, error) {
+		ended = endedRun(cur, jobName)
+		return ended != nil, nil
 	})
-	if err != nil {
-		return fmt.Errorf("waiting for job %s to end: %w", jobName, err)
+	stopJob()
+	<-jobDone
+	// The run may end before the Job's watch saw its last change: show it.
+	job := &batchv1.Job{}
+	if o.k8s.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: jobName}, job) == nil {
+		reportJob(job)
 	}
-	return report(o, ended)
+	if err != nil {
+		return fmt.Errorf("waiting for job %s to end: %w", jobName, deadlineOr(ctx, err, o.timeout))
+	}
+	return report(out, ended)
 }
 
-// reportIfEnded prints the result when the run is already over (it never started,
-// or ended before the first look).
-func reportIfEnded(ctx context.Context, o *options, name, jobName string) error {
-	cur, err := o.get(ctx, name)
-	if err != nil {
-		return err
-	}
-	for _, r := range cur.Status.Active {
+// endedRun is the record of the run with the given Job name once it is over.
+func endedRun(gj *batchv1alpha1.GuardedJob, jobName string) *batchv1alpha1.RunRecord {
+	for _, r := range gj.Status.Active {
 		if r.JobName == jobName {
 			return nil
 		}
 	}
-	if lr := cur.Status.LastRun; lr != nil && lr.JobName == jobName {
-		return report(o, lr)
+	if lr := gj.Status.LastRun; lr != nil && lr.JobName == jobName {
+		return lr
 	}
 	return nil
 }
 
-func report(o *options, lr *batchv1alpha1.RunRecord) error {
+// jobReporter prints each Job condition the first time it is true.
+func jobReporter(out *lockedWriter) func(*batchv1.Job) {
+	var mu sync.Mutex
+	seen := map[batchv1.JobConditionType]bool{}
+	return func(job *batchv1.Job) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range job.Status.Conditions {
+			if c.Status != corev1.ConditionTrue || seen[c.Type] {
+				continue
+			}
+			seen[c.Type] = true
+			line := fmt.Sprintf("job.batch/%s: %s", job.Name, c.Type)
+			if c.Reason != "" {
+				line += " (" + c.Reason + ")"
+			}
+			out.printf("%s\n", line)
+		}
+	}
+}
+
+func report(out *lockedWriter, lr *batchv1alpha1.RunRecord) error {
 	line := fmt.Sprintf("run %s: %s", lr.JobName, lr.Result)
 	if lr.Fence != 0 {
 		line += fmt.Sprintf(" (fence %d)", lr.Fence)
@@ -123,27 +198,11 @@ func report(o *options, lr *batchv1alpha1.RunRecord) error {
 	if lr.Message != "" {
 		line += ": " + lr.Message
 	}
-	_, _ = fmt.Fprintln(o.stdout, line)
+	out.printf("%s\n", line)
 	if lr.Result != batchv1alpha1.RunResultSucceeded {
 		return runFailed{result: string(lr.Result), message: lr.Message}
 	}
 	return nil
-}
-
-func poll(ctx context.Context, done func() (bool, error)) error {
-	t := time.NewTicker(pollInterval)
-	defer t.Stop()
-	for {
-		ok, err := done()
-		if err != nil || ok {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
 }
 
 // setSuspend sets spec.suspend. A running run goes on: suspend only stops new ones.
@@ -164,6 +223,6 @@ func setSuspend(ctx context.Context, o *options, name string, suspend bool) erro
 			verb += fmt.Sprintf(" (%d active run(s) go on; delete their Jobs to stop them)", n)
 		}
 	}
-	_, _ = fmt.Fprintf(o.stdout, "guardedjob %s/%s %s\n", gj.Namespace, gj.Name, verb)
+	_, _ = fmt.Fprintf(o.Out, "guardedjob %s/%s %s\n", gj.Namespace, gj.Name, verb)
 	return nil
 }

@@ -2,27 +2,125 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
-	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
+
+func newStatusCommand(o *options) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status NAME",
+		Short: "Show a GuardedJob's state, and what the lock store holds for it now",
+		Long: `Show a GuardedJob's schedule, lock status, last run, conditions, active runs and
+recent events, then "Redis now": the lock's holder and whose it is, its expiry, the
+fence counter and the current occurrence's done-marker, as the manager reads them on
+request (the batch.guardedjob.dev/inspect-now annotation; needs patch on the
+GuardedJob). A user who may only read sees the last recorded observation instead.
+With -o json or yaml the GuardedJob is printed, status.storeView holding the answer.`,
+		Example: `  kubectl guardedjob -n payments status daily-settlement
+  kubectl guardedjob status daily-settlement -n payments -o yaml
+  kubectl guardedjob status daily-settlement -n payments --redis-secret guardedjob-system/guardedjob-redis`,
+		Args:              oneName,
+		ValidArgsFunction: o.completeNames,
+	}
+	out := outputFlags(cmd)
+	timeout := timeoutFlag(cmd, 30*time.Second, "how long to wait for the manager's answer")
+	o.addStoreFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		o.timeout = *timeout
+		if err := out.check(); err != nil {
+			return err
+		}
+		return statusCmd(cmd.Context(), o, out, args[0])
+	}
+	return cmd
+}
 
 // statusCmd prints the GuardedJob as describe would summarise it, then what the
 // lock store says now about its keys.
-func statusCmd(ctx context.Context, o *options, args []string) error {
-	gj, err := o.get(ctx, args[0])
+func statusCmd(ctx context.Context, o *options, out *output, name string) error {
+	gj, err := o.get(ctx, name)
 	if err != nil {
 		return err
 	}
-	w := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
+	// Redis now: asked of the manager, or read directly (break-glass).
+	var view *batchv1alpha1.StoreView
+	var viewErr error
+	readOnly := false
+	if o.direct() {
+		st, err := newStores(o)
+		if err != nil {
+			return err
+		}
+		defer st.close()
+		if view, viewErr = directView(ctx, st, o.thisCluster(ctx), gj); view != nil {
+			gj.Status.StoreView = view
+		}
+	} else {
+		cur, err := o.askView(ctx, gj)
+		switch {
+		case err == nil:
+			gj, view = cur, cur.Status.StoreView
+			if view.Error != "" {
+				viewErr = fmt.Errorf("the manager could not read the lock store: %s", view.Error)
+			}
+		case isForbidden(err):
+			readOnly = true
+		default:
+			viewErr = err
+		}
+	}
+
+	if !out.human() {
+		if readOnly {
+			_, _ = fmt.Fprintf(o.ErrOut, "warning: %s; status.storeView is the last answer, if any\n", noPatchNote(gj.Namespace))
+		}
+		if err := out.printObj(gj, o.Out); err != nil {
+			return err
+		}
+		return viewErr
+	}
+
+	printSummary(o, gj)
+	switch {
+	case readOnly:
+		_, _ = fmt.Fprintf(o.Out, "\nRedis now: not available: %s.\n", noPatchNote(gj.Namespace))
+		if l := gj.Status.Lock; l != nil {
+			_, _ = fmt.Fprintf(o.Out, "  last recorded observation (status.lock): %s %s holder=%s fence=%d\n", l.State, l.Key, dash(l.Holder), l.Fence)
+		}
+		if v := gj.Status.StoreView; v != nil && v.Error == "" {
+			_, _ = fmt.Fprintf(o.Out, "  last answer of the manager, read at %s:\n", v.ObservedAt.UTC().Format(time.RFC3339))
+			printView(o.Out, v)
+		}
+	case view != nil:
+		switch {
+		case len(view.Entries) > 0:
+			_, _ = fmt.Fprintf(o.Out, "\nRedis now (read at %s):\n", view.ObservedAt.UTC().Format(time.RFC3339))
+			printView(o.Out, view)
+		case view.Error == "":
+			_, _ = fmt.Fprintln(o.Out, "\nRedis now:\n  nothing to look at: no run yet, and the spec's keys do not render (see the Ready condition)")
+		}
+		if view.Error != "" {
+			_, _ = fmt.Fprintf(o.Out, "\nRedis now: not available: %s\n", view.Error)
+		}
+	case errors.As(viewErr, new(errNoAnswer)):
+		_, _ = fmt.Fprintf(o.Out, "\nRedis now: not available: %v\n", viewErr)
+	}
+	printEvents(ctx, o, gj)
+	return viewErr
+}
+
+// printSummary prints what status records about the GuardedJob.
+func printSummary(o *options, gj *batchv1alpha1.GuardedJob) {
+	w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
 	row := func(k, format string, a ...any) {
 		_, _ = fmt.Fprintf(w, "%s:\t"+format+"\n", append([]any{k}, a...)...)
 	}
@@ -47,6 +145,9 @@ func statusCmd(ctx context.Context, o *options, args []string) error {
 		}
 		row("Last run", "%s %s%s fence=%d %s", lr.JobName, lr.Result, finished, lr.Fence, lr.Message)
 	}
+	if u := gj.Status.LastUnlock; u != nil {
+		row("Last unlock", "%s %s %s at %s: %s", u.Result, u.Key, u.Holder, u.FinishedAt.UTC().Format(time.RFC3339), u.Message)
+	}
 	for _, c := range gj.Status.Conditions {
 		row("Condition "+c.Type, "%s %s %s", c.Status, c.Reason, c.Message)
 	}
@@ -54,46 +155,6 @@ func statusCmd(ctx context.Context, o *options, args []string) error {
 		row("Active run", "%s phase=%s fence=%d holder=%s scheduled=%s", r.JobName, r.Phase, r.Fence, r.Holder, r.ScheduledTime.UTC().Format(time.RFC3339))
 	}
 	_ = w.Flush()
-
-	_, _ = fmt.Fprintln(o.stdout, "\nRedis now:")
-	keys := keysOf(gj, time.Now())
-	if len(keys) == 0 {
-		_, _ = fmt.Fprintln(o.stdout, "  nothing to look at: no run yet, and the spec's keys do not render (see the Ready condition)")
-	} else {
-		st := newStores(o)
-		defer st.close()
-		store, err := st.forJob(ctx, gj)
-		if err != nil {
-			return err
-		}
-		cluster := o.thisCluster(ctx)
-		w = tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
-		for _, k := range keys {
-			state, err := store.Inspect(ctx, k)
-			if err != nil {
-				return fmt.Errorf("inspect %s in %s: %w", k.Lock, store.Identity(), err)
-			}
-			if state.Holder == "" {
-				_, _ = fmt.Fprintf(w, "  lock\t%s\tfree\n", k.Lock)
-			} else {
-				_, _ = fmt.Fprintf(w, "  lock\t%s\theld by %s (%s), %s\n", k.Lock, lockclient.HolderOf(state.Holder), where(state.Holder, cluster, gj), expiry(state.TTL))
-			}
-			if k.Fence != "" {
-				_, _ = fmt.Fprintf(w, "  fence\t%s\t%d\n", k.Fence, state.Fence)
-			}
-			if k.Occurrence != "" {
-				done := "absent: the occurrence has not succeeded"
-				if state.Done != "" {
-					done = "done by " + lockclient.HolderOf(state.Done)
-				}
-				_, _ = fmt.Fprintf(w, "  done-marker\t%s\t%s\n", k.Occurrence, done)
-			}
-		}
-		_ = w.Flush()
-		_, _ = fmt.Fprintf(o.stdout, "  store: %s\n", store.Identity())
-	}
-	printEvents(ctx, o, gj)
-	return nil
 }
 
 // printEvents lists the GuardedJob's recent events, if the user may read them.
@@ -116,80 +177,12 @@ func printEvents(ctx context.Context, o *options, gj *batchv1alpha1.GuardedJob) 
 	if len(evs) > 10 {
 		evs = evs[len(evs)-10:]
 	}
-	_, _ = fmt.Fprintln(o.stdout, "\nEvents:")
-	w := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
+	_, _ = fmt.Fprintln(o.Out, "\nEvents:")
+	w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
 	for _, e := range evs {
 		_, _ = fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", when(e).UTC().Format(time.RFC3339), e.Type, e.Reason, e.Message)
 	}
 	_ = w.Flush()
-}
-
-// locksCmd lists every lock key the GuardedJobs in scope use and who holds it.
-func locksCmd(ctx context.Context, o *options, _ []string) error {
-	if err := o.connect(); err != nil {
-		return err
-	}
-	list := &batchv1alpha1.GuardedJobList{}
-	var opts []client.ListOption
-	if !o.allNamespaces {
-		opts = append(opts, client.InNamespace(o.namespace))
-	}
-	if err := o.k8s.List(ctx, list, opts...); err != nil {
-		return err
-	}
-	slices.SortFunc(list.Items, func(a, b batchv1alpha1.GuardedJob) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
-	})
-	st := newStores(o)
-	defer st.close()
-	cluster := o.thisCluster(ctx)
-	w := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
-	_, _ = fmt.Fprintln(w, "NAMESPACE\tGUARDEDJOB\tKEY\tHOLDER\tWHERE\tEXPIRES\tFENCE")
-	var failed []string
-	for i := range list.Items {
-		gj := &list.Items[i]
-		keys := keysOf(gj, time.Now())
-		if len(keys) == 0 {
-			continue
-		}
-		store, err := st.forJob(ctx, gj)
-		if err != nil {
-			failed = append(failed, fmt.Sprintf("%s/%s: %v", gj.Namespace, gj.Name, err))
-			continue
-		}
-		for _, k := range keys {
-			state, err := store.Inspect(ctx, k)
-			if err != nil {
-				failed = append(failed, fmt.Sprintf("%s/%s: inspect %s: %v", gj.Namespace, gj.Name, k.Lock, err))
-				continue
-			}
-			fence := "-"
-			if k.Fence != "" {
-				fence = fmt.Sprint(state.Fence)
-			}
-			exp := "-"
-			switch {
-			case state.Holder != "" && state.TTL > 0:
-				exp = state.TTL.Round(100 * time.Millisecond).String()
-			case state.Holder != "":
-				exp = "never"
-			}
-			_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", gj.Namespace, gj.Name, k.Lock,
-				dash(lockclient.HolderOf(state.Holder)), where(state.Holder, cluster, gj), exp, fence)
-		}
-	}
-	_ = w.Flush()
-	if len(failed) > 0 {
-		return fmt.Errorf("could not read every lock:\n  %s", strings.Join(failed, "\n  "))
-	}
-	return nil
-}
-
-func expiry(ttl time.Duration) string {
-	if ttl <= 0 {
-		return "no expiry"
-	}
-	return "expires in " + ttl.Round(100*time.Millisecond).String()
 }
 
 func dash(s string) string {

@@ -48,7 +48,7 @@ func docsACLOf(t *testing.T, user, password string) []any {
 // The ACL line docs/security.md gives is enough for the whole lease cycle, and
 // nothing more is needed: scripts loaded, evaluated by hash and (after a script
 // cache flush) by source, Strict fences from the Redis clock, a database other
-// than 0, the readiness ping and the StoreSafe check, which reads Unknown, not
+// than 0, a manual unlock, the readiness ping and the StoreSafe check, which reads Unknown, not
 // unsafe, when CONFIG GET is denied.
 func TestTheDocumentedACLIsEnoughForTheLeaseCycle(t *testing.T) {
 	g := NewWithT(t)
@@ -76,6 +76,9 @@ func TestTheDocumentedACLIsEnoughForTheLeaseCycle(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(strict.Fence).To(BeNumerically(">", 1<<40), "a fence derived from TIME")
 	g.Expect(c.Release(ctx, strict)).To(Succeed())
+	stale := keys("acl-unlock")
+	g.Expect(c.Redis().Set(ctx, stale.Lock, "batch-host-7", 0).Err()).To(Succeed())
+	g.Expect(c.Unlock(ctx, stale.Lock, "batch-host-7")).To(Succeed(), "a manual unlock")
 
 	si, err := c.StoreInfo(ctx)
 	g.Expect(err).NotTo(HaveOccurred())

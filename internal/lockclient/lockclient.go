@@ -285,6 +285,21 @@ func HolderOf(token string) string {
 	return token
 }
 
+// ParseHolder splits a lease value a GuardedJob manager wrote,
+// "<cluster>/<namespace>/<job>#<random>", into the parts of its holder. ok is
+// false for any other value: a foreign holder.
+func ParseHolder(value string) (cluster, namespace, job string, ok bool) {
+	holder := HolderOf(value)
+	if holder == value {
+		return "", "", "", false
+	}
+	parts := strings.Split(holder, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], parts[2], true
+}
+
 // Locker is what the controller needs from a lease client; *Client implements it.
 type Locker interface {
 	Acquire(ctx context.Context, req AcquireRequest) (Lease, error)

@@ -21,11 +21,14 @@ var (
 	completeSrc string
 	//go:embed lua/release.lua
 	releaseSrc string
+	//go:embed lua/unlock.lua
+	unlockSrc string
 
 	acquireScript  = redis.NewScript(acquireSrc)
 	renewScript    = redis.NewScript(renewSrc)
 	completeScript = redis.NewScript(completeSrc)
 	releaseScript  = redis.NewScript(releaseSrc)
+	unlockScript   = redis.NewScript(unlockSrc)
 )
 
 // DefaultTimeout bounds every call when Options.Timeout is zero.
@@ -119,7 +122,7 @@ func (c *Client) LoadScripts(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	for _, s := range []*redis.Script{acquireScript, renewScript, completeScript, releaseScript} {
+	for _, s := range []*redis.Script{acquireScript, renewScript, completeScript, releaseScript, unlockScript} {
 		if err := s.Load(ctx, c.rdb).Err(); err != nil {
 			return &StoreError{Op: "load scripts", Err: err}
 		}
@@ -345,6 +348,35 @@ func releaseResult(key string, res []any) error {
 	default:
 		return unexpectedReply("release", key, res)
 	}
+}
+
+// Unlock deletes key if its value's holder (HolderOf) is holder: a manual
+// compare-and-delete by a person who saw the holder, never the token, of a stale
+// lock or of an occurrence's done-marker. It returns *NotHeldError naming the
+// current value when the key holds another holder's value, or with an empty
+// Holder when the key is absent; nothing is deleted then.
+func (c *Client) Unlock(ctx context.Context, key, holder string) error {
+	if c.redlock != nil {
+		return c.redlock.unlock(ctx, key, holder)
+	}
+	if err := ValidateKey(key); err != nil {
+		return fmt.Errorf("unlock key: %w", err)
+	}
+	if holder == "" {
+		return invalidf("unlock %s: the holder is empty", key)
+	}
+	sc := newScriptCall(unlockCall)
+	defer sc.done()
+	sc.key(key)
+	sc.str(holder)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	res, err := sc.run(ctx, c.rdb)
+	if err != nil {
+		return c.callError("unlock", key, err)
+	}
+	// The same replies as release.
+	return releaseResult(key, res)
 }
 
 // KeyState is what Inspect saw.

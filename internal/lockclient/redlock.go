@@ -315,6 +315,14 @@ func (r *redlock) release(ctx context.Context, l Lease) error {
 	return r.majorityOutcome("release "+l.Keys.Lock, l.Keys.Lock, errs)
 }
 
+// unlock deletes the key on every node where its holder is holder, with
+// release's rule for the outcome.
+func (r *redlock) unlock(ctx context.Context, key, holder string) error {
+	errs := make([]error, len(r.nodes))
+	r.each(func(i int, n *Client) { errs[i] = n.Unlock(ctx, key, holder) })
+	return r.majorityOutcome("unlock "+key, key, errs)
+}
+
 // complete writes the done-marker on every node (where the key holds the token
 // or is absent) and deletes the key. It succeeds when a majority wrote the
 // marker, so that any later majority sees it.

@@ -28,6 +28,7 @@ var (
 	renewCall    = scriptDef{sha: renewScript.Hash(), src: renewSrc}
 	completeCall = scriptDef{sha: completeScript.Hash(), src: completeSrc}
 	releaseCall  = scriptDef{sha: releaseScript.Hash(), src: releaseSrc}
+	unlockCall   = scriptDef{sha: unlockScript.Hash(), src: unlockSrc}
 )
 
 // numKeysArg holds EVAL's key counts as strings: a Cluster client reads the count

@@ -1,0 +1,348 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/specerror"
+)
+
+// Requests made through the GuardedJob itself (the inspect-now and unlock
+// annotations) let anyone who may patch the object see and clear its keys in the
+// lock store without the store's credentials: Kubernetes RBAC on the GuardedJob is
+// the authorization, and the manager touches no key but the object's own.
+
+// requestTarget is one set of a GuardedJob's keys a request may read or delete,
+// and the store they live in.
+type requestTarget struct {
+	jobName   string
+	scheduled time.Time
+	keys      lockclient.Keys
+	store     *lockclient.Client
+}
+
+// maxRequestValue is the longest request value echoed into status.
+const maxRequestValue = 64
+
+// serveRequests answers the inspect-now and unlock annotations. It reports
+// whether an unlock deleted a key: the pass then ends, so that the status
+// recording the deletion is written before anything else in the pass could drop
+// the write. spec is nil when the spec is invalid (specErr says why) or the
+// object is being deleted.
+func (r *GuardedJobReconciler) serveRequests(ctx context.Context, s *scope, spec *compiledSpec, specErr error) bool {
+	ann := s.gj.Annotations
+	inspect := ann[batchv1alpha1.InspectNowAnnotation]
+	unlock := ann[batchv1alpha1.UnlockAnnotation]
+	inspectDue := inspect != "" && (s.gj.Status.StoreView == nil || s.gj.Status.StoreView.Request != clip(inspect, maxRequestValue))
+	unlockDue := unlock != "" && (s.gj.Status.LastUnlock == nil || s.gj.Status.LastUnlock.Request != clip(unlock, maxRequestValue))
+	if s.guardedWriteFailed || !inspectDue && !unlockDue {
+		return false
+	}
+	targets, targetErr := r.requestTargets(ctx, s, spec, specErr)
+	deleted := false
+	if unlockDue {
+		deleted = r.handleUnlock(ctx, s, unlock, targets, targetErr)
+	}
+	if inspectDue {
+		r.answerInspect(ctx, s, inspect, targets, targetErr)
+	}
+	return deleted
+}
+
+// requestTargets returns the keys requests may touch: each active run's, as it
+// recorded them, or with no active run the current occurrence's, rendered from
+// the spec. In the manager's shared store every key must be inside the
+// namespace's grants, wherever it came from.
+func (r *GuardedJobReconciler) requestTargets(ctx context.Context, s *scope, spec *compiledSpec, specErr error) ([]requestTarget, error) {
+	gj := s.gj
+	var out []requestTarget
+	for i := range gj.Status.Active {
+		run := &gj.Status.Active[i]
+		if run.Key == "" {
+			continue
+		}
+		store, err := r.runStore(ctx, gj, run)
+		if err != nil {
+			return nil, fmt.Errorf("the store of run %s cannot be resolved: %w", run.JobName, err)
+		}
+		k := lockclient.Keys{Lock: run.Key, Occurrence: run.OccurrenceKey, Fence: run.FenceKey}
+		if store == r.Store {
+			if err := r.KeyGrants.CheckKeys(gj.Namespace, k.Lock, k.Occurrence, k.Fence); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, requestTarget{jobName: run.JobName, scheduled: run.ScheduledTime.Time, keys: k, store: store})
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	if spec == nil {
+		var se *specerror.Error
+		switch {
+		case errors.As(specErr, &se):
+			return nil, fmt.Errorf("the store is not read while the spec is invalid (Ready=False, %s): %s", se.Reason, se.Message)
+		case specErr != nil:
+			return nil, fmt.Errorf("the store could not be resolved: %w", specErr)
+		default:
+			return nil, errors.New("the GuardedJob is being deleted and has no active run: there are no keys to look at")
+		}
+	}
+	var occurrence time.Time
+	var ok bool
+	if t := gj.Status.LastScheduleTime; t != nil {
+		occurrence, ok = t.Time, true
+	} else {
+		occurrence, ok = spec.rules.Schedule.Prev(s.now)
+	}
+	if !ok {
+		occurrence = spec.rules.Schedule.Next(s.now)
+	}
+	k, err := spec.keys(r, gj, occurrence)
+	if err != nil {
+		return nil, err
+	}
+	return []requestTarget{{scheduled: occurrence, keys: k, store: spec.store}}, nil
+}
+
+// answerInspect reads the targets' keys and writes what the store holds into
+// status.storeView: holders, never tokens. A store that does not answer within
+// its call timeout gives an answer with the error.
+func (r *GuardedJobReconciler) answerInspect(ctx context.Context, s *scope, value string, targets []requestTarget, targetErr error) {
+	gj := s.gj
+	view := &batchv1alpha1.StoreView{Request: clip(value, maxRequestValue), ObservedAt: metav1.Time{Time: s.now}}
+	gj.Status.StoreView = view
+	if _, err := parseRequestTime(value); err != nil {
+		view.Error = fmt.Sprintf("%s: %v", batchv1alpha1.InspectNowAnnotation, err)
+		return
+	}
+	if targetErr != nil {
+		view.Error = targetErr.Error()
+		return
+	}
+	var stores []string
+	for _, t := range targets {
+		if !slices.Contains(stores, t.store.Identity()) {
+			stores = append(stores, t.store.Identity())
+		}
+		st, err := t.store.Inspect(ctx, t.keys)
+		if err != nil {
+			view.Error = fmt.Sprintf("the store did not answer: %v", err)
+			break
+		}
+		entry := batchv1alpha1.StoreViewEntry{
+			JobName:       t.jobName,
+			ScheduledTime: &metav1.Time{Time: t.scheduled},
+			Lock:          batchv1alpha1.StoreLockView{Key: t.keys.Lock},
+		}
+		if st.Holder != "" {
+			entry.Lock.Holder = lockclient.HolderOf(st.Holder)
+			entry.Lock.Whose = r.whose(gj, st.Holder)
+			if st.TTL > 0 {
+				// Rounded up: the key never expires before the time shown.
+				entry.Lock.ExpiresAt = &metav1.Time{Time: s.now.Add(st.TTL).Add(time.Second - 1).Truncate(time.Second)}
+			} else {
+				entry.Lock.NoExpiry = true
+			}
+		}
+		if t.keys.Fence != "" {
+			entry.Fence = &batchv1alpha1.StoreFenceView{Key: t.keys.Fence, Value: st.Fence}
+		}
+		if t.keys.Occurrence != "" {
+			entry.DoneMarker = &batchv1alpha1.StoreDoneMarkerView{Key: t.keys.Occurrence, Holder: lockclient.HolderOf(st.Done)}
+		}
+		view.Entries = append(view.Entries, entry)
+		if len(view.Entries) == 16 { // the schema's bound; more active runs than that is no tenant's view
+			break
+		}
+	}
+	view.Store = strings.Join(stores, ", ")
+}
+
+// whose says whose a lock value is.
+func (r *GuardedJobReconciler) whose(gj *batchv1alpha1.GuardedJob, value string) batchv1alpha1.LockWhose {
+	holder := lockclient.HolderOf(value)
+	for _, run := range gj.Status.Active {
+		if run.Holder != "" && run.Holder == holder {
+			return batchv1alpha1.LockWhoseThisGuardedJob
+		}
+	}
+	cluster, _, _, ok := lockclient.ParseHolder(value)
+	switch {
+	case !ok:
+		return batchv1alpha1.LockWhoseForeign
+	case cluster == r.ClusterName:
+		return batchv1alpha1.LockWhoseThisCluster
+	default:
+		return batchv1alpha1.LockWhoseOtherCluster
+	}
+}
+
+// handleUnlock carries out an unlock request: the named key, if it is this
+// GuardedJob's lock key or current done-marker, is deleted while its value still
+// has the holder the user saw. The lease of a run that may still be working in
+// this cluster is never deleted. It reports whether a key was deleted.
+func (r *GuardedJobReconciler) handleUnlock(ctx context.Context, s *scope, value string, targets []requestTarget, targetErr error) bool {
+	gj := s.gj
+	ann := gj.Annotations
+	rec := &batchv1alpha1.UnlockRecord{
+		Request:    clip(value, maxRequestValue),
+		Key:        clip(ann[batchv1alpha1.UnlockKeyAnnotation], lockclient.MaxKeyLength),
+		Holder:     clip(ann[batchv1alpha1.UnlockHolderAnnotation], lockclient.MaxKeyLength),
+		FinishedAt: metav1.Time{Time: s.now},
+	}
+	gj.Status.LastUnlock = rec
+	refuse := func(format string, args ...any) bool {
+		rec.Result = batchv1alpha1.UnlockRefused
+		rec.Message = fmt.Sprintf(format, args...)
+		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.UnlockRefusedReason, "Refused %s=%s: %s", batchv1alpha1.UnlockAnnotation, rec.Request, rec.Message)
+		return false
+	}
+
+	at, err := parseRequestTime(value)
+	if err != nil {
+		return refuse("%v", err)
+	}
+	if d := s.now.Sub(at); d > batchv1alpha1.UnlockRequestWindow || d < -batchv1alpha1.UnlockRequestWindow {
+		return refuse("the request's time %s is more than %s from the manager's clock (%s): a request is carried out only when it is fresh; ask again",
+			at.UTC().Format(time.RFC3339), batchv1alpha1.UnlockRequestWindow, s.now.UTC().Format(time.RFC3339))
+	}
+	if rec.Holder == "" {
+		return refuse("%s is not set: name the holder status.storeView shows, so that a key that changed hands is never deleted", batchv1alpha1.UnlockHolderAnnotation)
+	}
+	if targetErr != nil {
+		return refuse("%v", targetErr)
+	}
+	if rec.Key == "" {
+		var locks []string
+		for _, t := range targets {
+			if !slices.Contains(locks, t.keys.Lock) {
+				locks = append(locks, t.keys.Lock)
+			}
+		}
+		if len(locks) != 1 {
+			return refuse("%s is not set and this GuardedJob has %d lock keys (%s): name one", batchv1alpha1.UnlockKeyAnnotation, len(locks), strings.Join(locks, ", "))
+		}
+		rec.Key = locks[0]
+	}
+	var target *requestTarget
+	what := "lock"
+	for i := range targets {
+		switch rec.Key {
+		case targets[i].keys.Lock:
+			target = &targets[i]
+		case targets[i].keys.Occurrence:
+			target, what = &targets[i], "done-marker"
+		}
+		if target != nil {
+			break
+		}
+	}
+	if target == nil {
+		return refuse("%q is neither a lock key nor the current done-marker of this GuardedJob (status.storeView lists them); no other key is ever deleted", rec.Key)
+	}
+	if what == "lock" {
+		if why := r.liveHolder(ctx, s, rec.Holder); why != "" {
+			return refuse("lock %s is held by %s: %s", rec.Key, rec.Holder, why)
+		}
+	}
+
+	err = target.store.Unlock(ctx, rec.Key, rec.Holder)
+	var nh *lockclient.NotHeldError
+	switch {
+	case err == nil:
+		rec.Result = batchv1alpha1.UnlockDeleted
+		rec.Message = fmt.Sprintf("deleted %s %s held by %s", what, rec.Key, rec.Holder)
+		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.ManualUnlockReason, "Deleted %s %s held by %s (%s=%s)", what, rec.Key, rec.Holder, batchv1alpha1.UnlockAnnotation, rec.Request)
+		return true
+	case errors.As(err, &nh) && nh.Holder == "":
+		rec.Result = batchv1alpha1.UnlockAbsent
+		rec.Message = fmt.Sprintf("%s %s does not exist: nothing to delete", what, rec.Key)
+	case errors.As(err, &nh):
+		rec.Result = batchv1alpha1.UnlockChanged
+		rec.FoundHolder = lockclient.HolderOf(nh.Holder)
+		rec.Message = fmt.Sprintf("%s %s is held by %s now, not by %s: nothing deleted", what, rec.Key, rec.FoundHolder, rec.Holder)
+	case errors.Is(err, lockclient.ErrStore):
+		rec.Result = batchv1alpha1.UnlockStoreUnavailable
+		rec.Message = fmt.Sprintf("the store did not answer: %v; nothing is known to be deleted, ask again", err)
+	default:
+		return refuse("%v", err)
+	}
+	return false
+}
+
+// liveHolder says why a lock holder may still be working, or "" when nothing
+// says so: an active run of this GuardedJob (in any cluster: a run recorded
+// elsewhere may be alive there), its last run's lease left to expire, a lease
+// this manager renews, or a Job of this cluster that has not finished.
+func (r *GuardedJobReconciler) liveHolder(ctx context.Context, s *scope, holder string) string {
+	gj := s.gj
+	for _, run := range gj.Status.Active {
+		if run.Holder == holder {
+			return fmt.Sprintf("the active run %s of this GuardedJob; delete its Job to stop the run (its lease is released once its Pods are gone)", run.JobName)
+		}
+	}
+	// A lease of this GuardedJob's last run that the manager did not release was
+	// left to expire on purpose: a Pod of that run may still run where the API
+	// server does not show it (its pod guard stops it before the key expires).
+	if lr := gj.Status.LastRun; lr != nil && lr.JobName != "" && lr.FinishedAt != nil &&
+		holder == lockclient.FormatHolder(r.ClusterName, gj.Namespace, lr.JobName) {
+		if until := lr.FinishedAt.Add(gj.Spec.Lock.TTLOrDefault() + time.Second); s.now.Before(until) {
+			return fmt.Sprintf("the last run %s of this GuardedJob, which ended %s and left its lease to expire on purpose (a Pod of it may still run where the API server does not show it); it expires by %s",
+				lr.JobName, lr.Result, until.UTC().Format(time.RFC3339))
+		}
+	}
+	for _, st := range r.Keeper.Snapshot() {
+		if lockclient.HolderOf(st.Token) == holder && st.State != lockclient.StateLost {
+			return fmt.Sprintf("a run whose lease this manager renews (%s)", st.Owner)
+		}
+	}
+	parts := strings.Split(holder, "/")
+	if len(parts) != 3 || parts[0] != r.ClusterName || parts[1] == "" || parts[2] == "" {
+		return ""
+	}
+	job, err := r.getJobConfirmed(ctx, parts[1], parts[2])
+	if err != nil {
+		return fmt.Sprintf("a run of this cluster, and whether its Job still runs could not be read: %v", err)
+	}
+	if job == nil {
+		return ""
+	}
+	if _, finished := jobFinished(job); !finished {
+		return fmt.Sprintf("a run of this cluster whose Job %s/%s has not finished; delete that Job, or wait for it", job.Namespace, job.Name)
+	}
+	return ""
+}
+
+// parseRequestTime reads a request value: an RFC 3339 time, fractional seconds
+// allowed.
+func parseRequestTime(value string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, value)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("the value must be an RFC 3339 time such as %s", time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC).Format(time.RFC3339))
+	}
+	return t, nil
+}
+
+// clip shortens user input that status repeats to at most n bytes of valid
+// UTF-8, so that the value reads back from the API server exactly as written
+// (a request is answered once: when status repeats its value).
+func clip(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
