@@ -62,6 +62,10 @@ type GuardedJobReconciler struct {
 	// Namespace, when set, is the only namespace this manager serves (its cache
 	// holds no other): leases of GuardedJobs elsewhere are not resumed here.
 	Namespace string
+	// Selector, when set, is this manager's shard (--watch-label-selector): it
+	// serves only the GuardedJobs whose labels match, and its cache (see
+	// CacheOptionsFor) holds no other. Nil serves every GuardedJob.
+	Selector labels.Selector
 	// StoreAllow limits the hosts storeRef stores may have; nil allows any.
 	StoreAllow *lockclient.AllowList
 	// Leader election timing, for the lease-timing check.
@@ -88,6 +92,12 @@ type GuardedJobReconciler struct {
 	// for it, until status records it: a run whose Job vanished before that is
 	// seen as such, never given a second Job.
 	jobsCreated sync.Map
+
+	// known holds the GuardedJobs (types.NamespacedName) this manager has
+	// reconciled or resumed since it became the leader; one it has not is new to
+	// it (created, or moved into its shard), and its leases are renewed before its
+	// first pass acts (firstSight).
+	known sync.Map
 
 	// resumed is closed once the leases in status.active are renewed after this
 	// manager became the leader; reconciles wait for it.
@@ -255,15 +265,16 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	gj := &batchv1alpha1.GuardedJob{}
 	if err := r.Get(ctx, req.NamespacedName, gj); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.superseded.Delete(req.NamespacedName)
-			// The object is gone, and with it every record of its runs: nothing
-			// may renew their leases any more (a Job left behind is stopped by
-			// the stop controller, and its lease left to expire).
-			r.untrackOwner(req.Namespace, req.Name)
-			guardedJobMetrics.forget(req.NamespacedName)
+			// Deleted, or moved to another shard: this manager no longer renews
+			// the object's leases. A Job left behind by a deleted object is
+			// stopped by the stop controller once the API server confirms the
+			// object gone, and its lease left to expire; a moved object's runs
+			// are resumed by its new shard.
+			r.leftShard(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	r.firstSight(ctx, gj)
 	if r.cacheBehind(req.NamespacedName, gj.ResourceVersion) {
 		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
 	}

@@ -73,6 +73,7 @@ type options struct {
 	redisTimeout            time.Duration
 	clockSkew               time.Duration
 	stopRate                float64
+	watchLabelSelector      string
 }
 
 func envOr(name, def string) string {
@@ -95,7 +96,9 @@ func main() {
 	flag.StringVar(&o.storeAllow, "store-allow", envOr("GUARDEDJOB_STORE_ALLOW", ""),
 		"Hosts that spec.lock.storeRef stores may have: name patterns and CIDRs, *.svc.cluster.local,10.96.0.0/12 (unset: any host); env GUARDEDJOB_STORE_ALLOW.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election, so that one of several replicas is active.")
-	flag.StringVar(&o.leaderElectionID, "leader-election-id", "guardedjob-manager.batch.guardedjob.dev", "Name of the leader election Lease.")
+	flag.StringVar(&o.leaderElectionID, "leader-election-id", "guardedjob-manager.batch.guardedjob.dev", "Name of the leader election Lease; every shard (--watch-label-selector) needs its own.")
+	flag.StringVar(&o.watchLabelSelector, "watch-label-selector", envOr("GUARDEDJOB_WATCH_LABEL_SELECTOR", ""),
+		"Serve only the GuardedJobs whose labels match this selector (a shard): sharding.guardedjob.dev/key=a for shard a, !sharding.guardedjob.dev/key for the default shard; empty: every GuardedJob. Each shard needs its own --leader-election-id; env GUARDEDJOB_WATCH_LABEL_SELECTOR.")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's).")
 	flag.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits before taking over.")
 	flag.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing before it gives up.")
@@ -152,6 +155,10 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--store-allow: %w", err)
 	}
+	shard, err := controllers.ParseShardSelector(o.watchLabelSelector)
+	if err != nil {
+		return fmt.Errorf("--watch-label-selector: %w", err)
+	}
 	redis.SetLogger(redisLogger{log: ctrl.Log.WithName("redis")})
 
 	scheme := runtime.NewScheme()
@@ -185,7 +192,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   controllers.CacheOptions(),
+		Cache:                   controllers.CacheOptionsFor(shard),
 		Metrics:                 metrics,
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
@@ -218,7 +225,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 	stopper := &controllers.StopReconciler{
 		Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: stopWriter, Keeper: keeper,
-		MaxConcurrentReconciles: o.maxConcurrentReconciles, Recorder: mgr.GetEventRecorder("guardedjob-stop"),
+		MaxConcurrentReconciles: o.maxConcurrentReconciles, Recorder: mgr.GetEventRecorder("guardedjob-stop"), Selector: shard,
 	}
 	if err := stopper.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up stop controller: %w", err)
@@ -227,7 +234,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
 		Clock: clock.RealClock{}, Store: store, Keeper: keeper, ClusterName: o.clusterName, KeyGrants: grants, StoreAllow: storeAllow, ClockSkew: o.clockSkew,
 		LeaderElection: o.leaderElect, LeaderLeaseDuration: o.leaseDuration, LeaderRetryPeriod: o.retryPeriod,
-		MaxConcurrentReconciles: o.maxConcurrentReconciles, Stopper: stopper,
+		MaxConcurrentReconciles: o.maxConcurrentReconciles, Stopper: stopper, Selector: shard,
 	}
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up guardedjob controller: %w", err)
@@ -259,7 +266,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 	build := buildinfo.Resolve(version, commit)
 	log.Info("Starting manager", "version", build.Version, "commit", build.Commit, "cluster", o.clusterName, "store", store.Identity(), "keyGrants", grants.String(),
-		"storeAllow", storeAllow.String(), "leaderElection", o.leaderElect)
+		"storeAllow", storeAllow.String(), "leaderElection", o.leaderElect, "leaderElectionID", o.leaderElectionID, "shard", shard.String())
 	err = mgr.Start(ctx)
 	if err == nil || ctx.Err() != nil || !o.leaderElect || !strings.Contains(err.Error(), "leader election lost") {
 		return err
