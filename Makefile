@@ -132,6 +132,10 @@ test-ops: ## Test the Argo CD health check, the Flux health expressions and the 
 test-e2e: test-deps binaries ## Run the fault test: two local clusters, one Redis, faults (docs/reliability.md; E2E_SEED=N replays a run).
 	$(TEST_ENV) E2E_FAULTS=1 go test -count=1 -timeout 45m -v -run '^TestFaults$$' ./test/e2e/
 
+.PHONY: test-e2e-shard
+test-e2e-shard: test-deps binaries ## Move a GuardedJob between two shards (manager binaries, one local cluster) while its run is in flight.
+	$(TEST_ENV) E2E_SHARD=1 go test -count=1 -timeout 15m -v -run '^TestShardMove$$' ./test/e2e/
+
 .PHONY: test-race
 test-race: test-deps binaries ## Run all tests with the race detector.
 	$(TEST_ENV) CGO_ENABLED=1 go test $(GOTESTFLAGS) -race $(TESTARGS)
