@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -127,13 +128,39 @@ type GuardedJobReconciler struct {
 const jobOwnerKey = ".metadata.guardedjob"
 
 // CacheOptions restricts the manager's cache to the Jobs and Pods of GuardedJobs,
-// so a cluster with thousands of unrelated Pods costs nothing.
+// so a cluster with thousands of unrelated Pods costs nothing, and keeps no field
+// the manager never reads (see slimForCache).
 func CacheOptions() cache.Options {
 	ours, _ := labels.Parse(batchv1alpha1.GuardedJobLabel)
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&batchv1.Job{}: {Label: ours},
-		&corev1.Pod{}:  {Label: ours},
-	}}
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&batchv1.Job{}: {Label: ours},
+			&corev1.Pod{}:  {Label: ours},
+		},
+		DefaultTransform: slimForCache,
+	}
+}
+
+// lastApplied is the annotation a client-side kubectl apply keeps a copy of the
+// whole object in.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// slimForCache drops what the manager never reads from every cached object: its
+// managedFields and kubectl's last-applied copy of it, which together are often
+// larger than the object itself. Writes are unaffected: status is written through
+// the status subresource (which ignores metadata), other writes are patches of
+// the fields they change, and an update without managedFields keeps the API
+// server's.
+func slimForCache(in any) (any, error) {
+	if o, ok := in.(client.Object); ok {
+		o.SetManagedFields(nil)
+		if a := o.GetAnnotations(); a[lastApplied] != "" {
+			a = maps.Clone(a)
+			delete(a, lastApplied)
+			o.SetAnnotations(a)
+		}
+	}
+	return in, nil
 }
 
 // SetupWithManager registers the controller, its watches and the keeper's report
