@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +11,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/schedule"
 )
 
 // acquire takes the lease of a run whose intent is recorded. On success it records
@@ -76,7 +76,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		setLock(gj, batchv1alpha1.LockStateBusy, run.Key, holder, 0)
 		msg := fmt.Sprintf("lock %s is held by %s, expires in %s", run.Key, holder, busy.TTL.Round(time.Second))
 		if gj.Spec.Lock.OnBusyOrDefault() == batchv1alpha1.OnBusyRetry {
-			if next := s.now.Add(busyRetryWait()); next.Before(deadline) {
+			if next, ok := busyRetry(gj).NextAttempt(runDueTime(gj, run), s.now, deadline); ok {
 				setLockHeld(gj, batchv1alpha1.LockBusyReason, msg+"; retrying until "+deadline.UTC().Format(time.RFC3339), s.now)
 				s.requeueAt(next)
 				return nil
@@ -162,12 +162,14 @@ func (r *GuardedJobReconciler) startUnguarded(ctx context.Context, s *scope, run
 	return r.running(ctx, s, run, store)
 }
 
-// busyRetryWait is the wait before trying a busy lock again (onBusy Retry): a
-// fixed 5s plus up to 5s of jitter, so that runs of many clusters waiting for one
-// key do not retry in step. It does not grow: the run gives up at its starting
-// deadline instead.
-func busyRetryWait() time.Duration {
-	return 5*time.Second + rand.N(5*time.Second)
+// busyRetry is the backoff of onBusy Retry (lock.busyRetry): waits that double
+// from the initial one up to the cap, each stretched by up to half at random, so
+// that runs of many clusters waiting for one key do not retry in step.
+func busyRetry(gj *batchv1alpha1.GuardedJob) schedule.BusyRetry {
+	return schedule.BusyRetry{
+		Initial: gj.Spec.Lock.BusyRetryInitial(), Max: gj.Spec.Lock.BusyRetryMax(),
+		Factor: batchv1alpha1.BusyRetryFactor, Jitter: batchv1alpha1.BusyRetryJitter,
+	}
 }
 
 // runStartDeadline is when a run that has no Job yet must give up: its scheduled

@@ -27,7 +27,9 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 	}
 	triggerValue, triggered, manual, triggerAt := r.pendingTrigger(s, spec)
 
-	var occurrence time.Time
+	// occurrence is the scheduled time of the run to start; dueAt is when it was
+	// due to start (its scheduled time, or later with scheduleJitter).
+	var occurrence, dueAt time.Time
 	if gj.Spec.Suspended() {
 		gj.Status.NextScheduleTime = nil
 	} else {
@@ -35,7 +37,11 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 		if gj.Status.LastScheduleTime != nil {
 			from = gj.Status.LastScheduleTime.Time
 		}
-		due, ok, missed := spec.rules.Schedule.Due(from, s.now, deadline)
+		// With scheduleJitter an occurrence starts up to the jitter after its
+		// scheduled time, and may still start until that start + the deadline.
+		jitter := gj.Spec.ScheduleJitterOrDefault()
+		startOf := func(t time.Time) time.Time { return t.Add(schedule.JitterOffset(string(gj.UID), t, jitter)) }
+		due, ok, missed := spec.rules.Schedule.Due(from, s.now, deadline+jitter)
 		if missed > 0 && !ok {
 			if latest, found := spec.rules.Schedule.Prev(s.now.Add(-deadline)); found {
 				gj.Status.LastScheduleTime = &metav1.Time{Time: latest}
@@ -44,10 +50,14 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 				r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.StartingDeadlineExceededReason, "%s", msg)
 			}
 		}
+		next := startOf(spec.rules.Schedule.Next(s.now))
 		if ok {
-			occurrence = due
+			if start := startOf(due); s.now.Before(start) {
+				next = start // its jittered start is still to come
+			} else {
+				occurrence, dueAt = due, start
+			}
 		}
-		next := spec.rules.Schedule.Next(s.now)
 		gj.Status.NextScheduleTime = &metav1.Time{Time: next}
 		s.requeueAt(next)
 	}
@@ -104,11 +114,10 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 			return nil // the new run starts once the old one's Pods are gone
 		}
 	}
-	due := occurrence
 	if triggered {
-		due = triggerAt
+		dueAt = triggerAt
 	}
-	return r.recordIntent(ctx, s, spec, occurrence, due, triggered, triggerValue)
+	return r.recordIntent(ctx, s, spec, occurrence, dueAt, triggered, triggerValue)
 }
 
 // pendingTrigger reads the run-now annotation. It returns the occurrence to run,
