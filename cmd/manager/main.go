@@ -74,6 +74,8 @@ type options struct {
 	clockSkew               time.Duration
 	stopRate                float64
 	watchLabelSelector      string
+	eventQPS                float64
+	eventBurst              int
 }
 
 func envOr(name, def string) string {
@@ -119,6 +121,9 @@ func main() {
 	flag.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 0,
 		"Client-side limit on requests per second to the API server for the GuardedJob controller (the stop controller has a budget of its own); 0: none, the API server's priority and fairness applies.")
 	flag.IntVar(&o.kubeAPIBurst, "kube-api-burst", 0, "Requests above --kube-api-qps allowed in a burst; 0: twice --kube-api-qps.")
+	flag.Float64Var(&o.eventQPS, "event-qps", 50,
+		"Events per second sent to the API server (a client of their own): when many runs start or stop at once their events follow at this pace instead of competing with the writes that start and stop them; 0: no limit.")
+	flag.IntVar(&o.eventBurst, "event-burst", 100, "Events above --event-qps sent in a burst; 0: twice --event-qps.")
 	flag.Float64Var(&o.stopRate, "stop-rate", 50,
 		"Runs per second the manager can count on stopping (a Job delete and its Pods' deletes each) when many leases are at risk at once. When Redis stops answering for many runs, their stops start early enough to all be issued before their leases could expire at this rate; 0 assumes any number can be stopped at once.")
 	flag.DurationVar(&o.redisTimeout, "redis-timeout", lockclient.DefaultTimeout, "Bound on every call to the lock store.")
@@ -216,6 +221,12 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		}
 	}
 
+	evts, err := newPacedEvents(ctx, cfg, scheme, o.eventQPS, o.eventBurst)
+	if err != nil {
+		return err
+	}
+	defer evts.shutdown()
+
 	keeper := lockclient.NewKeeper(store, lockclient.WithStopRate(o.stopRate))
 	// The stop controller writes with a client of its own, so its deletes never
 	// wait behind status writes in a shared rate limiter.
@@ -225,13 +236,13 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 	stopper := &controllers.StopReconciler{
 		Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: stopWriter, Keeper: keeper,
-		MaxConcurrentReconciles: o.maxConcurrentReconciles, Recorder: mgr.GetEventRecorder("guardedjob-stop"), Selector: shard,
+		MaxConcurrentReconciles: o.maxConcurrentReconciles, Recorder: evts.recorder("guardedjob-stop"), Selector: shard,
 	}
 	if err := stopper.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up stop controller: %w", err)
 	}
 	reconciler := &controllers.GuardedJobReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: evts.recorder("guardedjob-controller"),
 		Clock: clock.RealClock{}, Store: store, Keeper: keeper, ClusterName: o.clusterName, KeyGrants: grants, StoreAllow: storeAllow, ClockSkew: o.clockSkew,
 		LeaderElection: o.leaderElect, LeaderLeaseDuration: o.leaseDuration, LeaderRetryPeriod: o.retryPeriod,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles, Stopper: stopper, Selector: shard,
