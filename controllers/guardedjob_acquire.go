@@ -11,6 +11,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runtoken"
 	"github.com/guardedjob/guardedjob/internal/schedule"
 )
 
@@ -28,15 +29,22 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 	if run.FencingPolicy == batchv1alpha1.FencingStrict {
 		floor = gj.Status.LastFence
 	}
-	lease, err := store.Acquire(ctx, lockclient.AcquireRequest{
-		Keys:  leaseOf(run).Keys,
-		Token: run.Token, TTL: run.TTL.Duration, Floor: floor, Policy: fencePolicy(run.FencingPolicy),
-	})
+	acquire := func() (lockclient.Lease, error) {
+		return store.Acquire(ctx, lockclient.AcquireRequest{
+			Keys:  leaseOf(run).Keys,
+			Token: run.Token, TTL: run.TTL.Duration, Floor: floor, Policy: fencePolicy(run.FencingPolicy),
+		})
+	}
+	lease, err := acquire()
 	var (
 		busy     *lockclient.BusyError
 		done     *lockclient.DoneError
 		storeErr *lockclient.StoreError
 	)
+	unrecorded := s.unrecorded == run.JobName
+	if unrecorded && errors.As(err, &busy) && r.takeUpOrphan(s, run, busy.Holder) {
+		lease, err = acquire()
+	}
 	switch {
 	case err == nil:
 		if waitedBusy(gj, run) {
@@ -52,8 +60,14 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		setLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, lease.Fence)
 		setLockHeld(gj, "", "", s.now)
 		if err := r.writeGuarded(ctx, s); err != nil {
+			if unrecorded {
+				// No status names the run: stop renewing, but leave the lease
+				// to the pass that takes it up (or to its ttl).
+				r.Keeper.Untrack(run.Token)
+			}
 			return err
 		}
+		s.unrecorded = ""
 		if run = runByName(gj, run.JobName); run == nil {
 			return nil
 		}
@@ -160,6 +174,26 @@ func (r *GuardedJobReconciler) startUnguarded(ctx context.Context, s *scope, run
 	r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.UnguardedReason,
 		"Starting %s WITHOUT a lease (storeFailurePolicy FailOpen): %v", run.JobName, cause)
 	return r.running(ctx, s, run, store)
+}
+
+// takeUpOrphan makes a run that no status records yet the run whose lease a
+// manager took and died (or failed its status write) before recording: the key's
+// holder value is a token minted by this cluster for this object and occurrence,
+// and no recorded run has it. The run then has that token and its Job name, and
+// acquires again with it (a new fence for the same lease).
+func (r *GuardedJobReconciler) takeUpOrphan(s *scope, run *batchv1alpha1.ActiveRun, value string) bool {
+	jobName, ok := runtoken.MintedFor(value, r.runIdentity(s.gj, run.ScheduledTime.Time))
+	if !ok || value == run.Token {
+		return false
+	}
+	for i := range s.gj.Status.Active {
+		if s.gj.Status.Active[i].Token == value || s.gj.Status.Active[i].JobName == jobName {
+			return false
+		}
+	}
+	run.JobName, run.Holder, run.Token = jobName, lockclient.HolderOf(value), value
+	s.unrecorded = jobName
+	return true
 }
 
 // busyRetry is the backoff of onBusy Retry (lock.busyRetry): waits that double

@@ -224,6 +224,10 @@ type scope struct {
 	// guardedWriteFailed is set when a resourceVersion-guarded write failed: the
 	// pass worked from a stale object and must write nothing else.
 	guardedWriteFailed bool
+	// unrecorded names the run this pass started that the API server's status
+	// does not have yet: its first status write records its intent with the
+	// result of its acquisition.
+	unrecorded string
 	// recordLater is set when the pass created its run's Job: the pass ends
 	// without a status write, and the pass the Job's own watch event brings
 	// records it (adoptJob). That pass is queued behind every run due now, so
