@@ -195,7 +195,11 @@ BENCH_SCALE_ARGS ?=
 
 .PHONY: bench-scale
 bench-scale: test-deps binaries bench-scale-build ## Run the scale benchmark (docs/benchmarks.md): its own control plane, Redis and the manager binary; about 15 minutes.
-	$(LOCALBIN)/bench-scale -assets "$(K8S_BIN)" -manager $(LOCALBIN)/manager -o bench-scale.md $(BENCH_SCALE_ARGS)
+	$(LOCALBIN)/bench-scale -assets "$(K8S_BIN)" -manager $(LOCALBIN)/manager -o bench-scale.md -json bench-scale.json $(BENCH_SCALE_ARGS)
+
+.PHONY: bench-docs
+bench-docs: ## Write docs/benchmarks.md's scale tables from the committed reports in docs/benchmarks/ (copy a run's bench-scale.json there first).
+	go run ./hack/benchtables
 
 .PHONY: bench-scale-build
 bench-scale-build: ## Build the scale benchmark (CI builds it; it does not run it).
