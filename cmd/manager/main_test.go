@@ -257,7 +257,7 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 			}
 		}
 		return reasons
-	}).WithTimeout(30*time.Second).Should(ContainElements(batchv1alpha1.LockAcquiredReason, batchv1alpha1.JobCreatedReason))
+	}).WithTimeout(30 * time.Second).Should(ContainElements(batchv1alpha1.LockAcquiredReason, batchv1alpha1.JobCreatedReason))
 
 	// Metrics are HTTPS by default and answer only callers the API server
 	// authenticates and allows to get /metrics.
