@@ -293,8 +293,8 @@ func (r *Report) Markdown() string {
 		p("\n")
 	}
 	if f := r.Floor; f != nil {
-		p("| API-server floor: %d runs' writes (%d status updates + %d Job create each) from %d writers, no client limit | figure |\n| --- | --- |\n",
-			r.N, f.StatusWrites, f.JobCreates, f.Writers)
+		p("| API-server floor: %d runs' writes (%d status update%s + %d Job create each) from %d writers, no client limit | figure |\n| --- | --- |\n",
+			r.N, f.StatusWrites, map[bool]string{true: "s"}[f.StatusWrites != 1], f.JobCreates, f.Writers)
 		p("| all runs' writes | %s (%.0f writes/s) |\n| one run's writes p50 / p99 | %s / %s |\n\n", Secs(f.TotalSeconds), f.WritesPerSecond, Secs(f.RunP50Seconds), Secs(f.RunP99Seconds))
 	}
 	if len(r.CronJob) > 0 || r.GuardedJob != nil {
