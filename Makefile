@@ -133,6 +133,10 @@ test-ops: helm ## Test the Argo CD health check, the Flux health expressions, an
 test-e2e: test-deps binaries ## Run the fault test (two local clusters, one Redis, faults) and the pod guard's cut-off node case (docs/reliability.md; E2E_SEED=N replays a run).
 	$(TEST_ENV) E2E_FAULTS=1 go test -count=1 -timeout 45m -v -run '^(TestFaults|TestPodGuardStopsTheWorkloadOfAForceDeletedPodBeforeItsKeyCouldExpire)$$' ./test/e2e/
 
+.PHONY: test-e2e-shard
+test-e2e-shard: test-deps binaries ## Move a GuardedJob between two shards (manager binaries, one local cluster) while its run is in flight.
+	$(TEST_ENV) E2E_SHARD=1 go test -count=1 -timeout 15m -v -run '^TestShardMove$$' ./test/e2e/
+
 .PHONY: test-race
 test-race: test-deps binaries ## Run all tests with the race detector.
 	$(TEST_ENV) CGO_ENABLED=1 go test $(GOTESTFLAGS) -race $(TESTARGS)
@@ -192,7 +196,11 @@ BENCH_SCALE_ARGS ?=
 
 .PHONY: bench-scale
 bench-scale: test-deps binaries bench-scale-build ## Run the scale benchmark (docs/benchmarks.md): its own control plane, Redis and the manager binary; about 15 minutes.
-	$(LOCALBIN)/bench-scale -assets "$(K8S_BIN)" -manager $(LOCALBIN)/manager -o bench-scale.md $(BENCH_SCALE_ARGS)
+	$(LOCALBIN)/bench-scale -assets "$(K8S_BIN)" -manager $(LOCALBIN)/manager -o bench-scale.md -json bench-scale.json $(BENCH_SCALE_ARGS)
+
+.PHONY: bench-docs
+bench-docs: ## Write docs/benchmarks.md's scale tables from the committed reports in docs/benchmarks/ (copy a run's bench-scale.json there first).
+	go run ./hack/benchtables
 
 .PHONY: bench-scale-build
 bench-scale-build: ## Build the scale benchmark (CI builds it; it does not run it).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +11,8 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runtoken"
+	"github.com/guardedjob/guardedjob/internal/schedule"
 )
 
 // acquire takes the lease of a run whose intent is recorded. On success it records
@@ -28,15 +29,22 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 	if run.FencingPolicy == batchv1alpha1.FencingStrict {
 		floor = gj.Status.LastFence
 	}
-	lease, err := store.Acquire(ctx, lockclient.AcquireRequest{
-		Keys:  leaseOf(run).Keys,
-		Token: run.Token, TTL: run.TTL.Duration, Floor: floor, Policy: fencePolicy(run.FencingPolicy),
-	})
+	acquire := func() (lockclient.Lease, error) {
+		return store.Acquire(ctx, lockclient.AcquireRequest{
+			Keys:  leaseOf(run).Keys,
+			Token: run.Token, TTL: run.TTL.Duration, Floor: floor, Policy: fencePolicy(run.FencingPolicy),
+		})
+	}
+	lease, err := acquire()
 	var (
 		busy     *lockclient.BusyError
 		done     *lockclient.DoneError
 		storeErr *lockclient.StoreError
 	)
+	unrecorded := s.unrecorded == run.JobName
+	if unrecorded && errors.As(err, &busy) && r.takeUpOrphan(s, run, busy.Holder) {
+		lease, err = acquire()
+	}
 	switch {
 	case err == nil:
 		if waitedBusy(gj, run) {
@@ -52,8 +60,14 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		setLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, lease.Fence)
 		setLockHeld(gj, "", "", s.now)
 		if err := r.writeGuarded(ctx, s); err != nil {
+			if unrecorded {
+				// No status names the run: stop renewing, but leave the lease
+				// to the pass that takes it up (or to its ttl).
+				r.Keeper.Untrack(run.Token)
+			}
 			return err
 		}
+		s.unrecorded = ""
 		if run = runByName(gj, run.JobName); run == nil {
 			return nil
 		}
@@ -76,7 +90,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		setLock(gj, batchv1alpha1.LockStateBusy, run.Key, holder, 0)
 		msg := fmt.Sprintf("lock %s is held by %s, expires in %s", run.Key, holder, busy.TTL.Round(time.Second))
 		if gj.Spec.Lock.OnBusyOrDefault() == batchv1alpha1.OnBusyRetry {
-			if next := s.now.Add(busyRetryWait()); next.Before(deadline) {
+			if next, ok := busyRetry(gj).NextAttempt(runDueTime(gj, run), s.now, deadline); ok {
 				setLockHeld(gj, batchv1alpha1.LockBusyReason, msg+"; retrying until "+deadline.UTC().Format(time.RFC3339), s.now)
 				s.requeueAt(next)
 				return nil
@@ -162,12 +176,34 @@ func (r *GuardedJobReconciler) startUnguarded(ctx context.Context, s *scope, run
 	return r.running(ctx, s, run, store)
 }
 
-// busyRetryWait is the wait before trying a busy lock again (onBusy Retry): a
-// fixed 5s plus up to 5s of jitter, so that runs of many clusters waiting for one
-// key do not retry in step. It does not grow: the run gives up at its starting
-// deadline instead.
-func busyRetryWait() time.Duration {
-	return 5*time.Second + rand.N(5*time.Second)
+// takeUpOrphan makes a run that no status records yet the run whose lease a
+// manager took and died (or failed its status write) before recording: the key's
+// holder value is a token minted by this cluster for this object and occurrence,
+// and no recorded run has it. The run then has that token and its Job name, and
+// acquires again with it (a new fence for the same lease).
+func (r *GuardedJobReconciler) takeUpOrphan(s *scope, run *batchv1alpha1.ActiveRun, value string) bool {
+	jobName, ok := runtoken.MintedFor(value, r.runIdentity(s.gj, run.ScheduledTime.Time))
+	if !ok || value == run.Token {
+		return false
+	}
+	for i := range s.gj.Status.Active {
+		if s.gj.Status.Active[i].Token == value || s.gj.Status.Active[i].JobName == jobName {
+			return false
+		}
+	}
+	run.JobName, run.Holder, run.Token = jobName, lockclient.HolderOf(value), value
+	s.unrecorded = jobName
+	return true
+}
+
+// busyRetry is the backoff of onBusy Retry (lock.busyRetry): waits that double
+// from the initial one up to the cap, each stretched by up to half at random, so
+// that runs of many clusters waiting for one key do not retry in step.
+func busyRetry(gj *batchv1alpha1.GuardedJob) schedule.BusyRetry {
+	return schedule.BusyRetry{
+		Initial: gj.Spec.Lock.BusyRetryInitial(), Max: gj.Spec.Lock.BusyRetryMax(),
+		Factor: batchv1alpha1.BusyRetryFactor, Jitter: batchv1alpha1.BusyRetryJitter,
+	}
 }
 
 // runStartDeadline is when a run that has no Job yet must give up: its scheduled

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -62,6 +63,10 @@ type GuardedJobReconciler struct {
 	// Namespace, when set, is the only namespace this manager serves (its cache
 	// holds no other): leases of GuardedJobs elsewhere are not resumed here.
 	Namespace string
+	// Selector, when set, is this manager's shard (--watch-label-selector): it
+	// serves only the GuardedJobs whose labels match, and its cache (see
+	// CacheOptionsFor) holds no other. Nil serves every GuardedJob.
+	Selector labels.Selector
 	// StoreAllow limits the hosts storeRef stores may have; nil allows any.
 	StoreAllow *lockclient.AllowList
 	// GuardImage is the image of the pod guard sidecar (lock.podGuard): the
@@ -92,6 +97,12 @@ type GuardedJobReconciler struct {
 	// seen as such, never given a second Job.
 	jobsCreated sync.Map
 
+	// known holds the GuardedJobs (types.NamespacedName) this manager has
+	// reconciled or resumed since it became the leader; one it has not is new to
+	// it (created, or moved into its shard), and its leases are renewed before its
+	// first pass acts (firstSight).
+	known sync.Map
+
 	// resumed is closed once the leases in status.active are renewed after this
 	// manager became the leader; reconciles wait for it.
 	resumed    chan struct{}
@@ -120,13 +131,39 @@ type GuardedJobReconciler struct {
 const jobOwnerKey = ".metadata.guardedjob"
 
 // CacheOptions restricts the manager's cache to the Jobs and Pods of GuardedJobs,
-// so a cluster with thousands of unrelated Pods costs nothing.
+// so a cluster with thousands of unrelated Pods costs nothing, and keeps no field
+// the manager never reads (see slimForCache).
 func CacheOptions() cache.Options {
 	ours, _ := labels.Parse(batchv1alpha1.GuardedJobLabel)
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&batchv1.Job{}: {Label: ours},
-		&corev1.Pod{}:  {Label: ours},
-	}}
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&batchv1.Job{}: {Label: ours},
+			&corev1.Pod{}:  {Label: ours},
+		},
+		DefaultTransform: slimForCache,
+	}
+}
+
+// lastApplied is the annotation a client-side kubectl apply keeps a copy of the
+// whole object in.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// slimForCache drops what the manager never reads from every cached object: its
+// managedFields and kubectl's last-applied copy of it, which together are often
+// larger than the object itself. Writes are unaffected: status is written through
+// the status subresource (which ignores metadata), other writes are patches of
+// the fields they change, and an update without managedFields keeps the API
+// server's.
+func slimForCache(in any) (any, error) {
+	if o, ok := in.(client.Object); ok {
+		o.SetManagedFields(nil)
+		if a := o.GetAnnotations(); a[lastApplied] != "" {
+			a = maps.Clone(a)
+			delete(a, lastApplied)
+			o.SetAnnotations(a)
+		}
+	}
+	return in, nil
 }
 
 // SetupWithManager registers the controller, its watches and the keeper's report
@@ -191,6 +228,10 @@ type scope struct {
 	// guardedWriteFailed is set when a resourceVersion-guarded write failed: the
 	// pass worked from a stale object and must write nothing else.
 	guardedWriteFailed bool
+	// unrecorded names the run this pass started that the API server's status
+	// does not have yet: its first status write records its intent with the
+	// result of its acquisition.
+	unrecorded string
 	// recordLater is set when the pass created its run's Job: the pass ends
 	// without a status write, and the pass the Job's own watch event brings
 	// records it (adoptJob). That pass is queued behind every run due now, so
@@ -259,15 +300,16 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	gj := &batchv1alpha1.GuardedJob{}
 	if err := r.Get(ctx, req.NamespacedName, gj); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.superseded.Delete(req.NamespacedName)
-			// The object is gone, and with it every record of its runs: nothing
-			// may renew their leases any more (a Job left behind is stopped by
-			// the stop controller, and its lease left to expire).
-			r.untrackOwner(req.Namespace, req.Name)
-			guardedJobMetrics.forget(req.NamespacedName)
+			// Deleted, or moved to another shard: this manager no longer renews
+			// the object's leases. A Job left behind by a deleted object is
+			// stopped by the stop controller once the API server confirms the
+			// object gone, and its lease left to expire; a moved object's runs
+			// are resumed by its new shard.
+			r.leftShard(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	r.firstSight(ctx, gj)
 	if r.cacheBehind(req.NamespacedName, gj.ResourceVersion) {
 		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
 	}

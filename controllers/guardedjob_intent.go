@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
-	"github.com/guardedjob/guardedjob/internal/jobbuild"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runtoken"
 	"github.com/guardedjob/guardedjob/internal/schedule"
 	"github.com/guardedjob/guardedjob/internal/specerror"
 )
@@ -27,7 +27,9 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 	}
 	triggerValue, triggered, manual, triggerAt := r.pendingTrigger(s, spec)
 
-	var occurrence time.Time
+	// occurrence is the scheduled time of the run to start; dueAt is when it was
+	// due to start (its scheduled time, or later with scheduleJitter).
+	var occurrence, dueAt time.Time
 	if gj.Spec.Suspended() {
 		gj.Status.NextScheduleTime = nil
 	} else {
@@ -35,7 +37,11 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 		if gj.Status.LastScheduleTime != nil {
 			from = gj.Status.LastScheduleTime.Time
 		}
-		due, ok, missed := spec.rules.Schedule.Due(from, s.now, deadline)
+		// With scheduleJitter an occurrence starts up to the jitter after its
+		// scheduled time, and may still start until that start + the deadline.
+		jitter := gj.Spec.ScheduleJitterOrDefault()
+		startOf := func(t time.Time) time.Time { return t.Add(schedule.JitterOffset(string(gj.UID), t, jitter)) }
+		due, ok, missed := spec.rules.Schedule.Due(from, s.now, deadline+jitter)
 		if missed > 0 && !ok {
 			if latest, found := spec.rules.Schedule.Prev(s.now.Add(-deadline)); found {
 				gj.Status.LastScheduleTime = &metav1.Time{Time: latest}
@@ -44,10 +50,14 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 				r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.StartingDeadlineExceededReason, "%s", msg)
 			}
 		}
+		next := startOf(spec.rules.Schedule.Next(s.now))
 		if ok {
-			occurrence = due
+			if start := startOf(due); s.now.Before(start) {
+				next = start // its jittered start is still to come
+			} else {
+				occurrence, dueAt = due, start
+			}
 		}
-		next := spec.rules.Schedule.Next(s.now)
 		gj.Status.NextScheduleTime = &metav1.Time{Time: next}
 		s.requeueAt(next)
 	}
@@ -104,11 +114,10 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 			return nil // the new run starts once the old one's Pods are gone
 		}
 	}
-	due := occurrence
 	if triggered {
-		due = triggerAt
+		dueAt = triggerAt
 	}
-	return r.recordIntent(ctx, s, spec, occurrence, due, triggered, triggerValue)
+	return r.recordIntent(ctx, s, spec, occurrence, dueAt, triggered, triggerValue)
 }
 
 // pendingTrigger reads the run-now annotation. It returns the occurrence to run,
@@ -139,8 +148,14 @@ func (r *GuardedJobReconciler) pendingTrigger(s *scope, spec *compiledSpec) (val
 	return value, true, occ, at
 }
 
-// recordIntent writes a new run (phase Acquiring) with everything needed to
-// acquire, renew and release it, before anything touches Redis.
+// recordIntent starts a new run: everything needed to acquire, renew and release
+// it (phase Acquiring), then its acquisition. Nothing is written before the
+// acquisition: the run's first status write records the intent together with
+// the fence it got (or, when it cannot start now, the intent alone, for its
+// retries, or its result), with a resourceVersion precondition, and only then is
+// its Job created (see acquire). A manager that dies between the acquisition and
+// that write leaves a lease no status names; its token says which object,
+// occurrence and cluster it was minted for, and the next pass takes it up.
 func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec *compiledSpec, occurrence, due time.Time, triggered bool, triggerValue string) error {
 	gj := s.gj
 	keys, err := spec.keys(r, gj, occurrence)
@@ -153,12 +168,11 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 		}
 		return err
 	}
-	random, err := lockclient.NewRandom()
+	token, jobName, err := runtoken.Mint(r.runIdentity(gj, occurrence))
 	if err != nil {
 		return err
 	}
-	jobName := jobbuild.Name(gj.Name, occurrence, random)
-	holder := lockclient.FormatHolder(r.ClusterName, gj.Namespace, jobName)
+	holder := lockclient.HolderOf(token)
 	gj.Status.Active = append(gj.Status.Active, batchv1alpha1.ActiveRun{
 		JobName:            jobName,
 		Phase:              batchv1alpha1.RunPhaseAcquiring,
@@ -168,7 +182,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 		FenceKey:           keys.Fence,
 		Store:              spec.store.Identity(),
 		Holder:             holder,
-		Token:              lockclient.FormatToken(holder, random),
+		Token:              token,
 		Cluster:            r.ClusterName,
 		OwnerUID:           gj.UID,
 		TTL:                metav1.Duration{Duration: gj.Spec.Lock.TTLOrDefault()},
@@ -186,16 +200,15 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 	if gj.Status.LastScheduleTime == nil || occurrence.After(gj.Status.LastScheduleTime.Time) {
 		gj.Status.LastScheduleTime = &metav1.Time{Time: occurrence}
 	}
-	if err := r.writeGuarded(ctx, s); err != nil {
-		return err
-	}
-	// The intent is durable: acquire in this pass, with the object the write
-	// returned.
 	s.requeueAfter(activeResync)
-	if run := runByName(gj, jobName); run != nil {
-		return r.advanceRun(ctx, s, run)
-	}
-	return nil
+	s.unrecorded = jobName
+	return r.advanceRun(ctx, s, runByName(gj, jobName))
+}
+
+// runIdentity is what a run's token is minted for: this cluster, the object and
+// the occurrence.
+func (r *GuardedJobReconciler) runIdentity(gj *batchv1alpha1.GuardedJob, occurrence time.Time) runtoken.Run {
+	return runtoken.Run{Cluster: r.ClusterName, Namespace: gj.Namespace, Name: gj.Name, UID: string(gj.UID), Occurrence: occurrence}
 }
 
 // reapUnclaimedJobs handles Jobs of this GuardedJob that no active run claims:

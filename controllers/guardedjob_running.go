@@ -237,6 +237,7 @@ func (r *GuardedJobReconciler) leaseConfirmed(gj *batchv1alpha1.GuardedJob, run 
 // createJob creates the Job of a run whose fence is recorded.
 func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	job, warnings := jobbuild.Build(s.gj, run)
+	shardLabelOnJob(s.gj, job)
 	if err := r.Create(ctx, job); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return nil // the next pass adopts or stops it

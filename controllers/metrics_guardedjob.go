@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -69,9 +71,9 @@ var (
 	lockStateDesc = prometheus.NewDesc("guardedjob_lock_state",
 		"status.lock.state: 1 for the state last observed (Held, Free, Busy, Lost, StoreDown), 0 for the others.", append(objectLabels, "state"), nil)
 	objectRunsDesc = prometheus.NewDesc("guardedjob_object_runs_total",
-		"Runs of the GuardedJob that ended, by status.lastRun.result, counted by this manager since it became the leader.", append(objectLabels, "result"), nil)
+		"Runs of the GuardedJob that ended, by status.lastRun.result, counted by this manager since it became the leader; a result appears with its first run.", append(objectLabels, "result"), nil)
 	busyInARowDesc = prometheus.NewDesc("guardedjob_busy_runs_in_a_row",
-		"Runs of the GuardedJob that ended Busy since the last one that ran or failed to (Skipped runs leave it as it is), counted by this manager since it became the leader.", objectLabels, nil)
+		"Runs of the GuardedJob that ended Busy since the last one that ran or failed to (Skipped runs leave it as it is), counted by this manager since it became the leader; absent while 0.", objectLabels, nil)
 
 	// As kube-state-metrics has them for CronJobs (kube_cronjob_info,
 	// kube_cronjob_spec_suspend, kube_cronjob_status_active). The info labels are
@@ -184,60 +186,117 @@ func (c *guardedJobCollector) Collect(ch chan<- prometheus.Metric) {
 	if err := reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return // the scrape goes on with the manager's other metrics
 	}
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Counters of objects that are gone (or are another object now) go.
+	live := make(map[types.NamespacedName]bool, len(c.runs))
+	for i := range list.Items {
+		gj := &list.Items[i]
+		key := types.NamespacedName{Namespace: gj.Namespace, Name: gj.Name}
+		if e := c.runs[key]; e != nil && e.uid == gj.UID {
+			live[key] = true
+		}
 	}
-	seen := make(map[types.NamespacedName]types.UID, len(list.Items))
+	for key := range c.runs {
+		if !live[key] {
+			delete(c.runs, key)
+		}
+	}
 	for i := range list.Items {
 		gj := &list.Items[i] // shared with the cache: read only
-		ns, name := gj.Namespace, gj.Name
-		seen[types.NamespacedName{Namespace: ns, Name: name}] = gj.UID
+		// The object's two label pairs, shared by all its series (labels sort
+		// by name: name, namespace, then result or state).
+		obj := []*dto.LabelPair{{Name: ptr.To("name"), Value: ptr.To(gj.Name)}, {Name: ptr.To("namespace"), Value: ptr.To(gj.Namespace)}}
 		st := &gj.Status
-		gauge(createdDesc, unixSeconds(gj.CreationTimestamp.Time), ns, name)
+		ch <- gaugeOf(createdDesc, unixSeconds(gj.CreationTimestamp.Time), obj)
 		var storeRef string
 		if gj.Spec.Lock.StoreRef != nil {
 			storeRef = gj.Spec.Lock.StoreRef.Name
 		}
-		gauge(infoDesc, 1, ns, name, gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault(), string(gj.Spec.ConcurrencyPolicyOrDefault()), storeRef)
-		gauge(suspendDesc, boolFloat(gj.Spec.Suspended()), ns, name)
-		gauge(activeDesc, float64(len(st.Active)), ns, name)
+		ch <- gaugeOf(infoDesc, 1, []*dto.LabelPair{ // sorted by name
+			{Name: ptr.To("concurrency_policy"), Value: ptr.To(string(gj.Spec.ConcurrencyPolicyOrDefault()))},
+			obj[0], obj[1],
+			{Name: ptr.To("schedule"), Value: ptr.To(gj.Spec.Schedule)},
+			{Name: ptr.To("store_ref"), Value: ptr.To(storeRef)},
+			{Name: ptr.To("timezone"), Value: ptr.To(gj.Spec.TimeZoneOrDefault())},
+		})
+		ch <- gaugeOf(suspendDesc, boolFloat(gj.Spec.Suspended()), obj)
+		ch <- gaugeOf(activeDesc, float64(len(st.Active)), obj)
 		if st.LastScheduleTime != nil {
-			gauge(lastScheduleDesc, unixSeconds(st.LastScheduleTime.Time), ns, name)
+			ch <- gaugeOf(lastScheduleDesc, unixSeconds(st.LastScheduleTime.Time), obj)
 		}
 		if st.NextScheduleTime != nil {
-			gauge(nextScheduleDesc, unixSeconds(st.NextScheduleTime.Time), ns, name)
+			ch <- gaugeOf(nextScheduleDesc, unixSeconds(st.NextScheduleTime.Time), obj)
 		}
 		if st.LastSuccessfulTime != nil {
-			gauge(lastSuccessDesc, unixSeconds(st.LastSuccessfulTime.Time), ns, name)
+			ch <- gaugeOf(lastSuccessDesc, unixSeconds(st.LastSuccessfulTime.Time), obj)
 		}
-		gauge(fenceDesc, float64(st.LastFence), ns, name)
+		ch <- gaugeOf(fenceDesc, float64(st.LastFence), obj)
 		var state batchv1alpha1.LockState
 		if st.Lock != nil {
 			state = st.Lock.State
 		}
-		for _, s := range lockStates {
-			gauge(lockStateDesc, boolFloat(s == state), ns, name, string(s))
+		for j, s := range lockStates {
+			ch <- gaugeOf(lockStateDesc, boolFloat(s == state), append(obj[:2:2], statePairs[j]))
+		}
+		// Counters only once they count: a run's result appears with its first
+		// run, a busy streak while it lasts.
+		e := c.runs[types.NamespacedName{Namespace: gj.Namespace, Name: gj.Name}]
+		if e == nil || e.uid != gj.UID {
+			continue
+		}
+		for j, res := range runResults {
+			if n := e.counts[res]; n > 0 {
+				ch <- &seriesMetric{desc: objectRunsDesc, labels: append(obj[:2:2], resultPairs[j]), value: float64(n), counter: true}
+			}
+		}
+		if e.busyInARow > 0 {
+			ch <- gaugeOf(busyInARowDesc, float64(e.busyInARow), obj)
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for key, e := range c.runs {
-		if seen[key] != e.uid {
-			delete(c.runs, key) // the object is gone (or is another object now)
-		}
+}
+
+// statePairs and resultPairs are the state and result label pairs, shared by
+// every object's series.
+var (
+	statePairs  = labelPairs("state", lockStates)
+	resultPairs = labelPairs("result", runResults)
+)
+
+func labelPairs[T ~string](name string, values []T) []*dto.LabelPair {
+	out := make([]*dto.LabelPair, len(values))
+	for i, v := range values {
+		out[i] = &dto.LabelPair{Name: ptr.To(name), Value: ptr.To(string(v))}
 	}
-	for key, uid := range seen {
-		// Every result from zero, so that the first run of a kind is an increase.
-		var counts map[batchv1alpha1.RunResult]uint64
-		var busy uint64
-		if e := c.runs[key]; e != nil && e.uid == uid {
-			counts, busy = e.counts, e.busyInARow
-		}
-		for _, res := range runResults {
-			ch <- prometheus.MustNewConstMetric(objectRunsDesc, prometheus.CounterValue, float64(counts[res]), key.Namespace, key.Name, string(res))
-		}
-		gauge(busyInARowDesc, float64(busy), key.Namespace, key.Name)
+	return out
+}
+
+// seriesMetric is one per-GuardedJob series. A scrape makes one for each of tens
+// of thousands of series: its label pairs are built once per object and shared,
+// where prometheus.MustNewConstMetric would check and build them for each
+// series. The label values are the object's namespace and name (valid UTF-8,
+// as the API server only stores such) and the fixed states and results.
+type seriesMetric struct {
+	desc    *prometheus.Desc
+	labels  []*dto.LabelPair // sorted by name; shared, never changed
+	value   float64
+	counter bool
+}
+
+func gaugeOf(d *prometheus.Desc, v float64, labels []*dto.LabelPair) *seriesMetric {
+	return &seriesMetric{desc: d, labels: labels, value: v}
+}
+
+func (m *seriesMetric) Desc() *prometheus.Desc { return m.desc }
+
+func (m *seriesMetric) Write(out *dto.Metric) error {
+	out.Label = m.labels
+	if m.counter {
+		out.Counter = &dto.Counter{Value: &m.value}
+	} else {
+		out.Gauge = &dto.Gauge{Value: &m.value}
 	}
+	return nil
 }
 
 func closed(ch <-chan struct{}) bool {

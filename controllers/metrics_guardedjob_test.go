@@ -1,11 +1,17 @@
 package controllers
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 )
@@ -47,4 +53,68 @@ func TestBusyRunsInARow(t *testing.T) {
 		NewWithT(t).Expect(c.runs[key].counts[busy]).To(Equal(uint64(1)))
 		NewWithT(t).Expect(c.runs[key].busyInARow).To(Equal(uint64(1)))
 	})
+}
+
+// listReader lists a fixed set of GuardedJobs, as the cache would.
+type listReader struct{ items []batchv1alpha1.GuardedJob }
+
+func (r listReader) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return errors.New("not used")
+}
+
+func (r listReader) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	list.(*batchv1alpha1.GuardedJobList).Items = r.items
+	return nil
+}
+
+func TestPerObjectSeriesAreConsistentAndCountersAppearWithTheirFirstRun(t *testing.T) {
+	g := NewWithT(t)
+	created := metav1.NewTime(time.Unix(1_700_000_000, 0))
+	idle := batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "idle", UID: "u1", CreationTimestamp: created}}
+	ran := batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "settle", UID: "u2", CreationTimestamp: created}}
+	ran.Status.LastFence = 7
+	ran.Status.Lock = &batchv1alpha1.LockStatus{State: batchv1alpha1.LockStateBusy}
+	c := &guardedJobCollector{runs: map[types.NamespacedName]*objectRuns{}}
+	c.use(listReader{items: []batchv1alpha1.GuardedJob{idle, ran}}, nil)
+	c.countRun(&ran, batchv1alpha1.RunResultSucceeded)
+	c.countRun(&ran, batchv1alpha1.RunResultBusy)
+	c.countRun(&ran, batchv1alpha1.RunResultBusy)
+	// An object that is gone: its counters go at the next scrape.
+	c.countRun(&batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "gone", UID: "u3"}}, batchv1alpha1.RunResultFailed)
+
+	// A pedantic registry checks every series against its description.
+	reg := prometheus.NewPedanticRegistry()
+	g.Expect(reg.Register(c)).To(Succeed())
+	families, err := reg.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	series := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			series[f.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	g.Expect(series).To(Equal(map[string]float64{
+		"guardedjob_created_time_seconds{name=idle,namespace=payments}":                 1_700_000_000,
+		"guardedjob_fence{name=idle,namespace=payments}":                                0,
+		"guardedjob_lock_state{name=idle,namespace=payments,state=Held}":                0,
+		"guardedjob_lock_state{name=idle,namespace=payments,state=Free}":                0,
+		"guardedjob_lock_state{name=idle,namespace=payments,state=Busy}":                0,
+		"guardedjob_lock_state{name=idle,namespace=payments,state=Lost}":                0,
+		"guardedjob_lock_state{name=idle,namespace=payments,state=StoreDown}":           0,
+		"guardedjob_created_time_seconds{name=settle,namespace=payments}":               1_700_000_000,
+		"guardedjob_fence{name=settle,namespace=payments}":                              7,
+		"guardedjob_lock_state{name=settle,namespace=payments,state=Held}":              0,
+		"guardedjob_lock_state{name=settle,namespace=payments,state=Free}":              0,
+		"guardedjob_lock_state{name=settle,namespace=payments,state=Busy}":              1,
+		"guardedjob_lock_state{name=settle,namespace=payments,state=Lost}":              0,
+		"guardedjob_lock_state{name=settle,namespace=payments,state=StoreDown}":         0,
+		"guardedjob_object_runs_total{name=settle,namespace=payments,result=Succeeded}": 1,
+		"guardedjob_object_runs_total{name=settle,namespace=payments,result=Busy}":      2,
+		"guardedjob_busy_runs_in_a_row{name=settle,namespace=payments}":                 2,
+	}))
+	g.Expect(c.runs).NotTo(HaveKey(types.NamespacedName{Namespace: "payments", Name: "gone"}))
 }

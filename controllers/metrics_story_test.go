@@ -103,8 +103,9 @@ func TestMetricsFollowARunAndGoWithTheGuardedJob(t *testing.T) {
 	g.Expect(m.value("guardedjob_next_schedule_time_seconds", obj...)).To(Equal(unix(st.NextScheduleTime)))
 	g.Expect(m.value("guardedjob_created_time_seconds", obj...)).To(Equal(unix(&gj.CreationTimestamp)))
 	g.Expect(m.value("guardedjob_last_success_time_seconds", obj...)).To(Equal(-1.0), "no success yet")
-	g.Expect(m.value("guardedjob_object_runs_total", append(obj, "result", "Succeeded")...)).To(Equal(0.0),
-		"every result is there from zero, so the first run of a kind is an increase")
+	g.Expect(m.value("guardedjob_object_runs_total", append(obj, "result", "Succeeded")...)).To(Equal(-1.0),
+		"a result's counter appears with its first run: thousands of objects serve no zeros")
+	g.Expect(m.value("guardedjob_busy_runs_in_a_row", obj...)).To(Equal(-1.0), "no busy streak")
 	// As kube-state-metrics has them for a CronJob: info, suspend, active runs.
 	g.Expect(m.value("guardedjob_info", append(obj, "schedule", gj.Spec.Schedule, "timezone", "UTC", "concurrency_policy", "Forbid", "store_ref", "")...)).To(Equal(1.0))
 	g.Expect(m.value("guardedjob_spec_suspend", obj...)).To(Equal(0.0))
@@ -135,7 +136,7 @@ func TestMetricsFollowARunAndGoWithTheGuardedJob(t *testing.T) {
 	g.Eventually(func() float64 { return m.value("guardedjob_last_success_time_seconds", obj...) }).Should(Equal(float64(completed.Unix())))
 	g.Expect(h.get(gj).Status.LastSuccessfulTime.Time).To(BeTemporally("==", completed.Time))
 	g.Expect(m.value("guardedjob_object_runs_total", append(obj, "result", "Succeeded")...)).To(Equal(1.0))
-	g.Expect(m.value("guardedjob_object_runs_total", append(obj, "result", "LockLost")...)).To(Equal(0.0))
+	g.Expect(m.value("guardedjob_object_runs_total", append(obj, "result", "LockLost")...)).To(Equal(-1.0))
 	g.Expect(m.value("guardedjob_lock_state", append(obj, "state", "Free")...)).To(Equal(1.0))
 	g.Expect(m.value("guardedjob_lock_state", append(obj, "state", "Held")...)).To(Equal(0.0))
 	g.Expect(h.get(gj).Status.RunDurations).To(HaveField("Recent", ConsistOf(metav1.Duration{Duration: 7 * time.Second})))

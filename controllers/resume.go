@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,8 +27,9 @@ const resumePage = 500
 // store, so a handover never lets a lease lapse while reconcilers catch up. The
 // GuardedJobs are listed from the API server (paginated), not from a cache that
 // may still be filling; leases in the manager's own store are renewed at once,
-// while tenant stores' Secrets are read in parallel. Then it opens the gate the
-// reconciler waits on.
+// while tenant stores' Secrets are read in parallel. A sharded manager lists only
+// the GuardedJobs of its shard, and stops renewing those that have left it by the
+// time its cache has synced. Then it opens the gate the reconciler waits on.
 func (r *GuardedJobReconciler) resumeLeases(ctx context.Context) error {
 	defer r.resumeOnce.Do(func() { close(r.resumed) })
 	log := ctrl.LoggerFrom(ctx).WithName("resume")
@@ -39,23 +41,35 @@ func (r *GuardedJobReconciler) resumeLeases(ctx context.Context) error {
 	}
 	var own []lockclient.TrackRequest
 	tenants := map[string][]tenantRun{} // by store identity
+	var objects []types.NamespacedName
 	list := &batchv1alpha1.GuardedJobList{}
+	opts := []client.ListOption{client.InNamespace(r.Namespace), client.Limit(resumePage)}
+	if r.Selector != nil && !r.Selector.Empty() {
+		opts = append(opts, client.MatchingLabelsSelector{Selector: r.Selector})
+	}
 	for cont := ""; ; {
-		if err := r.APIReader.List(ctx, list, client.InNamespace(r.Namespace), client.Limit(resumePage), client.Continue(cont)); err != nil {
+		if err := r.APIReader.List(ctx, list, append(opts, client.Continue(cont))...); err != nil {
 			return fmt.Errorf("list guardedjobs to resume their leases: %w", err)
 		}
 		for i := range list.Items {
 			gj := list.Items[i].DeepCopy()
+			key := types.NamespacedName{Namespace: gj.Namespace, Name: gj.Name}
+			r.known.Store(key, struct{}{})
+			resuming := false
 			for j := range gj.Status.Active {
 				run := &gj.Status.Active[j]
 				if !r.ownsRun(gj, run) || run.Phase == batchv1alpha1.RunPhaseAcquiring {
 					continue // not ours, or not acquired yet (the reconciler acquires it)
 				}
+				resuming = true
 				if run.Store == "" || run.Store == r.Store.Identity() {
 					own = append(own, r.trackRequest(gj, run, r.Store, resumed))
 				} else {
 					tenants[run.Store] = append(tenants[run.Store], tenantRun{gj, run})
 				}
+			}
+			if resuming {
+				objects = append(objects, key)
 			}
 		}
 		if cont = list.Continue; cont == "" {
@@ -111,6 +125,7 @@ func (r *GuardedJobReconciler) resumeLeases(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	r.untrackMissing(ctx, objects)
 	if runs+stray > 0 {
 		log.Info("Resumed leases", "runs", runs, "lost", lost, "storeErrors", failed, "storeUnknown", stray,
 			"took", r.Clock.Since(started).Round(time.Millisecond).String())

@@ -11,8 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -43,6 +45,9 @@ type StopReconciler struct {
 	Keeper *lockclient.Keeper
 	// Recorder, when set, records why a Job no run claims is stopped.
 	Recorder recorder.EventRecorder
+	// Selector is the manager's shard (GuardedJobReconciler.Selector): Jobs of
+	// GuardedJobs outside it are left to their own shard. Nil: every GuardedJob.
+	Selector labels.Selector
 
 	MaxConcurrentReconciles int
 
@@ -96,20 +101,34 @@ func (r *StopReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	// A run marked Stopping in status (Replace, deletion, a Job deleted by hand)
 	// reaches this controller through the GuardedJob's own update: a poke alone
-	// could race the cache and find the run not stopping yet.
-	stoppingRuns := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []ctrl.Request {
-		gj, ok := o.(*batchv1alpha1.GuardedJob)
-		if !ok {
-			return nil
-		}
-		var reqs []ctrl.Request
+	// could race the cache and find the run not stopping yet. A GuardedJob that
+	// leaves the cache (deleted, its finalizer removed by hand, or moved to
+	// another shard) has each of its runs' Jobs looked at: whether it is gone is
+	// the API server's to say.
+	runJobs := func(gj *batchv1alpha1.GuardedJob, all bool, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 		for _, run := range gj.Status.Active {
-			if run.Phase == batchv1alpha1.RunPhaseStopping || !gj.DeletionTimestamp.IsZero() {
-				reqs = append(reqs, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: gj.Namespace, Name: run.JobName}})
+			if all || run.Phase == batchv1alpha1.RunPhaseStopping || !gj.DeletionTimestamp.IsZero() {
+				q.Add(ctrl.Request{NamespacedName: types.NamespacedName{Namespace: gj.Namespace, Name: run.JobName}})
 			}
 		}
-		return reqs
-	})
+	}
+	stoppingRuns := handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			if gj, ok := e.Object.(*batchv1alpha1.GuardedJob); ok {
+				runJobs(gj, false, q)
+			}
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			if gj, ok := e.ObjectNew.(*batchv1alpha1.GuardedJob); ok {
+				runJobs(gj, false, q)
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			if gj, ok := e.Object.(*batchv1alpha1.GuardedJob); ok {
+				runJobs(gj, true, q)
+			}
+		},
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("guardedjob-stop").
 		For(&batchv1.Job{}).
@@ -142,7 +161,16 @@ func (r *StopReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	key := client.ObjectKey{Namespace: job.Namespace, Name: ref.Name}
 	err := r.Reader.Get(ctx, key, gj)
 	if apierrors.IsNotFound(err) {
-		err = r.APIReader.Get(ctx, key, gj) // the cache may lag behind a new GuardedJob
+		// Not in this shard's cache: the GuardedJob is gone, belongs to another
+		// shard, or is so new that the cache lags behind it. Only the shard that
+		// judges this Job's orphans asks the API server which.
+		if !judgesOrphans(r.Selector, job) || !controllerutil.ContainsFinalizer(job, batchv1alpha1.LeaseFinalizer) {
+			return ctrl.Result{}, nil
+		}
+		err = r.APIReader.Get(ctx, key, gj)
+		if err == nil && !inShard(r.Selector, gj) {
+			return ctrl.Result{}, nil // another shard's: moved, or created there
+		}
 	}
 	switch {
 	case apierrors.IsNotFound(err):
@@ -223,6 +251,8 @@ func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.Guarde
 		return r.stopOrphan(ctx, job, "its GuardedJob "+gj.Name+" was deleted and created again")
 	case runByName(fresh, job.Name) != nil:
 		return ctrl.Result{}, nil // claimed: the cache was behind
+	case !inShard(r.Selector, fresh):
+		return ctrl.Result{}, nil // moved to another shard, which judges its Jobs now
 	}
 	// The live GuardedJob's reconciler drops its finalizer once its Pods are gone.
 	if _, finished := jobFinished(job); finished {

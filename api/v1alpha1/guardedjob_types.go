@@ -98,6 +98,7 @@ const (
 
 // GuardedJobSpec is the desired state of a GuardedJob.
 // +kubebuilder:validation:XValidation:rule="!(has(self.lock.storeFailurePolicy) && self.lock.storeFailurePolicy == 'FailOpen' && has(self.fencing) && has(self.fencing.policy) && self.fencing.policy == 'Strict')",message="fencing.policy Strict cannot be combined with lock.storeFailurePolicy FailOpen: a run without a lease has no fence",fieldPath=".fencing.policy"
+// +kubebuilder:validation:XValidation:rule="!has(self.scheduleJitter) || !self.scheduleJitter.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.scheduleJitter).getSeconds() < (has(self.startingDeadlineSeconds) ? self.startingDeadlineSeconds : 300)",message="scheduleJitter must be shorter than startingDeadlineSeconds (default 300): a run must be able to start within its deadline",fieldPath=".scheduleJitter"
 type GuardedJobSpec struct {
 	// schedule is the cron schedule in the CronJob dialect: five fields
 	// (minute hour day-of-month month day-of-week) or a macro such as @hourly, @daily,
@@ -135,6 +136,20 @@ type GuardedJobSpec struct {
 	// +optional
 	// +kubebuilder:default=false
 	Suspend *bool `json:"suspend,omitempty"`
+
+	// scheduleJitter spreads the starts of this GuardedJob's scheduled runs: each
+	// occurrence starts at its scheduled time plus an offset in [0, scheduleJitter),
+	// derived from the object's UID and the scheduled time, so every replica computes
+	// the same offset and many GuardedJobs due at the same minute do not all start at
+	// once. The occurrence is still its scheduled time (.ScheduledTime in key
+	// templates, the done-marker); the run's start deadline counts from its offset
+	// start. Run-now triggers start at once. Shorter than startingDeadlineSeconds;
+	// defaults to 0s (no jitter).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="scheduleJitter must be a duration such as 30s or 5m"
+	ScheduleJitter *metav1.Duration `json:"scheduleJitter,omitempty"`
 
 	// concurrencyPolicy says what happens when a run is due while an earlier run of this
 	// GuardedJob is still active: Forbid (skip the new run), Replace (stop the active run,
@@ -266,11 +281,16 @@ type LockSpec struct {
 	KeepAfterSuccess *metav1.Duration `json:"keepAfterSuccess,omitempty"`
 
 	// onBusy says what a run does when the key is held by another holder: Skip (record
-	// Busy and wait for the next occurrence) or Retry (retry with jittered backoff until
-	// the starting deadline). Defaults to Skip.
+	// Busy and wait for the next occurrence) or Retry (retry with capped exponential
+	// backoff and jitter, see busyRetry, until the starting deadline). Defaults to Skip.
 	// +optional
 	// +kubebuilder:default=Skip
 	OnBusy BusyPolicy `json:"onBusy,omitempty"`
+
+	// busyRetry shapes the waits of onBusy Retry: capped exponential backoff with
+	// jitter. Defaults to {initial: 5s, max: 1m}.
+	// +optional
+	BusyRetry *BusyRetry `json:"busyRetry,omitempty"`
 
 	// storeFailurePolicy says what a run does when the store cannot be reached at its
 	// start: FailClosed (do not start; retry until the starting deadline) or FailOpen

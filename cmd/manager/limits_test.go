@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 )
 
@@ -37,5 +38,13 @@ func TestStopRateMustBeARateOrZero(t *testing.T) {
 	}
 	for _, bad := range []float64{-1, math.NaN(), math.Inf(1)} {
 		g.Expect(checkStopRate(bad)).To(MatchError(ContainSubstring("--stop-rate")), "%v", bad)
+	}
+}
+
+func TestWatchLabelSelectorMustParse(t *testing.T) {
+	g := NewWithT(t)
+	for _, bad := range []string{"sharding.guardedjob.dev/key in (a", "=a", "key=@", "a b"} {
+		err := run(t.Context(), options{redisURL: "redis://127.0.0.1:1", watchLabelSelector: bad}, logr.Discard())
+		g.Expect(err).To(MatchError(HavePrefix("--watch-label-selector: ")), "%q", bad)
 	}
 }

@@ -74,6 +74,9 @@ type options struct {
 	redisTimeout            time.Duration
 	clockSkew               time.Duration
 	stopRate                float64
+	watchLabelSelector      string
+	eventQPS                float64
+	eventBurst              int
 }
 
 func envOr(name, def string) string {
@@ -98,7 +101,9 @@ func main() {
 	flag.StringVar(&o.storeAllow, "store-allow", envOr("GUARDEDJOB_STORE_ALLOW", ""),
 		"Hosts that spec.lock.storeRef stores may have: name patterns and CIDRs, *.svc.cluster.local,10.96.0.0/12 (unset: any host); env GUARDEDJOB_STORE_ALLOW.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election, so that one of several replicas is active.")
-	flag.StringVar(&o.leaderElectionID, "leader-election-id", "guardedjob-manager.batch.guardedjob.dev", "Name of the leader election Lease.")
+	flag.StringVar(&o.leaderElectionID, "leader-election-id", "guardedjob-manager.batch.guardedjob.dev", "Name of the leader election Lease; every shard (--watch-label-selector) needs its own.")
+	flag.StringVar(&o.watchLabelSelector, "watch-label-selector", envOr("GUARDEDJOB_WATCH_LABEL_SELECTOR", ""),
+		"Serve only the GuardedJobs whose labels match this selector (a shard): sharding.guardedjob.dev/key=a for shard a, !sharding.guardedjob.dev/key for the default shard; empty: every GuardedJob. Each shard needs its own --leader-election-id; env GUARDEDJOB_WATCH_LABEL_SELECTOR.")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's).")
 	flag.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits before taking over.")
 	flag.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing before it gives up.")
@@ -119,6 +124,9 @@ func main() {
 	flag.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 0,
 		"Client-side limit on requests per second to the API server for the GuardedJob controller (the stop controller has a budget of its own); 0: none, the API server's priority and fairness applies.")
 	flag.IntVar(&o.kubeAPIBurst, "kube-api-burst", 0, "Requests above --kube-api-qps allowed in a burst; 0: twice --kube-api-qps.")
+	flag.Float64Var(&o.eventQPS, "event-qps", 50,
+		"Events per second sent to the API server (a client of their own): when many runs start or stop at once their events follow at this pace instead of competing with the writes that start and stop them; 0: no limit.")
+	flag.IntVar(&o.eventBurst, "event-burst", 100, "Events above --event-qps sent in a burst; 0: twice --event-qps.")
 	flag.Float64Var(&o.stopRate, "stop-rate", 50,
 		"Runs per second the manager can count on stopping (a Job delete and its Pods' deletes each) when many leases are at risk at once. When Redis stops answering for many runs, their stops start early enough to all be issued before their leases could expire at this rate; 0 assumes any number can be stopped at once.")
 	flag.DurationVar(&o.redisTimeout, "redis-timeout", lockclient.DefaultTimeout, "Bound on every call to the lock store.")
@@ -154,6 +162,10 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	storeAllow, err := lockclient.ParseAllowList(o.storeAllow)
 	if err != nil {
 		return fmt.Errorf("--store-allow: %w", err)
+	}
+	shard, err := controllers.ParseShardSelector(o.watchLabelSelector)
+	if err != nil {
+		return fmt.Errorf("--watch-label-selector: %w", err)
 	}
 	redis.SetLogger(redisLogger{log: ctrl.Log.WithName("redis")})
 
@@ -193,7 +205,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Cache:                   controllers.CacheOptions(),
+		Cache:                   controllers.CacheOptionsFor(shard),
 		Metrics:                 metrics,
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
@@ -217,6 +229,12 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		}
 	}
 
+	evts, err := newPacedEvents(ctx, cfg, scheme, o.eventQPS, o.eventBurst)
+	if err != nil {
+		return err
+	}
+	defer evts.shutdown()
+
 	keeper := lockclient.NewKeeper(store, lockclient.WithStopRate(o.stopRate))
 	// The stop controller writes with a client of its own, so its deletes never
 	// wait behind status writes in a shared rate limiter.
@@ -226,16 +244,17 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 	stopper := &controllers.StopReconciler{
 		Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: stopWriter, Keeper: keeper,
-		MaxConcurrentReconciles: o.maxConcurrentReconciles, Recorder: mgr.GetEventRecorder("guardedjob-stop"),
+		MaxConcurrentReconciles: o.maxConcurrentReconciles, Recorder: evts.recorder("guardedjob-stop"), Selector: shard,
 	}
 	if err := stopper.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up stop controller: %w", err)
 	}
 	reconciler := &controllers.GuardedJobReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
-		Clock: clock.RealClock{}, Store: store, Keeper: keeper, ClusterName: o.clusterName, KeyGrants: grants, StoreAllow: storeAllow, ClockSkew: o.clockSkew, GuardImage: o.guardImage,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: evts.recorder("guardedjob-controller"),
+		Clock: clock.RealClock{}, Store: store, Keeper: keeper, ClusterName: o.clusterName, KeyGrants: grants, StoreAllow: storeAllow, ClockSkew: o.clockSkew,
+		GuardImage: o.guardImage,
 		LeaderElection: o.leaderElect, LeaderLeaseDuration: o.leaseDuration, LeaderRetryPeriod: o.retryPeriod,
-		MaxConcurrentReconciles: o.maxConcurrentReconciles, Stopper: stopper,
+		MaxConcurrentReconciles: o.maxConcurrentReconciles, Stopper: stopper, Selector: shard,
 	}
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up guardedjob controller: %w", err)
@@ -270,7 +289,8 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		log.Info("No pod guard image (--guard-image): GuardedJobs with lock.podGuard stay Ready=False")
 	}
 	log.Info("Starting manager", "version", build.Version, "commit", build.Commit, "cluster", o.clusterName, "store", store.Identity(), "keyGrants", grants.String(),
-		"storeAllow", storeAllow.String(), "leaderElection", o.leaderElect, "guardImage", o.guardImage)
+		"storeAllow", storeAllow.String(), "leaderElection", o.leaderElect, "leaderElectionID", o.leaderElectionID, "shard", shard.String(),
+		"guardImage", o.guardImage)
 	err = mgr.Start(ctx)
 	if err == nil || ctx.Err() != nil || !o.leaderElect || !strings.Contains(err.Error(), "leader election lost") {
 		return err

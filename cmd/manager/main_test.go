@@ -27,6 +27,7 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -245,6 +246,18 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 		return fmt.Sprintf("status: %+v\nlogs:\n%s", cur.Status, logs)
 	})
 	g.Expect(srv.Client(t).Get(ctx, "lock:smoke").Val()).To(HavePrefix("cluster-smoke/default/smoke-"))
+	// Events go out through the manager's paced events client.
+	g.Eventually(func() []string {
+		list := &eventsv1.EventList{}
+		_ = k8s.List(ctx, list, client.InNamespace("default"))
+		var reasons []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == "smoke" && e.ReportingController == "guardedjob-controller" {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		return reasons
+	}).WithTimeout(30 * time.Second).Should(ContainElements(batchv1alpha1.LockAcquiredReason, batchv1alpha1.JobCreatedReason))
 
 	// Metrics are HTTPS by default and answer only callers the API server
 	// authenticates and allows to get /metrics.

@@ -435,6 +435,44 @@ func TestChartValues(t *testing.T) {
 		g.Expect(c.Args).To(ContainElements("--kube-api-qps=200", "--kube-api-burst=400", "--max-concurrent-reconciles=8", "--stop-rate=120"))
 	})
 
+	t.Run("sharding.shards adds a manager Deployment per shard, each with its own selector and leader election", func(t *testing.T) {
+		g := NewWithT(t)
+		_, c := managerContainer(t, mustRender(t, "redis.existingSecret=s"))
+		for _, a := range c.Args {
+			g.Expect(a).NotTo(Or(HavePrefix("--watch-label-selector"), HavePrefix("--leader-election-id")), "without shards the manager serves every GuardedJob")
+		}
+
+		ms := mustRender(t, "redis.existingSecret=s", "sharding.shards={payments,reports}")
+		deps := map[string]*appsv1.Deployment{}
+		for _, name := range []string{manager, manager + "-shard-payments", manager + "-shard-reports"} {
+			deps[name] = get(t, ms, "Deployment", name, &appsv1.Deployment{})
+		}
+		args := func(name string) []string { return deps[name].Spec.Template.Spec.Containers[0].Args }
+		g.Expect(args(manager)).To(ContainElement("--watch-label-selector=!sharding.guardedjob.dev/key"), "the default shard: unlabelled GuardedJobs")
+		g.Expect(args(manager)).NotTo(ContainElement(HavePrefix("--leader-election-id")), "the default shard keeps the election it had before shards were added")
+		g.Expect(args(manager + "-shard-payments")).To(ContainElements(
+			"--watch-label-selector=sharding.guardedjob.dev/key=payments", "--leader-election-id=guardedjob-manager-shard-payments.batch.guardedjob.dev"))
+		g.Expect(args(manager + "-shard-reports")).To(ContainElements(
+			"--watch-label-selector=sharding.guardedjob.dev/key=reports", "--leader-election-id=guardedjob-manager-shard-reports.batch.guardedjob.dev"))
+		svc := get(t, ms, "Service", manager+"-metrics", &corev1.Service{})
+		for name, dep := range deps {
+			g.Expect(*dep.Spec.Replicas).To(Equal(int32(2)), name)
+			g.Expect(dep.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--leader-elect"), name)
+			g.Expect(labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(dep.Spec.Template.Labels))).To(BeTrue(), "the metrics Service selects %s", name)
+			pdb := get(t, ms, "PodDisruptionBudget", name, &policyv1.PodDisruptionBudget{})
+			for other, o := range deps {
+				own := labels.SelectorFromSet(dep.Spec.Selector.MatchLabels).Matches(labels.Set(o.Spec.Template.Labels))
+				budget := labels.SelectorFromSet(pdb.Spec.Selector.MatchLabels).Matches(labels.Set(o.Spec.Template.Labels))
+				g.Expect(own).To(Equal(name == other), "Deployment %s selects the Pods of %s", name, other)
+				g.Expect(budget).To(Equal(name == other), "PodDisruptionBudget %s selects the Pods of %s", name, other)
+			}
+		}
+		_, err := render(t, "redis.existingSecret=s", "sharding.shards={Payments}")
+		g.Expect(err).To(MatchError(ContainSubstring("at '/sharding/shards/0': 'Payments' does not match pattern")))
+		_, err = render(t, "redis.existingSecret=s", "sharding.shards={a,a}")
+		g.Expect(err).To(MatchError(ContainSubstring("/sharding/shards")))
+	})
+
 	t.Run("a misspelt or mistyped value is refused, at any depth", func(t *testing.T) {
 		g := NewWithT(t)
 		for set, want := range map[string]string{

@@ -338,6 +338,41 @@ func TestInvalidGuardedJobsAreRejected(t *testing.T) {
 			want:   []string{"spec.lock.renewInterval", "lock.renewInterval must be shorter than lock.ttl (ttl defaults to 60s)"},
 		},
 		{
+			name: "a scheduleJitter as long as the starting deadline is rejected",
+			mutate: func(o map[string]any) {
+				set(o, int64(60), "spec", "startingDeadlineSeconds")
+				set(o, "1m", "spec", "scheduleJitter")
+			},
+			want: []string{"spec.scheduleJitter", "scheduleJitter must be shorter than startingDeadlineSeconds"},
+		},
+		{
+			name:   "a scheduleJitter past the default starting deadline is rejected",
+			mutate: func(o map[string]any) { set(o, "6m", "spec", "scheduleJitter") },
+			want:   []string{"spec.scheduleJitter", "scheduleJitter must be shorter than startingDeadlineSeconds (default 300)"},
+		},
+		{
+			name:   "a scheduleJitter that is not a duration is rejected",
+			mutate: func(o map[string]any) { set(o, "soon", "spec", "scheduleJitter") },
+			want:   []string{"spec.scheduleJitter", "scheduleJitter must be a duration such as 30s or 5m"},
+		},
+		{
+			name: "a busy retry cap below its first wait is rejected",
+			mutate: func(o map[string]any) {
+				set(o, map[string]any{"initial": "30s", "max": "10s"}, "spec", "lock", "busyRetry")
+			},
+			want: []string{"spec.lock.busyRetry.max", "lock.busyRetry.max must be at least lock.busyRetry.initial"},
+		},
+		{
+			name:   "a busy retry first wait below one second is rejected",
+			mutate: func(o map[string]any) { set(o, map[string]any{"initial": "500ms"}, "spec", "lock", "busyRetry") },
+			want:   []string{"spec.lock.busyRetry.initial", "lock.busyRetry.initial must be at least 1s"},
+		},
+		{
+			name:   "a busy retry cap above an hour is rejected",
+			mutate: func(o map[string]any) { set(o, map[string]any{"max": "2h"}, "spec", "lock", "busyRetry") },
+			want:   []string{"spec.lock.busyRetry.max", "lock.busyRetry.max must be between 1s and 1h"},
+		},
+		{
 			name:   "a renewInterval below one second is rejected",
 			mutate: func(o map[string]any) { set(o, "500ms", "spec", "lock", "renewInterval") },
 			want:   []string{"spec.lock.renewInterval", "lock.renewInterval must be at least 1s"},
@@ -527,6 +562,14 @@ func TestBoundaryValuesAreAccepted(t *testing.T) {
 			mutate: func(o map[string]any) {
 				set(o, int64(0), "spec", "successfulJobsHistoryLimit")
 				set(o, int64(0), "spec", "failedJobsHistoryLimit")
+			},
+		},
+		{
+			name: "a scheduleJitter just under the starting deadline and the widest busy retry are accepted",
+			mutate: func(o map[string]any) {
+				set(o, int64(60), "spec", "startingDeadlineSeconds")
+				set(o, "59.999s", "spec", "scheduleJitter")
+				set(o, map[string]any{"initial": "1s", "max": "1h"}, "spec", "lock", "busyRetry")
 			},
 		},
 		{

@@ -234,12 +234,12 @@ func writeKubeconfig(dir, name string, u *envtest.AuthenticatedUser) (string, er
 	return path, os.WriteFile(path, data, 0o600)
 }
 
-// startKCM starts kube-controller-manager with only the CronJob controller and
-// its default client limits.
-func (w *world) startKCM(ctx context.Context) error {
+// startKCM starts kube-controller-manager with only the CronJob controller, with
+// its default client limits unless extra says otherwise.
+func (w *world) startKCM(ctx context.Context, extra ...string) error {
 	p, err := testproc.Start("kube-controller-manager", filepath.Join(w.dir, "kube-controller-manager.log"),
 		filepath.Join(w.assets, "kube-controller-manager"),
-		"--kubeconfig="+w.kcmKube, "--controllers=cronjob-controller", "--leader-elect=false", "--secure-port=0")
+		append([]string{"--kubeconfig=" + w.kcmKube, "--controllers=cronjob-controller", "--leader-elect=false", "--secure-port=0"}, extra...)...)
 	if err != nil {
 		return err
 	}

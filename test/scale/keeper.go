@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/test/scale/report"
 )
 
 // keeper holds K leases (ttl 30s, renewInterval 10s) in one Keeper, in this
@@ -174,6 +175,10 @@ func (b *bench) keeper(ctx context.Context) error {
 		float64(cpu.Microseconds())/float64(k)/elapsed.Minutes(), float64(cpu.Microseconds())/float64(max(1, renewals)),
 		(r1.CPU - r0.CPU).Seconds(), float64(heap)/float64(k), mib(rss1.RSS-rss0.RSS))
 	b.printf("\n(the process CPU includes the samples: a Snapshot of every lease and 1000 PTTLs every 15 s)\n")
+	b.rep.Keeper = &report.Keeper{Leases: k, Seconds: elapsed.Seconds(), RenewalsOK: int(renewals), RenewalsExpected: expected,
+		Failed: int(s1.RenewalsFailed - s0.RenewalsFailed), Lost: int(s1.RenewalsLost - s0.RenewalsLost), Pipelines: int(pipelines),
+		Late: late, NotHeld: notHeld, OldestSeconds: oldest.Seconds(), LowestPTTLSeconds: minPTTL.Seconds(), KeysAtEnd: int(keys),
+		CPUSeconds: cpu.Seconds(), HeapPerLease: float64(heap) / float64(k)}
 	return nil
 }
 

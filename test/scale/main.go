@@ -7,7 +7,8 @@
 //     checkout's CRD and under -floor-crd in turn: what a CRD change costs a status
 //     update;
 //   - cronjob: N CronJobs due in the same minute (kube-controller-manager, cronjob
-//     controller only, default flags): schedule skew;
+//     controller only), once with its default flags and once with the manager's
+//     client limits and workers: schedule skew;
 //   - guardedjob: N GuardedJobs due in the same minute under the manager binary:
 //     skew, API requests per run by verb (from the API server's audit log), the
 //     manager's CPU and peak RSS (from /proc), no writes per renewal;
@@ -38,6 +39,8 @@ import (
 
 	"github.com/go-logr/logr"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/guardedjob/guardedjob/test/scale/report"
 )
 
 type bench struct {
@@ -48,6 +51,9 @@ type bench struct {
 	floorRounds                     int
 	w                               *world
 	res                             results
+	rep                             *report.Report
+	floorStatusWrites               int
+	cronVariants                    []string
 	out                             io.Writer
 }
 
@@ -68,6 +74,7 @@ func main() {
 	flag.DurationVar(&b.idleWindow, "idle-window", time.Minute, "How long the idle phase measures.")
 	flag.IntVar(&b.writers, "writers", 32, "Parallel writers of the floor (and of the benchmark's object creation).")
 	flag.StringVar(&b.floorCRD, "floor-crd", "", "A GuardedJob CRD file the floorcrd phase compares with the checkout's (e.g. an older release's).")
+	flag.IntVar(&b.floorStatusWrites, "floor-status-writes", 1, "Status updates per run in the floor, before its Job create: the manager's (1: intent and fence together).")
 	flag.IntVar(&b.floorRounds, "floor-rounds", 3, "Rounds of the floor's writes under each CRD in the floorcrd phase.")
 	phases := flag.String("phases", "floor,cronjob,guardedjob,idle,stop,keeper", "Phases to run, in this order.")
 	assets := flag.String("assets", os.Getenv("KUBEBUILDER_ASSETS"), "Directory with etcd, kube-apiserver and kube-controller-manager (hack/build-control-plane.sh --demo).")
@@ -76,6 +83,10 @@ func main() {
 	root := flag.String("root", ".", "The repository checkout (for the CRD and the manager's ClusterRole).")
 	output := flag.String("o", "", "Also write the report (markdown) to this file.")
 	keep := flag.Bool("keep", false, "Keep the work directory (logs, audit log) after the run.")
+	jsonOut := flag.String("json", "", "Also write the report as JSON to this file (hack/benchtables turns committed reports into docs/benchmarks.md's tables).")
+	note := flag.String("note", "", "A note on the conditions of the run, kept in the JSON report (e.g. \"the machine was shared with other builds\").")
+	cronVariants := flag.String("cronjob-variants", report.CronDefaults+","+report.CronEqualLimits,
+		"CronJob runs: \""+report.CronDefaults+"\" (kube-controller-manager's default flags) and \""+report.CronEqualLimits+"\" (the manager's client limits and workers).")
 	flag.StringVar(&b.cpuProfile, "keeper-cpuprofile", "", "Write a CPU profile of the keeper phase (in this process) to this file.")
 	flag.Parse()
 	if *assets == "" {
@@ -91,9 +102,34 @@ func main() {
 	b.out = io.MultiWriter(os.Stdout, &report)
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	for _, v := range strings.Split(*cronVariants, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			b.cronVariants = append(b.cronVariants, v)
+		}
+	}
+	b.rep = newReport(b, strings.Split(*phases, ","), *managerBin, strings.Fields(*managerArgs), *note)
+	load := startLoadSampler()
 	err = b.run(ctx, strings.Split(*phases, ","), *managerBin, strings.Fields(*managerArgs))
 	cancel()
 	b.w.stop()
+	b.rep.Load = load.finish()
+	b.rep.Finished = time.Now().UTC()
+	if t := b.rep.Targets(); len(t) > 0 {
+		b.printf("\n### Targets\n\n| target | result | met? |\n|---|---|---|\n")
+		for _, x := range t {
+			met := "-"
+			if x.Met != nil {
+				met = map[bool]string{true: "yes", false: "no"}[*x.Met]
+			}
+			b.printf("| %s | %s | %s |\n", x.Name, x.Result, met)
+		}
+		b.printf("\nLoad average (1 min) over the run: min %.1f, mean %.1f, max %.1f.\n", b.rep.Load.Min, b.rep.Load.Mean, b.rep.Load.Max)
+	}
+	if *jsonOut != "" {
+		if werr := writeJSON(*jsonOut, b.rep); werr != nil {
+			fmt.Fprintln(os.Stderr, werr)
+		}
+	}
 	if *output != "" {
 		if werr := os.WriteFile(*output, []byte(report.String()), 0o644); werr != nil {
 			fmt.Fprintln(os.Stderr, werr)

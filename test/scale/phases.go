@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/test/scale/report"
 )
 
 // results are the figures the phases share (the targets are ratios between them).
@@ -31,9 +32,9 @@ type results struct {
 }
 
 // floor measures what the API server itself allows: for each of N objects, the
-// three writes one run needs (two status updates of a GuardedJob, each with the
-// resourceVersion the previous one returned, and a Job create), from 32 writers
-// without a client-side limit.
+// writes one run of the manager needs up to its Job (-floor-status-writes status
+// updates of a GuardedJob, each with the resourceVersion the previous one
+// returned, and a Job create), from 32 writers without a client-side limit.
 func (b *bench) floor(ctx context.Context) error {
 	r, err := b.floorRound(ctx)
 	if err != nil {
@@ -41,23 +42,28 @@ func (b *bench) floor(ctx context.Context) error {
 	}
 	b.res.floor = r.total
 	b.res.floorRun = percentile(r.runs, 0.99)
+	writes := b.floorStatusWrites + 1
+	b.rep.Floor = &report.Floor{
+		Writers: b.writers, StatusWrites: b.floorStatusWrites, JobCreates: 1, TotalSeconds: r.total.Seconds(),
+		WritesPerSecond: float64(writes*b.n) / r.total.Seconds(), RunP50Seconds: percentile(r.runs, 0.5).Seconds(), RunP99Seconds: b.res.floorRun.Seconds(),
+	}
 	b.printf("\n### API-server floor (N=%d, %d writers, no client limit)\n\n", b.n, b.writers)
-	b.printf("| writes | total | per second | one run's 3 writes p50 / p99 |\n|---|---|---|---|\n")
-	b.printf("| %d Job creates + %d status updates | %s | %.0f | %s / %s |\n", b.n, 2*b.n, secs(r.total),
-		float64(3*b.n)/r.total.Seconds(), ms(percentile(r.runs, 0.5)), ms(b.res.floorRun))
+	b.printf("| writes | total | per second | one run's %d writes p50 / p99 |\n|---|---|---|---|\n", writes)
+	b.printf("| %d Job creates + %d status updates | %s | %.0f | %s / %s |\n", b.n, b.floorStatusWrites*b.n, secs(r.total),
+		float64(writes*b.n)/r.total.Seconds(), ms(percentile(r.runs, 0.5)), ms(b.res.floorRun))
 	return nil
 }
 
 // floorResult is one round of the floor's writes.
 type floorResult struct {
 	total  time.Duration   // all N runs' writes
-	runs   []time.Duration // one run's three writes, per run
+	runs   []time.Duration // one run's writes, per run
 	status []time.Duration // each status update
 	apiCPU time.Duration   // kube-apiserver's CPU time over the writes (0 if unknown)
 }
 
-// floorRound creates N suspended GuardedJobs, makes each run's three writes and
-// removes what it made.
+// floorRound creates N suspended GuardedJobs, makes each run's writes (its status
+// updates, then its Job) and removes what it made.
 func (b *bench) floorRound(ctx context.Context) (floorResult, error) {
 	n := b.n
 	objs := make([]*batchv1alpha1.GuardedJob, n)
@@ -69,7 +75,8 @@ func (b *bench) floorRound(ctx context.Context) (floorResult, error) {
 	}); err != nil {
 		return floorResult{}, fmt.Errorf("create floor objects: %w", err)
 	}
-	r := floorResult{runs: make([]time.Duration, n), status: make([]time.Duration, 2*n)}
+	sw := max(1, b.floorStatusWrites)
+	r := floorResult{runs: make([]time.Duration, n), status: make([]time.Duration, sw*n)}
 	cpu0, cpuErr := b.w.apiServerCPU()
 	start := time.Now()
 	if err := parallel(ctx, n, b.writers, func(ctx context.Context, i int) error {
@@ -85,19 +92,21 @@ func (b *bench) floorRound(ctx context.Context) (floorResult, error) {
 			TTL: metav1.Duration{Duration: benchTTL}, RenewInterval: metav1.Duration{Duration: benchInterval},
 			MaxHold: metav1.Duration{Duration: 24 * time.Hour}, StartDeadline: &now,
 		}}
-		if err := b.w.client.Status().Update(ctx, gj); err != nil {
-			return fmt.Errorf("floor intent: %w", err)
+		// The intent alone first when the run's writes are two status updates;
+		// the last one records the fence (phase Running).
+		for w := range sw {
+			t1 := time.Now()
+			if w == sw-1 {
+				gj.Status.Active[0].Phase = batchv1alpha1.RunPhaseRunning
+				gj.Status.Active[0].Fence = int64(i + 1)
+				gj.Status.Active[0].AcquiredAt = &now
+				gj.Status.LastFence = int64(i + 1)
+			}
+			if err := b.w.client.Status().Update(ctx, gj); err != nil {
+				return fmt.Errorf("floor status write %d: %w", w+1, err)
+			}
+			r.status[sw*i+w] = time.Since(t1)
 		}
-		r.status[2*i] = time.Since(t0)
-		t1 := time.Now()
-		gj.Status.Active[0].Phase = batchv1alpha1.RunPhaseRunning
-		gj.Status.Active[0].Fence = int64(i + 1)
-		gj.Status.Active[0].AcquiredAt = &now
-		gj.Status.LastFence = int64(i + 1)
-		if err := b.w.client.Status().Update(ctx, gj); err != nil {
-			return fmt.Errorf("floor fence: %w", err)
-		}
-		r.status[2*i+1] = time.Since(t1)
 		job := &batchv1.Job{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: jobName, Namespace: nsFloor,
@@ -135,12 +144,43 @@ func (b *bench) floorRound(ctx context.Context) (floorResult, error) {
 	})
 }
 
-// cronjob measures kube-controller-manager's CronJob controller: N CronJobs due in
-// the same minute; skew is the creation of each one's first Job at or after the due
-// time, minus the due time.
+// cronjob measures kube-controller-manager's CronJob controller once per variant:
+// with its default flags, and with the manager's own client limits and workers
+// (--kube-api-qps, --kube-api-burst, --concurrent-cron-job-syncs), so that the
+// comparison is not one of client-side limiters.
 func (b *bench) cronjob(ctx context.Context) error {
+	for _, v := range b.cronVariants {
+		var args []string
+		limits := report.Limits{QPS: 20, Burst: 30, Workers: 5} // kube-controller-manager's defaults
+		switch v {
+		case report.CronDefaults:
+		case report.CronEqualLimits:
+			limits = b.rep.Manager.Limits
+			qps, burst := limits.QPS, limits.Burst
+			if qps <= 0 {
+				// No client-side limit: client-go takes a negative QPS as none,
+				// kube-controller-manager's flag does not; this is more than the
+				// API server serves.
+				qps, burst = 1e6, 1e6
+			}
+			args = []string{fmt.Sprintf("--kube-api-qps=%g", qps), fmt.Sprintf("--kube-api-burst=%d", burst),
+				fmt.Sprintf("--concurrent-cron-job-syncs=%d", limits.Workers)}
+		default:
+			return fmt.Errorf("unknown CronJob variant %q", v)
+		}
+		if err := b.cronjobVariant(ctx, v, limits, args); err != nil {
+			return fmt.Errorf("%s: %w", v, err)
+		}
+	}
+	return nil
+}
+
+// cronjobVariant measures kube-controller-manager's CronJob controller started with
+// args: N CronJobs due in the same minute; skew is the creation of each one's first
+// Job at or after the due time, minus the due time.
+func (b *bench) cronjobVariant(ctx context.Context, variant string, limits report.Limits, args []string) error {
 	n := b.n
-	if err := b.w.startKCM(ctx); err != nil {
+	if err := b.w.startKCM(ctx, args...); err != nil {
 		return err
 	}
 	defer func() {
@@ -148,6 +188,12 @@ func (b *bench) cronjob(ctx context.Context) error {
 		b.w.kcm = nil
 		_ = b.w.client.DeleteAllOf(ctx, &batchv1.CronJob{}, client.InNamespace(nsCron))
 		_ = b.w.client.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(nsCron), client.PropagationPolicy(metav1.DeletePropagationBackground))
+		// The next variant creates CronJobs of the same names.
+		_ = poll(ctx, 2*time.Minute, 200*time.Millisecond, "the CronJobs to be gone", func() (bool, error) {
+			var list batchv1.CronJobList
+			err := b.w.client.List(ctx, &list, client.InNamespace(nsCron))
+			return err == nil && len(list.Items) == 0, err
+		})
 	}()
 	due := nextDue(15*time.Second + time.Duration(n)*10*time.Millisecond)
 	if err := parallel(ctx, n, b.writers, func(ctx context.Context, i int) error {
@@ -167,10 +213,15 @@ func (b *bench) cronjob(ctx context.Context) error {
 		return err
 	}
 	skews := skewsOf(first, due)
-	b.res.cronP50, b.res.cronP99, b.res.cronMissed = percentile(skews, 0.5), percentile(skews, 0.99), n-len(first)
-	b.printf("\n### CronJob (kube-controller-manager, cronjob controller only, default flags)\n\n")
+	p50, p99 := percentile(skews, 0.5), percentile(skews, 0.99)
+	if variant == report.CronDefaults {
+		b.res.cronP50, b.res.cronP99, b.res.cronMissed = p50, p99, n-len(first)
+	}
+	b.rep.CronJob = append(b.rep.CronJob, report.CronJob{Variant: variant, Limits: limits, Due: n, Created: len(first),
+		P50Seconds: p50.Seconds(), P99Seconds: p99.Seconds(), LastSeconds: percentile(skews, 1).Seconds()})
+	b.printf("\n### CronJob (kube-controller-manager, cronjob controller only, %s: %s)\n\n", variant, limits)
 	b.printf("| CronJobs due in one minute | Jobs created | skew p50 | skew p99 | last |\n|---|---|---|---|---|\n")
-	b.printf("| %d | %d | %s | %s | %s |\n", n, len(first), secs(b.res.cronP50), secs(b.res.cronP99), secs(percentile(skews, 1)))
+	b.printf("| %d | %d | %s | %s | %s |\n", n, len(first), secs(p50), secs(p99), secs(percentile(skews, 1)))
 	return nil
 }
 
@@ -296,7 +347,11 @@ func (b *bench) guardedJobs(ctx context.Context) error {
 	}
 	b.printf("| %d | %d | %s | %s | %s | %s | %s | %s |\n\n", n, len(first), secs(b.res.gjP50), secs(b.res.gjP99), secs(percentile(skews, 1)),
 		secs(b.res.floor), ratioFloor, ratioCron)
+	gjRep := &report.GuardedJob{Due: n, Created: len(first), P50Seconds: b.res.gjP50.Seconds(), P99Seconds: b.res.gjP99.Seconds(),
+		LastSeconds: percentile(skews, 1).Seconds(), RequestsPerRun: map[string]float64{}, WindowSeconds: settle.Sub(due).Seconds()}
+	b.rep.GuardedJob = gjRep
 	if len(counts) > 0 {
+		gjRep.WritesPerRun = report.Spread{Min: counts[0], Median: counts[len(counts)/2], Max: counts[len(counts)-1]}
 		b.printf("API writes per run up to and including its Job's creation (events aside): min %d, median %d, max %d.\n\n",
 			counts[0], counts[len(counts)/2], counts[len(counts)-1])
 	}
@@ -309,11 +364,14 @@ func (b *bench) guardedJobs(ctx context.Context) error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		b.printf("| %s | %d | %.2f |\n", k, verbs[k], float64(verbs[k])/float64(max(1, len(first))))
+		perRun := float64(verbs[k]) / float64(max(1, len(first)))
+		gjRep.RequestsPerRun[k] = perRun
+		b.printf("| %s | %d | %.2f |\n", k, verbs[k], perRun)
 	}
 	reconciles := sumMetric(m1, "controller_runtime_reconcile_total", `controller="guardedjob"`) - sumMetric(m0, "controller_runtime_reconcile_total", `controller="guardedjob"`)
 	b.printf("\nManager: %.2f CPU seconds from the due time to 5 s after the last Job, peak RSS %s (since start), %.0f reconciles (%.1f per run).\n",
 		(after.CPU - before.CPU).Seconds(), mib(after.Peak), reconciles, reconciles/float64(max(1, len(first))))
+	gjRep.CPUSeconds, gjRep.PeakRSSBytes, gjRep.ReconcilesPerRun = (after.CPU - before.CPU).Seconds(), after.Peak, reconciles/float64(max(1, len(first)))
 
 	// Each run's Job UID is recorded in the pass after its creation, queued
 	// behind the runs due at the same time: measure renewals once all are.
@@ -322,8 +380,13 @@ func (b *bench) guardedJobs(ctx context.Context) error {
 		return err
 	}
 	b.printf("\nEvery run's Job recorded in its status %s after the due time.\n", secs(recorded.Sub(due)))
+	gjRep.RecordedAfterSeconds = recorded.Sub(due).Seconds()
 
-	// No API request per renewal: two renew intervals with every run active.
+	// No API request per renewal: two renew intervals with every run active,
+	// once the events of the burst (paced by --event-qps) have all gone out.
+	if err := b.waitEventsSent(ctx, 3*time.Minute); err != nil {
+		b.logf("WARNING: %v", err)
+	}
 	r0, _ := b.w.scrape(ctx)
 	from := time.Now()
 	time.Sleep(2*benchInterval + time.Second)
@@ -340,7 +403,22 @@ func (b *bench) guardedJobs(ctx context.Context) error {
 	renewed := sumMetric(r1, "guardedjob_lease_renewals_total", `result="ok"`) - sumMetric(r0, "guardedjob_lease_renewals_total", `result="ok"`)
 	b.printf("\nRenewals: %.0f leases renewed in %s with %d active runs; API requests meanwhile: %d (%d writes).\n",
 		renewed, secs(to.Sub(from)), len(first), len(quiet), writes)
+	gjRep.Renewals, gjRep.RenewWindowSeconds, gjRep.RequestsRenewing = int(renewed), to.Sub(from).Seconds(), len(quiet)
 	return nil
+}
+
+// waitEventsSent waits until the audit log shows no event the manager sent in the
+// last 3 s.
+func (b *bench) waitEventsSent(ctx context.Context, timeout time.Duration) error {
+	return poll(ctx, timeout, time.Second, "the manager's events to be sent", func() (bool, error) {
+		if err := b.w.audit.refresh(); err != nil {
+			return false, err
+		}
+		recent := b.w.audit.query(func(e *auditEvent) bool {
+			return e.User.Username == managerUser && e.resource() == "events" && time.Since(e.Received) < 3*time.Second
+		})
+		return len(recent) == 0, nil
+	})
 }
 
 // waitIdle waits until the manager has written the status of n GuardedJobs in ns
@@ -395,6 +473,8 @@ func (b *bench) idle(ctx context.Context) error {
 	b.printf("| window | manager CPU | CPU share of one core | reconciles | API requests (writes) | RSS | peak RSS |\n|---|---|---|---|---|---|---|\n")
 	b.printf("| %s | %.2f s | %.1f%% | %.0f | %d (%d) | %s | %s |\n", secs(to.Sub(from)), cpu.Seconds(),
 		100*cpu.Seconds()/to.Sub(from).Seconds(), reconciles, len(reqs), writes, mib(u1.RSS), mib(u1.Peak))
+	b.rep.AtRest = &report.AtRest{Idle: m, Active: b.res.gjRuns, WindowSeconds: to.Sub(from).Seconds(), CPUSeconds: cpu.Seconds(),
+		Reconciles: int(reconciles), Requests: len(reqs), Writes: writes, RSSBytes: u1.RSS, PeakRSSBytes: u1.Peak, Series: len(m1)}
 	return nil
 }
 
@@ -509,6 +589,16 @@ func (b *bench) stop(ctx context.Context) error {
 	}
 	b.printf("| %d | %d | %d | %s | %s | %s | %s | %s |\n", n, len(jobDel), len(podDel), since(lastJob), since(lastPod), since(earliestExpiry),
 		secs(maxLate), secs(minMargin))
+	after := func(t time.Time) float64 {
+		if t.IsZero() {
+			return 0
+		}
+		return t.Sub(killed).Seconds()
+	}
+	b.rep.Stop = &report.Stop{Runs: n, JobsDeleted: len(jobDel), PodsDeleted: len(podDel),
+		LastJobSeconds: after(lastJob), LastPodSeconds: after(lastPod), EarliestExpirySecs: after(earliestExpiry),
+		LatestLateSeconds: maxLate.Seconds(), SmallestMarginSecs: minMargin.Seconds(), BudgetSeconds: stopMargin.Seconds(),
+		TTLSeconds: benchTTL.Seconds(), RenewIntervalSecs: benchInterval.Seconds(), PodGraceSeconds: benchGrace.Seconds()}
 	b.printf("\n(times after the kill; expiries from each key's PTTL read just before it)\n")
 	return nil
 }

@@ -31,6 +31,33 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: manager
 {{- end -}}
 
+{{/* A manager Deployment's name: (list root shard), shard "" for the default one. */}}
+{{- define "guardedjob.deploymentName" -}}
+{{- $root := index . 0 -}}{{- $shard := index . 1 -}}
+{{ include "guardedjob.manager" $root }}{{ if $shard }}-shard-{{ $shard }}{{ end }}
+{{- end -}}
+
+{{/* Selects a manager Deployment's Pods: (list root shard). The default one keeps
+guardedjob.selectorLabels; a shard's Pods carry another component, so that no
+Deployment's selector matches another's Pods. */}}
+{{- define "guardedjob.podSelectorLabels" -}}
+{{- $root := index . 0 -}}{{- $shard := index . 1 -}}
+{{- if $shard -}}
+app.kubernetes.io/name: guardedjob
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/component: manager-shard
+batch.guardedjob.dev/shard: {{ $shard }}
+{{- else -}}
+{{ include "guardedjob.selectorLabels" $root }}
+{{- end -}}
+{{- end -}}
+
+{{/* Selects every manager Pod of the release, of every shard (the metrics Service). */}}
+{{- define "guardedjob.allManagersSelectorLabels" -}}
+app.kubernetes.io/name: guardedjob
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
 {{- define "guardedjob.image" -}}
 {{- if .Values.image.digest -}}
 {{ .Values.image.repository }}@{{ .Values.image.digest }}
