@@ -8,6 +8,7 @@
 package chart_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -118,17 +119,23 @@ func kustomize(t *testing.T) manifests {
 
 type manifests []*unstructured.Unstructured
 
+// decode reads rendered documents strictly: a key given twice in one mapping (which
+// some YAML parsers reject and others read as the last one) fails the test.
 func decode(t *testing.T, data []byte) manifests {
 	t.Helper()
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	rd := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var objs manifests
 	for {
+		doc, err := rd.Read()
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		if err != nil {
+			t.Fatalf("read rendered YAML: %v", err)
+		}
 		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs
-			}
-			t.Fatalf("decode rendered YAML: %v", err)
+		if err := yaml.UnmarshalStrict(doc, &m); err != nil {
+			t.Fatalf("decode rendered YAML: %v\n%s", err, doc)
 		}
 		if len(m) > 0 {
 			objs = append(objs, &unstructured.Unstructured{Object: m})

@@ -18,6 +18,12 @@ kustomize install names it). */}}
 {{- define "guardedjob.labels" -}}
 app.kubernetes.io/name: guardedjob
 app.kubernetes.io/instance: {{ .Release.Name }}
+{{ include "guardedjob.versionLabels" . }}
+{{- end -}}
+
+{{/* The labels of guardedjob.labels that no selector has: a Pod template takes them
+beside its selector's labels, each key once. */}}
+{{- define "guardedjob.versionLabels" -}}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
