@@ -130,8 +130,8 @@ test-ops: helm ## Test the Argo CD health check, the Flux health expressions, an
 	for m in $(OPS_TEST_MODULES); do (cd $$m && go vet ./... && HELM="$(HELM)" go test -count=1 ./...) || exit 1; done
 
 .PHONY: test-e2e
-test-e2e: test-deps binaries ## Run the fault test (two local clusters, one Redis, faults) and the pod guard's cut-off node case (docs/reliability.md; E2E_SEED=N replays a run).
-	$(TEST_ENV) E2E_FAULTS=1 go test -count=1 -timeout 45m -v -run '^(TestFaults|TestPodGuardStopsTheWorkloadOfAForceDeletedPodBeforeItsKeyCouldExpire)$$' ./test/e2e/
+test-e2e: test-deps binaries ## Run the fault test (two local clusters, one Redis, faults), the pod guard's cut-off node case and a shard move (docs/reliability.md; E2E_SEED=N replays a run).
+	$(TEST_ENV) E2E_FAULTS=1 E2E_SHARD=1 go test -count=1 -timeout 45m -v -run '^(TestFaults|TestPodGuardStopsTheWorkloadOfAForceDeletedPodBeforeItsKeyCouldExpire|TestShardMove)$$' ./test/e2e/
 
 .PHONY: test-e2e-shard
 test-e2e-shard: test-deps binaries ## Move a GuardedJob between two shards (manager binaries, one local cluster) while its run is in flight.
