@@ -115,6 +115,13 @@ func TestPerObjectSeriesAreConsistentAndCountersAppearWithTheirFirstRun(t *testi
 		"guardedjob_object_runs_total{name=settle,namespace=payments,result=Succeeded}": 1,
 		"guardedjob_object_runs_total{name=settle,namespace=payments,result=Busy}":      2,
 		"guardedjob_busy_runs_in_a_row{name=settle,namespace=payments}":                 2,
+		// kube-state-metrics-style: info, suspend and active runs of every object.
+		"guardedjob_info{concurrency_policy=Forbid,name=idle,namespace=payments,schedule=,store_ref=,timezone=UTC}":   1,
+		"guardedjob_info{concurrency_policy=Forbid,name=settle,namespace=payments,schedule=,store_ref=,timezone=UTC}": 1,
+		"guardedjob_spec_suspend{name=idle,namespace=payments}":                                                       0,
+		"guardedjob_spec_suspend{name=settle,namespace=payments}":                                                     0,
+		"guardedjob_status_active{name=idle,namespace=payments}":                                                      0,
+		"guardedjob_status_active{name=settle,namespace=payments}":                                                    0,
 	}))
 	g.Expect(c.runs).NotTo(HaveKey(types.NamespacedName{Namespace: "payments", Name: "gone"}))
 }
