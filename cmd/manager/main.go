@@ -252,7 +252,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	reconciler := &controllers.GuardedJobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: evts.recorder("guardedjob-controller"),
 		Clock: clock.RealClock{}, Store: store, Keeper: keeper, ClusterName: o.clusterName, KeyGrants: grants, StoreAllow: storeAllow, ClockSkew: o.clockSkew,
-		GuardImage: o.guardImage,
+		GuardImage:     o.guardImage,
 		LeaderElection: o.leaderElect, LeaderLeaseDuration: o.leaseDuration, LeaderRetryPeriod: o.retryPeriod,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles, Stopper: stopper, Selector: shard,
 	}
