@@ -199,13 +199,14 @@ func TestKeeperReportsMaxHoldAndKeepsRenewing(t *testing.T) {
 	st, _ := k.Get(l.Token)
 	g.Expect(st.MaxHoldReached).To(BeTrue())
 	g.Expect(st.State).To(Equal(lockclient.StateHeld))
-	// Still renewing until the caller releases: a renewal sent after the report. The
-	// clock moves only while no renewal is in flight, so a slow machine shifts the
-	// renewals by a step or two but cannot make this pass without one.
+	// Still renewing until the caller releases: a renewal sent strictly after the
+	// report (one sent at the report's instant may have left before it). The clock
+	// moves only while no renewal is in flight, so a slow machine shifts the renewals
+	// by a step or two but cannot make this pass without a new one.
 	reported := clk.Now()
 	stepUntil(t, k, clk, time.Second, 30*time.Second, func() bool {
 		st, _ := k.Get(l.Token)
-		return !st.LastRenewed.Before(reported)
+		return st.LastRenewed.After(reported)
 	})
 	st, _ = k.Get(l.Token)
 	g.Expect(st.State).To(Equal(lockclient.StateHeld))
