@@ -21,9 +21,14 @@ export GOFLAGS
 # Tools are pinned and installed from the Go module proxy into a cache outside the
 # checkout, keyed by version, so that CI runs on the same machine reuse them.
 TOOLS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/guardedjob/bin
-HELM_VERSION ?= v3.22.0
+# helm and controller-gen are built from the control plane's wrapper module
+# (hack/tools/k8s), which pins their versions: one dependency graph with kubectl and
+# kube-apiserver, aligned with the operator's go.mod, so that every Kubernetes package
+# they share is compiled once per run. Their versions are read from it, once.
+wrapper_version = $(shell GOWORK=off go list -C hack/tools/k8s -m -f '{{.Version}}' $(1))
+HELM_VERSION ?= $(eval HELM_VERSION := $$(call wrapper_version,helm.sh/helm/v3))$(HELM_VERSION)
 HELM ?= $(TOOLS_CACHE)/helm-$(HELM_VERSION)
-CONTROLLER_TOOLS_VERSION ?= v0.23.0
+CONTROLLER_TOOLS_VERSION ?= $(eval CONTROLLER_TOOLS_VERSION := $$(call wrapper_version,sigs.k8s.io/controller-tools))$(CONTROLLER_TOOLS_VERSION)
 CONTROLLER_GEN ?= $(TOOLS_CACHE)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT_VERSION ?= v2.15.0
 GOLANGCI_LINT ?= $(TOOLS_CACHE)/golangci-lint-$(GOLANGCI_LINT_VERSION)
@@ -39,8 +44,16 @@ LOCALBIN ?= $(shell pwd)/bin
 K8S_BIN = $(eval K8S_BIN := $$(shell hack/build-control-plane.sh --dir))$(K8S_BIN)
 KUBECTL ?= $(K8S_BIN)/kubectl
 
-# Test flags; override for a focused run, e.g. make test TESTARGS='-run TestKeeper ./internal/lockclient/'.
-TESTARGS ?= ./...
+# Test flags; set TESTARGS for a focused run (one plain go test), e.g.
+# make test TESTARGS='-run TestKeeper ./internal/lockclient/'.
+TESTARGS ?=
+# The packages that run goroutines of their own (the lease client's keeper, the
+# reconcilers and the stop controller): make test runs them under the race detector,
+# once, instead of once without it and once with. Their mass stories (hundreds of
+# runs at once) skip themselves in -short mode, too slow under the race detector,
+# and run in a plain build after them.
+RACE_PACKAGES = ./internal/lockclient/ ./controllers/
+MASS_STORIES = TestWindowResumeWaitsOnTheAPIServer_.*|TestWindowStoppingManyAtOnce_.*|TestTwoHundredLostLeasesAreAllStoppedPromptly
 GOTESTFLAGS ?= -count=1 -timeout 25m
 # What the tests find in their environment: the control plane and kubectl, helm,
 # and the project's binaries (internal/testutil/bins). PATH starts with the
@@ -103,9 +116,10 @@ lint: golangci-lint ## Run golangci-lint.
 	for m in $(SIDE_MODULES); do (cd $$m && $(GOLANGCI_LINT) run ./...) || exit 1; done
 
 .PHONY: verify
-verify: manifests generate ## Fail when generated files or go.mod are stale.
+verify: manifests generate ## Fail when generated files or go.mod are stale, or when go.mod and hack/tools/k8s disagree on a shared module.
 	go mod tidy
 	for m in $(SIDE_MODULES); do (cd $$m && go mod tidy) || exit 1; done
+	hack/check-shared-versions.sh
 	@if [ -n "$$(git status --porcelain -- go.mod go.sum api config charts bench/go.mod bench/go.sum)" ]; then \
 		echo "Generated files are stale; run 'make manifests generate' and 'go mod tidy' and commit:"; \
 		git status --porcelain -- go.mod go.sum api config charts bench; git --no-pager diff --stat -- go.mod go.sum api config charts bench; exit 1; fi
@@ -113,8 +127,9 @@ verify: manifests generate ## Fail when generated files or go.mod are stale.
 ##@ Test
 
 .PHONY: prepare
-prepare: tools test-deps binaries bench-scale-build ## Build everything the checks and tests run: tools, redis-server, the control plane and kubectl, the project's binaries (the slow part on a fresh machine).
+prepare: tools test-deps binaries bench-scale-build ## Build everything the checks and tests run: tools, redis-server, the control plane and kubectl, the project's binaries, the race-detector build (the slow part on a fresh machine).
 	go build ./...
+	tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; CGO_ENABLED=1 go test -race -c -o "$$tmp" $(RACE_PACKAGES)
 
 .PHONY: test-deps
 test-deps: helm ## Install redis-server (apt) and build the control plane and kubectl from Go modules (cached outside the checkout).
@@ -122,8 +137,14 @@ test-deps: helm ## Install redis-server (apt) and build the control plane and ku
 	hack/build-control-plane.sh --demo >/dev/null
 
 .PHONY: test
-test: test-deps binaries ## The operator module's tests: unit, real redis-server, real kube-apiserver + etcd, the demo on a local cluster (make ci runs every check).
+test: test-deps binaries ## The operator module's tests: unit, real redis-server, real kube-apiserver + etcd, the demo on a local cluster; the lease client and the controllers under the race detector (make ci runs every check).
+ifneq ($(strip $(TESTARGS)),)
 	$(TEST_ENV) go test $(GOTESTFLAGS) $(TESTARGS)
+else
+	$(TEST_ENV) go test $(GOTESTFLAGS) $$(go list ./... | grep -v $(foreach p,$(RACE_PACKAGES),-e '/$(patsubst ./%/,%,$(p))$$'))
+	$(TEST_ENV) CGO_ENABLED=1 go test $(GOTESTFLAGS) -race -short $(RACE_PACKAGES)
+	$(TEST_ENV) go test $(GOTESTFLAGS) -run '^($(MASS_STORIES))$$' ./controllers/
+endif
 
 .PHONY: test-ops
 test-ops: helm ## Test the Argo CD health check, the Flux health expressions, and the Prometheus alerts and Grafana dashboard as kustomize and the chart ship them.
@@ -139,11 +160,11 @@ test-e2e-shard: test-deps binaries ## Move a GuardedJob between two shards (mana
 
 .PHONY: test-race
 test-race: test-deps binaries ## Run all tests with the race detector.
-	$(TEST_ENV) CGO_ENABLED=1 go test $(GOTESTFLAGS) -race $(TESTARGS)
+	$(TEST_ENV) CGO_ENABLED=1 go test $(GOTESTFLAGS) -race $(or $(strip $(TESTARGS)),./...)
 
 .PHONY: test-race-core
-test-race-core: test-deps binaries ## Run the packages with goroutines (lease client, controllers) under the race detector, without the mass stories.
-	$(TEST_ENV) CGO_ENABLED=1 go test $(GOTESTFLAGS) -race -short ./internal/lockclient/ ./controllers/
+test-race-core: test-deps binaries ## Run only the packages with goroutines (lease client, controllers) under the race detector, without the mass stories (make test does too).
+	$(TEST_ENV) CGO_ENABLED=1 go test $(GOTESTFLAGS) -race -short $(RACE_PACKAGES)
 
 # Mutants test-mutants plants, e.g. MUTANTS='renew-noop release-no-compare'; empty: all.
 MUTANTS ?=
@@ -295,10 +316,17 @@ tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
 GOBIN="$$tmp" GOWORK=off go install $(2)@$(3) && mv "$$tmp/$$(basename $(2))" $(1)
 endef
 
+# wrapper-build-tool builds package $(2) from hack/tools/k8s into $(1).
+define wrapper-build-tool
+mkdir -p $(TOOLS_CACHE)
+tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+GOWORK=off go build -C hack/tools/k8s -o "$$tmp/tool" $(2) && mv "$$tmp/tool" $(1)
+endef
+
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)
 $(CONTROLLER_GEN):
-	$(call go-install-tool,$@,sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION))
+	$(call wrapper-build-tool,$@,sigs.k8s.io/controller-tools/cmd/controller-gen)
 
 .PHONY: golangci-lint
 golangci-lint: $(GOLANGCI_LINT)
@@ -308,7 +336,7 @@ $(GOLANGCI_LINT):
 .PHONY: helm
 helm: $(HELM) ## Install helm into the tools cache (outside the checkout, reused by CI).
 $(HELM):
-	$(call go-install-tool,$@,helm.sh/helm/v3/cmd/helm,$(HELM_VERSION))
+	$(call wrapper-build-tool,$@,helm.sh/helm/v3/cmd/helm)
 
 .PHONY: kubectl
 kubectl: ## Build kubectl at the API server's version into the control-plane cache (unless KUBECTL names another).
