@@ -265,12 +265,20 @@ func TestShardMove_AJobWhoseGuardedJobVanishedIsStoppedByTheShardThatCreatedIt(t
 	token := h.get(gj).Status.Active[0].Token
 	g.Eventually(func() bool { ok, _ := shardB.renews(token); return ok }).Should(BeTrue())
 
-	// The GuardedJob vanishes: its finalizer removed by hand, then deleted.
-	cur := h.get(gj)
-	patch := client.MergeFrom(cur.DeepCopy())
-	cur.Finalizers = nil
-	g.Expect(k8s.Patch(ctx, cur, patch)).To(Succeed())
-	g.Expect(k8s.Delete(ctx, cur)).To(Succeed())
+	// The GuardedJob vanishes: its finalizer removed by hand, then deleted. The
+	// shard adds its finalizer back if it sees the object without it first: only
+	// the version without it is deleted, so it goes at once and no shard ever
+	// sees it being deleted.
+	g.Eventually(func() error {
+		cur := h.get(gj)
+		patch := client.MergeFromWithOptions(cur.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		cur.Finalizers = nil
+		if err := k8s.Patch(ctx, cur, patch); err != nil {
+			return err
+		}
+		rv := cur.ResourceVersion
+		return k8s.Delete(ctx, cur, client.Preconditions{ResourceVersion: &rv})
+	}).Should(Succeed())
 
 	g.Eventually(func() *metav1.Time {
 		j := &batchv1.Job{}
