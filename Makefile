@@ -24,11 +24,12 @@ TOOLS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/guardedjob/bin
 # helm and controller-gen are built from the control plane's wrapper module
 # (hack/tools/k8s), which pins their versions: one dependency graph with kubectl and
 # kube-apiserver, aligned with the operator's go.mod, so that every Kubernetes package
-# they share is compiled once per run. Their versions are read from it, once.
+# they share is compiled once per run. Their versions are read from it, once (change
+# them there: go get -tool in hack/tools/k8s).
 wrapper_version = $(shell GOWORK=off go list -C hack/tools/k8s -m -f '{{.Version}}' $(1))
-HELM_VERSION ?= $(eval HELM_VERSION := $$(call wrapper_version,helm.sh/helm/v3))$(HELM_VERSION)
+HELM_VERSION = $(eval HELM_VERSION := $$(call wrapper_version,helm.sh/helm/v3))$(HELM_VERSION)
 HELM ?= $(TOOLS_CACHE)/helm-$(HELM_VERSION)
-CONTROLLER_TOOLS_VERSION ?= $(eval CONTROLLER_TOOLS_VERSION := $$(call wrapper_version,sigs.k8s.io/controller-tools))$(CONTROLLER_TOOLS_VERSION)
+CONTROLLER_TOOLS_VERSION = $(eval CONTROLLER_TOOLS_VERSION := $$(call wrapper_version,sigs.k8s.io/controller-tools))$(CONTROLLER_TOOLS_VERSION)
 CONTROLLER_GEN ?= $(TOOLS_CACHE)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 GOLANGCI_LINT_VERSION ?= v2.15.0
 GOLANGCI_LINT ?= $(TOOLS_CACHE)/golangci-lint-$(GOLANGCI_LINT_VERSION)
@@ -51,9 +52,11 @@ TESTARGS ?=
 # reconcilers and the stop controller): make test runs them under the race detector,
 # once, instead of once without it and once with. Their mass stories (hundreds of
 # runs at once) skip themselves in -short mode, too slow under the race detector,
-# and run in a plain build after them.
+# and run in a plain build after them: every test of these packages that checks
+# testing.Short() (MASS_STORIES, found in the test files, not listed by hand).
 RACE_PACKAGES = ./internal/lockclient/ ./controllers/
-MASS_STORIES = TestWindowResumeWaitsOnTheAPIServer_.*|TestWindowStoppingManyAtOnce_.*|TestTwoHundredLostLeasesAreAllStoppedPromptly
+RACE_TEST = $(TEST_ENV) CGO_ENABLED=1 go test $(GOTESTFLAGS) -race -short $(RACE_PACKAGES)
+MASS_STORIES = $(shell awk '/^func Test/ { name = $$2; sub(/[^A-Za-z0-9_].*/, "", name) } /testing\.Short\(\)/ { print name }' $(addsuffix *_test.go,$(RACE_PACKAGES)) | paste -sd'|')
 GOTESTFLAGS ?= -count=1 -timeout 25m
 # What the tests find in their environment: the control plane and kubectl, helm,
 # and the project's binaries (internal/testutil/bins). PATH starts with the
@@ -142,8 +145,8 @@ ifneq ($(strip $(TESTARGS)),)
 	$(TEST_ENV) go test $(GOTESTFLAGS) $(TESTARGS)
 else
 	$(TEST_ENV) go test $(GOTESTFLAGS) $$(go list ./... | grep -v $(foreach p,$(RACE_PACKAGES),-e '/$(patsubst ./%/,%,$(p))$$'))
-	$(TEST_ENV) CGO_ENABLED=1 go test $(GOTESTFLAGS) -race -short $(RACE_PACKAGES)
-	$(TEST_ENV) go test $(GOTESTFLAGS) -run '^($(MASS_STORIES))$$' ./controllers/
+	$(RACE_TEST)
+	$(TEST_ENV) go test $(GOTESTFLAGS) -run '^($(MASS_STORIES))$$' $(RACE_PACKAGES)
 endif
 
 .PHONY: test-ops
@@ -164,7 +167,7 @@ test-race: test-deps binaries ## Run all tests with the race detector.
 
 .PHONY: test-race-core
 test-race-core: test-deps binaries ## Run only the packages with goroutines (lease client, controllers) under the race detector, without the mass stories (make test does too).
-	$(TEST_ENV) CGO_ENABLED=1 go test $(GOTESTFLAGS) -race -short $(RACE_PACKAGES)
+	$(RACE_TEST)
 
 # Mutants test-mutants plants, e.g. MUTANTS='renew-noop release-no-compare'; empty: all.
 MUTANTS ?=
@@ -309,34 +312,30 @@ demo-down: ## Stop everything the demo started.
 tools: controller-gen golangci-lint helm kubectl ## Install the pinned tools (cached outside the checkout).
 
 # Each tool is installed under its versioned name, through a temporary directory so
-# that an interrupted install never leaves a file that looks complete.
-define go-install-tool
+# that an interrupted install never leaves a file that looks complete. $(2) is the go
+# command that writes the one binary into that directory ($$tmp): `install PKG@VERSION`
+# (through GOBIN), or `build -C hack/tools/k8s -o $$tmp/ PKG` for the tools the
+# wrapper module pins.
+define install-tool
 mkdir -p $(TOOLS_CACHE)
 tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
-GOBIN="$$tmp" GOWORK=off go install $(2)@$(3) && mv "$$tmp/$$(basename $(2))" $(1)
-endef
-
-# wrapper-build-tool builds package $(2) from hack/tools/k8s into $(1).
-define wrapper-build-tool
-mkdir -p $(TOOLS_CACHE)
-tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
-GOWORK=off go build -C hack/tools/k8s -o "$$tmp/tool" $(2) && mv "$$tmp/tool" $(1)
+GOBIN="$$tmp" GOWORK=off go $(2) && mv "$$tmp"/* $(1)
 endef
 
 .PHONY: controller-gen
 controller-gen: $(CONTROLLER_GEN)
 $(CONTROLLER_GEN):
-	$(call wrapper-build-tool,$@,sigs.k8s.io/controller-tools/cmd/controller-gen)
+	$(call install-tool,$@,build -C hack/tools/k8s -o "$$tmp/" sigs.k8s.io/controller-tools/cmd/controller-gen)
 
 .PHONY: golangci-lint
 golangci-lint: $(GOLANGCI_LINT)
 $(GOLANGCI_LINT):
-	$(call go-install-tool,$@,github.com/golangci/golangci-lint/v2/cmd/golangci-lint,$(GOLANGCI_LINT_VERSION))
+	$(call install-tool,$@,install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION))
 
 .PHONY: helm
 helm: $(HELM) ## Install helm into the tools cache (outside the checkout, reused by CI).
 $(HELM):
-	$(call wrapper-build-tool,$@,helm.sh/helm/v3/cmd/helm)
+	$(call install-tool,$@,build -C hack/tools/k8s -o "$$tmp/" helm.sh/helm/v3/cmd/helm)
 
 .PHONY: kubectl
 kubectl: ## Build kubectl at the API server's version into the control-plane cache (unless KUBECTL names another).
