@@ -68,6 +68,7 @@ type options struct {
 	metricsCertName         string
 	metricsCertKey          string
 	probeAddr               string
+	pprofAddr               string
 	maxConcurrentReconciles int
 	kubeAPIQPS              float64
 	kubeAPIBurst            int
@@ -117,6 +118,7 @@ func main() {
 	flag.StringVar(&o.metricsCertKey, "metrics-cert-key", "tls.key", "File name of the metrics server's key in --metrics-cert-path.")
 	printVersion := flag.Bool("version", false, "Print the version and commit, and exit.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables it.")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address of Go's /debug/pprof/ profiles (plain HTTP, no authentication: bind it to localhost or a port-forward); 0 disables it.")
 	// A run's pass waits on the API server for its writes (intent, fence, Job,
 	// status) and on Redis once: 16 passes in flight keep about as many writes
 	// in flight as the API server serves in parallel (docs/benchmarks.md).
@@ -208,6 +210,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		Cache:                   controllers.CacheOptionsFor(shard),
 		Metrics:                 metrics,
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        o.leaderElectionID,
 		LeaderElectionNamespace: o.leaderElectionNamespace,
