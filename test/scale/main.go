@@ -47,6 +47,7 @@ type bench struct {
 	n, idleN, keeperLeases, writers int
 	idleWindow, keeperDuration      time.Duration
 	cpuProfile                      string
+	serverCPUs, clientCPUs          string
 	floorCRD                        string
 	floorRounds                     int
 	w                               *world
@@ -88,6 +89,9 @@ func main() {
 	cronVariants := flag.String("cronjob-variants", report.CronDefaults+","+report.CronEqualLimits,
 		"CronJob runs: \""+report.CronDefaults+"\" (kube-controller-manager's default flags) and \""+report.CronEqualLimits+"\" (the manager's client limits and workers).")
 	flag.StringVar(&b.cpuProfile, "keeper-cpuprofile", "", "Write a CPU profile of the keeper phase (in this process) to this file.")
+	serverCPUs, clientCPUs := defaultPinning(numCPU())
+	flag.StringVar(&b.serverCPUs, "server-cpus", serverCPUs, "CPU list (taskset -c) for etcd and kube-apiserver; empty: no pinning.")
+	flag.StringVar(&b.clientCPUs, "client-cpus", clientCPUs, "CPU list for everything else: the floor's writers, kube-controller-manager, the manager, Redis and this process.")
 	flag.Parse()
 	if *assets == "" {
 		*assets = filepath.Join(home, ".cache", "guardedjob", "k8s-v1.37.2")
@@ -159,9 +163,22 @@ func (b *bench) run(ctx context.Context, phases []string, managerBin string, man
 	b.printf("## bench-scale %s\n\nN=%d, idle=%d, keeper leases=%d; %d CPUs\n", time.Now().UTC().Format(time.RFC3339), b.n, b.idleN, b.keeperLeases, numCPU())
 	if needsCluster {
 		b.logf("Starting etcd and kube-apiserver from %s", b.w.assets)
+		// They inherit this process's CPUs when they start; this process then
+		// moves to the client's.
+		if b.serverCPUs != "" {
+			if err := pinSelf(b.serverCPUs); err != nil {
+				return err
+			}
+		}
 		if err := b.w.startControlPlane(ctx); err != nil {
 			return err
 		}
+	}
+	if b.serverCPUs != "" && b.clientCPUs != "" {
+		if err := pinSelf(b.clientCPUs); err != nil {
+			return err
+		}
+		b.printf("etcd and kube-apiserver on CPU %s; the floor's writers, kube-controller-manager, the manager, Redis and the benchmark on CPU %s (taskset)\n", b.serverCPUs, b.clientCPUs)
 	}
 	step := func(name string, fn func(context.Context) error) error {
 		if !want[name] {

@@ -40,6 +40,10 @@ type Machine struct {
 	GoVersion string `json:"goVersion"`
 	GOOS      string `json:"goos"`
 	GOARCH    string `json:"goarch"`
+	// ServerCPUs and ClientCPUs are the CPU lists etcd and kube-apiserver, and
+	// everything else, were pinned to (taskset); empty: not pinned.
+	ServerCPUs string `json:"serverCPUs,omitempty"`
+	ClientCPUs string `json:"clientCPUs,omitempty"`
 }
 
 // Load is the 1-minute load average over the run.
@@ -271,7 +275,11 @@ func (r *Report) Markdown() string {
 	if r.AtRest != nil {
 		p(", %d idle", r.Idle)
 	}
-	p("; %d CPUs, %s; manager %s", r.Machine.CPUs, r.Machine.GoVersion, r.Manager.Build)
+	p("; %d CPUs", r.Machine.CPUs)
+	if r.Machine.ServerCPUs != "" && r.Machine.ClientCPUs != "" {
+		p(" (etcd and kube-apiserver pinned to CPU %s, every client and the benchmark to CPU %s)", r.Machine.ServerCPUs, r.Machine.ClientCPUs)
+	}
+	p(", %s; manager %s", r.Machine.GoVersion, r.Manager.Build)
 	if len(r.Manager.Args) > 0 {
 		p(" with `%s`", strings.Join(r.Manager.Args, " "))
 	}
