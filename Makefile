@@ -176,10 +176,10 @@ MUTANTS ?=
 test-mutants: test-deps ## Plant known bugs one at a time (hack/mutants) and fail unless the tests catch each one.
 	$(TEST_ENV) go run ./hack/mutants $(MUTANTS)
 
-# How long each fuzz target runs in test-fuzz: a number of inputs (about 5 to 15 s
-# each here), not a duration. A duration can fail a clean run with "context deadline
-# exceeded" when it ends while a worker is busy (a race in Go's fuzz coordinator
-# before Go 1.27, golang/go#75804).
+# How long each fuzz target runs in test-fuzz: a number of inputs (2 to 8 s each on
+# the 2-core machines we measured), not a duration. A duration can fail a clean run
+# with "context deadline exceeded" when it ends while a worker is busy (a race in
+# Go's fuzz coordinator before Go 1.27, golang/go#75804).
 FUZZTIME ?= 60000x
 
 .PHONY: test-fuzz

@@ -207,7 +207,7 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "guardedjob-redis", Namespace: "default"},
 		StringData: map[string]string{"url": "redis://" + srv.Addr(), "password": password},
 	})).To(Succeed())
-	probeAddr, metricsAddr := freeAddr(t), freeAddr(t)
+	probeAddr, metricsAddr, pprofAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	mgr := startManager(t, bin,
 		"--kubeconfig", kubeconfigPath,
 		"--redis-secret", "default/guardedjob-redis",
@@ -215,11 +215,13 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 		"--key-grants", "default=lock:smoke",
 		"--metrics-bind-address", metricsAddr,
 		"--health-probe-bind-address", probeAddr,
+		"--pprof-bind-address", pprofAddr,
 		"--leader-elect=false",
 	)
 	logs, cmd, exited := mgr.logs, mgr.cmd, mgr.exited
 
 	g.Eventually(func() int { return probe("http://" + probeAddr + "/readyz") }).WithTimeout(30*time.Second).Should(Equal(http.StatusOK), "logs:\n%s", logs)
+	g.Expect(probe("http://"+pprofAddr+"/debug/pprof/")).To(Equal(http.StatusOK), "--pprof-bind-address serves Go's profiles")
 
 	ctx := context.Background()
 	gj := &batchv1alpha1.GuardedJob{

@@ -27,6 +27,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -93,6 +94,9 @@ func main() {
 	flag.StringVar(&b.serverCPUs, "server-cpus", serverCPUs, "CPU list (taskset -c) for etcd and kube-apiserver; empty: no pinning.")
 	flag.StringVar(&b.clientCPUs, "client-cpus", clientCPUs, "CPU list for everything else: the floor's writers, kube-controller-manager, the manager, Redis and this process.")
 	flag.Parse()
+	if b.serverCPUs != "" && b.clientCPUs == "" {
+		fatal(errors.New("-server-cpus needs -client-cpus: every client must run off the API server's CPUs"))
+	}
 	if *assets == "" {
 		*assets = filepath.Join(home, ".cache", "guardedjob", "k8s-v1.37.2")
 	}
@@ -163,9 +167,10 @@ func (b *bench) run(ctx context.Context, phases []string, managerBin string, man
 	b.printf("## bench-scale %s\n\nN=%d, idle=%d, keeper leases=%d; %d CPUs\n", time.Now().UTC().Format(time.RFC3339), b.n, b.idleN, b.keeperLeases, numCPU())
 	if needsCluster {
 		b.logf("Starting etcd and kube-apiserver from %s", b.w.assets)
-		// They inherit this process's CPUs when they start; this process then
-		// moves to the client's.
-		if b.serverCPUs != "" {
+		// They inherit this process's CPUs when they start; this process (and
+		// every client it starts later) then moves to the client's.
+		pinned := b.serverCPUs != ""
+		if pinned {
 			if err := pinSelf(b.serverCPUs); err != nil {
 				return err
 			}
@@ -173,12 +178,13 @@ func (b *bench) run(ctx context.Context, phases []string, managerBin string, man
 		if err := b.w.startControlPlane(ctx); err != nil {
 			return err
 		}
-	}
-	if b.serverCPUs != "" && b.clientCPUs != "" {
-		if err := pinSelf(b.clientCPUs); err != nil {
-			return err
+		if pinned {
+			if err := pinSelf(b.clientCPUs); err != nil {
+				return err
+			}
+			b.rep.Machine.ServerCPUs, b.rep.Machine.ClientCPUs = b.serverCPUs, b.clientCPUs
+			b.printf("etcd and kube-apiserver on CPU %s; the floor's writers, kube-controller-manager, the manager, Redis and the benchmark on CPU %s (taskset)\n", b.serverCPUs, b.clientCPUs)
 		}
-		b.printf("etcd and kube-apiserver on CPU %s; the floor's writers, kube-controller-manager, the manager, Redis and the benchmark on CPU %s (taskset)\n", b.serverCPUs, b.clientCPUs)
 	}
 	step := func(name string, fn func(context.Context) error) error {
 		if !want[name] {

@@ -27,13 +27,9 @@ func defaultPinning(cpus int) (server, client string) {
 // pinSelf sets the CPU affinity of every thread of this process (taskset -a);
 // threads and processes started later inherit it.
 func pinSelf(cpus string) error {
-	return pin(os.Getpid(), cpus)
-}
-
-func pin(pid int, cpus string) error {
-	out, err := exec.Command("taskset", "-a", "-p", "-c", cpus, fmt.Sprint(pid)).CombinedOutput()
+	out, err := exec.Command("taskset", "-a", "-p", "-c", cpus, fmt.Sprint(os.Getpid())).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("taskset -a -p -c %s %d: %v: %s", cpus, pid, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("taskset -a -p -c %s: %v: %s", cpus, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

@@ -115,10 +115,7 @@ func newReport(b *bench, phases []string, managerBin string, managerArgs []strin
 	return &report.Report{
 		Started: time.Now().UTC(), Note: note, Phases: phases,
 		N: b.n, Idle: b.idleN, KeeperLeases: b.keeperLeases,
-		Machine: report.Machine{
-			CPUs: numCPU(), GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH,
-			ServerCPUs: b.serverCPUs, ClientCPUs: b.clientCPUs,
-		},
+		Machine: report.Machine{CPUs: numCPU(), GoVersion: runtime.Version(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH},
 		Manager: report.ManagerRun{Build: managerBuild(context.Background(), managerBin), Args: managerArgs, Limits: managerLimits(managerArgs)},
 	}
 }

@@ -276,7 +276,7 @@ func (r *Report) Markdown() string {
 		p(", %d idle", r.Idle)
 	}
 	p("; %d CPUs", r.Machine.CPUs)
-	if r.Machine.ServerCPUs != "" && r.Machine.ClientCPUs != "" {
+	if r.Machine.ServerCPUs != "" {
 		p(" (etcd and kube-apiserver pinned to CPU %s, every client and the benchmark to CPU %s)", r.Machine.ServerCPUs, r.Machine.ClientCPUs)
 	}
 	p(", %s; manager %s", r.Machine.GoVersion, r.Manager.Build)

@@ -49,4 +49,8 @@ func TestTargets(t *testing.T) {
 	g.Expect(met(r, "10000 GuardedJobs at rest")).To(BeNil(), "a run with fewer objects says nothing about 10,000")
 	g.Expect((&Report{}).Targets()).To(BeEmpty())
 	g.Expect(r.Markdown()).To(ContainSubstring("| **no** |"))
+
+	g.Expect(r.Markdown()).NotTo(ContainSubstring("pinned"), "a run that pinned nothing says nothing of a split")
+	r.Machine = Machine{CPUs: 2, ServerCPUs: "0", ClientCPUs: "1"}
+	g.Expect(r.Markdown()).To(ContainSubstring("2 CPUs (etcd and kube-apiserver pinned to CPU 0, every client and the benchmark to CPU 1)"))
 }
