@@ -42,8 +42,17 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		storeErr *lockclient.StoreError
 	)
 	unrecorded := s.unrecorded == run.JobName
-	if unrecorded && errors.As(err, &busy) && r.takeUpOrphan(s, run, busy.Holder) {
-		lease, err = acquire()
+	var ledgerNote string
+	if unrecorded && errors.As(err, &busy) {
+		took, refused, terr := r.takeUpOrphan(ctx, s, run, busy.Holder)
+		switch {
+		case terr != nil:
+			return terr
+		case took:
+			lease, err = acquire()
+		default:
+			ledgerNote = refused
+		}
 	}
 	switch {
 	case err == nil:
@@ -89,6 +98,12 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		holder := lockclient.HolderOf(busy.Holder)
 		setLock(gj, batchv1alpha1.LockStateBusy, run.Key, holder, 0)
 		msg := fmt.Sprintf("lock %s is held by %s, expires in %s", run.Key, holder, busy.TTL.Round(time.Second))
+		if ledgerNote == "" {
+			ledgerNote = ledgerSays(gj, holder, s.now)
+		}
+		if ledgerNote != "" {
+			msg += " (" + ledgerNote + ")"
+		}
 		if gj.Spec.Lock.OnBusyOrDefault() == batchv1alpha1.OnBusyRetry {
 			if next, ok := busyRetry(gj).NextAttempt(runDueTime(gj, run), s.now, deadline); ok {
 				setLockHeld(gj, batchv1alpha1.LockBusyReason, msg+"; retrying until "+deadline.UTC().Format(time.RFC3339), s.now)
@@ -98,7 +113,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 			msg += "; gave up at the starting deadline"
 			observeLockWait(lockWaitGaveUp, s.now.Sub(runDueTime(gj, run)))
 		}
-		finishRun(gj, *run, batchv1alpha1.RunResultBusy, holder, msg, s.now)
+		finishRun(gj, *run, neverHeld, batchv1alpha1.RunResultBusy, holder, msg, s.now)
 		setLockHeld(gj, batchv1alpha1.LockBusyReason, msg, s.now)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.LockBusyReason, "Skipped %s: %s", run.JobName, msg)
 		return nil
@@ -109,7 +124,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		msg := fmt.Sprintf("occurrence %s already done by %s", run.OccurrenceKey, holder)
 		// The script released the key if this run held it (a retried call).
 		r.Keeper.Untrack(run.Token)
-		finishRun(gj, *run, batchv1alpha1.RunResultSkipped, holder, msg, s.now)
+		finishRun(gj, *run, releasedLease, batchv1alpha1.RunResultSkipped, holder, msg, s.now)
 		setLockHeld(gj, "", "", s.now)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.TriggerSkippedReason, "Skipped %s: %s", run.JobName, msg)
 		return nil
@@ -119,7 +134,8 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		// outside --store-allow: no connection was made, and retrying cannot help
 		// until the store or the flag changes.
 		msg := "the lock store announced an address outside --store-allow; no connection was made: " + err.Error()
-		finishRun(gj, *run, batchv1alpha1.RunResultFailed, "", msg, s.now)
+		// An earlier attempt of the run may have taken the key before the store moved.
+		finishRun(gj, *run, r.leftToExpire(run, s.now), batchv1alpha1.RunResultFailed, "", msg, s.now)
 		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, batchv1alpha1.StoreNotAllowedReason, msg, s.now)
 		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.StoreNotAllowedReason, "Did not start %s: %s", run.JobName, msg)
 		return nil
@@ -135,8 +151,8 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 			return nil
 		}
 		msg := fmt.Sprintf("the lock store did not answer until the starting deadline: %v", err)
-		msg += r.releaseUnconfirmed(ctx, gj, run, store)
-		finishRun(gj, *run, batchv1alpha1.RunResultStoreUnavailable, "", msg, s.now)
+		note, end := r.releaseUnconfirmed(ctx, gj, run, store, s.now)
+		finishRun(gj, *run, end, batchv1alpha1.RunResultStoreUnavailable, "", msg+note, s.now)
 		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.StoreUnavailableReason, "Did not start %s: %s", run.JobName, msg)
 		return nil
 
@@ -150,7 +166,8 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 			reason = batchv1alpha1.StoreKeyWrongTypeReason
 		}
 		msg := err.Error()
-		finishRun(gj, *run, batchv1alpha1.RunResultFailed, "", msg, s.now)
+		// Nothing was written, but an earlier attempt of the run may hold the key.
+		finishRun(gj, *run, r.leftToExpire(run, s.now), batchv1alpha1.RunResultFailed, "", msg, s.now)
 		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, reason, msg+"; runs are tried again at their schedule", s.now)
 		r.event(gj, nil, corev1.EventTypeWarning, reason, "Did not start %s: %s", run.JobName, msg)
 		return nil
@@ -178,22 +195,39 @@ func (r *GuardedJobReconciler) startUnguarded(ctx context.Context, s *scope, run
 
 // takeUpOrphan makes a run that no status records yet the run whose lease a
 // manager took and died (or failed its status write) before recording: the key's
-// holder value is a token minted by this cluster for this object and occurrence,
-// and no recorded run has it. The run then has that token and its Job name, and
-// acquires again with it (a new fence for the same lease).
-func (r *GuardedJobReconciler) takeUpOrphan(s *scope, run *batchv1alpha1.ActiveRun, value string) bool {
-	jobName, ok := runtoken.MintedFor(value, r.runIdentity(s.gj, run.ScheduledTime.Time))
-	if !ok || value == run.Token {
-		return false
+// holder value is a token minted by this cluster for this object and occurrence
+// that no status ever recorded. The run then has that token and its Job name,
+// and acquires again with it (a new fence for the same lease). A token the lease
+// ledger knows (its run was recorded: live, left to expire on purpose, or
+// released) or whose Job exists is never taken up: take-up is for a lease that
+// never had a Job. It returns why a token minted for this run was refused, or ""
+// with ok false when the token is not this run's at all.
+func (r *GuardedJobReconciler) takeUpOrphan(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, value string) (ok bool, refused string, err error) {
+	jobName, minted := runtoken.MintedFor(value, r.runIdentity(s.gj, run.ScheduledTime.Time))
+	if !minted || value == run.Token {
+		return false, "", nil
 	}
+	holder := lockclient.HolderOf(value)
 	for i := range s.gj.Status.Active {
 		if s.gj.Status.Active[i].Token == value || s.gj.Status.Active[i].JobName == jobName {
-			return false
+			return false, "the lease of this GuardedJob's active run " + jobName, nil
 		}
 	}
-	run.JobName, run.Holder, run.Token = jobName, lockclient.HolderOf(value), value
+	if why := ledgerSays(s.gj, holder, s.now); why != "" {
+		return false, why, nil
+	}
+	job, err := r.getJobConfirmed(ctx, s.gj.Namespace, jobName)
+	if err != nil {
+		return false, "", err
+	}
+	if job != nil {
+		return false, fmt.Sprintf("the lease of Job %s, which exists: its run was recorded once, and its status lost", jobName), nil
+	}
+	endLease(s.gj, run, neverHeld, s.now) // the token minted for this pass never held the key
+	run.JobName, run.Holder, run.Token = jobName, holder, value
+	recordLease(s.gj, run, s.now)
 	s.unrecorded = jobName
-	return true
+	return true, "", nil
 }
 
 // busyRetry is the backoff of onBusy Retry (lock.busyRetry): waits that double
@@ -244,8 +278,8 @@ func runDueTime(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) time
 // time. It is Skipped, and any lease it may hold is released.
 func (r *GuardedJobReconciler) skipLate(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client, deadline time.Time) error {
 	msg := fmt.Sprintf("the run for %s did not start before its starting deadline %s", run.ScheduledTime.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339))
-	msg += r.releaseUnconfirmed(ctx, s.gj, run, store)
-	finishRun(s.gj, *run, batchv1alpha1.RunResultSkipped, "", msg, s.now)
+	note, end := r.releaseUnconfirmed(ctx, s.gj, run, store, s.now)
+	finishRun(s.gj, *run, end, batchv1alpha1.RunResultSkipped, "", msg+note, s.now)
 	setLockHeld(s.gj, "", "", s.now)
 	r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.StartingDeadlineExceededReason, "Skipped %s: %s", run.JobName, msg)
 	return nil
@@ -254,17 +288,17 @@ func (r *GuardedJobReconciler) skipLate(ctx context.Context, s *scope, run *batc
 // releaseUnconfirmed releases a lease a run without a Job may hold (an
 // acquisition whose reply was lost, or one that succeeded too late) and stops
 // tracking it. If the store does not answer, the key expires on its own: nobody
-// renews it. It returns a note for the run's message, or "".
-func (r *GuardedJobReconciler) releaseUnconfirmed(ctx context.Context, gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client) string {
+// renews it. It returns a note for the run's message, or "", and the lease's end.
+func (r *GuardedJobReconciler) releaseUnconfirmed(ctx context.Context, gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, now time.Time) (string, leaseEnd) {
 	if !r.ownsRun(gj, run) {
-		return ""
+		return "", neverHeld
 	}
 	if err := r.Keeper.Quiesce(ctx, run.Token); err != nil {
-		return "; its lease, if taken, expires on its own"
+		return "; its lease, if taken, expires on its own", r.leftToExpire(run, now)
 	}
 	r.Keeper.Untrack(run.Token)
 	if err := store.Release(ctx, leaseOf(run)); err != nil && !errors.Is(err, lockclient.ErrNotHeld) {
-		return "; its lease, if taken, expires on its own (the lock store did not answer the release)"
+		return "; its lease, if taken, expires on its own (the lock store did not answer the release)", r.leftToExpire(run, now)
 	}
-	return ""
+	return "", releasedLease
 }

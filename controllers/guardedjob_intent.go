@@ -194,6 +194,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 		StartDeadline:      &metav1.Time{Time: due.Add(gj.Spec.StartingDeadline())},
 		PodGuard:           spec.guard.DeepCopy(),
 	})
+	recordLease(gj, &gj.Status.Active[len(gj.Status.Active)-1], s.now)
 	if triggered {
 		gj.Status.LastRunNow = triggerValue
 	}

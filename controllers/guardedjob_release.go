@@ -95,7 +95,14 @@ func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batch
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.LockReleasedReason, "Released lock %s held by %s%s", run.Key, run.Holder, fenceSuffix(run.Fence))
 		setLock(gj, batchv1alpha1.LockStateFree, run.Key, "", 0)
 	}
-	finishRun(gj, *run, result, "", msg, s.now)
+	end := releasedLease
+	switch {
+	case !r.ownsRun(gj, run) || run.Unguarded && !heldNow:
+		end = neverHeld // not this manager's token, or it never took the key
+	case leaveToExpire:
+		end = r.leftToExpire(run, s.now)
+	}
+	finishRun(gj, *run, end, result, "", msg, s.now)
 	setLockHeld(gj, "", "", s.now)
 	return r.applyHistoryLimits(ctx, gj)
 }

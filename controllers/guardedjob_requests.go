@@ -256,9 +256,19 @@ func (r *GuardedJobReconciler) handleUnlock(ctx context.Context, s *scope, value
 		}
 	}
 
-	err = target.store.Unlock(ctx, rec.Key, rec.Holder)
-	var nh *lockclient.NotHeldError
+	kind := lockclient.UnlockDoneMarker
+	if what == "lock" {
+		kind = lockclient.UnlockLock
+	}
+	err = target.store.Unlock(ctx, rec.Key, rec.Holder, kind)
+	var (
+		nh   *lockclient.NotHeldError
+		live *lockclient.LiveLeaseError
+	)
 	switch {
+	case errors.As(err, &live):
+		return refuse("lock %s is held by %s, a GuardedJob lease that expires by itself in %s: its run may still be working, here or in another cluster sharing the store, and is never unlocked; stop its Job in the cluster that runs it, or wait",
+			rec.Key, rec.Holder, live.TTL.Round(time.Second))
 	case err == nil:
 		rec.Result = batchv1alpha1.UnlockDeleted
 		rec.Message = fmt.Sprintf("deleted %s %s held by %s", what, rec.Key, rec.Holder)
@@ -282,8 +292,11 @@ func (r *GuardedJobReconciler) handleUnlock(ctx context.Context, s *scope, value
 
 // liveHolder says why a lock holder may still be working, or "" when nothing
 // says so: an active run of this GuardedJob (in any cluster: a run recorded
-// elsewhere may be alive there), its last run's lease left to expire, a lease
-// this manager renews, or a Job of this cluster that has not finished.
+// elsewhere may be alive there), a lease of this GuardedJob the ledger has as
+// live or left to expire, a lease this manager renews, or a Job of this cluster
+// that has not finished. The unlock script refuses every GuardedJob lease with
+// time to live on its own; this says why in the user's terms first, and covers a
+// lease whose key was made to live forever.
 func (r *GuardedJobReconciler) liveHolder(ctx context.Context, s *scope, holder string) string {
 	gj := s.gj
 	for _, run := range gj.Status.Active {
@@ -291,26 +304,20 @@ func (r *GuardedJobReconciler) liveHolder(ctx context.Context, s *scope, holder 
 			return fmt.Sprintf("the active run %s of this GuardedJob; delete its Job to stop the run (its lease is released once its Pods are gone)", run.JobName)
 		}
 	}
-	// A lease of this GuardedJob's last run that the manager did not release was
-	// left to expire on purpose: a Pod of that run may still run where the API
-	// server does not show it (its pod guard stops it before the key expires).
-	if lr := gj.Status.LastRun; lr != nil && lr.JobName != "" && lr.FinishedAt != nil &&
-		holder == lockclient.FormatHolder(r.ClusterName, gj.Namespace, lr.JobName) {
-		if until := lr.FinishedAt.Add(gj.Spec.Lock.TTLOrDefault() + time.Second); s.now.Before(until) {
-			return fmt.Sprintf("the last run %s of this GuardedJob, which ended %s and left its lease to expire on purpose (a Pod of it may still run where the API server does not show it); it expires by %s",
-				lr.JobName, lr.Result, until.UTC().Format(time.RFC3339))
-		}
+	if rec := ledgerRecord(gj, holder); rec != nil && (rec.State == batchv1alpha1.LeaseLive ||
+		rec.State == batchv1alpha1.LeaseLeftToExpire && rec.ExpiresBy != nil && s.now.Before(rec.ExpiresBy.Time)) {
+		return ledgerSays(gj, holder, s.now)
 	}
 	for _, st := range r.Keeper.Snapshot() {
 		if lockclient.HolderOf(st.Token) == holder && st.State != lockclient.StateLost {
 			return fmt.Sprintf("a run whose lease this manager renews (%s)", st.Owner)
 		}
 	}
-	parts := strings.Split(holder, "/")
-	if len(parts) != 3 || parts[0] != r.ClusterName || parts[1] == "" || parts[2] == "" {
+	cluster, namespace, jobName, ok := lockclient.SplitHolder(holder)
+	if !ok || cluster != r.ClusterName {
 		return ""
 	}
-	job, err := r.getJobConfirmed(ctx, parts[1], parts[2])
+	job, err := r.getJobConfirmed(ctx, namespace, jobName)
 	if err != nil {
 		return fmt.Sprintf("a run of this cluster, and whether its Job still runs could not be read: %v", err)
 	}

@@ -238,7 +238,7 @@ func TestUnlockRequests(t *testing.T) {
 		g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(run.Token))
 	})
 
-	t.Run("never the lease of its last run, left to expire, within the ttl", func(t *testing.T) {
+	t.Run("never a GuardedJob lease with time to live, whatever the ledger says of it", func(t *testing.T) {
 		run := h.get(gj).Status.Active[0]
 		h.fail(&h.waitJobs(1)[0])
 		g.Eventually(func() string {
@@ -247,13 +247,18 @@ func TestUnlockRequests(t *testing.T) {
 			}
 			return ""
 		}).Should(Equal(run.JobName))
-		// As a run whose Pod may still run somewhere leaves it (lock.podGuard).
+		g.Expect(h.get(gj).Status.Leases).To(ContainElement(And(HaveField("Holder", run.Holder), HaveField("State", batchv1alpha1.LeaseReleased))))
+		// Written back by someone (a stale process): the script refuses it while it lives.
 		g.Expect(h.rdb.Set(ctx, key, run.Token, 30*time.Second).Err()).To(Succeed())
 		rec := h.unlock(gj, h.requestValue(), key, run.Holder)
 		g.Expect(rec.Result).To(Equal(batchv1alpha1.UnlockRefused))
-		g.Expect(rec.Message).To(ContainSubstring("the last run " + run.JobName + " of this GuardedJob, which ended Failed and left its lease to expire on purpose"))
+		g.Expect(rec.Message).To(ContainSubstring("a GuardedJob lease that expires by itself in"))
 		g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(run.Token))
-		g.Expect(h.rdb.Del(ctx, key).Err()).To(Succeed())
+		// With no expiry it would never go by itself: then it may be unlocked.
+		g.Expect(h.rdb.Persist(ctx, key).Err()).To(Succeed())
+		rec = h.unlock(gj, h.requestValue(), key, run.Holder)
+		g.Expect(rec.Result).To(Equal(batchv1alpha1.UnlockDeleted), rec.Message)
+		g.Expect(h.rdb.Exists(ctx, key).Val()).To(BeZero())
 	})
 
 	t.Run("never the lease of another GuardedJob's run this manager renews", func(t *testing.T) {

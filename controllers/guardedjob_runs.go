@@ -137,7 +137,7 @@ func (r *GuardedJobReconciler) advanceRun(ctx context.Context, s *scope, run *ba
 		msg := fmt.Sprintf("run %s was recorded by cluster %q for object %s; it is not resumed here and its lease is left alone", run.JobName, run.Cluster, run.OwnerUID)
 		switch run.Phase {
 		case batchv1alpha1.RunPhaseAcquiring:
-			finishRun(s.gj, *run, batchv1alpha1.RunResultFailed, "", msg, s.now)
+			finishRun(s.gj, *run, neverHeld, batchv1alpha1.RunResultFailed, "", msg, s.now)
 			return nil
 		case batchv1alpha1.RunPhaseRunning:
 			if err := r.beginStop(s, run, batchv1alpha1.RunResultFailed, msg, batchv1alpha1.StaleJobReason, batchv1alpha1.LockStateLost, ""); err != nil {
@@ -171,7 +171,7 @@ func (r *GuardedJobReconciler) orphanedStore(ctx context.Context, s *scope, run 
 	msg := "the run's store cannot be resolved: " + cause.Error()
 	switch run.Phase {
 	case batchv1alpha1.RunPhaseAcquiring:
-		finishRun(s.gj, *run, batchv1alpha1.RunResultStoreUnavailable, "", msg, s.now)
+		finishRun(s.gj, *run, r.leftToExpire(run, s.now), batchv1alpha1.RunResultStoreUnavailable, "", msg, s.now)
 		return nil
 	case batchv1alpha1.RunPhaseRunning:
 		return r.beginStop(s, run, batchv1alpha1.RunResultStoreUnavailable, msg, batchv1alpha1.StoreUnavailableReason, batchv1alpha1.LockStateStoreDown, "")
@@ -185,7 +185,7 @@ func (r *GuardedJobReconciler) orphanedStore(ctx context.Context, s *scope, run 
 			return err
 		}
 		r.Keeper.Untrack(run.Token)
-		finishRun(s.gj, *run, batchv1alpha1.RunResultStoreUnavailable, "", msg+"; the lease was left to expire", s.now)
+		finishRun(s.gj, *run, r.leftToExpire(run, s.now), batchv1alpha1.RunResultStoreUnavailable, "", msg+"; the lease was left to expire", s.now)
 		return nil
 	}
 }

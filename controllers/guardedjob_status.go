@@ -120,9 +120,11 @@ func setLock(gj *batchv1alpha1.GuardedJob, state batchv1alpha1.LockState, key, h
 	gj.Status.Lock = &batchv1alpha1.LockStatus{State: state, Key: key, Holder: holder, Fence: fence}
 }
 
-// finishRun moves a run out of status.active into status.lastRun.
-func finishRun(gj *batchv1alpha1.GuardedJob, run batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, heldBy, msg string, now time.Time) {
+// finishRun moves a run out of status.active into status.lastRun, and records in
+// the lease ledger what became of its lease.
+func finishRun(gj *batchv1alpha1.GuardedJob, run batchv1alpha1.ActiveRun, end leaseEnd, result batchv1alpha1.RunResult, heldBy, msg string, now time.Time) {
 	removeRun(gj, run.JobName)
+	endLease(gj, &run, end, now)
 	recordRun(gj, run.JobName, run.ScheduledTime.Time, run.Key, run.Fence, run.Unguarded, result, heldBy, msg, now)
 	gj.Status.LastRun.OccurrenceKey, gj.Status.LastRun.FenceKey = run.OccurrenceKey, run.FenceKey
 	gj.Status.LastRun.PodGuarded = run.PodGuard != nil

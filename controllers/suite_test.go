@@ -38,6 +38,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/controllers"
+	"github.com/guardedjob/guardedjob/internal/keys"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 	"github.com/guardedjob/guardedjob/internal/testutil/tcpproxy"
@@ -134,6 +135,11 @@ type harness struct {
 	metricsAddr string
 	// logger, when set, is the manager's logger; by default it logs nothing.
 	logger logr.Logger
+	// keyGrants is the manager's --key-grants.
+	keyGrants keys.Grants
+	// keeperOutlives runs the keeper on a context of its own, as cmd/manager
+	// does, so that it goes on renewing after stop (until the test ends).
+	keeperOutlives bool
 }
 
 // storeViaProxy makes the manager reach Redis through a proxy the test can cut
@@ -222,7 +228,7 @@ func (h *harness) start() {
 	r := &controllers.GuardedJobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
 		Clock: h.clock, Store: h.store, Keeper: keeper, ClusterName: "cluster-a", Stopper: stopper, ClockSkew: cmp.Or(h.clockSkew, time.Second), StoreAllow: h.storeAllow,
-		Namespace: h.ns, GuardImage: testGuardImage,
+		Namespace: h.ns, GuardImage: testGuardImage, KeyGrants: h.keyGrants,
 	}
 	if h.noGuardImage {
 		r.GuardImage = ""
@@ -231,10 +237,20 @@ func (h *harness) start() {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	keeperParent := ctx
+	if h.keeperOutlives {
+		var stopKeeper context.CancelFunc
+		keeperParent, stopKeeper = context.WithCancel(context.Background())
+		h.t.Cleanup(stopKeeper)
+	}
 	go func() {
 		defer close(done)
-		kctx, kcancel := context.WithCancel(ctx)
-		defer kcancel()
+		kctx, kcancel := context.WithCancel(keeperParent)
+		if !h.keeperOutlives {
+			defer kcancel()
+		} else {
+			h.t.Cleanup(kcancel)
+		}
 		go func() { _ = keeper.Run(kctx) }()
 		if err := mgr.Start(ctx); err != nil {
 			h.t.Errorf("manager: %v", err)

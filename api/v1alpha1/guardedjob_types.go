@@ -430,6 +430,68 @@ type GuardedJobStatus struct {
 	// lock.ttl can be sized from data (docs/operations.md, "Lease calibration").
 	// +optional
 	RunDurations *RunDurations `json:"runDurations,omitempty"`
+
+	// leases is the ledger of the leases this GuardedJob's runs took in the lock
+	// store, kept for as long as a key may still hold a run's token and a while
+	// after: live (its run is active), left to expire (its run ended without
+	// releasing it, so that a Pod the API server no longer shows is stopped by its
+	// pod guard first; expiresBy says until when at the latest) or released. Every
+	// part of the manager that must tell whose a token in the store is (taking up a
+	// lease a crashed manager never recorded, an unlock request, the stop
+	// controller, a shard hand-over) reads it here. Holders only, never tokens.
+	// +optional
+	// +listType=map
+	// +listMapKey=holder
+	// +kubebuilder:validation:MaxItems=32
+	Leases []LeaseRecord `json:"leases,omitempty"`
+
+	// shard is the shard (its manager's --watch-label-selector) whose manager
+	// renews this GuardedJob's leases, written when it records or takes over its
+	// runs; empty for a manager that serves every GuardedJob. When a relabel moves
+	// the object, the shard it left keeps renewing the leases of its runs until
+	// this names the new shard (make before break).
+	// +optional
+	Shard string `json:"shard,omitempty"`
+}
+
+// LeaseState is what became of a lease a run took.
+// +kubebuilder:validation:Enum=Live;LeftToExpire;Released
+type LeaseState string
+
+// Lease states of status.leases.
+const (
+	// LeaseLive: the run is active; the key holds its token, or may.
+	LeaseLive LeaseState = "Live"
+	// LeaseLeftToExpire: the run ended without releasing the key; it expires by
+	// itself by expiresBy at the latest.
+	LeaseLeftToExpire LeaseState = "LeftToExpire"
+	// LeaseReleased: the key was deleted, or found gone or held by someone else.
+	LeaseReleased LeaseState = "Released"
+)
+
+// LeaseRecord is one lease of status.leases.
+type LeaseRecord struct {
+	// holder is the lease's holder, <cluster>/<namespace>/<job>: the run's token
+	// without its random part.
+	// +kubebuilder:validation:MaxLength=512
+	Holder string `json:"holder"`
+
+	// key is the lock key.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Key string `json:"key,omitempty"`
+
+	// state is Live, LeftToExpire or Released.
+	State LeaseState `json:"state"`
+
+	// since is when the lease reached its state.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+
+	// expiresBy is, for a lease left to expire, the latest time its key can still
+	// hold the run's token: counted from the run's own ttl, never from today's spec.
+	// +optional
+	ExpiresBy *metav1.Time `json:"expiresBy,omitempty"`
 }
 
 // RunDurationsKept is how many run durations status.runDurations keeps.

@@ -96,7 +96,7 @@ func main() {
 	flag.StringVar(&o.clusterName, "cluster-name", envOr("GUARDEDJOB_CLUSTER_NAME", ""),
 		"Name of this cluster in lease holders; env GUARDEDJOB_CLUSTER_NAME. Defaults to one derived from the kube-system namespace UID.")
 	flag.StringVar(&o.keyGrants, "key-grants", envOr("GUARDEDJOB_KEY_GRANTS", ""),
-		"Key prefixes namespaces may use outside '<namespace>:', as namespace=prefix pairs: payments=lock:settlement,reports=shared:")
+		"Key prefixes namespaces may use outside '<namespace>:', as namespace=prefix pairs: payments=lock:settlement,reports=shared:reports: (a prefix is taken out of every other namespace's default; one covering a whole namespace's default, such as shared:, is refused)")
 	flag.StringVar(&o.guardImage, "guard-image", envOr("GUARDEDJOB_GUARD_IMAGE", ""),
 		"Image of the pod guard sidecar of GuardedJobs with lock.podGuard (the manager's own image, which holds /guard); env GUARDEDJOB_GUARD_IMAGE. Unset: the image of this manager's own container, when it runs in a Pod with POD_NAME and POD_NAMESPACE set.")
 	flag.StringVar(&o.storeAllow, "store-allow", envOr("GUARDEDJOB_STORE_ALLOW", ""),
@@ -298,7 +298,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err == nil || ctx.Err() != nil || !o.leaderElect || !strings.Contains(err.Error(), "leader election lost") {
 		return err
 	}
-	return renewOnly(ctx, cfg, keeper, o.retryPeriod, log)
+	return controllers.RenewOnly(ctx, keeper, func() bool { return apiReachable(cfg) }, o.retryPeriod, log)
 }
 
 // clientLimits turns --kube-api-qps and --kube-api-burst into a rest.Config's QPS
@@ -357,46 +357,6 @@ func metricsOptions(o options) (metricsserver.Options, *certwatcher.CertWatcher,
 	}
 	opts.TLSOpts = append(opts.TLSOpts, func(c *tls.Config) { c.GetCertificate = watcher.GetCertificate })
 	return opts, watcher, nil
-}
-
-// renewOnly runs after leadership was lost. If the API server answers, another
-// replica has taken over: stop renewing at once so that it resumes the leases.
-// If it does not answer, this process is cut off, but the Pods it started are
-// still running: letting their leases lapse would let another cluster start
-// beside them. So the keeper keeps renewing (and nothing else happens) until the
-// API server answers again, then the process exits and the leader resumes.
-// Leases lost, or past the moment their last Pod must have stopped (last
-// contact + maxHold + Pod grace + stop margin), are dropped; the kubelet ends
-// those Pods through activeDeadlineSeconds.
-func renewOnly(ctx context.Context, cfg *restclient.Config, keeper *lockclient.Keeper, period time.Duration, log logr.Logger) error {
-	if apiReachable(cfg) {
-		log.Info("Leadership moved to another replica; stopping renewals so it resumes the leases")
-		return errors.New("leader election lost")
-	}
-	// The manager cannot see Pods the Job controller started since its last
-	// contact with the API server (no later than now), and the kubelet lets each
-	// of them run for maxHold from its own start: keep renewing until the last of
-	// them could still be running, not merely until acquisition + maxHold.
-	keeper.ExtendMaxHold(time.Now())
-	log.Info("Leadership lost while the API server is unreachable: renewing the leases held until it answers again", "leases", len(keeper.Snapshot()))
-	ticker := time.NewTicker(period)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case rep := <-keeper.Reports():
-			if rep.Kind == lockclient.ReportLost || rep.Kind == lockclient.ReportMaxHoldReached {
-				keeper.Untrack(rep.Token)
-				log.Info("Stopped renewing a lease", "owner", rep.Owner, "reason", rep.Kind)
-			}
-		case <-ticker.C:
-			if apiReachable(cfg) {
-				log.Info("The API server answers again; exiting so that the leader resumes the leases")
-				return errors.New("leader election lost; exiting after the API server came back")
-			}
-		}
-	}
 }
 
 // apiReachable asks the API server for its version, briefly.

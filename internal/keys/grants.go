@@ -14,9 +14,17 @@ import (
 
 // Grants lets an admin allow namespaces to use keys outside "<namespace>:" in the
 // manager's shared store: namespace -> granted key prefixes. The --key-grants flag
-// syntax is "payments=lock:settlement,payments=lock:payout,reports=shared:". A prefix
-// is a plain string prefix: "lock:settlement" also covers "lock:settlement:done:..."
-// (the derived keys) and "lock:settlement2".
+// syntax is "payments=lock:settlement,payments=lock:payout,reports=shared:reports:". A
+// prefix is a plain string prefix: "lock:settlement" also covers
+// "lock:settlement:done:..." (the derived keys) and "lock:settlement2".
+//
+// A granted prefix belongs to its namespace alone: it is taken out of every other
+// namespace's default, so that namespace "lock" cannot use the keys of
+// "payments=lock:settlement". A prefix that would take a whole default away (every
+// key another namespace may use by default, such as "shared:" or "shar") is refused
+// when the flag is parsed: it would give one tenant the keys, holders and
+// done-markers of whichever namespace has that name, in any cluster sharing the
+// store.
 type Grants map[string][]string
 
 // ParseGrants parses the --key-grants flag: comma-separated namespace=prefix pairs;
@@ -41,6 +49,10 @@ func ParseGrants(s string) (Grants, error) {
 		if err := lockclient.ValidateKey(prefix); err != nil {
 			return nil, fmt.Errorf("key grant %q: prefix is not a valid key: %w", item, err)
 		}
+		if whose := wholeDefault(prefix, ns); whose != "" {
+			return nil, fmt.Errorf("key grant %q: the prefix %q covers every key %s may use by default (a namespace of that name may exist in any cluster sharing the store); grant a narrower prefix such as %q",
+				item, prefix, whose, strings.TrimSuffix(prefix, ":")+":"+ns+":")
+		}
 		if !slices.Contains(g[ns], prefix) {
 			g[ns] = append(g[ns], prefix)
 		}
@@ -64,21 +76,56 @@ func (g Grants) String() string {
 	return strings.Join(slices.Compact(items), ",")
 }
 
-// Allowed reports whether namespace may use key: the key starts with namespace+":"
-// or with a prefix granted to namespace.
+// wholeDefault says whose whole default a prefix granted to namespace would
+// cover, or "": another namespace's when the prefix ends at its first colon after
+// that namespace's name ("shared:"), any namespace's whose name starts with a
+// prefix without a colon ("shar", or "reports", which covers "reports2:...").
+func wholeDefault(prefix, namespace string) string {
+	head, rest, hasColon := strings.Cut(prefix, ":")
+	switch {
+	case hasColon && rest == "" && head != namespace && len(validation.IsDNS1123Label(head)) == 0:
+		return fmt.Sprintf("namespace %q", head)
+	case !hasColon && len(validation.IsDNS1123Label(prefix)) == 0:
+		return fmt.Sprintf("any namespace whose name starts with %q", prefix)
+	}
+	return ""
+}
+
+// Allowed reports whether namespace may use key: the key starts with a prefix
+// granted to namespace, or with namespace+":" and no other namespace was granted
+// a prefix of it.
 func (g Grants) Allowed(namespace, key string) bool {
 	if namespace == "" {
 		return false
-	}
-	if strings.HasPrefix(key, namespace+":") {
-		return true
 	}
 	for _, p := range g[namespace] {
 		if strings.HasPrefix(key, p) {
 			return true
 		}
 	}
-	return false
+	return strings.HasPrefix(key, namespace+":") && g.grantedElsewhere(namespace, key) == ""
+}
+
+// grantedElsewhere returns a namespace other than namespace that key was granted
+// to, or "".
+func (g Grants) grantedElsewhere(namespace, key string) string {
+	var owners []string
+	for ns, prefixes := range g {
+		if ns == namespace {
+			continue
+		}
+		for _, p := range prefixes {
+			if strings.HasPrefix(key, p) {
+				owners = append(owners, ns)
+				break
+			}
+		}
+	}
+	if len(owners) == 0 {
+		return ""
+	}
+	slices.Sort(owners)
+	return owners[0]
 }
 
 // CheckKeys returns a *specerror.Error{Reason: KeyNotAllowed} for the first of
@@ -88,6 +135,11 @@ func (g Grants) CheckKeys(namespace string, keys ...string) error {
 	for _, k := range keys {
 		if k == "" || g.Allowed(namespace, k) {
 			continue
+		}
+		if owner := g.grantedElsewhere(namespace, k); owner != "" && strings.HasPrefix(k, namespace+":") {
+			return specerror.Errorf(specerror.KeyNotAllowedReason,
+				"key %s is inside this namespace's prefix %q, but --key-grants gives it to namespace %s: a granted prefix belongs to its namespace alone; use another key",
+				quoteKey(k), namespace+":", owner)
 		}
 		granted := ""
 		if ps := g[namespace]; len(ps) > 0 {

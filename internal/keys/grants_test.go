@@ -19,9 +19,19 @@ func TestParseKeyGrants(t *testing.T) {
 		{name: "one grant", flag: "payments=lock:settlement",
 			want: Grants{"payments": {"lock:settlement"}}, canonical: "payments=lock:settlement"},
 		{name: "repeated namespaces, whitespace and empty items",
-			flag:      " reports=shared: , payments=lock:settlement,,payments=lock:payout ,payments=lock:settlement",
-			want:      Grants{"payments": {"lock:payout", "lock:settlement"}, "reports": {"shared:"}},
-			canonical: "payments=lock:payout,payments=lock:settlement,reports=shared:"},
+			flag:      " reports=shared:reports: , payments=lock:settlement,,payments=lock:payout ,payments=lock:settlement",
+			want:      Grants{"payments": {"lock:payout", "lock:settlement"}, "reports": {"shared:reports:"}},
+			canonical: "payments=lock:payout,payments=lock:settlement,reports=shared:reports:"},
+		{name: "a namespace's own default prefix may be granted to it", flag: "reports=reports:",
+			want: Grants{"reports": {"reports:"}}, canonical: "reports=reports:"},
+		{name: "a prefix that is another namespace's whole default is an error", flag: "reports=shared:",
+			err: `key grant "reports=shared:": the prefix "shared:" covers every key namespace "shared" may use by default (a namespace of that name may exist in any cluster sharing the store); grant a narrower prefix such as "shared:reports:"`},
+		{name: "a prefix without a colon covers every namespace whose name starts so", flag: "reports=shar",
+			err: `the prefix "shar" covers every key any namespace whose name starts with "shar" may use by default`},
+		{name: "even the grantee's own name without the colon covers other namespaces", flag: "reports=reports",
+			err: `covers every key any namespace whose name starts with "reports" may use by default`},
+		{name: "a prefix that no namespace name can begin is fine", flag: "reports={shared}",
+			want: Grants{"reports": {"{shared}"}}, canonical: "reports={shared}"},
 		{name: "an item without = is an error", flag: "payments", err: `key grant "payments" is not namespace=prefix`},
 		{name: "an empty prefix is an error", flag: "payments=", err: "is not namespace=prefix"},
 		{name: "an empty namespace is an error", flag: "=lock:", err: "is not namespace=prefix"},
@@ -47,7 +57,7 @@ func TestParseKeyGrants(t *testing.T) {
 }
 
 func TestKeyGrantsAllowed(t *testing.T) {
-	grants := Grants{"payments": {"lock:settlement"}, "reports": {"shared:"}}
+	grants := Grants{"payments": {"lock:settlement"}, "reports": {"shared:reports:"}}
 	tests := []struct {
 		name      string
 		namespace string
@@ -63,6 +73,11 @@ func TestKeyGrantsAllowed(t *testing.T) {
 		{name: "a grant to another namespace does not apply", namespace: "reports", key: "lock:settlement", want: false},
 		{name: "a key outside every prefix", namespace: "payments", key: "lock:payout", want: false},
 		{name: "an empty namespace is allowed nothing", namespace: "", key: ":x", want: false},
+		{name: "a key granted to another namespace is not in the default of the namespace it starts with", namespace: "shared", key: "shared:reports:daily", want: false},
+		{name: "nor is a done-marker under it", namespace: "shared", key: "shared:reports:daily:done:1795968300", want: false},
+		{name: "the grantee has it", namespace: "reports", key: "shared:reports:daily", want: true},
+		{name: "the rest of the default stays", namespace: "shared", key: "shared:other", want: true},
+		{name: "a granted prefix of a namespace's default is taken out of it", namespace: "lock", key: "lock:settlement:done:1", want: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,6 +107,9 @@ func TestKeyGrantsCheckKeys(t *testing.T) {
 		{name: "the first key outside is named", namespace: "payments",
 			keys: []string{"payments:lock", "other:done"},
 			msg:  `key "other:done" is outside this namespace's prefix "payments:"; an admin can grant it with --key-grants=payments=other:done`},
+		{name: "a key of the namespace's default granted to another namespace names the grantee", grants: Grants{"reports": {"shared:reports:"}}, namespace: "shared",
+			keys: []string{"shared:own", "shared:reports:daily"},
+			msg:  `key "shared:reports:daily" is inside this namespace's prefix "shared:", but --key-grants gives it to namespace reports: a granted prefix belongs to its namespace alone; use another key`},
 		{name: "existing grants are listed", grants: Grants{"payments": {"lock:a", "lock:b"}}, namespace: "payments",
 			keys: []string{"lock:c"},
 			msg:  `key "lock:c" is outside this namespace's prefix "payments:" and its granted prefixes "lock:a", "lock:b"; an admin can grant it with --key-grants=payments=lock:c`},

@@ -78,7 +78,7 @@ func TestTheDocumentedACLIsEnoughForTheLeaseCycle(t *testing.T) {
 	g.Expect(c.Release(ctx, strict)).To(Succeed())
 	stale := keys("acl-unlock")
 	g.Expect(c.Redis().Set(ctx, stale.Lock, "batch-host-7", 0).Err()).To(Succeed())
-	g.Expect(c.Unlock(ctx, stale.Lock, "batch-host-7")).To(Succeed(), "a manual unlock")
+	g.Expect(c.Unlock(ctx, stale.Lock, "batch-host-7", lockclient.UnlockLock)).To(Succeed(), "a manual unlock")
 
 	si, err := c.StoreInfo(ctx)
 	g.Expect(err).NotTo(HaveOccurred())

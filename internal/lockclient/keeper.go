@@ -363,6 +363,31 @@ func (k *Keeper) Quiesce(ctx context.Context, token string) error {
 	}
 }
 
+// StopReacquiring turns re-acquiring (ReacquireIfAbsent) off for every tracked
+// lease and waits until no renewal sent with it on is in flight: from then on a
+// key found absent is a lost lease, never taken again. A manager that lost its
+// leadership calls it before it goes on renewing alone: the new leader may
+// release a lease that a re-acquiring renewal would otherwise write back.
+func (k *Keeper) StopReacquiring(ctx context.Context) error {
+	k.mu.Lock()
+	var wait []chan struct{}
+	for _, e := range k.leases {
+		e.req.ReacquireIfAbsent = false
+		if e.inflight {
+			wait = append(wait, e.settled)
+		}
+	}
+	k.mu.Unlock()
+	for _, settled := range wait {
+		select {
+		case <-settled:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
 // ExtendMaxHold moves the maxHold bound of every lease that has a MaxPodLife to
 // at least lastContact + MaxPodLife: a manager cut off from the API server since
 // lastContact cannot see Pods started until then, and the kubelet lets each run

@@ -161,3 +161,27 @@ func TestKeeperExtendMaxHoldRenewsUntilTheLastPodCouldHaveStopped(t *testing.T) 
 	g.Expect(st.State).To(Equal(lockclient.StateHeld))
 	g.Expect(st.LastRenewed).To(BeTemporally(">", lastContact.Add(2*time.Second)), "renewed all along")
 }
+
+// StopReacquiring turns FailOpen's take-back off for every lease, and a key found
+// absent afterwards is a lost lease, not taken again.
+func TestKeeperStopReacquiringWaitsForRenewalsInFlight(t *testing.T) {
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	c := dial(t, srv)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	l := acquire(t, c, keys("stop-reacquiring"), 3*time.Second)
+	k := lockclient.NewKeeper(c)
+	kctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _ = k.Run(kctx) }()
+	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: 200 * time.Millisecond, ReacquireIfAbsent: true})).To(Succeed())
+
+	g.Expect(rdb.Del(ctx, l.Keys.Lock).Err()).To(Succeed())
+	g.Eventually(func() string { return rdb.Get(ctx, l.Keys.Lock).Val() }).Should(Equal(l.Token), "FailOpen takes an absent key back")
+
+	g.Expect(k.StopReacquiring(ctx)).To(Succeed())
+	g.Expect(rdb.Del(ctx, l.Keys.Lock).Err()).To(Succeed())
+	g.Eventually(func() lockclient.LeaseState { st, _ := k.Get(l.Token); return st.State }).Should(Equal(lockclient.StateLost))
+	g.Consistently(func() int64 { return rdb.Exists(ctx, l.Keys.Lock).Val() }).WithTimeout(time.Second).Should(BeZero())
+}

@@ -120,6 +120,20 @@ func (e *DoneError) Error() string {
 func (e *DoneError) Is(target error) bool { return target == ErrDone }
 
 // NotHeldError says the lease key no longer holds the caller's token.
+// LiveLeaseError is returned by Unlock of a lock key whose value is a GuardedJob
+// lease with time left: its run may still be working (in any cluster sharing the
+// store), and the key expires by itself within TTL. Nothing was deleted.
+type LiveLeaseError struct {
+	Key string
+	// Holder is the lease's holder (never its token).
+	Holder string
+	TTL    time.Duration
+}
+
+func (e *LiveLeaseError) Error() string {
+	return fmt.Sprintf("lock %s holds the live lease of %s, which expires by itself in %s", e.Key, e.Holder, e.TTL.Round(time.Second))
+}
+
 type NotHeldError struct {
 	Key string
 	// Holder is the key's current value; empty when the key is absent.
@@ -293,8 +307,15 @@ func ParseHolder(value string) (cluster, namespace, job string, ok bool) {
 	if holder == value {
 		return "", "", "", false
 	}
+	return SplitHolder(holder)
+}
+
+// SplitHolder splits a holder, "<cluster>/<namespace>/<job>" (a token without its
+// random part, as status and events show it), into its parts. ok is false for
+// any other holder: a foreign one.
+func SplitHolder(holder string) (cluster, namespace, job string, ok bool) {
 	parts := strings.Split(holder, "/")
-	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" || strings.Contains(holder, "#") {
 		return "", "", "", false
 	}
 	return parts[0], parts[1], parts[2], true

@@ -350,14 +350,26 @@ func releaseResult(key string, res []any) error {
 	}
 }
 
+// UnlockKind says what kind of key Unlock deletes.
+type UnlockKind string
+
+const (
+	// UnlockLock is a lock key: a GuardedJob lease with time left on it is never
+	// deleted (*LiveLeaseError).
+	UnlockLock UnlockKind = "lock"
+	// UnlockDoneMarker is an occurrence's done-marker.
+	UnlockDoneMarker UnlockKind = "marker"
+)
+
 // Unlock deletes key if its value's holder (HolderOf) is holder: a manual
 // compare-and-delete by a person who saw the holder, never the token, of a stale
 // lock or of an occurrence's done-marker. It returns *NotHeldError naming the
 // current value when the key holds another holder's value, or with an empty
-// Holder when the key is absent; nothing is deleted then.
-func (c *Client) Unlock(ctx context.Context, key, holder string) error {
+// Holder when the key is absent, and for a lock key *LiveLeaseError when its
+// value is a GuardedJob lease with time to live; nothing is deleted then.
+func (c *Client) Unlock(ctx context.Context, key, holder string, kind UnlockKind) error {
 	if c.redlock != nil {
-		return c.redlock.unlock(ctx, key, holder)
+		return c.redlock.unlock(ctx, key, holder, kind)
 	}
 	if err := ValidateKey(key); err != nil {
 		return fmt.Errorf("unlock key: %w", err)
@@ -369,13 +381,18 @@ func (c *Client) Unlock(ctx context.Context, key, holder string) error {
 	defer sc.done()
 	sc.key(key)
 	sc.str(holder)
+	sc.str(string(kind))
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	res, err := sc.run(ctx, c.rdb)
 	if err != nil {
 		return c.callError("unlock", key, err)
 	}
-	// The same replies as release.
+	if len(res) == 3 && isReply(res[:1], 2, false) {
+		ttl, _ := res[2].(int64)
+		return &LiveLeaseError{Key: key, Holder: HolderOf(str(res, 1)), TTL: time.Duration(ttl) * time.Millisecond}
+	}
+	// Otherwise the same replies as release.
 	return releaseResult(key, res)
 }
 

@@ -317,9 +317,18 @@ func (r *redlock) release(ctx context.Context, l Lease) error {
 
 // unlock deletes the key on every node where its holder is holder, with
 // release's rule for the outcome.
-func (r *redlock) unlock(ctx context.Context, key, holder string) error {
+func (r *redlock) unlock(ctx context.Context, key, holder string, kind UnlockKind) error {
 	errs := make([]error, len(r.nodes))
-	r.each(func(i int, n *Client) { errs[i] = n.Unlock(ctx, key, holder) })
+	r.each(func(i int, n *Client) { errs[i] = n.Unlock(ctx, key, holder, kind) })
+	// A live lease on any node is a run that may be working: report it as such
+	// (the nodes that held no live lease may have deleted theirs, which a
+	// majority-held lease survives).
+	for _, err := range errs {
+		var live *LiveLeaseError
+		if errors.As(err, &live) {
+			return live
+		}
+	}
 	return r.majorityOutcome("unlock "+key, key, errs)
 }
 

@@ -22,23 +22,46 @@ func TestUnlockDeletesOnlyTheHolderThatWasShown(t *testing.T) {
 	ctx := context.Background()
 	NewWithT(t).Expect(c.LoadScripts(ctx)).To(Succeed())
 
-	t.Run("a GuardedJob token is deleted by its holder, in one script call", func(t *testing.T) {
+	t.Run("a GuardedJob lease with time to live is never deleted, in any cluster's name", func(t *testing.T) {
+		g := NewWithT(t)
+		k := keys("live")
+		for _, tok := range []string{token(t, "settle-1-abcdef"), "cluster-b/payments/settle-1-fedcba#0123456789abcdef0123456789abcdef"} {
+			g.Expect(rdb.Set(ctx, k.Lock, tok, time.Minute).Err()).To(Succeed())
+			rec := record(c)
+			err := c.Unlock(ctx, k.Lock, lockclient.HolderOf(tok), lockclient.UnlockLock)
+			cmds, _ := rec.reset()
+			g.Expect(cmds).To(Equal([]string{"evalsha"}), "one script call decides")
+			var live *lockclient.LiveLeaseError
+			g.Expect(errors.As(err, &live)).To(BeTrue(), "%v", err)
+			g.Expect(live.Holder).To(Equal(lockclient.HolderOf(tok)))
+			g.Expect(live.TTL).To(BeNumerically("~", time.Minute, 5*time.Second))
+			g.Expect(rdb.Get(ctx, k.Lock).Val()).To(Equal(tok))
+		}
+	})
+
+	t.Run("a GuardedJob token with no expiry is deleted by its holder", func(t *testing.T) {
 		g := NewWithT(t)
 		k := keys("stale")
 		tok := token(t, "settle-1-abcdef")
-		g.Expect(rdb.Set(ctx, k.Lock, tok, time.Minute).Err()).To(Succeed())
-		rec := record(c)
-		g.Expect(c.Unlock(ctx, k.Lock, lockclient.HolderOf(tok))).To(Succeed())
-		cmds, _ := rec.reset()
-		g.Expect(cmds).To(Equal([]string{"evalsha"}))
+		g.Expect(rdb.Set(ctx, k.Lock, tok, 0).Err()).To(Succeed())
+		g.Expect(c.Unlock(ctx, k.Lock, lockclient.HolderOf(tok), lockclient.UnlockLock)).To(Succeed())
 		g.Expect(rdb.Exists(ctx, k.Lock).Val()).To(BeZero())
+	})
+
+	t.Run("a done-marker (a GuardedJob token with time to live) is deleted by its holder", func(t *testing.T) {
+		g := NewWithT(t)
+		k := keys("marker")
+		tok := token(t, "settle-1-abcdef")
+		g.Expect(rdb.Set(ctx, k.Occurrence, tok, time.Hour).Err()).To(Succeed())
+		g.Expect(c.Unlock(ctx, k.Occurrence, lockclient.HolderOf(tok), lockclient.UnlockDoneMarker)).To(Succeed())
+		g.Expect(rdb.Exists(ctx, k.Occurrence).Val()).To(BeZero())
 	})
 
 	t.Run("a foreign value without # is its own holder", func(t *testing.T) {
 		g := NewWithT(t)
 		k := keys("foreign")
-		g.Expect(rdb.Set(ctx, k.Lock, "batch-host-7", 0).Err()).To(Succeed())
-		g.Expect(c.Unlock(ctx, k.Lock, "batch-host-7")).To(Succeed())
+		g.Expect(rdb.Set(ctx, k.Lock, "batch-host-7", time.Minute).Err()).To(Succeed())
+		g.Expect(c.Unlock(ctx, k.Lock, "batch-host-7", lockclient.UnlockLock)).To(Succeed(), "with time to live too: it is no GuardedJob lease")
 		g.Expect(rdb.Exists(ctx, k.Lock).Val()).To(BeZero())
 	})
 
@@ -47,9 +70,9 @@ func TestUnlockDeletesOnlyTheHolderThatWasShown(t *testing.T) {
 		k := keys("hashes")
 		g.Expect(rdb.Set(ctx, k.Lock, "a#b#c", 0).Err()).To(Succeed())
 		var nh *lockclient.NotHeldError
-		g.Expect(errors.As(c.Unlock(ctx, k.Lock, "a"), &nh)).To(BeTrue())
+		g.Expect(errors.As(c.Unlock(ctx, k.Lock, "a", lockclient.UnlockLock), &nh)).To(BeTrue())
 		g.Expect(rdb.Get(ctx, k.Lock).Val()).To(Equal("a#b#c"))
-		g.Expect(c.Unlock(ctx, k.Lock, lockclient.HolderOf("a#b#c"))).To(Succeed())
+		g.Expect(c.Unlock(ctx, k.Lock, lockclient.HolderOf("a#b#c"), lockclient.UnlockLock)).To(Succeed())
 		g.Expect(rdb.Exists(ctx, k.Lock).Val()).To(BeZero())
 	})
 
@@ -58,7 +81,7 @@ func TestUnlockDeletesOnlyTheHolderThatWasShown(t *testing.T) {
 		k := keys("changed")
 		next := token(t, "settle-2-123456")
 		g.Expect(rdb.Set(ctx, k.Lock, next, time.Minute).Err()).To(Succeed())
-		err := c.Unlock(ctx, k.Lock, lockclient.FormatHolder("test-cluster", "ns", "settle-1-abcdef"))
+		err := c.Unlock(ctx, k.Lock, lockclient.FormatHolder("test-cluster", "ns", "settle-1-abcdef"), lockclient.UnlockLock)
 		var nh *lockclient.NotHeldError
 		g.Expect(errors.As(err, &nh)).To(BeTrue(), "%v", err)
 		g.Expect(nh.Holder).To(Equal(next))
@@ -67,7 +90,7 @@ func TestUnlockDeletesOnlyTheHolderThatWasShown(t *testing.T) {
 
 	t.Run("an absent key is not held, with no holder", func(t *testing.T) {
 		g := NewWithT(t)
-		err := c.Unlock(ctx, keys("absent").Lock, "someone")
+		err := c.Unlock(ctx, keys("absent").Lock, "someone", lockclient.UnlockLock)
 		var nh *lockclient.NotHeldError
 		g.Expect(errors.As(err, &nh)).To(BeTrue(), "%v", err)
 		g.Expect(nh.Holder).To(BeEmpty())
@@ -78,8 +101,8 @@ func TestUnlockDeletesOnlyTheHolderThatWasShown(t *testing.T) {
 		k := keys("empty")
 		g.Expect(rdb.Set(ctx, k.Lock, "x", 0).Err()).To(Succeed())
 		rec := record(c)
-		g.Expect(errors.Is(c.Unlock(ctx, k.Lock, ""), lockclient.ErrInvalid)).To(BeTrue())
-		g.Expect(errors.Is(c.Unlock(ctx, "has space", "x"), lockclient.ErrInvalid)).To(BeTrue())
+		g.Expect(errors.Is(c.Unlock(ctx, k.Lock, "", lockclient.UnlockLock), lockclient.ErrInvalid)).To(BeTrue())
+		g.Expect(errors.Is(c.Unlock(ctx, "has space", "x", lockclient.UnlockLock), lockclient.ErrInvalid)).To(BeTrue())
 		cmds, _ := rec.reset()
 		g.Expect(cmds).To(BeEmpty())
 		g.Expect(rdb.Get(ctx, k.Lock).Val()).To(Equal("x"))
@@ -88,22 +111,30 @@ func TestUnlockDeletesOnlyTheHolderThatWasShown(t *testing.T) {
 	t.Run("a store that does not answer is a store error", func(t *testing.T) {
 		g := NewWithT(t)
 		down := dialConfig(t, lockclient.Config{URL: "redis://" + closedPort(t), Timeout: time.Second})
-		g.Expect(errors.Is(down.Unlock(ctx, "ns:x", "h"), lockclient.ErrStore)).To(BeTrue())
+		g.Expect(errors.Is(down.Unlock(ctx, "ns:x", "h", lockclient.UnlockLock), lockclient.ErrStore)).To(BeTrue())
 	})
 }
 
-// On a Redlock store the key goes from every node where the holder matches.
+// On a Redlock store the key goes from every node where the holder matches; a
+// live GuardedJob lease on any node is left alone.
 func TestRedlockUnlock(t *testing.T) {
 	g := NewWithT(t)
 	nodes, c := startRedlock(t, 3)
 	ctx := context.Background()
 	for _, n := range nodes {
+		g.Expect(n.Client(t).Set(ctx, "ns:rl", "batch-host-1#aa", time.Minute).Err()).To(Succeed())
+	}
+	g.Expect(c.Unlock(ctx, "ns:rl", "batch-host-2", lockclient.UnlockLock)).To(MatchError(lockclient.ErrNotHeld))
+	g.Expect(holders(t, nodes, "ns:rl", "batch-host-1#aa")).To(Equal(3))
+	g.Expect(c.Unlock(ctx, "ns:rl", "batch-host-1", lockclient.UnlockLock)).To(Succeed())
+	g.Expect(holders(t, nodes, "ns:rl", "batch-host-1#aa")).To(BeZero())
+
+	for _, n := range nodes {
 		g.Expect(n.Client(t).Set(ctx, "ns:rl", "cluster-b/ns/job-1#aa", time.Minute).Err()).To(Succeed())
 	}
-	g.Expect(c.Unlock(ctx, "ns:rl", "cluster-b/ns/job-2")).To(MatchError(lockclient.ErrNotHeld))
+	var live *lockclient.LiveLeaseError
+	g.Expect(errors.As(c.Unlock(ctx, "ns:rl", "cluster-b/ns/job-1", lockclient.UnlockLock), &live)).To(BeTrue())
 	g.Expect(holders(t, nodes, "ns:rl", "cluster-b/ns/job-1#aa")).To(Equal(3))
-	g.Expect(c.Unlock(ctx, "ns:rl", "cluster-b/ns/job-1")).To(Succeed())
-	g.Expect(holders(t, nodes, "ns:rl", "cluster-b/ns/job-1#aa")).To(BeZero())
 }
 
 func TestParseHolder(t *testing.T) {

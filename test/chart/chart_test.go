@@ -321,13 +321,13 @@ func TestChartValues(t *testing.T) {
 	t.Run("cluster name and key grants reach the manager in its flag syntax", func(t *testing.T) {
 		g := NewWithT(t)
 		_, c := managerContainer(t, mustRender(t, "redis.existingSecret=s", "clusterName=prod-eu-1",
-			"keyGrants.reports[0]=shared:", "keyGrants.payments[0]=lock:settlement", "keyGrants.payments[1]=lock:payout"))
+			"keyGrants.reports[0]=shared:reports:", "keyGrants.payments[0]=lock:settlement", "keyGrants.payments[1]=lock:payout"))
 		g.Expect(env(c, "GUARDEDJOB_CLUSTER_NAME")).To(Equal(&corev1.EnvVar{Name: "GUARDEDJOB_CLUSTER_NAME", Value: "prod-eu-1"}))
 		grants := env(c, "GUARDEDJOB_KEY_GRANTS")
 		g.Expect(grants).NotTo(BeNil())
 		parsed, err := keys.ParseGrants(grants.Value)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(parsed).To(Equal(keys.Grants{"payments": {"lock:payout", "lock:settlement"}, "reports": {"shared:"}}))
+		g.Expect(parsed).To(Equal(keys.Grants{"payments": {"lock:payout", "lock:settlement"}, "reports": {"shared:reports:"}}))
 	})
 
 	t.Run("one replica without leader election has no PDB and no Lease role", func(t *testing.T) {

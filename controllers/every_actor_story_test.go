@@ -1,0 +1,214 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/controllers"
+	"github.com/guardedjob/guardedjob/internal/keys"
+)
+
+// Stories of two actors at once: each reproduces an interleaving in which one
+// actor's promise held on its own and broke beside another's.
+
+// TestEveryActor_ANamespaceWhoseNameStartsAnotherTenantsGrantGetsNoneOfItsKeys:
+// the admin grants namespace reports the prefix "<ns>:reports:", which lies inside
+// this namespace's default "<ns>:". A GuardedJob here naming reports' key must not
+// hold it, and this namespace's tenant can neither inspect nor delete reports'
+// done-marker through the manager.
+func TestEveryActor_ANamespaceWhoseNameStartsAnotherTenantsGrantGetsNoneOfItsKeys(t *testing.T) {
+	h := newHarness(t)
+	h.keyGrants = keys.Grants{"reports": {h.ns + ":reports:"}}
+	h.start()
+	ctx := context.Background()
+	g := h.g
+	key := h.ns + ":reports:daily"
+	gj := h.create(h.guardedJob("impostor", key))
+	g.Eventually(func() *batchv1alpha1.GuardedJobStatus { return &h.get(gj).Status }).Should(HaveField("Conditions",
+		ContainElement(And(HaveField("Type", batchv1alpha1.ReadyCondition), HaveField("Reason", batchv1alpha1.KeyNotAllowedReason),
+			HaveField("Message", ContainSubstring("--key-grants gives it to namespace reports"))))))
+
+	// reports' run (in any cluster) completed the occurrence: its done-marker.
+	due := time.Date(h.clock.Now().UTC().Year(), 1, 1, 0, 0, 0, 0, time.UTC)
+	marker := key + ":done:" + itoa(due.Unix())
+	const reportsRun = "cluster-b/reports/daily-29000000-abcdef"
+	g.Expect(h.rdb.Set(ctx, marker, reportsRun+"#0123456789abcdef0123456789abcdef", time.Hour).Err()).To(Succeed())
+	rec := h.unlock(gj, h.requestValue(), marker, reportsRun)
+	g.Expect(rec.Result).To(Equal(batchv1alpha1.UnlockRefused), rec.Message)
+	g.Expect(h.rdb.Get(ctx, marker).Val()).To(HavePrefix(reportsRun), "reports' done-marker is untouched")
+	view := h.inspect(gj)
+	g.Expect(view.Entries).To(BeEmpty(), "reports' holders are not shown")
+	g.Expect(view.Error).NotTo(BeEmpty())
+
+	h.trigger(gj)
+	g.Consistently(h.jobs).WithTimeout(2*time.Second).Should(BeEmpty(), "no run of reports' key starts here")
+	g.Expect(h.rdb.Exists(ctx, key).Val()).To(BeZero())
+}
+
+// leftToExpire runs a guarded GuardedJob whose Pod's node is cut off: the Pod is
+// force-deleted (nothing says its containers stopped) and the Job controller
+// fails the Job. The run ends leaving its lease to expire, so that the Pod's
+// guard stops the workload before another holder can start. It returns the run
+// and its Job.
+func (h *harness) leftToExpire(gj *batchv1alpha1.GuardedJob) (batchv1alpha1.ActiveRun, *batchv1.Job) {
+	h.t.Helper()
+	h.guardSecret("guard-redis")
+	job, pod := h.runningJob(gj)
+	run := h.get(gj).Status.Active[0]
+	h.g.Expect(k8s.Delete(context.Background(), pod, client.GracePeriodSeconds(0))).To(Succeed())
+	h.fail(job)
+	h.g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).WithTimeout(20 * time.Second).Should(And(
+		Not(BeNil()), HaveField("JobName", run.JobName), HaveField("Result", batchv1alpha1.RunResultFailed),
+		HaveField("Message", ContainSubstring("left to expire"))))
+	h.g.Expect(h.rdb.Get(context.Background(), run.Key).Val()).To(Equal(run.Token), "the lease is left in the store")
+	return run, job
+}
+
+// triggerAgain sets the run-now trigger to a time after the previous trigger's
+// (a value equal to the last one handled is not a new request).
+func (h *harness) triggerAgain(gj *batchv1alpha1.GuardedJob) {
+	h.t.Helper()
+	last := h.get(gj).Status.LastRunNow
+	h.g.Eventually(func() string { return time.Now().UTC().Format(time.RFC3339) }).WithTimeout(3 * time.Second).ShouldNot(Equal(last))
+	h.trigger(gj)
+}
+
+// TestEveryActor_ARunNowNeverTakesUpTheLeaseItsFailedRunLeftToExpire: a guarded
+// run that ended uncleanly leaves its token in the store for up to its ttl, so
+// that a Pod the API server no longer shows is stopped by its guard first. A
+// run-now of the same occurrence in that window mints a token with the same
+// binding; take-up is for a lease that never had a Job, so it must not adopt the
+// left one (which would extend it, hand out a fence and recreate the Job of the
+// same name while the stranded Pod's guard keeps confirming the token).
+func TestEveryActor_ARunNowNeverTakesUpTheLeaseItsFailedRunLeftToExpire(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	g := h.g
+	key := h.ns + ":leftlease"
+	gj := h.guardedJobWithPodGuard("leftlease", key)
+	gj.Spec.FailedJobsHistoryLimit = ptr.To(int32(0))
+	old, oldJob := h.leftToExpire(gj)
+	left := h.rdb.PTTL(ctx, key).Val()
+	g.Expect(left).To(BeNumerically(">", 0))
+
+	h.triggerAgain(gj)
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
+		HaveField("Result", batchv1alpha1.RunResultBusy), HaveField("HeldBy", old.Holder)),
+		"the left lease is another holder's for the new run: it waits for it to expire (onBusy Skip: it skips)")
+	g.Consistently(func() []batchv1alpha1.ActiveRun { return h.get(gj).Status.Active }).WithTimeout(2*time.Second).
+		ShouldNot(ContainElement(HaveField("Token", old.Token)), "the left token is never taken up")
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(old.Token))
+	g.Expect(h.rdb.PTTL(ctx, key).Val()).To(BeNumerically("<=", left), "the left lease is never extended")
+	for _, j := range h.jobs() {
+		if j.Name == old.JobName {
+			g.Expect(j.UID).To(Equal(oldJob.UID), "no second Job of the old name")
+		}
+	}
+	st := h.get(gj).Status
+	g.Expect(st.Leases).To(ContainElement(And(HaveField("Holder", old.Holder), HaveField("State", batchv1alpha1.LeaseLeftToExpire),
+		HaveField("ExpiresBy", Not(BeNil())))), "the ledger says the lease was left to expire, and until when")
+}
+
+// TestEveryActor_ATenantsUnlockNeverDeletesAnotherClustersLiveLease: cluster-b's
+// run holds the key; a tenant of cluster-a pastes the holder status.storeView
+// shows into an unlock request. The lease may be working in cluster-b and
+// expires by itself within its ttl: the manager refuses, and the key stays.
+func TestEveryActor_ATenantsUnlockNeverDeletesAnotherClustersLiveLease(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	g := h.g
+	key := h.ns + ":crosscluster"
+	gj := h.create(h.guardedJob("crosscluster", key))
+	theirs := "cluster-b/" + h.ns + "/crosscluster-29000000-abcdef#0123456789abcdef0123456789abcdef"
+	g.Expect(h.rdb.Set(ctx, key, theirs, 30*time.Second).Err()).To(Succeed())
+	view := h.inspect(gj)
+	g.Expect(view.Entries).To(HaveLen(1))
+	g.Expect(view.Entries[0].Lock.Whose).To(Equal(batchv1alpha1.LockWhoseOtherCluster))
+	rec := h.unlock(gj, h.requestValue(), key, view.Entries[0].Lock.Holder)
+	g.Expect(rec.Result).To(Equal(batchv1alpha1.UnlockRefused), rec.Message)
+	g.Expect(rec.Message).To(ContainSubstring("expires by itself"))
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(theirs), "cluster-b's lease is untouched")
+}
+
+// TestEveryActor_AnUnlockOfALeftLeaseStaysRefusedWhateverOverwritesLastRun: the
+// refusal to delete a lease left to expire must not hang on status.lastRun (a
+// stale run-now, a skipped or busy occurrence overwrites it) nor on today's
+// lock.ttl (a user may lower it below what the left lease still has).
+func TestEveryActor_AnUnlockOfALeftLeaseStaysRefusedWhateverOverwritesLastRun(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	g := h.g
+	key := h.ns + ":leftunlock"
+	gj := h.guardedJobWithPodGuard("leftunlock", key)
+	old, _ := h.leftToExpire(gj)
+
+	// A run-now dated ten minutes back is stale: its Skipped record overwrites lastRun.
+	h.annotate(gj, h.clock.Now().Add(-10*time.Minute).UTC().Format(time.RFC3339))
+	g.Eventually(func() string { return h.get(gj).Status.LastRun.JobName }).Should(BeEmpty())
+	rec := h.unlock(gj, h.requestValue(), key, old.Holder)
+	g.Expect(rec.Result).To(Equal(batchv1alpha1.UnlockRefused), rec.Message)
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(old.Token))
+
+	// A lowered ttl does not shorten what the left lease has.
+	cur := h.get(gj)
+	cur.Spec.Lock.TTL = &metav1.Duration{Duration: 10 * time.Second}
+	cur.Spec.Lock.RenewInterval = &metav1.Duration{Duration: 2 * time.Second}
+	cur.Spec.Lock.PodGuard = nil
+	g.Expect(k8s.Update(ctx, cur)).To(Succeed())
+	h.clock.Step(11 * time.Second)
+	rec = h.unlock(gj, h.requestValue(), key, old.Holder)
+	g.Expect(rec.Result).To(Equal(batchv1alpha1.UnlockRefused), rec.Message)
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(old.Token), "the left lease expires by itself, never earlier")
+}
+
+// TestEveryActor_AnOldLeaderRenewingAloneNeverWritesBackAKeyTheNewLeaderReleased:
+// a manager that lost its leadership while cut off from the API server renews
+// its leases alone (renew-only) so that Pods it cannot see keep their lease.
+// Meanwhile the new leader completes a FailOpen run and releases its key. The
+// old leader's renewals must not take that key again (FailOpen re-acquires an
+// absent key): that would be a ghost lock that comes back after every unlock,
+// for as long as the old leader is cut off.
+func TestEveryActor_AnOldLeaderRenewingAloneNeverWritesBackAKeyTheNewLeaderReleased(t *testing.T) {
+	h := newHarness(t)
+	h.keeperOutlives = true
+	h.start()
+	ctx := context.Background()
+	g := h.g
+	key := h.ns + ":ghost"
+	gj := h.guardedJob("ghost", key)
+	gj.Spec.Lock.StoreFailurePolicy = batchv1alpha1.FailOpen
+	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 10 * time.Second}
+	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
+	h.runningJob(gj)
+	run := h.get(gj).Status.Active[0]
+
+	// Leadership lost while the API server does not answer: the controllers stop,
+	// the keeper goes on alone.
+	h.stop()
+	renewOnly, stopRenewOnly := context.WithCancel(ctx)
+	defer stopRenewOnly()
+	go func() {
+		_ = controllers.RenewOnly(renewOnly, h.keeper, func() bool { return false }, time.Hour, logr.Discard())
+	}()
+	g.Eventually(func() time.Duration { return h.rdb.PTTL(ctx, key).Val() }).WithTimeout(5*time.Second).
+		Should(BeNumerically(">", 9*time.Second), "it keeps renewing")
+
+	// The new leader's run completed: marker written, key released.
+	g.Expect(h.rdb.Del(ctx, key).Err()).To(Succeed())
+	g.Consistently(func() int64 { return h.rdb.Exists(ctx, key).Val() }).WithTimeout(3500*time.Millisecond).WithPolling(100*time.Millisecond).
+		Should(BeZero(), "the released key is never written back")
+	_, tracked := h.keeper.Get(run.Token)
+	g.Expect(tracked).To(BeFalse(), "a key found absent is a lost lease: no longer renewed")
+}
