@@ -2,12 +2,14 @@ package controllers_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -211,4 +213,113 @@ func TestEveryActor_AnOldLeaderRenewingAloneNeverWritesBackAKeyTheNewLeaderRelea
 		Should(BeZero(), "the released key is never written back")
 	_, tracked := h.keeper.Get(run.Token)
 	g.Expect(tracked).To(BeFalse(), "a key found absent is a lost lease: no longer renewed")
+}
+
+// competitor tries, every 100 ms, to take a key with SET NX as another process
+// would, and remembers when it first got it.
+type competitor struct {
+	mu      sync.Mutex
+	wonAt   time.Time
+	stopped chan struct{}
+	done    chan struct{}
+}
+
+func (h *harness) compete(key string) *competitor {
+	c := &competitor{stopped: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for {
+			select {
+			case <-c.stopped:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if ok, err := h.rdb.SetNX(context.Background(), key, "competitor", time.Minute).Result(); err == nil && ok {
+				c.mu.Lock()
+				c.wonAt = time.Now()
+				c.mu.Unlock()
+				return
+			}
+		}
+	}()
+	h.t.Cleanup(func() { c.stop() })
+	return c
+}
+
+// stop ends the competitor and returns when it got the key (zero: never).
+func (c *competitor) stop() time.Time {
+	select {
+	case <-c.stopped:
+	default:
+		close(c.stopped)
+	}
+	<-c.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wonAt
+}
+
+// movedRun starts shard a (the unlabelled objects) with one GuardedJob running a
+// Pod, ready to be moved to shard b.
+func (h *harness) movedRun(name string) (*shardManager, *batchv1alpha1.GuardedJob, batchv1alpha1.ActiveRun, *batchv1.Job, *corev1.Pod) {
+	h.t.Helper()
+	shardA := h.startShard("!" + batchv1alpha1.ShardLabel)
+	gj := h.guardedJob(name, h.ns+":"+name)
+	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 10 * time.Second}
+	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: 2 * time.Second}
+	job, pod := h.runningJob(gj)
+	run := h.get(gj).Status.Active[0]
+	h.g.Eventually(func() bool { ok, _ := shardA.renews(run.Token); return ok }).Should(BeTrue())
+	return shardA, gj, run, job, pod
+}
+
+// TestEveryActor_AShardMoveKeepsTheLeaseUntilTheNewShardHoldsIt: a running
+// GuardedJob is relabelled to a shard that is down (failing over, scaled to 0,
+// its work queue far behind) for longer than the lease's ttl. Make before break:
+// the old shard keeps renewing until it sees that the new shard has taken the run
+// over; the key never lapses, and a competitor never gets it while the Pod runs.
+func TestEveryActor_AShardMoveKeepsTheLeaseUntilTheNewShardHoldsIt(t *testing.T) {
+	h := newHarness(t)
+	h.handoverTimeout = time.Hour
+	ctx := context.Background()
+	g := h.g
+	shardA, gj, run, _, _ := h.movedRun("handover")
+	rival := h.compete(run.Key)
+
+	h.relabel(gj, "b") // shard b is not running yet
+	g.Consistently(func() string { return h.rdb.Get(ctx, run.Key).Val() }).WithTimeout(13*time.Second).WithPolling(100*time.Millisecond).
+		Should(Equal(run.Token), "the old shard keeps renewing: the key never lapses")
+
+	shardB := h.startShard(batchv1alpha1.ShardLabel + "=b")
+	g.Eventually(func() string { return h.get(gj).Status.Shard }).Should(Equal(batchv1alpha1.ShardLabel+"=b"),
+		"the new shard says it holds the run's lease")
+	g.Eventually(func() bool { ok, _ := shardB.renews(run.Token); return ok }).Should(BeTrue())
+	g.Eventually(func() bool { _, tracked := shardA.keeper.Get(run.Token); return tracked }).WithTimeout(10*time.Second).Should(BeFalse(),
+		"then the old shard lets go")
+	g.Consistently(func() string { return h.rdb.Get(ctx, run.Key).Val() }).WithTimeout(3 * time.Second).Should(Equal(run.Token))
+	g.Expect(rival.stop()).To(BeZero(), "nobody else got the key")
+}
+
+// TestEveryActor_AShardMoveToAShardThatNeverComesStopsTheRunBeforeItsLeaseExpires:
+// when the new shard does not take the run over within the hand-over timeout,
+// the old shard stops the run (its Job and Pods) while it still renews the
+// lease, and lets the lease go only once the Pods are gone: the run is stopped,
+// never abandoned with its lease running out under it.
+func TestEveryActor_AShardMoveToAShardThatNeverComesStopsTheRunBeforeItsLeaseExpires(t *testing.T) {
+	h := newHarness(t)
+	h.handoverTimeout = 4 * time.Second
+	ctx := context.Background()
+	g := h.g
+	shardA, gj, run, job, pod := h.movedRun("nohandover")
+	rival := h.compete(run.Key)
+
+	h.relabel(gj, "b") // shard b never comes
+	g.Eventually(func() bool { return h.jobDeleted(job) }).WithTimeout(15*time.Second).Should(BeTrue(), "the old shard stops the run")
+	g.Eventually(func() *corev1.Pod { return h.podDeletion(pod) }).Should(Not(BeNil()), "and its Pods")
+	g.Consistently(func() string { return h.rdb.Get(ctx, run.Key).Val() }).WithTimeout(12*time.Second).WithPolling(100*time.Millisecond).
+		Should(Equal(run.Token), "while a Pod is left the lease is renewed")
+	g.Expect(rival.stop()).To(BeZero(), "nobody else got the key while the Pod was there")
+	h.kubeletRemoves(pod)
+	g.Eventually(func() bool { _, tracked := shardA.keeper.Get(run.Token); return tracked }).WithTimeout(10*time.Second).Should(BeFalse(),
+		"once the Pods are gone the old shard lets the lease go")
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -82,6 +83,13 @@ type GuardedJobReconciler struct {
 	// Stopper is told to act at once on runs that must stop.
 	Stopper *StopReconciler
 
+	// Handovers holds the runs of GuardedJobs that left this shard whose leases
+	// this manager renews until another shard takes them over (shared with the
+	// stop controller); HandoverTimeout is how long it waits for that
+	// (--shard-handover-timeout) before it stops them.
+	Handovers       *Handovers
+	HandoverTimeout time.Duration
+
 	// events carries keeper reports to this controller (only the object key).
 	events chan event.GenericEvent
 
@@ -97,11 +105,10 @@ type GuardedJobReconciler struct {
 	// seen as such, never given a second Job.
 	jobsCreated sync.Map
 
-	// known holds the GuardedJobs (types.NamespacedName) this manager has
-	// reconciled or resumed since it became the leader; one it has not is new to
-	// it (created, or moved into its shard), and its leases are renewed before its
-	// first pass acts (firstSight).
-	known sync.Map
+	// objectLocks holds a *sync.Mutex per GuardedJob: a pass holds it, and so does
+	// a take-over outside the work queue (takeOverOnSight), so that the latter
+	// never tracks again the lease of a run a pass has just ended.
+	objectLocks sync.Map
 
 	// resumed is closed once the leases in status.active are renewed after this
 	// manager became the leader; reconciles wait for it.
@@ -200,6 +207,12 @@ func (r *GuardedJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(manager.RunnableFunc(r.resumeLeases)); err != nil {
 		return err
 	}
+	if r.HandoverTimeout <= 0 {
+		r.HandoverTimeout = DefaultHandoverTimeout
+	}
+	if err := mgr.Add(manager.RunnableFunc(r.watchHandovers)); err != nil {
+		return err
+	}
 	if err := registerMetrics(r.Keeper, mgr.GetCache(), mgr.Elected()); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
@@ -212,10 +225,24 @@ func (r *GuardedJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			CreateFunc: func(event.CreateEvent) bool { return false },
 			UpdateFunc: guardExitChanged,
 		})).
+		// A GuardedJob that moved into this shard has its leases renewed the
+		// moment the cache sees it, not when the work queue gets to it.
+		Watches(&batchv1alpha1.GuardedJob{}, handler.Funcs{
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, _ workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+				if gj, ok := e.Object.(*batchv1alpha1.GuardedJob); ok {
+					r.takeOverOnSight(ctx, gj)
+				}
+			},
+		}).
 		WatchesRawSource(source.Channel(r.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
 		Complete(r)
 }
+
+// DefaultHandoverTimeout is how long a shard that a GuardedJob left keeps
+// renewing its runs' leases for the new shard to take them over, before it stops
+// the runs (--shard-handover-timeout).
+const DefaultHandoverTimeout = 5 * time.Minute
 
 // scope is one reconcile pass: the object, its status as read, and what the pass
 // decided.
@@ -266,6 +293,15 @@ const secretRecheck = 30 * time.Second
 // write looks again.
 const cacheLagRetry = 50 * time.Millisecond
 
+// lockObject takes the lock of one GuardedJob (see objectLocks) and returns its
+// unlock.
+func (r *GuardedJobReconciler) lockObject(key types.NamespacedName) func() {
+	m, _ := r.objectLocks.LoadOrStore(key, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
 // markSuperseded records that this manager wrote over version rv of an object.
 func (r *GuardedJobReconciler) markSuperseded(key types.NamespacedName, rv string) {
 	var stale []string
@@ -309,11 +345,14 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	r.firstSight(ctx, gj)
+	unlock := r.lockObject(req.NamespacedName)
+	defer unlock()
 	if r.cacheBehind(req.NamespacedName, gj.ResourceVersion) {
 		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
 	}
+	r.ensureTracked(ctx, gj)
 	s := &scope{gj: gj, orig: gj.DeepCopy(), now: r.Clock.Now()}
+	r.claimShard(gj)
 
 	defer func() {
 		if retErr == nil {

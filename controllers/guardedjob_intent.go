@@ -195,6 +195,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 		PodGuard:           spec.guard.DeepCopy(),
 	})
 	recordLease(gj, &gj.Status.Active[len(gj.Status.Active)-1], s.now)
+	r.claimShard(gj)
 	if triggered {
 		gj.Status.LastRunNow = triggerValue
 	}

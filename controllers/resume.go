@@ -54,7 +54,6 @@ func (r *GuardedJobReconciler) resumeLeases(ctx context.Context) error {
 		for i := range list.Items {
 			gj := list.Items[i].DeepCopy()
 			key := types.NamespacedName{Namespace: gj.Namespace, Name: gj.Name}
-			r.known.Store(key, struct{}{})
 			resuming := false
 			for j := range gj.Status.Active {
 				run := &gj.Status.Active[j]

@@ -3,13 +3,19 @@ package controllers
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -22,20 +28,25 @@ import (
 // by every shard (a moved GuardedJob's Job keeps its labels), but a shard acts only
 // on the Jobs of the GuardedJobs in its own cache.
 //
-// Relabelling a GuardedJob moves it, with its runs in flight:
+// Relabelling a GuardedJob moves it, with its runs in flight, make before break
+// (as Kubernetes leader election hands over):
 //   - the API server tells the old shard's watch that the object is gone, and the
 //     new shard's that it was added. Every status write is made with a
 //     resourceVersion precondition and the relabel changed the resourceVersion, so
 //     a pass of the old shard still in flight can write nothing more: the new
 //     shard is the only writer from the relabel on;
-//   - the old shard stops renewing the object's leases (it never releases them),
-//     and neither deletes nor stops its Jobs: a GuardedJob missing from a shard's
-//     cache is not taken for deleted until the API server says so;
-//   - the new shard renews the recorded leases (one pipeline per store) before it
-//     acts on the object, as a new leader does, then resumes the runs from status.
-// Both shards may renew the same token for a moment; that is harmless (compare
-// token, then PEXPIRE). The lease lapses only if the new shard's first pass comes
-// later than the lease has left (ttl - renewInterval at worst).
+//   - the new shard renews the recorded leases (one pipeline per store) as soon as
+//     its cache sees the object, without waiting for a work-queue slot, then its
+//     first pass records in status.shard that it holds them;
+//   - the old shard keeps renewing them, with their self-fence deadlines, until it
+//     reads (from the API server) that status.shard names another shard; then it
+//     lets go. Its stop controller still stops a handed-over run whose lease is
+//     lost, past its deadline or past maxHold. If no shard takes the run over
+//     within --shard-handover-timeout, the old shard stops the run's Job and Pods
+//     and lets the lease go once they are gone: stopped, never abandoned;
+//   - neither shard releases a lease or deletes a Job because of the move itself.
+// Both shards renew the same token for a while; that is harmless (compare token,
+// then PEXPIRE).
 
 // CacheOptionsFor is CacheOptions for a manager that serves only the GuardedJobs
 // selector matches; nil or empty serves every GuardedJob.
@@ -86,17 +97,13 @@ func shardLabelOnJob(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) {
 	job.Labels[batchv1alpha1.ShardLabel] = v
 }
 
-// firstSight renews, before anything else is done with a GuardedJob this manager
-// has not reconciled since it became the leader, the leases of its runs that the
-// keeper does not renew yet: the object has just moved into this shard, and the
-// shard it came from stops renewing them. Leases of objects present at the start
-// are already renewed by resumeLeases. A lease found lost is reported as any
-// renewal is, and the run's pass handles it.
-func (r *GuardedJobReconciler) firstSight(ctx context.Context, gj *batchv1alpha1.GuardedJob) {
-	key := types.NamespacedName{Namespace: gj.Namespace, Name: gj.Name}
-	if _, seen := r.known.LoadOrStore(key, struct{}{}); seen {
-		return
-	}
+// ensureTracked makes sure the keeper renews the leases of a GuardedJob's runs,
+// renewing those it does not renew yet at once (one pipeline per store) before
+// it returns: the object is new to this manager (it moved into this shard, or
+// the keeper dropped a run), and nothing else may happen to it first. Leases of
+// objects present at the start are already renewed by resumeLeases. A lease
+// found lost is reported as any renewal is, and the run's pass handles it.
+func (r *GuardedJobReconciler) ensureTracked(ctx context.Context, gj *batchv1alpha1.GuardedJob) {
 	var reqs []lockclient.TrackRequest
 	for i := range gj.Status.Active {
 		run := &gj.Status.Active[i]
@@ -125,21 +132,76 @@ func (r *GuardedJobReconciler) firstSight(ctx context.Context, gj *batchv1alpha1
 			failed++
 		}
 	}
-	ctrl.LoggerFrom(ctx).Info("Resumed the leases of a GuardedJob new to this manager", "runs", len(reqs), "lost", lost, "storeErrors", failed,
-		"took", r.Clock.Since(started).Round(time.Millisecond).String())
+	ctrl.LoggerFrom(ctx).Info("Resumed the leases of a GuardedJob new to this manager", "guardedjob", gj.Namespace+"/"+gj.Name,
+		"runs", len(reqs), "lost", lost, "storeErrors", failed, "took", r.Clock.Since(started).Round(time.Millisecond).String())
+}
+
+// takeOverOnSight renews the leases of a GuardedJob the cache has just added (a
+// move into this shard), on its own goroutine, so that the take-over never
+// waits for a slot in the work queue. Objects added before the start-up resume
+// has run are its to renew.
+func (r *GuardedJobReconciler) takeOverOnSight(ctx context.Context, added *batchv1alpha1.GuardedJob) {
+	if len(added.Status.Active) == 0 {
+		return
+	}
+	key := client.ObjectKeyFromObject(added)
+	go func() {
+		if r.waitResumed(ctx) != nil {
+			return
+		}
+		// As a pass does: from the cache as it is now, and not from a version
+		// this manager has written over (a pass may have ended a run since).
+		unlock := r.lockObject(key)
+		defer unlock()
+		gj := &batchv1alpha1.GuardedJob{}
+		if err := r.Get(ctx, key, gj); err != nil || r.cacheBehind(key, gj.ResourceVersion) {
+			return // the object's next pass takes the leases over
+		}
+		r.ensureTracked(ctx, gj)
+	}()
+}
+
+// shardName is this manager's shard as status.shard names it: its
+// --watch-label-selector, or "" when it serves every GuardedJob.
+func (r *GuardedJobReconciler) shardName() string {
+	if r.Selector == nil || r.Selector.Empty() {
+		return ""
+	}
+	return r.Selector.String()
+}
+
+// claimShard records in status.shard that this shard renews the leases of the
+// object's runs; the shard it came from lets go when it reads it. Call it only
+// once the keeper tracks them (ensureTracked).
+func (r *GuardedJobReconciler) claimShard(gj *batchv1alpha1.GuardedJob) {
+	if name := r.shardName(); name != "" && len(gj.Status.Active) > 0 {
+		gj.Status.Shard = name
+	}
 }
 
 // leftShard handles a GuardedJob that is not in this manager's cache: deleted,
-// or moved to another shard. Either way this manager no longer renews its leases;
-// it neither releases them nor stops the Jobs (the new shard renews and resumes
-// them; the stop controller stops the Job of a GuardedJob the API server says is
-// gone).
+// or moved to another shard. A manager that serves every GuardedJob stops
+// renewing its leases at once (the stop controller stops the Jobs of an object
+// the API server says is gone, and their leases expire). A shard hands the
+// leases of its runs over (see the top of this file): it goes on renewing them
+// until the API server shows that the object is gone or that another shard has
+// taken them.
 func (r *GuardedJobReconciler) leftShard(key types.NamespacedName) {
 	r.superseded.Delete(key)
+	r.objectLocks.Delete(key)
 	guardedJobMetrics.forget(key)
-	if _, ok := r.known.LoadAndDelete(key); ok {
+	if r.shardName() == "" || r.Handovers == nil {
 		r.untrackOwner(key.Namespace, key.Name)
+		return
 	}
+	runs := map[string]string{}
+	prefix := key.Namespace + "/" + key.Name + "/"
+	for _, st := range r.Keeper.Snapshot() {
+		if job, ok := strings.CutPrefix(st.Owner, prefix); ok {
+			runs[job] = st.Token
+		}
+	}
+	r.Handovers.begin(key, runs, r.Handovers.clock.Now())
 }
 
 // untrackMissing stops renewing the leases resumed at the start for GuardedJobs
@@ -153,3 +215,210 @@ func (r *GuardedJobReconciler) untrackMissing(ctx context.Context, resumedObject
 		}
 	}
 }
+
+// handoverPoll is how often a shard that is handing runs over reads their
+// GuardedJobs from the API server.
+const handoverPoll = time.Second
+
+// Handovers holds the runs of GuardedJobs that left this manager's shard and
+// whose leases it still renews until another shard has taken them over. The
+// GuardedJob reconciler fills it; its stop controller reads it.
+type Handovers struct {
+	clock clock.Clock
+	mu    sync.Mutex
+	// objects maps a GuardedJob to when its hand-over began and its runs.
+	objects map[types.NamespacedName]*handover
+}
+
+type handover struct {
+	since    time.Time
+	timedOut bool
+	// runs maps a Job name to its run's token.
+	runs map[string]string
+}
+
+// NewHandovers returns an empty set of hand-overs on the real clock.
+func NewHandovers() *Handovers {
+	return &Handovers{clock: clock.RealClock{}, objects: map[types.NamespacedName]*handover{}}
+}
+
+func (h *Handovers) begin(key types.NamespacedName, runs map[string]string, now time.Time) {
+	if len(runs) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if cur, ok := h.objects[key]; ok {
+		for job, token := range runs {
+			cur.runs[job] = token
+		}
+		return
+	}
+	h.objects[key] = &handover{since: now, runs: runs}
+}
+
+// run returns the token of a Job's run being handed over, and whether the
+// hand-over timed out.
+func (h *Handovers) run(job types.NamespacedName) (token string, timedOut, ok bool) {
+	if h == nil {
+		return "", false, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for key, ho := range h.objects {
+		if key.Namespace != job.Namespace {
+			continue
+		}
+		if token, ok := ho.runs[job.Name]; ok {
+			return token, ho.timedOut, true
+		}
+	}
+	return "", false, false
+}
+
+// snapshot returns the objects being handed over.
+func (h *Handovers) snapshot() map[types.NamespacedName]handover {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[types.NamespacedName]handover, len(h.objects))
+	for k, v := range h.objects {
+		runs := make(map[string]string, len(v.runs))
+		for job, token := range v.runs {
+			runs[job] = token
+		}
+		out[k] = handover{since: v.since, timedOut: v.timedOut, runs: runs}
+	}
+	return out
+}
+
+func (h *Handovers) timeOut(key types.NamespacedName) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ho, ok := h.objects[key]; ok {
+		ho.timedOut = true
+	}
+}
+
+// done ends the hand-over of one run (job set) or of every run of an object.
+func (h *Handovers) done(key types.NamespacedName, job string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ho, ok := h.objects[key]
+	if !ok {
+		return
+	}
+	if job != "" {
+		delete(ho.runs, job)
+	}
+	if job == "" || len(ho.runs) == 0 {
+		delete(h.objects, key)
+	}
+}
+
+// watchHandovers reads, every handoverPoll, the GuardedJobs whose runs this
+// shard is handing over, and lets go of a run's lease when another shard has
+// taken it over (status.shard names it), when the object is gone, or, past
+// the hand-over timeout, once the run's Pods are gone (its stop controller
+// stops them).
+func (r *GuardedJobReconciler) watchHandovers(ctx context.Context) error {
+	if r.Handovers == nil {
+		return nil
+	}
+	t := time.NewTicker(handoverPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		for key, ho := range r.Handovers.snapshot() {
+			r.checkHandover(ctx, key, ho)
+		}
+	}
+}
+
+func (r *GuardedJobReconciler) checkHandover(ctx context.Context, key types.NamespacedName, ho handover) {
+	log := ctrl.LoggerFrom(ctx).WithValues("guardedjob", key.String())
+	fresh := &batchv1alpha1.GuardedJob{}
+	err := r.APIReader.Get(ctx, key, fresh)
+	switch {
+	case apierrors.IsNotFound(err):
+		r.letGo(key, "", ho)
+		return
+	case err != nil:
+		return // asked again at the next poll; the leases are renewed meanwhile
+	case inShard(r.Selector, fresh):
+		r.Handovers.done(key, "") // back in this shard: its passes go on with the runs
+		return
+	case fresh.Status.Shard != "" && fresh.Status.Shard != r.shardName():
+		log.Info("Handed the leases of a GuardedJob over to its new shard", "shard", fresh.Status.Shard, "runs", len(ho.runs))
+		r.letGo(key, "", ho)
+		return
+	}
+	if !ho.timedOut && r.Handovers.clock.Since(ho.since) >= r.HandoverTimeout {
+		log.Info("No shard took the runs of a GuardedJob over within the hand-over timeout: stopping them", "timeout", r.HandoverTimeout.String(), "runs", len(ho.runs))
+		r.event(fresh, nil, corev1.EventTypeWarning, batchv1alpha1.JobStoppedReason,
+			"No shard took over the runs of this GuardedJob within --shard-handover-timeout %s after it left shard %q: stopping them before their leases could expire (%s)",
+			r.HandoverTimeout, r.shardName(), strings.Join(jobNames(ho.runs), ", "))
+		r.Handovers.timeOut(key)
+		ho.timedOut = true
+	}
+	// A run whose lease must stop (lost, deadline, maxHold) or whose hand-over
+	// timed out is stopped by the stop controller; its lease goes once no Pod of
+	// its Job is left.
+	for job, token := range ho.runs {
+		st, tracked := r.Keeper.Get(token)
+		if !tracked {
+			r.Handovers.done(key, job)
+			continue
+		}
+		if !ho.timedOut && st.State != lockclient.StateLost && !st.DeadlineReached && !st.MaxHoldReached {
+			continue
+		}
+		r.pokeStopper(key.Namespace, job)
+		if gone, err := r.runPodsGone(ctx, key.Namespace, job); err != nil || !gone {
+			continue
+		}
+		r.Keeper.Untrack(token)
+		r.Handovers.done(key, job)
+		log.Info("Let the lease of a stopped run go: no Pod of it is left", "job", job)
+	}
+}
+
+// runPodsGone says whether no Pod of a run's Job can be running: the Job is gone
+// or finished, or no Pod of it is left.
+func (r *GuardedJobReconciler) runPodsGone(ctx context.Context, namespace, jobName string) (bool, error) {
+	job, err := r.getJobConfirmed(ctx, namespace, jobName)
+	if err != nil {
+		return false, err
+	}
+	if job != nil {
+		if _, finished := jobFinished(job); finished {
+			return true, nil
+		}
+	}
+	left, err := r.podsLeftUncached(ctx, namespace, jobName)
+	return err == nil && left == 0, err
+}
+
+// letGo stops renewing the leases of an object's runs being handed over.
+func (r *GuardedJobReconciler) letGo(key types.NamespacedName, job string, ho handover) {
+	for j, token := range ho.runs {
+		if job == "" || j == job {
+			r.Keeper.Untrack(token)
+		}
+	}
+	r.Handovers.done(key, job)
+}
+
+// jobNames returns the Job names of a hand-over's runs, sorted.
+func jobNames(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+

@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"testing"
@@ -55,13 +56,14 @@ func (h *harness) startShard(selector string) *shardManager {
 	keeper := lockclient.NewKeeper(h.store)
 	stopWriter, err := controllers.NewStopClient(cfg, client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})
 	h.g.Expect(err).NotTo(HaveOccurred())
+	handovers := controllers.NewHandovers()
 	stopper := &controllers.StopReconciler{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: stopWriter, Keeper: keeper,
-		Recorder: mgr.GetEventRecorder("guardedjob-stop"), Selector: sel}
+		Recorder: mgr.GetEventRecorder("guardedjob-stop"), Selector: sel, Handovers: handovers}
 	h.g.Expect(stopper.SetupWithManager(mgr)).To(Succeed())
 	r := &controllers.GuardedJobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
 		Clock: h.clock, Store: h.store, Keeper: keeper, ClusterName: "cluster-a", Stopper: stopper, ClockSkew: time.Second,
-		Namespace: h.ns, Selector: sel,
+		Namespace: h.ns, Selector: sel, Handovers: handovers, HandoverTimeout: cmp.Or(h.handoverTimeout, time.Minute),
 	}
 	h.g.Expect(r.SetupWithManager(mgr)).To(Succeed())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -239,7 +241,7 @@ func TestShardMove_ARunInFlightIsHandedOverToTheNewShardWithNoSecondJobAndNoLaps
 		Not(BeNil()), HaveField("Result", batchv1alpha1.RunResultSucceeded), HaveField("JobName", job.Name)))
 	g.Expect(h.rdb.Exists(ctx, key).Val()).To(BeZero(), "released")
 	g.Expect(h.rdb.Get(ctx, run.OccurrenceKey).Val()).To(Equal(run.Token), "the occurrence is marked done by the run")
-	g.Expect(h.jobs()).To(ConsistOf(And(HaveField("UID", job.UID), HaveField("DeletionTimestamp", BeNil()))))
+	g.Expect(h.jobs()).To(ConsistOf(And(HaveField("UID", job.UID), HaveField("DeletionTimestamp", BeNil()))), "%v", h.eventsAll())
 	g.Expect(h.get(gj).Status.Active).To(BeEmpty())
 }
 

@@ -48,6 +48,10 @@ type StopReconciler struct {
 	// Selector is the manager's shard (GuardedJobReconciler.Selector): Jobs of
 	// GuardedJobs outside it are left to their own shard. Nil: every GuardedJob.
 	Selector labels.Selector
+	// Handovers holds the runs of GuardedJobs that left this shard whose leases
+	// this manager still renews: it stops such a run's Job when the lease must
+	// stop, or the hand-over timed out.
+	Handovers *Handovers
 
 	MaxConcurrentReconciles int
 
@@ -162,8 +166,15 @@ func (r *StopReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	err := r.Reader.Get(ctx, key, gj)
 	if apierrors.IsNotFound(err) {
 		// Not in this shard's cache: the GuardedJob is gone, belongs to another
-		// shard, or is so new that the cache lags behind it. Only the shard that
-		// judges this Job's orphans asks the API server which.
+		// shard, or is so new that the cache lags behind it. A run this shard is
+		// handing over is still its to stop; otherwise only the shard that judges
+		// this Job's orphans asks the API server which.
+		if grace, stop, handing := r.handoverStop(job); handing {
+			if stop {
+				return ctrl.Result{}, r.stop(ctx, job, grace)
+			}
+			return ctrl.Result{}, nil
+		}
 		if !judgesOrphans(r.Selector, job) || !controllerutil.ContainsFinalizer(job, batchv1alpha1.LeaseFinalizer) {
 			return ctrl.Result{}, nil
 		}
@@ -196,6 +207,31 @@ func (r *StopReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		r.observeStopLatency(gj, job)
 	}
 	return ctrl.Result{}, nil
+}
+
+// handoverStop says whether the Job of a run this shard is handing over
+// (handing) must be stopped now, and with which Pod grace: its lease is lost,
+// past its self-fence deadline or past maxHold, or no shard took it over in time.
+func (r *StopReconciler) handoverStop(job *batchv1.Job) (grace time.Duration, stop, handing bool) {
+	token, timedOut, ok := r.Handovers.run(client.ObjectKeyFromObject(job))
+	if !ok {
+		return 0, false, false
+	}
+	st, tracked := r.Keeper.Get(token)
+	switch {
+	case !tracked:
+		return 0, false, true
+	case st.State == lockclient.StateLost:
+		return time.Second, true, true
+	case st.DeadlineReached:
+		return leasetiming.DeadlineGrace(podGraceOf(job), st.ValidUntil, st.ValidUntil.Add(-st.ValidFor)), true, true
+	case st.MaxHoldReached, timedOut:
+		if _, finished := jobFinished(job); finished {
+			return 0, false, true // its Pods are gone already: the run waits for its new shard
+		}
+		return podGraceOf(job), true, true
+	}
+	return 0, false, true
 }
 
 // observeStopLatency records how long after the keeper found a run's lease lost

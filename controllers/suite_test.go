@@ -137,6 +137,8 @@ type harness struct {
 	logger logr.Logger
 	// keyGrants is the manager's --key-grants.
 	keyGrants keys.Grants
+	// handoverTimeout is the shard managers' --shard-handover-timeout; zero: a minute.
+	handoverTimeout time.Duration
 	// keeperOutlives runs the keeper on a context of its own, as cmd/manager
 	// does, so that it goes on renewing after stop (until the test ends).
 	keeperOutlives bool

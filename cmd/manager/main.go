@@ -76,6 +76,7 @@ type options struct {
 	clockSkew               time.Duration
 	stopRate                float64
 	watchLabelSelector      string
+	shardHandoverTimeout    time.Duration
 	eventQPS                float64
 	eventBurst              int
 }
@@ -105,6 +106,8 @@ func main() {
 	flag.StringVar(&o.leaderElectionID, "leader-election-id", "guardedjob-manager.batch.guardedjob.dev", "Name of the leader election Lease; every shard (--watch-label-selector) needs its own.")
 	flag.StringVar(&o.watchLabelSelector, "watch-label-selector", envOr("GUARDEDJOB_WATCH_LABEL_SELECTOR", ""),
 		"Serve only the GuardedJobs whose labels match this selector (a shard): sharding.guardedjob.dev/key=a for shard a, !sharding.guardedjob.dev/key for the default shard; empty: every GuardedJob. Each shard needs its own --leader-election-id; env GUARDEDJOB_WATCH_LABEL_SELECTOR.")
+	flag.DurationVar(&o.shardHandoverTimeout, "shard-handover-timeout", controllers.DefaultHandoverTimeout,
+		"How long a shard that a GuardedJob left (relabelled) keeps renewing the leases of its runs for the new shard to take them over; then it stops those runs (before their leases could expire).")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's).")
 	flag.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits before taking over.")
 	flag.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing before it gives up.")
@@ -245,9 +248,10 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("create stop client: %w", err)
 	}
+	handovers := controllers.NewHandovers()
 	stopper := &controllers.StopReconciler{
 		Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: stopWriter, Keeper: keeper,
-		MaxConcurrentReconciles: o.maxConcurrentReconciles, Recorder: evts.recorder("guardedjob-stop"), Selector: shard,
+		MaxConcurrentReconciles: o.maxConcurrentReconciles, Recorder: evts.recorder("guardedjob-stop"), Selector: shard, Handovers: handovers,
 	}
 	if err := stopper.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up stop controller: %w", err)
@@ -258,6 +262,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		GuardImage:     o.guardImage,
 		LeaderElection: o.leaderElect, LeaderLeaseDuration: o.leaseDuration, LeaderRetryPeriod: o.retryPeriod,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles, Stopper: stopper, Selector: shard,
+		Handovers: handovers, HandoverTimeout: o.shardHandoverTimeout,
 	}
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up guardedjob controller: %w", err)
