@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/controllers"
@@ -322,4 +323,58 @@ func TestEveryActor_AShardMoveToAShardThatNeverComesStopsTheRunBeforeItsLeaseExp
 	h.kubeletRemoves(pod)
 	g.Eventually(func() bool { _, tracked := shardA.keeper.Get(run.Token); return tracked }).WithTimeout(10*time.Second).Should(BeFalse(),
 		"once the Pods are gone the old shard lets the lease go")
+}
+
+// TestEveryActor_APausedOldLeaderNeverStartsTheJobOfARunThatAlreadyCompleted: an
+// old leader records a run (fence and all), checks its lease, and is paused
+// before its Job create reaches the API server. Meanwhile a new leader runs the
+// run to completion: marker written, key released, run recorded as done, Job
+// deleted. Then the old leader resumes and its create lands. A create has no
+// precondition, so the Job exists again; it must never get a Pod: the manager
+// creates a run's Job suspended and lets it start only after confirming, with a
+// call sent after the create, that the run still holds its lease.
+func TestEveryActor_APausedOldLeaderNeverStartsTheJobOfARunThatAlreadyCompleted(t *testing.T) {
+	h := newHarness(t)
+	paused, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h.intercept = &interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if _, ok := obj.(*batchv1.Job); ok {
+			first := false
+			once.Do(func() { first = true })
+			if first {
+				close(paused)
+				<-resume
+			}
+		}
+		return c.Create(ctx, obj, opts...)
+	}}
+	h.start()
+	ctx := context.Background()
+	g := h.g
+	key := h.ns + ":paused"
+	gj := h.create(h.guardedJob("paused", key))
+	h.trigger(gj)
+	g.Eventually(paused).WithTimeout(20 * time.Second).Should(BeClosed())
+	run := h.get(gj).Status.Active[0]
+	g.Expect(run.Fence).To(BeNumerically(">", 0), "the run and its fence were recorded before the create")
+
+	// The new leader's run completed: done-marker, key released, run recorded.
+	g.Expect(h.rdb.Set(ctx, run.OccurrenceKey, run.Token, time.Hour).Err()).To(Succeed())
+	g.Expect(h.rdb.Del(ctx, key).Err()).To(Succeed())
+	g.Eventually(func() error {
+		cur := h.get(gj)
+		cur.Status.Active = nil
+		cur.Status.LastRun = &batchv1alpha1.RunRecord{JobName: run.JobName, Result: batchv1alpha1.RunResultSucceeded, FinishedAt: &metav1.Time{Time: time.Now()}}
+		return k8s.Status().Update(ctx, cur)
+	}).Should(Succeed())
+
+	close(resume) // the old leader's create lands now
+	job := &batchv1.Job{}
+	g.Eventually(func() error { return k8s.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: run.JobName}, job) }).Should(Succeed())
+	g.Eventually(func() bool { return h.jobDeleted(job) }).Should(BeTrue(), "the stale Job is stopped")
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(job), job)).To(Succeed())
+	g.Expect(job.Spec.Suspend).To(HaveValue(BeTrue()), "created suspended, so the Job controller never made a Pod")
+	g.Expect(job.Annotations).To(HaveKeyWithValue(batchv1alpha1.StartGateAnnotation, batchv1alpha1.StartGateLease),
+		"and never let go: it still waits at its start gate")
+	g.Expect(h.rdb.Exists(ctx, key).Val()).To(BeZero(), "nobody took the released key back")
 }

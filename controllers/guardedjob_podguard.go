@@ -17,6 +17,7 @@ import (
 	"github.com/guardedjob/guardedjob/internal/jobbuild"
 	"github.com/guardedjob/guardedjob/internal/podguard"
 	"github.com/guardedjob/guardedjob/internal/specerror"
+	"github.com/guardedjob/guardedjob/internal/storeconfig"
 )
 
 // The pod guard (lock.podGuard, docs/pod-guard.md) from the manager's side: it
@@ -48,9 +49,8 @@ func (r *GuardedJobReconciler) compilePodGuard(ctx context.Context, gj *batchv1a
 		}
 		return nil, fmt.Errorf("read pod guard Secret %s: %w", name, err)
 	}
-	if strings.TrimSpace(string(secret.Data["url"])) == "" {
-		return nil, specerror.Errorf(batchv1alpha1.PodGuardUnavailableReason,
-			"lock.podGuard.secretRef: Secret %s/%s has no key \"url\"", gj.Namespace, name)
+	if _, err := storeconfig.FromSecret(fmt.Sprintf("lock.podGuard.secretRef: Secret %s/%s", gj.Namespace, name), secret.Data); err != nil {
+		return nil, specerror.Errorf(batchv1alpha1.PodGuardUnavailableReason, "%v", err)
 	}
 	margin := pg.MarginOrDefault()
 	interval, err := podguard.ReadInterval(gj.Spec.Lock.TTLOrDefault(), gj.Spec.Lock.RenewIntervalOrDefault(), gj.Spec.PodGracePeriod(), margin)

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -130,6 +132,9 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 			return err
 		}
 		return r.beginStop(s, run, batchv1alpha1.RunResultGuardStopped, why, batchv1alpha1.GuardStoppedReason, batchv1alpha1.LockStateHeld, run.Holder)
+	}
+	if jobbuild.Gated(job) {
+		return r.openGate(ctx, s, run, job, store)
 	}
 	if msg, err := r.podsNotStarted(ctx, s, job); err != nil || msg != "" {
 		if err != nil {
@@ -257,6 +262,9 @@ func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *bat
 	} else {
 		run.JobUID = job.UID
 	}
+	if err := r.openGate(ctx, s, run, job, store); err != nil {
+		return err
+	}
 	observeScheduleSkew(s.now.Sub(runDueTime(s.gj, run)))
 	for _, w := range warnings {
 		r.event(s.gj, job, corev1.EventTypeWarning, w.Reason, "%s", w.Message)
@@ -267,6 +275,46 @@ func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *bat
 		r.event(s.gj, job, corev1.EventTypeNormal, batchv1alpha1.JobCreatedReason, "Created Job %s%s", job.Name, fenceSuffix(run.Fence))
 	}
 	setLockHeld(s.gj, "", "", s.now)
+	return nil
+}
+
+// openGate lets the Pods of a run's gated Job start (see jobbuild.Gated): it
+// confirms in the store, with a call sent after the Job exists, that the run
+// still holds its lease, then unsuspends the Job with a resourceVersion
+// precondition. A lease found lost stops the run: its Job is deleted having never
+// had a Pod. A store that does not answer keeps the Job gated, and the next pass
+// tries again (the self-fence deadline still bounds the run).
+func (r *GuardedJobReconciler) openGate(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, job *batchv1.Job, store *lockclient.Client) error {
+	if !jobbuild.Gated(job) || !job.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	err := store.Renew(ctx, leaseOf(run))
+	var nh *lockclient.NotHeldError
+	switch {
+	case errors.As(err, &nh):
+		s.recordLater = false
+		holder := lockclient.HolderOf(nh.Holder)
+		msg := "lock " + run.Key + " was lost before the Job's Pods could start: "
+		if holder != "" {
+			msg += "it is held by " + holder
+		} else {
+			msg += "the key is gone (the run may have been completed by another manager)"
+		}
+		return r.beginStop(s, run, batchv1alpha1.RunResultLockLost, msg, batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, holder)
+	case err != nil:
+		s.requeueAfter(confirmRetry)
+		return nil
+	}
+	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	job.Spec.Suspend = ptr.To(false)
+	delete(job.Annotations, batchv1alpha1.StartGateAnnotation)
+	if err := r.Patch(ctx, job, patch); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			s.requeueAfter(cacheLagRetry) // the Job changed (or went): look again
+			return nil
+		}
+		return fmt.Errorf("start job %s: %w", job.Name, err)
+	}
 	return nil
 }
 

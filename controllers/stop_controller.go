@@ -169,18 +169,18 @@ func (r *StopReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		// shard, or is so new that the cache lags behind it. A run this shard is
 		// handing over is still its to stop; otherwise only the shard that judges
 		// this Job's orphans asks the API server which.
-		if grace, stop, handing := r.handoverStop(job); handing {
-			if stop {
-				return ctrl.Result{}, r.stop(ctx, job, grace)
-			}
-			return ctrl.Result{}, nil
-		}
-		if !judgesOrphans(r.Selector, job) || !controllerutil.ContainsFinalizer(job, batchv1alpha1.LeaseFinalizer) {
+		grace, mustStop, handing := r.handoverStop(job)
+		if !handing && (!judgesOrphans(r.Selector, job) || !controllerutil.ContainsFinalizer(job, batchv1alpha1.LeaseFinalizer)) {
 			return ctrl.Result{}, nil
 		}
 		err = r.APIReader.Get(ctx, key, gj)
 		if err == nil && !inShard(r.Selector, gj) {
-			return ctrl.Result{}, nil // another shard's: moved, or created there
+			// Another shard's: moved, or created there. A run this shard is
+			// handing over is still its to stop when its lease must stop.
+			if mustStop {
+				return ctrl.Result{}, r.stop(ctx, job, grace)
+			}
+			return ctrl.Result{}, nil
 		}
 	}
 	switch {

@@ -53,6 +53,16 @@ const (
 	// (RFC 3339, UTC).
 	ScheduledTimeAnnotation = "batch.guardedjob.dev/scheduled-time"
 
+	// StartGateAnnotation on a run's Job says the manager created it suspended and
+	// lets it start (unsuspends it, removing this annotation) only once it has
+	// confirmed, with a store call sent after the Job existed, that the run still
+	// holds its lease: a manager paused between its lease check and its create
+	// cannot start the Job of a run that ended meanwhile. Its value is
+	// StartGateLease.
+	StartGateAnnotation = "batch.guardedjob.dev/start-gate"
+	// StartGateLease is the StartGateAnnotation value.
+	StartGateLease = "lease"
+
 	// HolderAnnotation on a run's Job holds the run's holder
 	// ("<cluster>/<namespace>/<job>"), never the token.
 	HolderAnnotation = "batch.guardedjob.dev/holder"

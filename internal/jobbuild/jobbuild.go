@@ -117,7 +117,29 @@ func Build(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (*batchv1
 	if run.PodGuard != nil {
 		warnings = append(warnings, AddPodGuard(job, run)...)
 	}
+	gate(job, run)
 	return job, warnings
+}
+
+// gate creates the Job of a run that holds a lease suspended, with the start-gate
+// annotation: the manager lets it start only after it has confirmed, after the
+// create, that the run still holds its lease (a create has no precondition, and
+// a manager may be paused between its lease check and its create for as long as
+// it takes another to complete the run). A pod guard's start gate does that in
+// the Pod; a FailOpen run started without a lease has nothing to confirm; a
+// template that asks for suspend itself (a queue such as Kueue starts it) is
+// left as it is.
+func gate(job *batchv1.Job, run *batchv1alpha1.ActiveRun) {
+	if run.Unguarded || run.PodGuard != nil || ptr.Deref(job.Spec.Suspend, false) {
+		return
+	}
+	job.Spec.Suspend = ptr.To(true)
+	job.Annotations[batchv1alpha1.StartGateAnnotation] = batchv1alpha1.StartGateLease
+}
+
+// Gated says whether a Job waits at the start gate for its lease to be confirmed.
+func Gated(job *batchv1.Job) bool {
+	return job.Annotations[batchv1alpha1.StartGateAnnotation] == batchv1alpha1.StartGateLease && ptr.Deref(job.Spec.Suspend, false)
 }
 
 // Warning is something about a run's Job that the GuardedJob's events should say:

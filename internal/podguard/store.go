@@ -8,20 +8,12 @@ import (
 	"strings"
 
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/storeconfig"
 )
 
-// The keys of the guard's store Secret, mounted as files into the guard
-// container. The same names as a storeRef Secret's, so one Secret shape
-// serves both; only the credentials differ (a read-only ACL user).
-const (
-	StoreKeyURL                = "url"
-	StoreKeyUsername           = "username"
-	StoreKeyPassword           = "password"
-	StoreKeyCACert             = "ca.crt"
-	StoreKeyClientCert         = "tls.crt"
-	StoreKeyClientKey          = "tls.key"
-	StoreKeyInsecureSkipVerify = "insecureSkipVerify"
-)
+// The guard's store Secret, mounted as files into the guard container, has the
+// keys of any store Secret (internal/storeconfig), so one Secret shape serves
+// both; only the credentials differ (a read-only ACL user).
 
 // maxStoreFile bounds one file of the store directory: a Secret holds at most
 // 1 MiB in all.
@@ -74,27 +66,9 @@ func readLimited(path string) ([]byte, error) {
 	return b, nil
 }
 
-// StoreConfig turns the guard's store Secret into a client configuration. Its
-// errors never quote a value: any of them may be a password.
+// StoreConfig turns the guard's store Secret into a client configuration, by
+// the rules of every store Secret. Its errors never quote a value: any of them
+// may be a password.
 func StoreConfig(data map[string][]byte) (lockclient.Config, error) {
-	url := strings.TrimSpace(string(data[StoreKeyURL]))
-	if url == "" {
-		return lockclient.Config{}, fmt.Errorf("the store Secret has no key %q (a redis:// or rediss:// URL)", StoreKeyURL)
-	}
-	cfg := lockclient.Config{
-		URL:        url,
-		Username:   string(data[StoreKeyUsername]),
-		Password:   string(data[StoreKeyPassword]),
-		CACert:     data[StoreKeyCACert],
-		ClientCert: data[StoreKeyClientCert],
-		ClientKey:  data[StoreKeyClientKey],
-	}
-	switch v := strings.TrimSpace(string(data[StoreKeyInsecureSkipVerify])); v {
-	case "", "false":
-	case "true":
-		cfg.InsecureSkipVerify = true
-	default:
-		return lockclient.Config{}, fmt.Errorf("the store Secret's %s must be \"true\" or \"false\"", StoreKeyInsecureSkipVerify)
-	}
-	return cfg, nil
+	return storeconfig.FromSecret("the store Secret", data)
 }

@@ -228,6 +228,8 @@ func TestFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	w.unlockProbe(ctx)
+
 	lim := Limits{RenewInterval: renewInterval, PodGrace: podGrace, Slack: slack, CrashLoopExits: 3, CrashLoopWindow: time.Minute,
 		MinHits: int(faultFor / hitEvery)}
 

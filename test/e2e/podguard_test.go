@@ -88,6 +88,9 @@ func TestPodGuardStopsTheWorkloadOfAForceDeletedPodBeforeItsKeyCouldExpire(t *te
 		ObjectMeta: metav1.ObjectMeta{Name: "guarded", Namespace: namespace},
 		Spec: batchv1alpha1.GuardedJobSpec{
 			Schedule: "0 0 1 1 *", TimeZone: "UTC",
+			// The failed run's Job goes at once: a Job of its name seen afterwards
+			// was created again.
+			FailedJobsHistoryLimit: ptr.To(int32(0)),
 			Lock: batchv1alpha1.LockSpec{
 				Key: key, TTL: &metav1.Duration{Duration: ttl}, RenewInterval: &metav1.Duration{Duration: renewInterval},
 				MaxHold:  &metav1.Duration{Duration: 10 * time.Minute},
@@ -254,6 +257,43 @@ wait $g`
 		}
 	}()
 
+	// The run fails (its Pod was disrupted) and leaves its lease to expire; the
+	// moment that is recorded, someone asks for the occurrence to run now. The
+	// new run must not take up the left lease (a token with the same binding):
+	// that would recreate the Job of the same name, and the stranded Pod's guard
+	// would keep confirming the token beside it.
+	oldJob := pod.Labels[batchv1.JobNameLabel]
+	rerun := make(chan error, 1)
+	go func() {
+		rerun <- poll(ctx, ttl+time.Minute, "the failed run recorded", func() error {
+			cur := &batchv1alpha1.GuardedJob{}
+			if err := c.client.Get(ctx, client.ObjectKeyFromObject(gj), cur); err != nil {
+				return err
+			}
+			if r := cur.Status.LastRun; r == nil || r.JobName != oldJob || !strings.Contains(r.Message, "left to expire") {
+				return errors.New("not yet")
+			}
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, batchv1alpha1.RunNowAnnotation, time.Now().UTC().Add(time.Second).Format(time.RFC3339))
+			return c.client.Patch(ctx, gj, client.RawPatch(types.MergePatchType, []byte(patch)))
+		})
+	}()
+	sameName := make(chan string, 1)
+	go func() {
+		var firstUID types.UID
+		for ctx.Err() == nil {
+			job := &batchv1.Job{}
+			if err := c.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: oldJob}, job); err == nil {
+				if firstUID == "" {
+					firstUID = job.UID
+				} else if job.UID != firstUID {
+					sameName <- string(job.UID)
+					return
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+
 	// The latest lower bound of the key's expiry: a read's send time plus the PTTL
 	// it answered, while the run still held it.
 	var expiresBound time.Time
@@ -299,18 +339,31 @@ wait $g`
 		t.Errorf("the workload ended after the key could have expired (%s)", expiresBound)
 	}
 
-	// What a user sees: the run failed, and its lease was left to expire.
-	if err := poll(ctx, 30*time.Second, "the run recorded", func() error {
+	// What a user sees: the run failed and left its lease to expire (the ledger
+	// says until when), and the run asked for right after found the key busy.
+	if err := <-rerun; err != nil {
+		t.Fatalf("%v\n%s", err, mgr.Tail(20))
+	}
+	if err := poll(ctx, 30*time.Second, "the run-now recorded", func() error {
 		cur := &batchv1alpha1.GuardedJob{}
 		if err := c.client.Get(ctx, client.ObjectKeyFromObject(gj), cur); err != nil {
 			return err
 		}
-		if r := cur.Status.LastRun; r == nil || !r.PodGuarded || !strings.Contains(r.Message, "left to expire") {
-			return fmt.Errorf("last run %+v, active %d", r, len(cur.Status.Active))
+		left := false
+		for _, l := range cur.Status.Leases {
+			left = left || l.Holder == holder && l.State == batchv1alpha1.LeaseLeftToExpire && l.ExpiresBy != nil
+		}
+		if r := cur.Status.LastRun; r == nil || r.Result != batchv1alpha1.RunResultBusy || r.HeldBy != holder || !left {
+			return fmt.Errorf("last run %+v, leases %+v, active %d", r, cur.Status.Leases, len(cur.Status.Active))
 		}
 		return nil
 	}); err != nil {
 		t.Errorf("%v\n%s", err, mgr.Tail(20))
+	}
+	select {
+	case uid := <-sameName:
+		t.Errorf("a Job named %s was created again (UID %s) for the left lease's token", oldJob, uid)
+	default:
 	}
 	pods := &corev1.PodList{}
 	if err := c.client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels{batchv1alpha1.GuardedJobLabel: gj.Name}); err != nil {
