@@ -485,7 +485,7 @@ func (r *GuardedJobReconciler) writeGuarded(ctx context.Context, s *scope) error
 
 // untrackOwner stops renewing every lease of the runs of one GuardedJob.
 func (r *GuardedJobReconciler) untrackOwner(namespace, name string) {
-	prefix := namespace + "/" + name + "/"
+	prefix := ownerPrefix(namespace, name)
 	for _, st := range r.Keeper.Snapshot() {
 		if strings.HasPrefix(st.Owner, prefix) {
 			r.Keeper.Untrack(st.Token)

@@ -25,7 +25,7 @@ func (r *GuardedJobReconciler) reconcileDelete(ctx context.Context, s *scope) er
 		case batchv1alpha1.RunPhaseAcquiring:
 			// No Job exists; the lease, if the acquisition went through, is ours.
 			run.Phase = batchv1alpha1.RunPhaseReleasing
-			run.StopReason = string(batchv1alpha1.RunResultSkipped) + ": the GuardedJob was deleted before the run started"
+			setStop(run, batchv1alpha1.RunResultSkipped, "the GuardedJob was deleted before the run started")
 		case batchv1alpha1.RunPhaseRunning:
 			orphaned, err := r.jobOrphaned(ctx, gj, run)
 			if err != nil {

@@ -25,8 +25,7 @@ import (
 // lease renewed) until it does.
 func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	gj := s.gj
-	resultText, msg, _ := strings.Cut(run.StopReason, ": ")
-	result := batchv1alpha1.RunResult(resultText)
+	result, msg := stopOf(run)
 	lease := leaseOf(run)
 	// A lease that re-acquires (FailOpen) must not have a renewal in flight while
 	// it is released: that renewal could take the key again right after the DEL.

@@ -57,16 +57,16 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 		if finished, ok := jobFinished(job); ok {
 			run.Phase = batchv1alpha1.RunPhaseReleasing
 			if finished == batchv1.JobComplete {
-				run.StopReason = string(batchv1alpha1.RunResultSucceeded) + ": the Job completed"
+				setStop(run, batchv1alpha1.RunResultSucceeded, "the Job completed")
 			} else {
-				run.StopReason = string(batchv1alpha1.RunResultFailed) + ": the Job failed: " + jobFailureMessage(job)
+				setStop(run, batchv1alpha1.RunResultFailed, "the Job failed: "+jobFailureMessage(job))
 				// The Job may have failed because a pod guard ended its workload.
 				why, err := r.guardStopped(ctx, run, job)
 				if err != nil {
 					return err
 				}
 				if why != "" {
-					run.StopReason = string(batchv1alpha1.RunResultGuardStopped) + ": " + why
+					setStop(run, batchv1alpha1.RunResultGuardStopped, why)
 					r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.GuardStoppedReason, "Job %s: %s", run.JobName, why)
 				}
 			}
@@ -251,7 +251,7 @@ func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *bat
 			msg := "the API server rejected the Job: " + err.Error()
 			r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.JobRejectedReason, "%s", msg)
 			run.Phase = batchv1alpha1.RunPhaseReleasing
-			run.StopReason = string(batchv1alpha1.RunResultFailed) + ": " + msg
+			setStop(run, batchv1alpha1.RunResultFailed, msg)
 			return r.release(ctx, s, run, store)
 		}
 		return fmt.Errorf("create job %s: %w", run.JobName, err)

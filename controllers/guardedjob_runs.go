@@ -43,20 +43,22 @@ func fencePolicy(p batchv1alpha1.FencingPolicy) lockclient.FencePolicy {
 	}
 }
 
-// keeperOwner is the keeper's opaque owner of a run: enough to find the
-// GuardedJob and the Job again from a report.
+// keeperOwner is the keeper's opaque owner of a run, "<namespace>/<name>/<job>":
+// enough to find the GuardedJob and the Job again from a report.
 func keeperOwner(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) string {
-	return gj.Namespace + "/" + gj.Name + "/" + run.JobName
+	return ownerPrefix(gj.Namespace, gj.Name) + run.JobName
 }
 
-// ownerObject returns the GuardedJob of a keeperOwner value.
-func ownerObject(owner string) (types.NamespacedName, bool) {
-	ns, rest, ok := strings.Cut(owner, "/")
-	name, _, ok2 := strings.Cut(rest, "/")
-	if !ok || !ok2 || ns == "" || name == "" {
-		return types.NamespacedName{}, false
+// ownerPrefix is what the keeper owners of a GuardedJob's runs start with.
+func ownerPrefix(namespace, name string) string { return namespace + "/" + name + "/" }
+
+// parseOwner splits a keeperOwner value.
+func parseOwner(owner string) (gj types.NamespacedName, job string, ok bool) {
+	parts := strings.SplitN(owner, "/", 3)
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return types.NamespacedName{}, "", false
 	}
-	return types.NamespacedName{Namespace: ns, Name: name}, true
+	return types.NamespacedName{Namespace: parts[0], Name: parts[1]}, parts[2], true
 }
 
 // resumed marks a lease this process did not acquire itself (after a restart or
@@ -197,12 +199,9 @@ func ptrTime(t time.Time) *metav1.Time {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// markerTTLFor is the done-marker lifetime of an occurrence. A schedule that no
-// longer parses (changed while the run was active) falls back to a day.
+// markerTTLFor is the done-marker lifetime of an occurrence (a schedule that no
+// longer parses counts a day to the next occurrence).
 func markerTTLFor(gj *batchv1alpha1.GuardedJob, scheduled, now time.Time) time.Duration {
-	keep := gj.Spec.Lock.KeepAfterSuccessOrDefault()
-	if sched, err := schedule.Parse(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault()); err == nil {
-		return leasetiming.MarkerTTL(sched, scheduled, now, gj.Spec.StartingDeadline(), keep)
-	}
-	return 24*time.Hour + gj.Spec.StartingDeadline() + 5*time.Minute + keep
+	sched, _ := schedule.Parse(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault())
+	return leasetiming.MarkerTTL(sched, scheduled, now, gj.Spec.StartingDeadline(), gj.Spec.Lock.KeepAfterSuccessOrDefault())
 }

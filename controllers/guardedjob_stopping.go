@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +18,7 @@ import (
 // the lease is kept (and renewed, where still ours) until the Pods are gone.
 func (r *GuardedJobReconciler) beginStop(s *scope, run *batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, msg, reason string, lock batchv1alpha1.LockState, holder string) error {
 	run.Phase = batchv1alpha1.RunPhaseStopping
-	run.StopReason = string(result) + ": " + msg
+	setStop(run, result, msg)
 	setLock(s.gj, lock, run.Key, holder, run.Fence)
 	eventType := corev1.EventTypeWarning
 	if result == batchv1alpha1.RunResultFailed && reason == batchv1alpha1.JobDeletedReason {
@@ -27,6 +28,22 @@ func (r *GuardedJobReconciler) beginStop(s *scope, run *batchv1alpha1.ActiveRun,
 	r.event(s.gj, nil, eventType, reason, "Stopping %s: %s", run.JobName, msg)
 	r.pokeStopper(s.gj.Namespace, run.JobName)
 	return nil
+}
+
+// setStop records how a run ends: the result it ends with, and why.
+func setStop(run *batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, msg string) {
+	run.StopResult = result
+	run.StopReason = string(result) + ": " + msg
+}
+
+// stopOf returns the result a run ends with and why. A run recorded by an older
+// manager has only the text.
+func stopOf(run *batchv1alpha1.ActiveRun) (batchv1alpha1.RunResult, string) {
+	text, msg, _ := strings.Cut(run.StopReason, ": ")
+	if run.StopResult != "" {
+		return run.StopResult, msg
+	}
+	return batchv1alpha1.RunResult(text), msg
 }
 
 // stopping waits until the run's Pods are gone (the stop controller deletes them),

@@ -57,7 +57,7 @@ func (c *keeperCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range k.Snapshot() {
 		counts[st.State]++
 		if st.State == lockclient.StateFailing {
-			if obj, ok := ownerObject(st.Owner); ok {
+			if obj, _, ok := parseOwner(st.Owner); ok {
 				failing[obj]++
 			}
 		}

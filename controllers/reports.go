@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -20,11 +19,11 @@ func (r *GuardedJobReconciler) routeReports(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case rep := <-r.Keeper.Reports():
-			parts := strings.SplitN(rep.Owner, "/", 3)
-			if len(parts) != 3 {
+			obj, jobName, ok := parseOwner(rep.Owner)
+			if !ok {
 				continue
 			}
-			namespace, name, jobName := parts[0], parts[1], parts[2]
+			namespace, name := obj.Namespace, obj.Name
 			switch rep.Kind {
 			case lockclient.ReportLost, lockclient.ReportDeadlineReached, lockclient.ReportMaxHoldReached:
 				if r.Stopper != nil {

@@ -195,7 +195,7 @@ func (r *GuardedJobReconciler) leftShard(key types.NamespacedName) {
 		return
 	}
 	runs := map[string]string{}
-	prefix := key.Namespace + "/" + key.Name + "/"
+	prefix := ownerPrefix(key.Namespace, key.Name)
 	for _, st := range r.Keeper.Snapshot() {
 		if job, ok := strings.CutPrefix(st.Owner, prefix); ok {
 			runs[job] = st.Token

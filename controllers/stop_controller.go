@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -43,6 +43,8 @@ type StopReconciler struct {
 	// Writer deletes Jobs and Pods.
 	Writer client.Writer
 	Keeper *lockclient.Keeper
+	// Clock times the stops the keeper asked for (real time when nil).
+	Clock clock.Clock
 	// Recorder, when set, records why a Job no run claims is stopped.
 	Recorder recorder.EventRecorder
 	// Selector is the manager's shard (GuardedJobReconciler.Selector): Jobs of
@@ -93,6 +95,9 @@ func NewStopClient(cfg *rest.Config, opts client.Options) (client.Client, error)
 
 // SetupWithManager registers the stop controller.
 func (r *StopReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
 	if r.events == nil {
 		r.events = make(chan event.GenericEvent, 1024)
 	}
@@ -245,9 +250,9 @@ func (r *StopReconciler) observeStopLatency(gj *batchv1alpha1.GuardedJob, job *b
 	}
 	switch {
 	case st.State == lockclient.StateLost && !st.LostAt.IsZero():
-		stopLatency.WithLabelValues("lost").Observe(max(time.Since(st.LostAt), 0).Seconds())
+		stopLatency.WithLabelValues("lost").Observe(max(r.Clock.Since(st.LostAt), 0).Seconds())
 	case st.DeadlineReached && !st.DeadlineReachedAt.IsZero():
-		stopLatency.WithLabelValues("deadline").Observe(max(time.Since(st.DeadlineReachedAt), 0).Seconds())
+		stopLatency.WithLabelValues("deadline").Observe(max(r.Clock.Since(st.DeadlineReachedAt), 0).Seconds())
 	}
 }
 
@@ -256,7 +261,7 @@ func (r *StopReconciler) observeStopLatency(gj *batchv1alpha1.GuardedJob, job *b
 func (r *StopReconciler) firstStop(token string) bool {
 	r.timedMu.Lock()
 	defer r.timedMu.Unlock()
-	now := time.Now()
+	now := r.Clock.Now()
 	if r.timed == nil {
 		r.timed = map[string]time.Time{}
 	}
@@ -376,7 +381,7 @@ func (r *StopReconciler) decide(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) 
 		}
 	}
 	if run.Phase == batchv1alpha1.RunPhaseStopping || !gj.DeletionTimestamp.IsZero() && stopsRunsOnDelete(gj) {
-		if strings.HasPrefix(run.StopReason, string(batchv1alpha1.RunResultLockLost)) {
+		if result, _ := stopOf(run); result == batchv1alpha1.RunResultLockLost {
 			return time.Second, true
 		}
 		return podGrace, true
@@ -424,7 +429,7 @@ func (r *StopReconciler) owe(namespace, name string) {
 	}
 	key := types.NamespacedName{Namespace: namespace, Name: name}
 	if _, ok := r.owed[key]; !ok {
-		r.owed[key] = time.Now()
+		r.owed[key] = r.Clock.Now()
 	}
 	r.owedMu.Unlock()
 	r.poke(namespace, name)
@@ -445,7 +450,7 @@ func (r *StopReconciler) settle(key types.NamespacedName) {
 func (r *StopReconciler) behind() bool {
 	r.owedMu.Lock()
 	defer r.owedMu.Unlock()
-	now := time.Now()
+	now := r.Clock.Now()
 	for key, at := range r.owed {
 		if now.Sub(at) < owedLimit {
 			return true

@@ -651,10 +651,15 @@ type ActiveRun struct {
 	// +optional
 	StartDeadline *metav1.Time `json:"startDeadline,omitempty"`
 
-	// stopReason says why a Stopping run is being stopped (lock lost, maxHold reached,
-	// replaced, GuardedJob deleted, ...).
+	// stopReason says why a Stopping or Releasing run ends, as "<result>: <why>"
+	// (lock lost, maxHold reached, replaced, GuardedJob deleted, ...).
 	// +optional
 	StopReason string `json:"stopReason,omitempty"`
+
+	// stopResult is the result a Stopping or Releasing run ends with (the part of
+	// stopReason before its colon).
+	// +optional
+	StopResult RunResult `json:"stopResult,omitempty"`
 
 	// unusuallyLong is true once the run has lasted over 3 times
 	// status.runDurations.p99; the Warning event RunUnusuallyLong is emitted once, when

@@ -94,17 +94,26 @@ func DeadlineGrace(podGrace time.Duration, validUntil, now time.Time) time.Durat
 	return max(g, time.Second)
 }
 
+// MarkerMargin is how long a done-marker outlives the last moment its occurrence
+// may still be started, and the shortest life of any done-marker.
+const MarkerMargin = 5 * time.Minute
+
 // MarkerTTL is how long, counted from now, the done-marker of the occurrence at
 // scheduled lives: until the next occurrence is due, plus startingDeadline (while that
-// occurrence may start, a trigger can still name this one), plus 5 minutes, plus
-// keepAfterSuccess; at least 5 minutes.
+// occurrence may start, a trigger can still name this one), plus MarkerMargin, plus
+// keepAfterSuccess; at least MarkerMargin. A nil schedule (one that no longer parses,
+// changed while the run was active) counts a day to the next occurrence.
 func MarkerTTL(s *schedule.Schedule, scheduled, now time.Time, startingDeadline, keepAfterSuccess time.Duration) time.Duration {
-	const margin = 5 * time.Minute
-	next := s.Next(scheduled)
+	var next time.Time
+	if s != nil {
+		next = s.Next(scheduled)
+	} else {
+		next = now.Add(24 * time.Hour)
+	}
 	if next.IsZero() {
 		next = scheduled // no next occurrence within five years: keep it as long as this one may start
 	}
-	return max(next.Add(startingDeadline+margin+keepAfterSuccess).Sub(now), margin)
+	return max(next.Add(startingDeadline+MarkerMargin+keepAfterSuccess).Sub(now), MarkerMargin)
 }
 
 // fmtDuration writes whole seconds as "45s" (how users write lock.ttl), other

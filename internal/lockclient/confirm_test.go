@@ -12,6 +12,7 @@ import (
 
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
+	"github.com/guardedjob/guardedjob/internal/testutil/tcpproxy"
 )
 
 // Confirm tells a held key (with a bound counted from the send time), another
@@ -252,4 +253,31 @@ func TestRedlockConfirm(t *testing.T) {
 		g.Expect(errors.Is(err, lockclient.ErrStore)).To(BeTrue(), "%v", err)
 		g.Expect(err.Error()).To(ContainSubstring("1 of 3 Redlock nodes answered, 2 needed"))
 	})
+}
+
+// A confirmation's bound counts from when the read was sent, never from when its
+// answer came: Redis starts counting the PTTL it reports when it runs the read,
+// which a slow network puts after the send. Counting from the reply would place
+// the lease's end up to a round trip after the real one.
+func TestConfirmCountsTheLeaseFromTheSendTimeNotTheReply(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	srv := redisserver.Start(t)
+	px := tcpproxy.Start(t, srv.Addr())
+	c := dialConfig(t, lockclient.Config{URL: "redis://" + px.Addr(), Timeout: 5 * time.Second})
+	mine := token(t, "slow")
+	key := keys("confirm-slow").Lock
+	g.Expect(srv.Client(t).Set(ctx, key, mine, 10*time.Second).Err()).To(Succeed())
+	_, err := c.Confirm(ctx, key, sha256.Sum256([]byte(mine))) // connect before the delay
+	g.Expect(err).NotTo(HaveOccurred())
+
+	px.Delay(400 * time.Millisecond)
+	before := time.Now()
+	cf, err := c.Confirm(ctx, key, sha256.Sum256([]byte(mine)))
+	replied := time.Now()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(replied.Sub(before)).To(BeNumerically(">=", 400*time.Millisecond), "the proxy delayed the read")
+	g.Expect(cf.SentAt.Sub(before)).To(BeNumerically("<", 100*time.Millisecond), "SentAt is the send time")
+	g.Expect(cf.ValidUntil()).To(BeTemporally("<=", before.Add(10*time.Second).Add(50*time.Millisecond)),
+		"the bound never lies past the key's real expiry, set by the SET before the read")
 }

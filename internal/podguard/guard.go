@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
@@ -72,6 +74,8 @@ type guard struct {
 	store confirmer
 	procs processes
 	log   *slog.Logger
+	// clock is the local monotonic clock every bound is counted on.
+	clock clock.WithTicker
 }
 
 type readResult struct {
@@ -94,7 +98,7 @@ type watch struct {
 // time (then it stops the workload and returns why), or until ctx ends (the
 // kubelet's SIGTERM).
 func (g *guard) run(ctx context.Context) Outcome {
-	start := time.Now()
+	start := g.clock.Now()
 	if o, ok := g.previousStop(); ok {
 		g.log.Error("The guard stopped this Pod's workload before: stopping whatever runs now", "reason", o.Message)
 		return g.finish(o, start, start)
@@ -109,7 +113,7 @@ func (g *guard) run(ctx context.Context) Outcome {
 	reading, next := false, start
 	for {
 		// The deadline comes first, whatever woke the guard.
-		now := time.Now()
+		now := g.clock.Now()
 		if w.tl.due(now) {
 			return g.finish(g.deadlineOutcome(w, now), now, w.tl.killAt(now, false))
 		}
@@ -121,11 +125,11 @@ func (g *guard) run(ctx context.Context) Outcome {
 		if !reading && (wake.IsZero() || next.Before(wake)) {
 			wake = next
 		}
-		var timer *time.Timer
+		var timer clock.Timer
 		var fire <-chan time.Time
 		if !wake.IsZero() {
-			timer = time.NewTimer(wake.Sub(now))
-			fire = timer.C
+			timer = g.clock.NewTimer(wake.Sub(now))
+			fire = timer.C()
 		}
 		select {
 		case <-ctx.Done():
@@ -134,7 +138,7 @@ func (g *guard) run(ctx context.Context) Outcome {
 		case <-fire:
 		case r := <-results:
 			reading = false
-			now = time.Now()
+			now = g.clock.Now()
 			if w.tl.due(now) {
 				// An answer the guard sees only after its deadline (it was
 				// paused) does not get to overrule it.
@@ -238,7 +242,7 @@ func (g *guard) finish(o Outcome, termAt, killAt time.Time) Outcome {
 	if err := os.WriteFile(filepath.Join(g.s.StateDir, stoppedFile), []byte(strconv.Itoa(o.Code)+"\n"+o.Message), 0o644); err != nil { //nolint:gosec // holds nothing secret
 		g.log.Error("Cannot record the stop: a restarted guard will not repeat it", "err", err)
 	}
-	res := stopWorkload(g.procs, termAt, killAt)
+	res := stopWorkload(g.clock, g.procs, termAt, killAt)
 	if res.failed() {
 		o = Outcome{Code: ExitStopFailed, Message: o.Message + "; " + res.String()}
 	}

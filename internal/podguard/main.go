@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
+	"k8s.io/utils/clock"
 
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
@@ -75,7 +76,7 @@ func start(log *slog.Logger, version string) Outcome {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	g := &guard{s: s, store: client, procs: procs, log: log}
+	g := &guard{s: s, store: client, procs: procs, log: log, clock: clock.RealClock{}}
 	return g.run(ctx)
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 const (
@@ -71,10 +73,10 @@ func pidList(pids []int) string {
 // that appears later), SIGKILL at killAt to every one left, and waits up to
 // killWait for them to be gone. When killAt is not after termAt it sends only
 // SIGKILL. It returns as soon as no workload process is left.
-func stopWorkload(ps processes, termAt, killAt time.Time) stopResult {
+func stopWorkload(clk clock.Clock, ps processes, termAt, killAt time.Time) stopResult {
 	res := stopResult{denied: map[int]error{}}
 	signalled := map[int]bool{}
-	for killAt.After(termAt) && time.Now().Before(killAt) {
+	for killAt.After(termAt) && clk.Now().Before(killAt) {
 		pids, err := ps.workload()
 		if err != nil {
 			res.listErr = err
@@ -94,11 +96,11 @@ func stopWorkload(ps processes, termAt, killAt time.Time) stopResult {
 				res.termed++
 			}
 		}
-		time.Sleep(min(stopPoll, time.Until(killAt)))
+		clk.Sleep(min(stopPoll, killAt.Sub(clk.Now())))
 	}
 
 	killed := map[int]bool{}
-	giveUp := time.Now().Add(killWait)
+	giveUp := clk.Now().Add(killWait)
 	for {
 		pids, err := ps.workload()
 		if err != nil {
@@ -109,7 +111,7 @@ func stopWorkload(ps processes, termAt, killAt time.Time) stopResult {
 		if len(pids) == 0 {
 			return res
 		}
-		if time.Now().After(giveUp) {
+		if clk.Now().After(giveUp) {
 			slices.Sort(pids)
 			res.remaining = pids
 			return res
@@ -122,6 +124,6 @@ func stopWorkload(ps processes, termAt, killAt time.Time) stopResult {
 				res.killed++
 			}
 		}
-		time.Sleep(stopPoll)
+		clk.Sleep(stopPoll)
 	}
 }

@@ -305,7 +305,8 @@ wait $g`
 				expiresBound = sent.Add(p)
 			}
 		}
-		if _, err := os.Stat(endedFile); err != nil {
+		// The shell creates the file before it writes the time into it.
+		if b, err := os.ReadFile(endedFile); err != nil || !strings.HasSuffix(string(b), "\n") {
 			return errors.New("still running")
 		}
 		return nil
