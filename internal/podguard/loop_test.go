@@ -219,7 +219,9 @@ func TestGuardLoopCountsALateAnswerFromItsSendTime(t *testing.T) {
 
 func TestGuardLoopNeverOpensTheStartupGateWithoutAConfirmation(t *testing.T) {
 	g := NewWithT(t)
-	l := newLoopRun(t, func(int, time.Time) (lockclient.Confirmation, error) { return lockclient.Confirmation{}, errUnreachable })
+	l := newLoopRun(t, func(int, time.Time) (lockclient.Confirmation, error) {
+		return lockclient.Confirmation{}, errUnreachable
+	})
 	_, ended := l.run(10 * time.Second)
 	g.Expect(ended).To(BeFalse(), "a guard that starts with its Pod waits: its workload has not started")
 	_, err := os.Stat(filepath.Join(l.settings.StateDir, readyFile))
