@@ -53,19 +53,12 @@ func (h *harness) startShard(selector string) *shardManager {
 	cfg.Wrap(apiCalls.Wrap)
 	mgr, err := ctrl.NewManager(cfg, opts)
 	h.g.Expect(err).NotTo(HaveOccurred())
-	keeper := lockclient.NewKeeper(h.store)
-	stopWriter, err := controllers.NewStopClient(cfg, client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})
+	parts, err := controllers.Setup(mgr, controllers.Options{
+		Store: h.store, RESTConfig: cfg, ClusterName: "cluster-a", ClockSkew: time.Second, Namespace: h.ns, Selector: sel,
+		HandoverTimeout: cmp.Or(h.handoverTimeout, time.Minute), Clock: h.clock,
+	})
 	h.g.Expect(err).NotTo(HaveOccurred())
-	handovers := controllers.NewHandovers()
-	stopper := &controllers.StopReconciler{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: stopWriter, Keeper: keeper,
-		Recorder: mgr.GetEventRecorder("guardedjob-stop"), Selector: sel, Handovers: handovers}
-	h.g.Expect(stopper.SetupWithManager(mgr)).To(Succeed())
-	r := &controllers.GuardedJobReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
-		Clock: h.clock, Store: h.store, Keeper: keeper, ClusterName: "cluster-a", Stopper: stopper, ClockSkew: time.Second,
-		Namespace: h.ns, Selector: sel, Handovers: handovers, HandoverTimeout: cmp.Or(h.handoverTimeout, time.Minute),
-	}
-	h.g.Expect(r.SetupWithManager(mgr)).To(Succeed())
+	keeper := parts.Keeper
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &shardManager{keeper: keeper, cancel: cancel, done: make(chan struct{})}
 	go func() {

@@ -95,9 +95,6 @@ func NewStopClient(cfg *rest.Config, opts client.Options) (client.Client, error)
 
 // SetupWithManager registers the stop controller.
 func (r *StopReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
-	}
 	if r.events == nil {
 		r.events = make(chan event.GenericEvent, 1024)
 	}
@@ -146,6 +143,14 @@ func (r *StopReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(r.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(stopWorkers, r.MaxConcurrentReconciles)}).
 		Complete(r)
+}
+
+// clock is the stop controller's clock: real time unless one was injected.
+func (r *StopReconciler) clock() clock.Clock {
+	if r.Clock == nil {
+		return clock.RealClock{}
+	}
+	return r.Clock
 }
 
 // Reconcile stops the Job if its run must stop.
@@ -250,9 +255,9 @@ func (r *StopReconciler) observeStopLatency(gj *batchv1alpha1.GuardedJob, job *b
 	}
 	switch {
 	case st.State == lockclient.StateLost && !st.LostAt.IsZero():
-		stopLatency.WithLabelValues("lost").Observe(max(r.Clock.Since(st.LostAt), 0).Seconds())
+		stopLatency.WithLabelValues("lost").Observe(max(r.clock().Since(st.LostAt), 0).Seconds())
 	case st.DeadlineReached && !st.DeadlineReachedAt.IsZero():
-		stopLatency.WithLabelValues("deadline").Observe(max(r.Clock.Since(st.DeadlineReachedAt), 0).Seconds())
+		stopLatency.WithLabelValues("deadline").Observe(max(r.clock().Since(st.DeadlineReachedAt), 0).Seconds())
 	}
 }
 
@@ -261,7 +266,7 @@ func (r *StopReconciler) observeStopLatency(gj *batchv1alpha1.GuardedJob, job *b
 func (r *StopReconciler) firstStop(token string) bool {
 	r.timedMu.Lock()
 	defer r.timedMu.Unlock()
-	now := r.Clock.Now()
+	now := r.clock().Now()
 	if r.timed == nil {
 		r.timed = map[string]time.Time{}
 	}
@@ -429,7 +434,7 @@ func (r *StopReconciler) owe(namespace, name string) {
 	}
 	key := types.NamespacedName{Namespace: namespace, Name: name}
 	if _, ok := r.owed[key]; !ok {
-		r.owed[key] = r.Clock.Now()
+		r.owed[key] = r.clock().Now()
 	}
 	r.owedMu.Unlock()
 	r.poke(namespace, name)
@@ -450,7 +455,7 @@ func (r *StopReconciler) settle(key types.NamespacedName) {
 func (r *StopReconciler) behind() bool {
 	r.owedMu.Lock()
 	defer r.owedMu.Unlock()
-	now := r.Clock.Now()
+	now := r.clock().Now()
 	for key, at := range r.owed {
 		if now.Sub(at) < owedLimit {
 			return true

@@ -220,22 +220,17 @@ func (h *harness) start() {
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	h.g.Expect(err).NotTo(HaveOccurred())
-	keeper := lockclient.NewKeeper(h.store, lockclient.WithStopRate(h.stopRate))
-	h.keeper = keeper
-	stopWriter, err := controllers.NewStopClient(cfg, client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})
+	parts, err := controllers.Setup(mgr, controllers.Options{
+		Store: h.store, RESTConfig: cfg, ClusterName: "cluster-a", KeyGrants: h.keyGrants, StoreAllow: h.storeAllow,
+		GuardImage: testGuardImage, ClockSkew: cmp.Or(h.clockSkew, time.Second), Namespace: h.ns, StopRate: h.stopRate,
+		Clock: h.clock,
+	})
 	h.g.Expect(err).NotTo(HaveOccurred())
-	stopper := &controllers.StopReconciler{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: stopWriter, Keeper: keeper,
-		Recorder: mgr.GetEventRecorder("guardedjob-stop")}
-	h.g.Expect(stopper.SetupWithManager(mgr)).To(Succeed())
-	r := &controllers.GuardedJobReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
-		Clock: h.clock, Store: h.store, Keeper: keeper, ClusterName: "cluster-a", Stopper: stopper, ClockSkew: cmp.Or(h.clockSkew, time.Second), StoreAllow: h.storeAllow,
-		Namespace: h.ns, GuardImage: testGuardImage, KeyGrants: h.keyGrants,
-	}
 	if h.noGuardImage {
-		r.GuardImage = ""
+		parts.Reconciler.GuardImage = ""
 	}
-	h.g.Expect(r.SetupWithManager(mgr)).To(Succeed())
+	keeper := parts.Keeper
+	h.keeper = keeper
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	restclient "k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -241,32 +240,17 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 	defer evts.shutdown()
 
-	keeper := lockclient.NewKeeper(store, lockclient.WithStopRate(o.stopRate))
-	// The stop controller writes with a client of its own, so its deletes never
-	// wait behind status writes in a shared rate limiter.
-	stopWriter, err := controllers.NewStopClient(cfg, client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})
-	if err != nil {
-		return fmt.Errorf("create stop client: %w", err)
-	}
-	handovers := controllers.NewHandovers()
-	stopper := &controllers.StopReconciler{
-		Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: stopWriter, Keeper: keeper,
-		MaxConcurrentReconciles: o.maxConcurrentReconciles, Recorder: evts.recorder("guardedjob-stop"), Selector: shard, Handovers: handovers,
-	}
-	if err := stopper.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("set up stop controller: %w", err)
-	}
-	reconciler := &controllers.GuardedJobReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: evts.recorder("guardedjob-controller"),
-		Clock: clock.RealClock{}, Store: store, Keeper: keeper, ClusterName: o.clusterName, KeyGrants: grants, StoreAllow: storeAllow, ClockSkew: o.clockSkew,
-		GuardImage:     o.guardImage,
+	parts, err := controllers.Setup(mgr, controllers.Options{
+		Store: store, RESTConfig: cfg, ClusterName: o.clusterName, KeyGrants: grants, StoreAllow: storeAllow,
+		GuardImage: o.guardImage, ClockSkew: o.clockSkew, Selector: shard,
 		LeaderElection: o.leaderElect, LeaderLeaseDuration: o.leaseDuration, LeaderRetryPeriod: o.retryPeriod,
-		MaxConcurrentReconciles: o.maxConcurrentReconciles, Stopper: stopper, Selector: shard,
-		Handovers: handovers, HandoverTimeout: o.shardHandoverTimeout,
+		MaxConcurrentReconciles: o.maxConcurrentReconciles, StopRate: o.stopRate, HandoverTimeout: o.shardHandoverTimeout,
+		Recorder: evts.recorder("guardedjob-controller"), StopRecorder: evts.recorder("guardedjob-stop"),
+	})
+	if err != nil {
+		return err
 	}
-	if err := reconciler.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("set up guardedjob controller: %w", err)
-	}
+	keeper := parts.Keeper
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}

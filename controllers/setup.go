@@ -1,0 +1,104 @@
+package controllers
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/guardedjob/guardedjob/internal/keys"
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+)
+
+// Options is what the manager's controllers are made of: its flags and its lock
+// store. The manager binary and every test that runs a manager build them with
+// Setup, so that what runs in tests is wired as in production.
+type Options struct {
+	// Store is the manager's own lock store.
+	Store *lockclient.Client
+	// RESTConfig is the manager's connection to the API server; the stop
+	// controller gets a client of its own from it.
+	RESTConfig *rest.Config
+
+	ClusterName string
+	KeyGrants   keys.Grants
+	StoreAllow  *lockclient.AllowList
+	GuardImage  string
+	ClockSkew   time.Duration
+	// Namespace and Selector restrict what the manager serves (one namespace;
+	// a shard).
+	Namespace string
+	Selector  labels.Selector
+
+	LeaderElection      bool
+	LeaderLeaseDuration time.Duration
+	LeaderRetryPeriod   time.Duration
+
+	MaxConcurrentReconciles int
+	// StopRate is --stop-rate (runs per second the manager can stop at once).
+	StopRate        float64
+	HandoverTimeout time.Duration
+
+	// Clock is the reconcilers' clock; real time when nil.
+	Clock clock.Clock
+	// Recorder and StopRecorder record the controllers' events; the manager's
+	// recorders when nil.
+	Recorder, StopRecorder recorder.EventRecorder
+	// KeeperOptions are added to the keeper's (tests inject its clock).
+	KeeperOptions []lockclient.KeeperOption
+}
+
+// Controllers are the parts Setup made. The caller runs Keeper (on a context
+// that outlives the manager's: renewals go on while it shuts down).
+type Controllers struct {
+	Keeper     *lockclient.Keeper
+	Stopper    *StopReconciler
+	Reconciler *GuardedJobReconciler
+}
+
+// Setup makes the lease keeper, the stop controller (with a client and rate
+// budget of its own) and the GuardedJob reconciler, wired to each other, and
+// registers both controllers with mgr.
+func Setup(mgr ctrl.Manager, o Options) (*Controllers, error) {
+	clk := o.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	keeper := lockclient.NewKeeper(o.Store, append([]lockclient.KeeperOption{lockclient.WithStopRate(o.StopRate)}, o.KeeperOptions...)...)
+	stopWriter, err := NewStopClient(o.RESTConfig, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("create stop client: %w", err)
+	}
+	rec, stopRec := o.Recorder, o.StopRecorder
+	if rec == nil {
+		rec = mgr.GetEventRecorder("guardedjob-controller")
+	}
+	if stopRec == nil {
+		stopRec = mgr.GetEventRecorder("guardedjob-stop")
+	}
+	handovers := NewHandovers()
+	stopper := &StopReconciler{
+		Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: stopWriter, Keeper: keeper,
+		MaxConcurrentReconciles: o.MaxConcurrentReconciles, Recorder: stopRec, Selector: o.Selector, Handovers: handovers,
+	}
+	if err := stopper.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up stop controller: %w", err)
+	}
+	r := &GuardedJobReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: clk,
+		Store: o.Store, Keeper: keeper, ClusterName: o.ClusterName, KeyGrants: o.KeyGrants, StoreAllow: o.StoreAllow,
+		ClockSkew: o.ClockSkew, Namespace: o.Namespace, Selector: o.Selector, GuardImage: o.GuardImage,
+		LeaderElection: o.LeaderElection, LeaderLeaseDuration: o.LeaderLeaseDuration, LeaderRetryPeriod: o.LeaderRetryPeriod,
+		MaxConcurrentReconciles: o.MaxConcurrentReconciles, Stopper: stopper,
+		Handovers: handovers, HandoverTimeout: o.HandoverTimeout,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up guardedjob controller: %w", err)
+	}
+	return &Controllers{Keeper: keeper, Stopper: stopper, Reconciler: r}, nil
+}
