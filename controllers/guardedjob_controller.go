@@ -328,7 +328,23 @@ func (r *GuardedJobReconciler) cacheBehind(key types.NamespacedName, rv string) 
 	return false
 }
 
-// Reconcile runs one pass over a GuardedJob.
+// Reconcile runs one pass over a GuardedJob. What a pass knows comes from the
+// object (status, including the lease ledger status.leases) and the store; what
+// this process keeps between passes is named here, and nothing else is:
+//   - resumed: closed once resumeLeases has renewed every recorded lease after
+//     this manager became the leader; passes wait for it.
+//   - the keeper's tracked tokens: the leases this process renews. A pass tracks
+//     its runs' leases (ensureTracked: an object new to this manager, such as one
+//     moved into its shard; takeOverOnSight does the same before the object's
+//     first pass), and a status write untracks every run that left
+//     status.active (patchStatus).
+//   - superseded: the resourceVersions this manager wrote over; a pass that
+//     reads one from the cache waits for the cache (cacheBehind).
+//   - jobsCreated and scope.recordLater: the UID of a Job a pass created and
+//     left for the next pass to record.
+//   - objectLocks: one pass (or take-over) at a time per object.
+//   - Handovers: runs of objects that left this shard, renewed until another
+//     shard holds them (watchHandovers).
 func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	if err := r.waitResumed(ctx); err != nil {
 		return ctrl.Result{}, err

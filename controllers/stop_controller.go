@@ -305,8 +305,12 @@ func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.Guarde
 		return ctrl.Result{}, nil
 	}
 	if job.DeletionTimestamp.IsZero() && r.Recorder != nil {
+		why := "status lost or restored from a backup?"
+		if says := ledgerSays(fresh, job.Annotations[batchv1alpha1.HolderAnnotation], r.clock().Now()); says != "" {
+			why = "status.leases has " + says
+		}
 		r.Recorder.Eventf(fresh, job, corev1.EventTypeWarning, batchv1alpha1.StaleJobReason, batchv1alpha1.StaleJobReason,
-			"Stopping Job %s: no active run of this GuardedJob claims it (status lost or restored from a backup?)", job.Name)
+			"Stopping Job %s: no active run of this GuardedJob claims it (%s)", job.Name, why)
 	}
 	return ctrl.Result{}, r.stop(ctx, job, fresh.Spec.PodGracePeriod())
 }
