@@ -1,8 +1,15 @@
-// Command mutants checks that the tests catch the bugs that matter most: it plants
-// each known bug (a mutant) in a copy of the checkout, one at a time, runs the
-// tests named to catch it, and fails unless every one of them fails on the mutant
-// and passes on the unplanted copy. A mutant that no longer applies (its code was
-// rewritten) fails too, so that it is kept up to date with the code it breaks.
+// Command mutants checks that the tests catch the bugs that matter most. It copies
+// the checkout, then for each known bug (a mutant): plants it in the copy, runs
+// the tests named to catch it (its catchers) from the copy, and takes it out
+// again. It fails unless, for every mutant, at least one catcher fails with the
+// bug planted, and every catcher passes on the unplanted copy first. A mutant
+// that no longer applies (its code was rewritten) fails too, so that the list is
+// kept up to date with the code it breaks.
+//
+// The catchers run with no prebuilt binaries in their environment, so that a
+// test that runs the manager, the pod guard or the kubectl plugin builds it from
+// the mutated copy (internal/testutil/bins): a bug planted in cmd/ or in a
+// package those binaries hold can be caught by such a test.
 //
 // Usage (make test-mutants sets the environment the tests need):
 //
@@ -87,6 +94,100 @@ var mutants = []mutant{
 		catchers: []catcher{
 			{"./controllers/", []string{"TestAStolenLeaseStopsTheJobAndItsPodsAndLeavesTheThiefAlone"}},
 			{"./internal/lockclient/", []string{"TestAnExpiredHolderCannotReleaseRenewOrCompleteOverTheNextHolder"}},
+		},
+	},
+	{
+		name: "renew-no-compare",
+		bug:  "renew.lua extends the key without comparing the token",
+		file: "internal/lockclient/lua/renew.lua",
+		find: "if current == ARGV[1] then",
+		repl: "if current then",
+		catchers: []catcher{
+			{"./internal/lockclient/", []string{"TestAnExpiredHolderCannotReleaseRenewOrCompleteOverTheNextHolder"}},
+			{"./controllers/", []string{"TestAStolenLeaseStopsTheJobAndItsPodsAndLeavesTheThiefAlone"}},
+		},
+	},
+	{
+		name: "takeup-ignores-binding",
+		bug:  "take-up adopts a token of this cluster and object name whatever run (object UID, occurrence) it was minted for",
+		file: "internal/runtoken/runtoken.go",
+		find: "if len(random) != 32 || random[16:] != binding(r) {",
+		repl: "if len(random) != 32 {",
+		catchers: []catcher{
+			{"./internal/runtoken/", []string{"TestMintedForRecognisesOnlyItsOwnRun"}},
+			{"./controllers/", []string{"TestTwoWrites_ALeaseMintedForAnotherObjectOrClusterIsNeverTakenUp"}},
+		},
+	},
+	{
+		name: "takeup-ignores-ledger",
+		bug:  "take-up adopts a token the lease ledger knows (a lease its run left to expire)",
+		file: "controllers/guardedjob_acquire.go",
+		find: "if why := ledgerSays(s.gj, holder, s.now); why != \"\" {",
+		repl: "if why := \"\"; why != \"\" {",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestEveryActor_ARunNowNeverTakesUpTheLeaseItsFailedRunLeftToExpire"}},
+		},
+	},
+	{
+		name: "unlock-live-token",
+		bug:  "a manual unlock deletes a GuardedJob lease that still has time to live (another cluster's, or one left to expire)",
+		file: "internal/lockclient/lua/unlock.lua",
+		find: "if ARGV[2] == \"lock\" and string.match(",
+		repl: "if false and string.match(",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestEveryActor_ATenantsUnlockNeverDeletesAnotherClustersLiveLease", "TestEveryActor_AnUnlockOfALeftLeaseStaysRefusedWhateverOverwritesLastRun"}},
+			{"./internal/lockclient/", []string{"TestUnlockDeletesOnlyTheHolderThatWasShown"}},
+		},
+	},
+	{
+		name: "shard-break-before-make",
+		bug:  "a shard that a GuardedJob left stops renewing its runs' leases before the new shard holds them",
+		file: "controllers/shard.go",
+		find: "if r.shardName() == \"\" || r.Handovers == nil {",
+		repl: "if r.shardName() != \"\" || r.Handovers == nil {",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestEveryActor_AShardMoveKeepsTheLeaseUntilTheNewShardHoldsIt"}},
+		},
+	},
+	{
+		name: "grants-not-exclusive",
+		bug:  "a key prefix granted to one namespace stays in the default of the namespace whose name it starts with",
+		file: "internal/keys/grants.go",
+		find: "return strings.HasPrefix(key, namespace+\":\") && g.grantedElsewhere(namespace, key) == \"\"",
+		repl: "return strings.HasPrefix(key, namespace+\":\")",
+		catchers: []catcher{
+			{"./internal/keys/", []string{"TestKeyGrantsAllowed"}},
+			{"./controllers/", []string{"TestEveryActor_ANamespaceWhoseNameStartsAnotherTenantsGrantGetsNoneOfItsKeys"}},
+		},
+	},
+	{
+		name: "renew-only-reacquires",
+		bug:  "an old leader renewing alone still takes back FailOpen keys it finds absent",
+		file: "controllers/renew_only.go",
+		find: "if err := keeper.StopReacquiring(ctx); err != nil {",
+		repl: "if err := error(nil); err != nil {",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestEveryActor_AnOldLeaderRenewingAloneNeverWritesBackAKeyTheNewLeaderReleased"}},
+		},
+	},
+	{
+		name: "job-not-gated",
+		bug:  "a run's Job is created ready to start, before its lease was confirmed after the create",
+		file: "internal/jobbuild/jobbuild.go",
+		find: "if run.Unguarded || run.PodGuard != nil || ptr.Deref(job.Spec.Suspend, false) {",
+		repl: "if true {",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestEveryActor_APausedOldLeaderNeverStartsTheJobOfARunThatAlreadyCompleted"}},
+		},
+	},
+	{
+		name: "guard-deadline-from-reply",
+		bug:  "the pod guard's confirmation counts the lease from the read's reply instead of its send time",
+		file: "internal/lockclient/confirm.go",
+		find: "\tsent := c.clock.Now()\n\tv, err := c.readLease(ctx, key)\n",
+		repl: "\tv, err := c.readLease(ctx, key)\n\tsent := c.clock.Now()\n",
+		catchers: []catcher{
+			{"./internal/lockclient/", []string{"TestConfirmCountsTheLeaseFromTheSendTimeNotTheReply"}},
 		},
 	},
 }
@@ -320,9 +421,13 @@ func (r result) firstMessage(test string) string {
 	return "(see the test's output)"
 }
 
+// noPrebuilt empties the environment variables that name prebuilt project
+// binaries, so that a test builds them from the copy it runs in.
+var noPrebuilt = []string{"GUARDEDJOB_MANAGER_BIN=", "GUARDEDJOB_PLUGIN_BIN=", "GUARDEDJOB_GUARD_BIN="}
+
 func (r *runner) goTest(c catcher) result {
 	pattern := "^(" + strings.Join(c.tests, "|") + ")$"
-	return r.command(r.copyDir, nil, "go", "test", "-count=1", "-v", "-timeout", r.timeout.String(), "-run", pattern, c.pkg)
+	return r.command(r.copyDir, noPrebuilt, "go", "test", "-count=1", "-v", "-timeout", r.timeout.String(), "-run", pattern, c.pkg)
 }
 
 func (r *runner) command(dir string, env []string, name string, args ...string) result {
@@ -350,7 +455,7 @@ var violations = regexp.MustCompile(`(\d+) violations \(seed`)
 // faultTest runs TestFaults against a manager built from the mutated copy (the
 // test builds it when GUARDEDJOB_MANAGER_BIN is empty) and reports its verdict.
 func (r *runner) faultTest(m mutant) (string, error) {
-	env := []string{"E2E_FAULTS=1", "GUARDEDJOB_MANAGER_BIN="}
+	env := append([]string{"E2E_FAULTS=1"}, noPrebuilt...)
 	if r.seed != 0 {
 		env = append(env, fmt.Sprintf("E2E_SEED=%d", r.seed))
 	}
