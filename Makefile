@@ -314,8 +314,7 @@ image: binaries ociimage ## Build the manager image for IMAGE_PLATFORMS as an OC
 		if [ "$$p" != "$$host" ]; then \
 			dir="$(LOCALBIN)/$${p//\//_}" os="$${p%%/*}" arch="$${p#*/}"; arch="$${arch%%/*}"; \
 			for cmd in manager guard; do \
-				echo "CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build ... -o $$dir/$$cmd ./cmd/$$cmd"; \
-				CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags="-s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o "$$dir/$$cmd" ./cmd/$$cmd || exit 1; \
+				(set -x; env CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags="-s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o "$$dir/$$cmd" ./cmd/$$cmd) || exit 1; \
 			done; \
 		fi; \
 		dirs+=("$$p=$$dir"); \
