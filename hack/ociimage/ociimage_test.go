@@ -340,7 +340,9 @@ func TestTheSBOMListsTheGoModulesOfBothBinaries(t *testing.T) {
 	} {
 		info, err := buildinfo.Read(bytes.NewReader(files["/"+bin].data))
 		g.Expect(err).NotTo(HaveOccurred())
-		ref := goPURL(info.Main.Path, "v"+built.version, strings.TrimPrefix(info.Path, info.Main.Path+"/"))
+		ref := binaryPURL(info, built.version)
+		g.Expect(ref).To(HavePrefix("pkg:golang/github.com/guardedjob/guardedjob@"))
+		g.Expect(ref).To(HaveSuffix("#cmd/" + bin))
 		g.Expect(purls).To(HaveKey(ref), bin)
 		g.Expect(dependsOn[ref]).To(ContainElement("pkg:golang/stdlib@"+info.GoVersion), bin)
 		for _, module := range modules {

@@ -28,7 +28,7 @@ func writeSBOM(o options, digest v1.Hash, bins []builtBinary) error {
 	linked := map[string][]string{} // binary's bom-ref -> modules' bom-refs
 	var binRefs []string
 	for _, b := range bins {
-		ref := goPURL(mainModule(b.info), "v"+o.version, strings.TrimPrefix(b.info.Path, mainModule(b.info)+"/"))
+		ref := binaryPURL(b.info, o.version)
 		if _, ok := components[ref]; !ok {
 			binRefs = append(binRefs, ref)
 			components[ref] = cdx.Component{BOMRef: ref, Type: cdx.ComponentTypeApplication, Name: b.name, Version: o.version,
@@ -82,8 +82,14 @@ func writeSBOM(o options, digest v1.Hash, bins []builtBinary) error {
 	return f.Close()
 }
 
-// mainModule is the module a binary was built from.
-func mainModule(info *buildinfo.BuildInfo) string { return info.Main.Path }
+// binaryPURL is the package URL of a binary's main package at the release's tag
+// (vX.Y.Z; a version such as dev stays as it is).
+func binaryPURL(info *buildinfo.BuildInfo, version string) string {
+	if version != "" && version[0] >= '0' && version[0] <= '9' {
+		version = "v" + version
+	}
+	return goPURL(info.Main.Path, version, strings.TrimPrefix(info.Path, info.Main.Path+"/"))
+}
 
 // goPURL is the package URL of a Go module (or, with subpath, of a package in it).
 func goPURL(module, version, subpath string) string {
