@@ -1,6 +1,8 @@
 # The GuardedJob manager image.
 #
 # Build:  make docker-build VERSION=0.1.0 IMG=registry.example.com/guardedjob-manager:0.1.0
+# Without a container engine, make image builds the same binaries into an image of the
+# same shape (hack/ociimage, docs/image.md).
 # The build command below is the one `make build` runs and test/config checks, so a
 # change here must be made there too.
 
@@ -38,9 +40,12 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION} 
 FROM gcr.io/distroless/static:nonroot
 # An ARG ends with its stage: declared again to label the final image.
 ARG VERSION=dev
+ARG COMMIT=unknown
 LABEL org.opencontainers.image.title="guardedjob-manager" \
       org.opencontainers.image.version="${VERSION}" \
-      org.opencontainers.image.source="https://github.com/guardedjob/guardedjob"
+      org.opencontainers.image.revision="${COMMIT}" \
+      org.opencontainers.image.source="https://github.com/guardedjob/guardedjob" \
+      org.opencontainers.image.licenses="Apache-2.0"
 WORKDIR /
 COPY --from=builder /workspace/manager /manager
 COPY --from=builder /workspace/guard /guard

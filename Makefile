@@ -3,10 +3,16 @@
 VERSION ?= dev
 # The commit stamped beside it (the Docker build context has no .git).
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-# Image the manager is built into by docker-build and deployed by deploy and
-# build-installer. IMAGE_REPO is where release images are pushed.
+# The manager image: built by image (or docker-build), pushed by image-push (or
+# docker-push), deployed by deploy and build-installer. IMAGE_REPO is where it is
+# pushed, registry host first (registry.example.com/team/guardedjob-manager); the
+# default names no registry and suits only a cluster whose nodes have the image
+# loaded by hand: make release refuses it (docs/image.md).
 IMAGE_REPO ?= guardedjob-manager
 IMG ?= $(IMAGE_REPO):$(VERSION)
+# Every timestamp in the image and the release archives: the commit's time, so that
+# building the same commit again gives the same files and the same image digest.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
 # One set of build flags for every build and test of the operator: static (no cgo)
 # and -trimpath, as the image is built. Each package is then compiled once per run
@@ -71,8 +77,9 @@ export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 90s
 # manager's go.mod.
 OPS_TEST_MODULES ?= config/healthtest config/prometheus/rulestest
 # Modules of their own besides the operator's, linted and tidied with it. bench holds
-# the peer lock libraries the lease client is compared with.
-SIDE_MODULES ?= $(OPS_TEST_MODULES) bench
+# the peer lock libraries the lease client is compared with; hack/ociimage the image
+# builder (go-containerregistry).
+SIDE_MODULES ?= $(OPS_TEST_MODULES) bench hack/ociimage
 
 SHELL = /usr/bin/env bash -o pipefail
 .SHELLFLAGS = -ec
@@ -123,9 +130,9 @@ verify: manifests generate ## Fail when generated files or go.mod are stale, or 
 	go mod tidy
 	for m in $(SIDE_MODULES); do (cd $$m && go mod tidy) || exit 1; done
 	hack/check-shared-versions.sh
-	@if [ -n "$$(git status --porcelain -- go.mod go.sum api config charts bench/go.mod bench/go.sum)" ]; then \
+	@if [ -n "$$(git status --porcelain -- go.mod go.sum api config charts bench/go.mod bench/go.sum hack/ociimage/go.mod hack/ociimage/go.sum)" ]; then \
 		echo "Generated files are stale; run 'make manifests generate' and 'go mod tidy' and commit:"; \
-		git status --porcelain -- go.mod go.sum api config charts bench; git --no-pager diff --stat -- go.mod go.sum api config charts bench; exit 1; fi
+		git status --porcelain -- go.mod go.sum api config charts bench hack/ociimage; git --no-pager diff --stat -- go.mod go.sum api config charts bench hack/ociimage; exit 1; fi
 
 ##@ Test
 
@@ -190,6 +197,12 @@ test-fuzz: ## Run every fuzz target for FUZZTIME (their seed corpora in testdata
 			go test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$(dirname $$f)/ || exit 1; \
 		done; \
 	done
+
+.PHONY: test-image
+test-image: image ## Check the image make image built: a valid layout with every platform, user 65532, entrypoint /manager, labels, binaries that say their version, the SBOM, the same digest when built again, a push to a registry on 127.0.0.1.
+	cd hack/ociimage && go vet ./... && \
+		OCIIMAGE_TEST_LAYOUT="$(abspath $(IMAGE_LAYOUT))" OCIIMAGE_TEST_SBOM="$(abspath $(IMAGE_SBOM))" OCIIMAGE_TEST_PLATFORMS="$(IMAGE_PLATFORMS)" \
+		OCIIMAGE_TEST_VERSION="$(VERSION)" OCIIMAGE_TEST_REVISION="$(COMMIT)" OCIIMAGE_TEST_CREATED="$(SOURCE_DATE_EPOCH)" go test -count=1 ./...
 
 .PHONY: test-release
 test-release: test-deps ## Test make release for every platform krew lists (make test releases this machine's platform only: each other one compiles the plugin anew, minutes).
@@ -261,9 +274,13 @@ build-installer: manifests kubectl ## Write dist/install.yaml (CRD, RBAC, manage
 # Where a release's files are published: the krew manifest's archive URIs start with it.
 RELEASE_URL ?= https://github.com/guardedjob/guardedjob/releases/download/v$(VERSION)
 
+# make release refuses an IMAGE_REPO without a registry host unless this is 1.
+ALLOW_LOCAL_IMAGE ?=
+
 .PHONY: release
-release: manifests helm ## Write release VERSION=X.Y.Z into dist/: installer, CRDs, chart, plugin archives, krew manifest, checksums.
-	HELM="$(HELM)" IMAGE_REPO="$(IMAGE_REPO)" RELEASE_URL="$(RELEASE_URL)" hack/release.sh $(VERSION)
+release: manifests helm kubectl ## Write release VERSION=X.Y.Z IMAGE_REPO=REGISTRY/PATH into dist/: installer, CRDs, chart, plugin archives, krew manifest, the manager image (OCI archive, digest, SBOM), checksums.
+	HELM="$(HELM)" KUBECTL="$(KUBECTL)" IMAGE_REPO="$(IMAGE_REPO)" ALLOW_LOCAL_IMAGE="$(ALLOW_LOCAL_IMAGE)" RELEASE_URL="$(RELEASE_URL)" \
+		IMAGE_PLATFORMS="$(IMAGE_PLATFORMS)" SOURCE_DATE_EPOCH="$(SOURCE_DATE_EPOCH)" hack/release.sh $(VERSION)
 
 .PHONY: docker-push
 docker-push: ## Push the manager image IMG (needs a Docker engine): make docker-build docker-push VERSION=... IMAGE_REPO=...
@@ -277,6 +294,44 @@ PLATFORMS ?= linux/arm64,linux/amd64,linux/s390x,linux/ppc64le
 docker-buildx: ## Build the manager image IMG for PLATFORMS and push it (needs docker buildx).
 	docker buildx inspect guardedjob-builder >/dev/null 2>&1 || docker buildx create --name guardedjob-builder
 	docker buildx build --builder guardedjob-builder --push --platform=$(PLATFORMS) --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) --tag $(IMG) .
+
+# The image without a container engine (docs/image.md): hack/ociimage assembles it
+# from scratch (the files distroless static:nonroot holds, made rather than pulled)
+# and the binaries the Dockerfile builds, with the same flags, as an OCI image
+# layout in IMAGE_LAYOUT with a CycloneDX SBOM beside it. This machine's platform
+# reuses make binaries' build; each other one compiles the manager again (minutes
+# on a fresh machine, seconds once Go's build cache has it).
+IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
+IMAGE_LAYOUT ?= dist/image
+IMAGE_SBOM ?= $(IMAGE_LAYOUT).cdx.json
+OCIIMAGE ?= $(LOCALBIN)/ociimage
+
+.PHONY: image
+image: binaries ociimage ## Build the manager image for IMAGE_PLATFORMS as an OCI image layout (IMAGE_LAYOUT, default dist/image) and its SBOM, without a container engine; prints its digest.
+	@host="$$(go env GOOS)/$$(go env GOARCH)"; dirs=(); \
+	for p in $(IMAGE_PLATFORMS); do \
+		dir="$(LOCALBIN)"; \
+		if [ "$$p" != "$$host" ]; then \
+			dir="$(LOCALBIN)/$${p//\//_}" os="$${p%%/*}" arch="$${p#*/}"; arch="$${arch%%/*}"; \
+			for cmd in manager guard; do \
+				(set -x; env CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags="-s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o "$$dir/$$cmd" ./cmd/$$cmd) || exit 1; \
+			done; \
+		fi; \
+		dirs+=("$$p=$$dir"); \
+	done; \
+	set -x; $(OCIIMAGE) build -o $(IMAGE_LAYOUT) -sbom $(IMAGE_SBOM) -version $(VERSION) -revision $(COMMIT) -created $(SOURCE_DATE_EPOCH) "$${dirs[@]}"
+
+# What image-push pushes: a layout (make image) or a release's OCI archive
+# (dist/guardedjob-manager-VERSION.oci.tar).
+IMAGE_SOURCE ?= $(IMAGE_LAYOUT)
+
+.PHONY: image-push
+image-push: ociimage ## Push the image in IMAGE_SOURCE (default: what make image built) as IMG, unchanged (same digest), with the credentials of crane auth login or podman login.
+	$(OCIIMAGE) push $(IMAGE_SOURCE) $(IMG)
+
+.PHONY: ociimage
+ociimage: ## Build hack/ociimage, the image builder and pusher (its own module, so the operator's go.mod has none of its dependencies).
+	go build -C hack/ociimage -o $(OCIIMAGE) .
 
 ##@ Deployment
 

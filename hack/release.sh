@@ -11,21 +11,33 @@
 #   krew-guardedjob.yaml              a krew plugin manifest (the krew index's
 #                                     plugins/guardedjob.yaml): each archive's URI under
 #                                     RELEASE_URL and its sha256
+#   guardedjob-manager-VERSION.oci.tar
+#                                     the manager image for IMAGE_PLATFORMS: a tar of an
+#                                     OCI image layout (hack/ociimage), tag VERSION
+#   guardedjob-manager-VERSION.digest its image index's digest (sha256:...), to pin
+#   guardedjob-manager-VERSION.cdx.json
+#                                     its SBOM: the Go modules in its binaries (CycloneDX)
 #   checksums.txt                     sha256 of every file above (sha256sum -c checks it)
 #
 # Every file is at the top of DIST, as a release page lists its assets, so that
 # `sha256sum -c checksums.txt` works on the downloaded files.
 #
 # Usage: hack/release.sh VERSION        (make release VERSION=X.Y.Z runs it)
-# Environment: IMAGE_REPO (default guardedjob-manager), RELEASE_URL (default the GitHub
-# release download URL of vVERSION), DIST, HELM and KUBECTL (default from PATH),
-# SOURCE_DATE_EPOCH (default the commit's time: archive timestamps), RELEASE_PLATFORMS
-# (default every platform krew lists: "linux/amd64 linux/arm64 darwin/amd64
-# darwin/arm64 windows/amd64"; a test may build fewer, since each one compiles the
-# plugin's dependencies again).
+# Environment: IMAGE_REPO (where the image is pushed, registry host first; the
+# installer and the chart name IMAGE_REPO:VERSION), ALLOW_LOCAL_IMAGE=1 (accept an
+# IMAGE_REPO without a registry host), RELEASE_URL (default the GitHub release
+# download URL of vVERSION), DIST, HELM and KUBECTL (default from PATH),
+# SOURCE_DATE_EPOCH (default the commit's time: archive and image timestamps),
+# RELEASE_PLATFORMS (default every platform krew lists: "linux/amd64 linux/arm64
+# darwin/amd64 darwin/arm64 windows/amd64") and IMAGE_PLATFORMS (default
+# "linux/amd64 linux/arm64"); a test may build fewer, since each one compiles the
+# dependencies again.
 #
-# The manager image is not built here: make docker-buildx VERSION=X.Y.Z
-# IMAGE_REPO=... builds and pushes it.
+# The image is built, not pushed: push it with make image-push
+# IMAGE_SOURCE=dist/guardedjob-manager-X.Y.Z.oci.tar VERSION=X.Y.Z IMAGE_REPO=...
+# (docs/image.md), before anyone applies the installer.
+#
+# Needs bash, git, GNU tar, gzip, zip, sha256sum and Go.
 #
 # A release X.Y.Z (not a pre-release) needs the tree at X.Y.Z: the alerts in
 # config/prometheus link the runbooks of vX.Y.Z (the script says how to set them).
@@ -55,10 +67,22 @@ if [[ $version != *-* ]]; then
     exit 1
   fi
 fi
+
+# The installer and the chart make every node pull IMAGE_REPO:VERSION. A name
+# without a registry host first (guardedjob-manager, team/guardedjob-manager) is
+# looked for on Docker Hub, where this image is not: refuse it unless asked.
+image_repo=${IMAGE_REPO:-guardedjob-manager}
+registry=${image_repo%%/*}
+if [[ $image_repo != */* || ($registry != *.* && $registry != *:* && $registry != localhost) ]] && [[ ${ALLOW_LOCAL_IMAGE:-} != 1 ]]; then
+  echo "IMAGE_REPO=$image_repo names no registry: the installer and the chart would make nodes pull $image_repo:$version from Docker Hub." >&2
+  echo "Set IMAGE_REPO to the repository you push the image to, registry host first:" >&2
+  echo "  make release VERSION=$version IMAGE_REPO=registry.example.com/team/guardedjob-manager   (Docker Hub: docker.io/USER/guardedjob-manager)" >&2
+  echo "or, for nodes that have the image loaded by hand (kind load, ctr import), ALLOW_LOCAL_IMAGE=1." >&2
+  exit 1
+fi
 dist=${DIST:-$root/dist}
 mkdir -p "$dist"
 dist="$(cd "$dist" && pwd -P)"
-image_repo=${IMAGE_REPO:-guardedjob-manager}
 release_url=${RELEASE_URL:-https://github.com/guardedjob/guardedjob/releases/download/v$version}
 release_url=${release_url%/}
 helm=${HELM:-helm}
@@ -74,7 +98,7 @@ trap 'rm -rf "$work"' EXIT
 
 # Only the files this script writes are replaced; anything else in DIST stays.
 rm -f "$dist/install.yaml" "$dist/crds.yaml" "$dist/checksums.txt" "$dist/krew-guardedjob.yaml" \
-  "$dist"/guardedjob-*.tgz "$dist"/kubectl-guardedjob_*
+  "$dist"/guardedjob-*.tgz "$dist"/kubectl-guardedjob_* "$dist"/guardedjob-manager-*
 
 echo "Release $version (commit $commit) into $dist" >&2
 
@@ -155,7 +179,29 @@ EOF
   done
 } >"$dist/krew-guardedjob.yaml"
 
-(cd "$dist" && sha256sum install.yaml crds.yaml "guardedjob-$version.tgz" kubectl-guardedjob_v"$version"_* krew-guardedjob.yaml) >"$dist/checksums.txt"
+# The manager image, from scratch (hack/ociimage), with the binaries the Dockerfile
+# builds, stamped like the plugin.
+read -r -a image_platforms <<<"${IMAGE_PLATFORMS:-linux/amd64 linux/arm64}"
+image_args=()
+for platform in "${image_platforms[@]}"; do
+  os=${platform%%/*} arch=${platform#*/}
+  arch=${arch%%/*}
+  dir="$work/image-$os-$arch"
+  for cmd in manager guard; do
+    echo "Building $cmd for $platform" >&2
+    (cd "$root" && CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath \
+      -ldflags "-s -w -X main.version=$version -X main.commit=$commit" -o "$dir/$cmd" ./cmd/$cmd)
+  done
+  image_args+=("$platform=$dir")
+done
+go build -C "$root/hack/ociimage" -o "$work/ociimage" .
+image="guardedjob-manager-$version"
+"$work/ociimage" build -o "$work/image" -archive "$dist/$image.oci.tar" -sbom "$dist/$image.cdx.json" \
+  -version "$version" -revision "$commit" -created "$epoch" "${image_args[@]}" >"$dist/$image.digest"
+echo "Image $image_repo:$version: $(cat "$dist/$image.digest")" >&2
+
+(cd "$dist" && sha256sum install.yaml crds.yaml "guardedjob-$version.tgz" kubectl-guardedjob_v"$version"_* krew-guardedjob.yaml \
+  "$image.oci.tar" "$image.digest" "$image.cdx.json") >"$dist/checksums.txt"
 
 echo "Wrote:" >&2
 (cd "$dist" && cut -d' ' -f3 checksums.txt && echo checksums.txt) | sed 's/^/  /' >&2

@@ -2,8 +2,8 @@
 // temporary directory and checks what a user downloads: every file is there and in
 // checksums.txt with its sha256, the krew manifest points at each archive under
 // RELEASE_URL with the archive's sha256, the plugin binaries are static, trimmed and
-// say their version and commit, and the installer, CRDs and chart name the
-// release's image.
+// say their version and commit, the manager image's archive holds the index its
+// digest file names, and the installer, CRDs and chart name the release's image.
 package release_test
 
 import (
@@ -15,7 +15,9 @@ import (
 	"debug/buildinfo"
 	"debug/elf"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -95,6 +97,16 @@ func releasePlatforms() []string {
 	return []string{runtime.GOOS + "/" + runtime.GOARCH}
 }
 
+// imagePlatforms are the platforms the test builds the manager image for: the
+// release's (linux/amd64 and linux/arm64) under make test-release, else Linux on
+// this machine's architecture alone (make test-image checks both).
+func imagePlatforms() []string {
+	if os.Getenv("RELEASE_TEST_PLATFORMS") != "" {
+		return []string{"linux/amd64", "linux/arm64"}
+	}
+	return []string{"linux/" + runtime.GOARCH}
+}
+
 func TestReleaseFiles(t *testing.T) {
 	g := NewWithT(t)
 	root := repoRoot(t)
@@ -103,7 +115,8 @@ func TestReleaseFiles(t *testing.T) {
 	cmd := exec.Command(filepath.Join(root, "hack", "release.sh"), version)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "DIST="+dist, "IMAGE_REPO="+imageRepo, "RELEASE_URL="+releaseURL+"/",
-		"HELM="+bins.Helm(t), "KUBECTL="+bins.Kubectl(t), "RELEASE_PLATFORMS="+strings.Join(platforms, " "))
+		"HELM="+bins.Helm(t), "KUBECTL="+bins.Kubectl(t), "RELEASE_PLATFORMS="+strings.Join(platforms, " "),
+		"IMAGE_PLATFORMS="+strings.Join(imagePlatforms(), " "))
 	out, err := cmd.CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), "hack/release.sh %s:\n%s", version, out)
 
@@ -116,7 +129,8 @@ func TestReleaseFiles(t *testing.T) {
 		}
 		archives[p] = "kubectl-guardedjob_v" + version + "_" + goos + "_" + goarch + ext
 	}
-	want := []string{"install.yaml", "crds.yaml", "guardedjob-0.0.0-test.tgz", "krew-guardedjob.yaml", "checksums.txt"}
+	want := []string{"install.yaml", "crds.yaml", "guardedjob-0.0.0-test.tgz", "krew-guardedjob.yaml", "checksums.txt",
+		"guardedjob-manager-0.0.0-test.oci.tar", "guardedjob-manager-0.0.0-test.digest", "guardedjob-manager-0.0.0-test.cdx.json"}
 	for _, a := range archives {
 		want = append(want, a)
 	}
@@ -190,6 +204,8 @@ func TestReleaseFiles(t *testing.T) {
 	}
 	g.Expect(seen).To(HaveLen(len(archives)))
 
+	checkImage(t, dist)
+
 	// The installer and the CRDs.
 	objs := decode(t, filepath.Join(dist, "install.yaml"))
 	var images []string
@@ -228,6 +244,148 @@ func TestReleaseFiles(t *testing.T) {
 	g.Expect(runbooks).NotTo(BeEmpty())
 	for _, m := range runbooks {
 		g.Expect(m[1]).To(HavePrefix("https://github.com/guardedjob/guardedjob/blob/v"+version+"/docs/operations.md#"), "the release's runbooks")
+	}
+}
+
+// OCI image layout documents, as much of them as the test reads (JSON field names
+// match case-insensitively).
+type (
+	ociDescriptor struct {
+		MediaType   string
+		Digest      string
+		Annotations map[string]string
+		Platform    *struct{ OS, Architecture string }
+	}
+	ociIndex    struct{ Manifests []ociDescriptor }
+	ociManifest struct {
+		Config ociDescriptor
+		Layers []ociDescriptor
+	}
+	ociConfig struct {
+		OS, Architecture string
+		Config           struct {
+			User       string
+			Entrypoint []string
+			Labels     map[string]string
+		}
+	}
+)
+
+// checkImage checks the release's manager image: the archive is an OCI image
+// layout whose every blob has the digest it is named by; index.json names one image
+// index, tagged with the version, whose digest is the digest file's; it has an
+// image for every platform, run as 65532:65532 with /manager as entrypoint and the
+// release's labels; this machine's /manager prints the release's version; the
+// SBOM describes that index.
+func checkImage(t *testing.T, dist string) {
+	t.Helper()
+	g := NewWithT(t)
+	name := "guardedjob-manager-" + version
+	files := untar(t, filepath.Join(dist, name+".oci.tar"), nil)
+	g.Expect(files).To(HaveKeyWithValue("oci-layout", MatchJSON(`{"imageLayoutVersion": "1.0.0"}`)))
+	blob := func(digest string) []byte {
+		t.Helper()
+		b, ok := files["blobs/sha256/"+strings.TrimPrefix(digest, "sha256:")]
+		if !ok {
+			t.Fatalf("%s.oci.tar has no blob %s", name, digest)
+		}
+		return b
+	}
+	for path, b := range files {
+		if hex, ok := strings.CutPrefix(path, "blobs/sha256/"); ok {
+			sum := sha256.Sum256(b)
+			g.Expect(hex).To(Equal(fmt.Sprintf("%x", sum)), "blob %s", path)
+		}
+	}
+	digest, err := os.ReadFile(filepath.Join(dist, name+".digest"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(digest)).To(MatchRegexp(`^sha256:[0-9a-f]{64}\n$`))
+
+	var top, index ociIndex
+	g.Expect(json.Unmarshal(files["index.json"], &top)).To(Succeed())
+	g.Expect(top.Manifests).To(HaveLen(1))
+	g.Expect(top.Manifests[0].MediaType).To(Equal("application/vnd.oci.image.index.v1+json"))
+	g.Expect(top.Manifests[0].Digest).To(Equal(strings.TrimSpace(string(digest))), "the digest file names the index in the archive")
+	g.Expect(top.Manifests[0].Annotations).To(HaveKeyWithValue("org.opencontainers.image.ref.name", version))
+	g.Expect(json.Unmarshal(blob(top.Manifests[0].Digest), &index)).To(Succeed())
+
+	head, err := exec.Command("git", "-C", repoRoot(t), "rev-parse", "HEAD").Output()
+	g.Expect(err).NotTo(HaveOccurred())
+	var platforms []string
+	for _, d := range index.Manifests {
+		g.Expect(d.Platform).NotTo(BeNil())
+		platform := d.Platform.OS + "/" + d.Platform.Architecture
+		platforms = append(platforms, platform)
+		var m ociManifest
+		var c ociConfig
+		g.Expect(json.Unmarshal(blob(d.Digest), &m)).To(Succeed())
+		g.Expect(json.Unmarshal(blob(m.Config.Digest), &c)).To(Succeed())
+		g.Expect(c.OS + "/" + c.Architecture).To(Equal(platform))
+		g.Expect(c.Config.User).To(Equal("65532:65532"))
+		g.Expect(c.Config.Entrypoint).To(Equal([]string{"/manager"}))
+		g.Expect(c.Config.Labels).To(HaveKeyWithValue("org.opencontainers.image.version", version))
+		g.Expect(c.Config.Labels).To(HaveKeyWithValue("org.opencontainers.image.revision", HavePrefix(strings.TrimSpace(string(head)))))
+		if platform != runtime.GOOS+"/"+runtime.GOARCH {
+			continue
+		}
+		// The binaries are the last layer.
+		app := untar(t, "", blob(m.Layers[len(m.Layers)-1].Digest))
+		g.Expect(app).To(HaveKey("guard"))
+		manager := filepath.Join(t.TempDir(), "manager")
+		g.Expect(os.WriteFile(manager, app["manager"], 0o755)).To(Succeed())
+		out, err := exec.Command(manager, "--version").CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), "%s", out)
+		g.Expect(string(out)).To(HavePrefix(version + " (commit " + strings.TrimSpace(string(head))))
+	}
+	g.Expect(platforms).To(ConsistOf(imagePlatforms()))
+
+	var sbom struct {
+		BOMFormat string
+		Metadata  struct{ Component struct{ Purl string } }
+	}
+	raw, err := os.ReadFile(filepath.Join(dist, name+".cdx.json"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(json.Unmarshal(raw, &sbom)).To(Succeed())
+	g.Expect(sbom.BOMFormat).To(Equal("CycloneDX"))
+	g.Expect(sbom.Metadata.Component.Purl).To(HavePrefix("pkg:oci/guardedjob-manager@" + strings.TrimSpace(string(digest))))
+}
+
+// untar returns the regular files of a tar file (or of gzipped tar data) by name.
+func untar(t *testing.T, path string, gzipped []byte) map[string][]byte {
+	t.Helper()
+	var r io.Reader
+	if path != "" {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = f.Close() }()
+		r = f
+	} else {
+		gz, err := gzip.NewReader(bytes.NewReader(gzipped))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = gz
+	}
+	files := map[string][]byte{}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[h.Name] = b
 	}
 }
 
@@ -344,6 +502,51 @@ func decode(t *testing.T, path string) []*unstructured.Unstructured {
 			objs = append(objs, &unstructured.Unstructured{Object: m})
 		}
 	}
+}
+
+// A release whose IMAGE_REPO names no registry is refused before anything is
+// written: its installer and chart would make nodes look for the image on Docker
+// Hub. ALLOW_LOCAL_IMAGE=1 lets it through (for nodes that have the image loaded
+// by hand), and the installer then names the image as given.
+func TestReleaseRefusesAnImageWithoutARegistry(t *testing.T) {
+	root := repoRoot(t)
+	for _, repo := range []string{"guardedjob-manager", "team/guardedjob-manager"} {
+		t.Run(repo, func(t *testing.T) {
+			g := NewWithT(t)
+			dist := t.TempDir()
+			cmd := exec.Command(filepath.Join(root, "hack", "release.sh"), version)
+			cmd.Env = append(os.Environ(), "DIST="+dist, "IMAGE_REPO="+repo, "HELM="+bins.Helm(t), "KUBECTL="+bins.Kubectl(t))
+			out, err := cmd.CombinedOutput()
+			g.Expect(err).To(HaveOccurred(), "%s", out)
+			g.Expect(string(out)).To(ContainSubstring("IMAGE_REPO=" + repo + " names no registry"))
+			g.Expect(string(out)).To(ContainSubstring("IMAGE_REPO=registry.example.com/team/guardedjob-manager"))
+			g.Expect(string(out)).To(ContainSubstring("ALLOW_LOCAL_IMAGE=1"))
+			entries, err := os.ReadDir(dist)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(entries).To(BeEmpty(), "nothing was released")
+		})
+	}
+
+	// Allowed: the release goes on (here it stops at the chart, with a helm that
+	// does not exist, before compiling anything) and the installer names the image.
+	g := NewWithT(t)
+	dist := t.TempDir()
+	cmd := exec.Command(filepath.Join(root, "hack", "release.sh"), version)
+	cmd.Env = append(os.Environ(), "DIST="+dist, "IMAGE_REPO=guardedjob-manager", "ALLOW_LOCAL_IMAGE=1",
+		"HELM="+filepath.Join(t.TempDir(), "no-helm"), "KUBECTL="+bins.Kubectl(t))
+	out, err := cmd.CombinedOutput()
+	g.Expect(string(out)).NotTo(ContainSubstring("names no registry"))
+	g.Expect(err).To(HaveOccurred(), "the missing helm stops it: %s", out)
+	var images []string
+	for _, o := range decode(t, filepath.Join(dist, "install.yaml")) {
+		if o.GetKind() == "Deployment" {
+			cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			for _, c := range cs {
+				images = append(images, c.(map[string]any)["image"].(string))
+			}
+		}
+	}
+	g.Expect(images).To(Equal([]string{"guardedjob-manager:" + version}))
 }
 
 // A release (not a pre-release) of a tree whose kustomize alerts link the
