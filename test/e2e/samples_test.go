@@ -114,6 +114,26 @@ func TestEverySampleRunsUnderTheDefaultInstall(t *testing.T) {
 					t.Fatalf("%v\nmanager log:\n%s", err, mgr.Tail(30))
 				}
 			}
+			// The default --store-allow read the cluster's ranges with the manager's
+			// own role (config/rbac): the Service range of this API server.
+			if slices.ContainsFunc(args, func(a string) bool {
+				return strings.HasPrefix(a, "--store-allow=") && strings.Contains(a, "cluster-ranges")
+			}) {
+				if err := poll(ctx, 30*time.Second, "the cluster's ranges in the manager's log", func() error {
+					logs, err := os.ReadFile(mgr.LogPath)
+					switch {
+					case err != nil:
+						return err
+					case strings.Contains(string(logs), "Could not read the cluster's address ranges"):
+						return errors.New("could not read them")
+					case !strings.Contains(string(logs), `"serviceRanges":"10.96.0.0/16"`):
+						return errors.New("not yet")
+					}
+					return nil
+				}); err != nil {
+					t.Fatalf("%v\n%s", err, mgr.Tail(30))
+				}
+			}
 			// Each sample's latest occurrence, now; its Pods finish in kwok's 8 s.
 			before := map[client.ObjectKey]string{}
 			for _, s := range samples {
