@@ -204,6 +204,14 @@ test-image: image ## Check the image make image built: a valid layout with every
 		OCIIMAGE_TEST_LAYOUT="$(abspath $(IMAGE_LAYOUT))" OCIIMAGE_TEST_SBOM="$(abspath $(IMAGE_SBOM))" OCIIMAGE_TEST_PLATFORMS="$(IMAGE_PLATFORMS)" \
 		OCIIMAGE_TEST_VERSION="$(VERSION)" OCIIMAGE_TEST_REVISION="$(COMMIT)" OCIIMAGE_TEST_CREATED="$(SOURCE_DATE_EPOCH)" go test -count=1 ./...
 
+.PHONY: test-min-k8s
+test-min-k8s: binaries ## Run a GuardedJob to completion on the oldest Kubernetes the operator supports (hack/tools/k8s-min; its kube-apiserver and etcd are built on first use, about 8 minutes of CPU, then cached).
+	hack/ensure-redis.sh
+	hack/build-control-plane.sh --min >/dev/null
+	$(TEST_ENV) KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh --min-dir)" \
+		GUARDEDJOB_EXPECT_K8S_VERSION="$$(GOWORK=off go list -C hack/tools/k8s-min -m -f '{{.Version}}' k8s.io/kubernetes)" \
+		go test -count=1 -v ./test/mink8s/
+
 .PHONY: test-release
 test-release: test-deps ## Test make release for every platform krew lists (make test releases this machine's platform only: each other one compiles the plugin anew, minutes).
 	$(TEST_ENV) RELEASE_TEST_PLATFORMS="linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64" go test -count=1 -timeout 60m -run '^TestReleaseFiles$$' ./test/release/

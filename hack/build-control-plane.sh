@@ -3,11 +3,14 @@
 # are reachable here) into a cache directory outside the checkout, so that CI runs on
 # the same machine reuse them.
 #
-# Usage: hack/build-control-plane.sh [--demo | --kubectl | --dir]
+# Usage: hack/build-control-plane.sh [--demo | --kubectl | --dir | --min | --min-dir]
 #   default:   kube-apiserver, etcd (what envtest needs) and kubectl
 #   --demo:    also kube-controller-manager, kube-scheduler and kwok
 #   --kubectl: kubectl only
 #   --dir:     build nothing, only print the output directory
+#   --min:     kube-apiserver and etcd of the oldest Kubernetes the operator supports
+#              (hack/tools/k8s-min, hack/tools/etcd-min; make test-min-k8s)
+#   --min-dir: build nothing, only print --min's output directory
 #
 # kubectl is built from the same k8s.io/kubernetes version as the API server, so the
 # tests, the demo and the Makefile never depend on the machine's kubectl.
@@ -15,11 +18,12 @@
 # Progress goes to stderr; the only line on stdout is the absolute output directory,
 # so that `KUBEBUILDER_ASSETS=$(hack/build-control-plane.sh)` works.
 # The output directory is ${GUARDEDJOB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/guardedjob}/k8s-<version>.
-# Versions come from the wrapper modules under hack/tools/{k8s,etcd,kwok}.
+# Versions come from the wrapper modules under hack/tools/{k8s,etcd,kwok} (with --min,
+# hack/tools/{k8s-min,etcd-min}).
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 [--demo | --kubectl | --dir]" >&2
+  echo "usage: $0 [--demo | --kubectl | --dir | --min | --min-dir]" >&2
   exit 2
 }
 
@@ -31,6 +35,8 @@ case $# in
       --demo) mode=demo ;;
       --kubectl) mode=kubectl ;;
       --dir) mode=dir ;;
+      --min) mode=min ;;
+      --min-dir) mode=min-dir ;;
       *) usage ;;
     esac
     ;;
@@ -52,11 +58,18 @@ module_version() {
   go list -C "$1" -m -f '{{.Version}}' "$2"
 }
 
-k8s_version="$(module_version "$tools_dir/k8s" k8s.io/kubernetes)"
+k8s_wrapper=k8s etcd_wrapper=etcd
+if [[ $mode == min || $mode == min-dir ]]; then
+  k8s_wrapper=k8s-min etcd_wrapper=etcd-min
+  # An old Kubernetes names an old go line; build it with this Go, never a
+  # downloaded toolchain.
+  export GOTOOLCHAIN=local
+fi
+k8s_version="$(module_version "$tools_dir/$k8s_wrapper" k8s.io/kubernetes)"
 cache_root="${GUARDEDJOB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/guardedjob}"
 mkdir -p "$cache_root/k8s-$k8s_version"
 out_dir="$(cd "$cache_root/k8s-$k8s_version" && pwd -P)"
-if [[ $mode == dir ]]; then
+if [[ $mode == dir || $mode == min-dir ]]; then
   echo "$out_dir"
   exit 0
 fi
@@ -113,6 +126,12 @@ k8s_ldflags+=" -X k8s.io/component-base/version.gitMajor=$k8s_major"
 k8s_ldflags+=" -X k8s.io/component-base/version.gitMinor=$k8s_minor"
 k8s_ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
 
+if [[ $mode == min ]]; then
+  build kube-apiserver "$k8s_wrapper" k8s.io/kubernetes k8s.io/kubernetes/cmd/kube-apiserver -ldflags "$k8s_ldflags"
+  build etcd "$etcd_wrapper" go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 -ldflags "$strip"
+  echo "$out_dir"
+  exit 0
+fi
 build kubectl k8s k8s.io/kubernetes k8s.io/kubernetes/cmd/kubectl -ldflags "$k8s_ldflags"
 if [[ $mode == kubectl ]]; then
   echo "$out_dir"

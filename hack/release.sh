@@ -62,7 +62,7 @@ if [[ $version != *-* ]]; then
   rules="$root/config/prometheus/guardedjob.rules.yaml"
   if grep 'runbook_url:' "$rules" | grep -qv "/blob/v$version/docs/"; then
     echo "config/prometheus links the runbooks of another release than $version; before releasing, run" >&2
-    echo "  sed -i 's|/blob/v[^/]*/docs/|/blob/v$version/docs/|' config/prometheus/guardedjob.rules.yaml config/prometheus/alerts.yaml && make manifests" >&2
+    echo "  sed -i 's|/blob/v[^/]*/docs/|/blob/v$version/docs/|' config/prometheus/guardedjob.rules.yaml config/prometheus/alerts.yaml charts/guardedjob/README.md && make manifests" >&2
     echo "and set appVersion: \"$version\" in charts/guardedjob/Chart.yaml (make test-ops checks that the two agree)" >&2
     exit 1
   fi
@@ -157,8 +157,13 @@ spec:
     now (holder, expiry, fencing number, done-marker); list every lock in use and
     remove a stale one after confirmation.
   caveats: |
-    status, locks and unlock read the lock store: pass --redis-secret NAMESPACE/NAME
-    (a Secret you may read) or set GUARDEDJOB_REDIS_URL.
+    The plugin needs access to GuardedJobs, not to Redis. run, suspend and resume
+    patch the GuardedJob; status, locks and unlock ask the manager to read the lock
+    store through an annotation on it, which also needs patch on guardedjobs in its
+    namespace (the edit role); with view only they show the last answer recorded.
+    No store credentials are involved. Admins who hold them can have status, locks
+    and unlock read the store directly instead, with --redis-secret NAMESPACE/NAME
+    or GUARDEDJOB_REDIS_URL (docs/kubectl-plugin.md, direct store access).
   platforms:
 EOF
   for platform in "${platforms[@]}"; do

@@ -2,8 +2,11 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"math"
 	"os"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -75,6 +78,25 @@ func TestCRDFitsAClientSideApply(t *testing.T) {
 	_, stored := readCRD(t)
 	NewWithT(t).Expect(len(stored)).To(BeNumerically("<=", clientSideApplyBudget),
 		"the CRD is %d bytes as JSON: over %d, a client-side kubectl apply of it is close to failing on the 256 KiB annotation limit", len(stored), clientSideApplyBudget)
+}
+
+// The docs state the CRD's size as JSON (what a client-side apply records), as
+// this test measures it; within 5%, so that a few added fields need no edit.
+func TestDocsStateTheCRDSize(t *testing.T) {
+	g := NewWithT(t)
+	_, stored := readCRD(t)
+	kb := float64(len(stored)) / 1000
+	for _, doc := range []string{"../../docs/api.md", "../../docs/benchmarks.md"} {
+		raw, err := os.ReadFile(doc)
+		g.Expect(err).NotTo(HaveOccurred())
+		text := strings.Join(strings.Fields(string(raw)), " ")
+		m := regexp.MustCompile(`CRD at about (\d+) KB as JSON|drops them \((\d+) KB today`).FindStringSubmatch(text)
+		g.Expect(m).NotTo(BeNil(), "%s states the CRD's size", doc)
+		stated, err := strconv.Atoi(m[1] + m[2])
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(math.Abs(float64(stated)-kb)/kb).To(BeNumerically("<=", 0.05),
+			"%s says %d KB; the CRD is %.0f KB as JSON (%d bytes)", doc, stated, kb, len(stored))
+	}
 }
 
 // kubectl explain documents every field the project defines. Only the fields inside

@@ -397,9 +397,10 @@ type GuardedJobStatus struct {
 	// +optional
 	LastRunNow string `json:"lastRunNow,omitempty"`
 
-	// active lists the runs in flight, one per Job name. Each entry is written (with a
-	// resourceVersion precondition) before the side effect it guards: the intent before
-	// the acquisition, the fence before the Job is created.
+	// active lists the runs in flight, one per Job name. A run is recorded here with its
+	// fence (one write with a resourceVersion precondition) after its lease is acquired
+	// and before its Job is created; a run that cannot start yet is recorded as Acquiring
+	// first.
 	// +optional
 	// +listType=map
 	// +listMapKey=jobName

@@ -40,6 +40,11 @@ func newStores(o *options) (*stores, error) {
 		if err != nil {
 			return nil, usageError{msg: fmt.Sprintf("--store-allow: %v", err)}
 		}
+		// Only the manager finds the cluster's ranges; here the item would admit
+		// nothing, and silently.
+		if allow.WantsClusterRanges() {
+			return nil, usageError{msg: "--store-allow: " + lockclient.ClusterRanges + " is the manager's; list the cluster's Service and Pod CIDRs instead"}
+		}
 		s.allow = allow
 	}
 	return s, nil

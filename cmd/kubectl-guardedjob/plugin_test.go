@@ -378,6 +378,10 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 		code, _, stderr = w.plugin("", nil, append([]string{"locks", "--store-allow", "not a host/99"}, store...)...)
 		g.Expect(code).To(Equal(2))
 		g.Expect(stderr).To(ContainSubstring("--store-allow"))
+		// The manager's cluster-ranges would admit nothing here, silently: refused.
+		code, _, stderr = w.plugin("", nil, append([]string{"locks", "-A", "--store-allow", "cluster-ranges"}, store...)...)
+		g.Expect(code).To(Equal(2))
+		g.Expect(stderr).To(ContainSubstring("--store-allow: cluster-ranges is the manager's; list the cluster's Service and Pod CIDRs instead"))
 	})
 
 	t.Run("status and unlock show custom done-marker and fence keys of an idle GuardedJob", func(t *testing.T) {

@@ -100,7 +100,7 @@ func main() {
 	flag.StringVar(&o.guardImage, "guard-image", envOr("GUARDEDJOB_GUARD_IMAGE", ""),
 		"Image of the pod guard sidecar of GuardedJobs with lock.podGuard (the manager's own image, which holds /guard); env GUARDEDJOB_GUARD_IMAGE. Unset: the image of this manager's own container, when it runs in a Pod with POD_NAME and POD_NAMESPACE set.")
 	flag.StringVar(&o.storeAllow, "store-allow", envOr("GUARDEDJOB_STORE_ALLOW", ""),
-		"Hosts that spec.lock.storeRef stores may have: name patterns and CIDRs, *.svc.cluster.local,10.96.0.0/12 (unset: any host); env GUARDEDJOB_STORE_ALLOW.")
+		"Hosts that spec.lock.storeRef stores may have: name patterns, CIDRs, and cluster-ranges (the cluster's Service and Pod ranges, read from the API server), e.g. cluster-ranges or *.redis.example.com,10.20.0.0/16 (unset: any host); env GUARDEDJOB_STORE_ALLOW.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election, so that one of several replicas is active.")
 	flag.StringVar(&o.leaderElectionID, "leader-election-id", "guardedjob-manager.batch.guardedjob.dev", "Name of the leader election Lease; every shard (--watch-label-selector) needs its own.")
 	flag.StringVar(&o.watchLabelSelector, "watch-label-selector", envOr("GUARDEDJOB_WATCH_LABEL_SELECTOR", ""),
@@ -182,6 +182,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = clientLimits(o.kubeAPIQPS, o.kubeAPIBurst)
+	startClusterRanges(ctx, cfg, storeAllow, log)
 	storeCfg := lockclient.Config{URL: o.redisURL, Timeout: o.redisTimeout}
 	if o.redisSecret != "" {
 		if storeCfg, err = storeConfigFromSecret(ctx, cfg, scheme, o.redisSecret, o.redisTimeout); err != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,6 +29,12 @@ func (e *NotAllowedError) Error() string {
 // Is makes errors.Is(err, ErrNotAllowed) true.
 func (e *NotAllowedError) Is(target error) bool { return target == ErrNotAllowed }
 
+// ClusterRanges is the AllowList item that stands for the cluster's own Service and
+// Pod address ranges. The list does not know them: whoever parses it finds them (the
+// manager, from the API server) and sets them with SetClusterRanges, again whenever
+// they change. Until then the item admits no address.
+const ClusterRanges = "cluster-ranges"
+
 // AllowList says which addresses tenant stores may have: host name patterns
 // ("redis.example.com", "*.svc.cluster.local": '*' stands for one or more
 // leading labels) and CIDRs ("10.96.0.0/12", "fd00::/8"; a bare IP is a /32 or
@@ -35,10 +42,18 @@ func (e *NotAllowedError) Is(target error) bool { return target == ErrNotAllowed
 // every address the host is or resolves to must lie in one; with both, both
 // hold, so "*.svc.cluster.local,10.96.0.0/12" admits Service names that resolve
 // to ClusterIPs and nothing a tenant's DNS or Endpoints could point elsewhere.
+//
+// ClusterRanges adds the cluster's Service and Pod ranges to the CIDRs, and admits
+// an address in them even as a bare IP with patterns in the list: a Sentinel or a
+// Cluster inside the cluster announces its nodes by Pod IP.
 type AllowList struct {
 	patterns []string
 	nets     []netip.Prefix
-	resolver *net.Resolver
+	// withCluster says the list has ClusterRanges; cluster holds the ranges set so
+	// far (read on every connection, set while connections are made).
+	withCluster bool
+	cluster     atomic.Pointer[[]netip.Prefix]
+	resolver    *net.Resolver
 }
 
 // ParseAllowList parses a comma-separated list of host patterns and CIDRs.
@@ -52,6 +67,8 @@ func ParseAllowList(s string) (*AllowList, error) {
 		item = strings.ToLower(strings.TrimSpace(item))
 		switch {
 		case item == "":
+		case item == ClusterRanges:
+			a.withCluster = true
 		case strings.Contains(item, "/"):
 			p, err := netip.ParsePrefix(item)
 			if err != nil {
@@ -73,7 +90,36 @@ func ParseAllowList(s string) (*AllowList, error) {
 	return a, nil
 }
 
-// String lists the patterns and CIDRs, for the start-up log.
+// WantsClusterRanges reports whether the list has the ClusterRanges item, whose
+// ranges its user must find and set.
+func (a *AllowList) WantsClusterRanges() bool { return a != nil && a.withCluster }
+
+// SetClusterRanges sets the cluster's Service and Pod ranges that the ClusterRanges
+// item stands for, replacing those set before. It is safe to call while the list is
+// in use; a list without the item ignores it.
+func (a *AllowList) SetClusterRanges(ranges []netip.Prefix) {
+	if !a.WantsClusterRanges() {
+		return
+	}
+	masked := make([]netip.Prefix, 0, len(ranges))
+	for _, r := range ranges {
+		if r.IsValid() {
+			masked = append(masked, r.Masked())
+		}
+	}
+	a.cluster.Store(&masked)
+}
+
+// clusterRanges returns the ranges set for ClusterRanges (none before the first set).
+func (a *AllowList) clusterRanges() []netip.Prefix {
+	if p := a.cluster.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// String lists the patterns and CIDRs, and the cluster ranges as set now, for the
+// start-up log.
 func (a *AllowList) String() string {
 	if a == nil {
 		return "any"
@@ -81,6 +127,13 @@ func (a *AllowList) String() string {
 	items := append([]string(nil), a.patterns...)
 	for _, n := range a.nets {
 		items = append(items, n.String())
+	}
+	if a.withCluster {
+		var ranges []string
+		for _, n := range a.clusterRanges() {
+			ranges = append(ranges, n.String())
+		}
+		items = append(items, ClusterRanges+"("+strings.Join(ranges, ",")+")")
 	}
 	return strings.Join(items, ",")
 }
@@ -106,6 +159,16 @@ func (a *AllowList) ipAllowed(ip netip.Addr) bool {
 			return true
 		}
 	}
+	return a.inClusterRanges(ip)
+}
+
+func (a *AllowList) inClusterRanges(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	for _, n := range a.clusterRanges() {
+		if n.Contains(ip) {
+			return true
+		}
+	}
 	return false
 }
 
@@ -119,7 +182,7 @@ func (a *AllowList) resolve(ctx context.Context, addr string) ([]string, error) 
 		return nil, &NotAllowedError{Addr: addr}
 	}
 	if ip, err := netip.ParseAddr(host); err == nil {
-		if len(a.patterns) == 0 && a.ipAllowed(ip) {
+		if len(a.patterns) == 0 && a.ipAllowed(ip) || a.inClusterRanges(ip) {
 			return []string{addr}, nil
 		}
 		return nil, &NotAllowedError{Addr: addr}
@@ -127,7 +190,8 @@ func (a *AllowList) resolve(ctx context.Context, addr string) ([]string, error) 
 	if len(a.patterns) > 0 && !a.nameAllowed(host) {
 		return nil, &NotAllowedError{Addr: addr}
 	}
-	if len(a.nets) == 0 {
+	// With ClusterRanges a name must resolve into them, even while none are known.
+	if len(a.nets) == 0 && !a.withCluster {
 		return []string{addr}, nil
 	}
 	ips, err := a.resolver.LookupNetIP(ctx, "ip", host)

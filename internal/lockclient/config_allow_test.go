@@ -3,6 +3,7 @@ package lockclient_test
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -152,5 +153,74 @@ func TestAnAllowListAppliesToAnnouncedMastersAndClusterNodes(t *testing.T) {
 		_, err := c.Acquire(ctx, acquireReq(k, token(t, "j"), 5*time.Second))
 		g.Expect(errors.Is(err, lockclient.ErrNotAllowed)).To(BeTrue(), "%v", err)
 		g.Expect(cluster.Client(t).Exists(ctx, "{allow}:lock").Val()).To(BeZero())
+	})
+}
+
+// cluster-ranges stands for the cluster's own Service and Pod ranges, which the
+// manager finds and sets: an address in them is admitted as a bare IP (what a
+// Sentinel or a Cluster inside the cluster announces) or behind a name that resolves
+// into them; nothing else is, and nothing at all before the ranges are known.
+func TestClusterRangesAdmitTheClustersOwnAddresses(t *testing.T) {
+	ctx := context.Background()
+	srv := redisserver.Start(t)
+	_, port, _ := strings.Cut(srv.Addr(), ":")
+	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
+	t.Run("parsed, and refusing everything until the ranges are set", func(t *testing.T) {
+		g := NewWithT(t)
+		list := allow(t, "cluster-ranges")
+		g.Expect(list.WantsClusterRanges()).To(BeTrue())
+		g.Expect(allow(t, "10.0.0.0/8").WantsClusterRanges()).To(BeFalse())
+		g.Expect(list.String()).To(Equal("cluster-ranges()"))
+		for _, url := range []string{"redis://" + srv.Addr(), "redis://localhost:" + port, "redis://10.1.2.3:6379"} {
+			g.Expect(list.Check(ctx, url)).To(MatchError(lockclient.ErrNotAllowed), url)
+		}
+	})
+
+	t.Run("an address in the ranges, bare or behind a name, even with name patterns", func(t *testing.T) {
+		for _, spec := range []string{"cluster-ranges", "Cluster-Ranges", "*.svc.cluster.local,cluster-ranges", "10.96.0.0/12,cluster-ranges"} {
+			g := NewWithT(t)
+			list := allow(t, spec)
+			list.SetClusterRanges(loopback)
+			g.Expect(list.String()).To(ContainSubstring("cluster-ranges(127.0.0.0/8,::1/128)"))
+			g.Expect(list.Check(ctx, "redis://"+srv.Addr())).To(Succeed(), spec)
+			c := dialConfig(t, lockclient.Config{URL: "redis://" + srv.Addr(), Tenant: true, Allow: list})
+			g.Expect(c.Ping(ctx)).To(Succeed(), spec)
+			g.Expect(list.Check(ctx, "redis://10.244.9.9:6379")).To(MatchError(lockclient.ErrNotAllowed), spec)
+		}
+		g := NewWithT(t)
+		list := allow(t, "cluster-ranges")
+		list.SetClusterRanges(loopback)
+		g.Expect(list.Check(ctx, "redis://localhost:"+port)).To(Succeed(), "a name that resolves into the ranges")
+		withPattern := allow(t, "*.svc.cluster.local,cluster-ranges")
+		withPattern.SetClusterRanges(loopback)
+		g.Expect(withPattern.Check(ctx, "redis://localhost:"+port)).To(MatchError(lockclient.ErrNotAllowed), "a name must still match the patterns")
+	})
+
+	t.Run("new ranges replace the old ones", func(t *testing.T) {
+		g := NewWithT(t)
+		list := allow(t, "cluster-ranges")
+		list.SetClusterRanges(loopback)
+		g.Expect(list.Check(ctx, "redis://"+srv.Addr())).To(Succeed())
+		list.SetClusterRanges([]netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")})
+		g.Expect(list.Check(ctx, "redis://"+srv.Addr())).To(MatchError(lockclient.ErrNotAllowed))
+		g.Expect(list.Check(ctx, "redis://10.96.3.4:6379")).To(Succeed())
+	})
+
+	// The reason for the item: the default list admits the master a Sentinel in the
+	// cluster announces by its Pod IP, which a list of names refuses.
+	t.Run("the master a Sentinel announces by IP", func(t *testing.T) {
+		g := NewWithT(t)
+		master := redisserver.Start(t)
+		sentinel := redisserver.StartSentinel(t, master, "mymaster")
+		_, sport, _ := strings.Cut(sentinel.Addr(), ":")
+		url := "redis+sentinel://localhost:" + sport + "/mymaster"
+		list := allow(t, "cluster-ranges")
+		list.SetClusterRanges(loopback)
+		c := dialConfig(t, lockclient.Config{URL: url, Tenant: true, Allow: list, Timeout: 2 * time.Second})
+		k := keys("allow-cluster-ranges")
+		_, err := c.Acquire(ctx, acquireReq(k, token(t, "j"), 5*time.Second))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(master.Client(t).Exists(ctx, k.Lock).Val()).To(BeEquivalentTo(1), "the lease is in the announced master")
 	})
 }

@@ -190,6 +190,10 @@ const (
 // timeout) makes every regular renewal answer or time out before the deadline.
 const resumeAnswerAllowance = 500 * time.Millisecond
 
+// pauseThreshold is how much later than planned the run loop must wake to take
+// it for a pause of the process.
+const pauseThreshold = time.Second
+
 func latest(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
@@ -216,6 +220,13 @@ type Keeper struct {
 	// or maxHold it saw); an answered renewal wakes it only if it moves the
 	// lease's next renewal before that.
 	planned time.Time
+	// pausedUntil is set when the run loop woke much later than it planned: it
+	// was not running (the process was paused or starved). Until then a lease
+	// whose self-fence deadline passed during the pause gets its renewal's
+	// answer before the deadline is judged: another replica (a new leader) may
+	// have renewed the same token meanwhile, and what this process knows of the
+	// lease is as old as the pause.
+	pausedUntil time.Time
 
 	wake   chan struct{}
 	queued chan struct{}
@@ -539,6 +550,9 @@ func (k *Keeper) Run(ctx context.Context) error {
 // and returns when it needs to look again.
 func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 	k.mu.Lock()
+	if !k.planned.IsZero() && now.Sub(k.planned) > pauseThreshold {
+		k.pausedUntil = now.Add(resumeAnswerAllowance)
+	}
 	next := now.Add(time.Minute)
 	earliest := func(t time.Time) {
 		if t.Before(next) {
@@ -563,9 +577,10 @@ func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 		}
 		if e.req.SelfFence && !e.deadlineReached {
 			d := e.deadline()
-			if e.inflight && !e.confirmed {
-				// The first renewal of a resumed lease gets a moment to answer
-				// before stale evidence stops a healthy run.
+			if e.inflight && (!e.confirmed || e.inflightSince.Before(k.pausedUntil)) {
+				// The first renewal of a resumed lease, or the first after a
+				// pause of this process, gets a moment to answer before stale
+				// evidence stops a healthy run.
 				d = latest(d, e.inflightSince.Add(resumeAnswerAllowance))
 			}
 			switch {

@@ -2,10 +2,12 @@ package lockclient_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
@@ -184,4 +186,60 @@ func TestKeeperStopReacquiringWaitsForRenewalsInFlight(t *testing.T) {
 	g.Expect(rdb.Del(ctx, l.Keys.Lock).Err()).To(Succeed())
 	g.Eventually(func() lockclient.LeaseState { st, _ := k.Get(l.Token); return st.State }).Should(Equal(lockclient.StateLost))
 	g.Consistently(func() int64 { return rdb.Exists(ctx, l.Keys.Lock).Val() }).WithTimeout(time.Second).Should(BeZero())
+}
+
+// A manager paused (SIGSTOP, a frozen VM) for longer than its leases' self-fence
+// deadlines wakes up as an old leader: a new leader has been renewing the same
+// tokens since it took over. Before the keeper judges a deadline that passed while
+// it was not running, it renews: the store says the lease is still held, and the
+// run the new leader keeps alive is not stopped. If the store does not answer, the
+// deadline is reported within the renewal's short allowance.
+func TestKeeperAfterAPauseRenewsBeforeItJudgesDeadlines(t *testing.T) {
+	const ttl, interval, budget = 30 * time.Second, 10 * time.Second, 12 * time.Second
+	setUp := func(t *testing.T) (*clocktesting.FakeClock, *lockclient.Keeper, lockclient.Lease, *redisserver.Server, *tcpproxy.Proxy) {
+		srv := redisserver.Start(t)
+		px := tcpproxy.Start(t, srv.Addr())
+		clk := clocktesting.NewFakeClock(time.Now())
+		c := dialConfig(t, lockclient.Config{URL: "redis://" + px.Addr(), Timeout: time.Second}, lockclient.WithClock(clk))
+		k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
+		startKeeper(t, k)
+		l := acquire(t, c, keys("paused"), ttl)
+		NewWithT(t).Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: interval, SelfFence: true, StopBudget: budget})).To(Succeed())
+		NewWithT(t).Eventually(clk.HasWaiters).Should(BeTrue())
+		return clk, k, l, srv, px
+	}
+
+	t.Run("the store says the lease is held: nothing is stopped", func(t *testing.T) {
+		g := NewWithT(t)
+		clk, k, l, srv, _ := setUp(t)
+		// Paused past the deadline; the new leader renewed the same token meanwhile.
+		g.Expect(srv.Client(t).PExpire(context.Background(), l.Keys.Lock, ttl).Err()).To(Succeed())
+		clk.Step(ttl - budget + 5*time.Second)
+		g.Eventually(func() time.Time { st, _ := k.Get(l.Token); return st.LastRenewed }).Should(BeTemporally(">", l.SentAt),
+			"the keeper renews first")
+		g.Consistently(k.Reports()).WithTimeout(time.Second).ShouldNot(Receive(), "no deadline reported, no stop")
+		st, _ := k.Get(l.Token)
+		g.Expect(st.DeadlineReached).To(BeFalse())
+		g.Expect(st.State).To(Equal(lockclient.StateHeld))
+	})
+
+	t.Run("the store does not answer: the deadline is reported within the allowance", func(t *testing.T) {
+		g := NewWithT(t)
+		clk, k, l, _, px := setUp(t)
+		px.Blackhole()
+		clk.Step(ttl - budget + 5*time.Second)
+		paused := clk.Now()
+		var reports []lockclient.ReportKind
+		stepUntil(t, k, clk, 100*time.Millisecond, 5*time.Second, func() bool {
+			select {
+			case r := <-k.Reports():
+				reports = append(reports, r.Kind)
+			default:
+			}
+			return slices.Contains(reports, lockclient.ReportDeadlineReached)
+		})
+		g.Expect(clk.Since(paused)).To(BeNumerically("<=", time.Second), "within the renewal's allowance")
+		st, _ := k.Get(l.Token)
+		g.Expect(st.DeadlineReached).To(BeTrue())
+	})
 }

@@ -177,7 +177,7 @@ func TestReleaseFiles(t *testing.T) {
 	g.Expect(plugin.Spec.Homepage).To(HavePrefix("https://"))
 	g.Expect(plugin.Spec.ShortDescription).NotTo(BeEmpty())
 	g.Expect(plugin.Spec.Description).NotTo(BeEmpty())
-	g.Expect(plugin.Spec.Caveats).To(ContainSubstring("--redis-secret"))
+	checkKrewCaveats(t, plugin.Spec.Caveats)
 	seen := map[string]bool{}
 	for _, p := range plugin.Spec.Platforms {
 		platform := p.Selector.MatchLabels["os"] + "/" + p.Selector.MatchLabels["arch"]
@@ -565,4 +565,26 @@ func TestReleaseRefusesAlertsOfAnotherVersion(t *testing.T) {
 	entries, err := os.ReadDir(dist)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(entries).To(BeEmpty(), "nothing was released")
+}
+
+// checkKrewCaveats checks what krew shows after an install: what the plugin needs
+// (patch on GuardedJobs, the edit role: it asks the manager through annotations),
+// and never that it needs the lock store's credentials. Reading the store directly
+// (--redis-secret, GUARDEDJOB_REDIS_URL) is the admins' break-glass option, and
+// every sentence naming it must say so.
+func checkKrewCaveats(t *testing.T, caveats string) {
+	t.Helper()
+	g := NewWithT(t)
+	text := strings.Join(strings.Fields(caveats), " ")
+	g.Expect(text).To(ContainSubstring("patch on guardedjobs"), "the caveats say what the plugin needs: %s", text)
+	g.Expect(text).To(ContainSubstring("edit role"), "and which built-in role gives it: %s", text)
+	direct := regexp.MustCompile(`--redis-secret|GUARDEDJOB_REDIS_URL`)
+	demand := regexp.MustCompile(`(?i)\b(pass|set|need|needs|required?|must)\b`)
+	for _, sentence := range regexp.MustCompile(`[.;:]\s+`).Split(text, -1) {
+		if !direct.MatchString(sentence) {
+			continue
+		}
+		g.Expect(sentence).To(ContainSubstring("directly"), "direct store access is an option: %q", sentence)
+		g.Expect(demand.FindString(sentence)).To(BeEmpty(), "the plugin does not need the store's credentials: %q", sentence)
+	}
 }
