@@ -181,6 +181,16 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "keeper-ignores-pause",
+		bug:  "a keeper that wakes from a pause judges the deadlines that passed meanwhile before it renews",
+		file: "internal/lockclient/keeper.go",
+		find: "if !k.planned.IsZero() && now.Sub(k.planned) > pauseThreshold {",
+		repl: "if false {",
+		catchers: []catcher{
+			{"./internal/lockclient/", []string{"TestKeeperAfterAPauseRenewsBeforeItJudgesDeadlines"}},
+		},
+	},
+	{
 		name: "guard-deadline-from-reply",
 		bug:  "the pod guard's confirmation counts the lease from the read's reply instead of its send time",
 		file: "internal/lockclient/confirm.go",
