@@ -10,7 +10,8 @@
 # (a situation the configuration must be able to reach) must be reached; each hole
 # switch must produce a violation, whose shortest trail is printed. Anything else
 # fails. MODEL_JOBS (default 2) verifiers run at once; MODEL_KEEP=DIR keeps the
-# generated verifiers and trails in DIR.
+# generated verifiers and trails in DIR; MODEL_DEFINES adds spin defines, e.g.
+# MODEL_DEFINES=-DCRASHES=2 (a deeper search than CI's, minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -69,7 +70,8 @@ cc_flags=(-O1 -w -DCOLLAPSE -DSAFETY -DMEMLIM=3072)
 build() {
   local dir=$1 cfg=$2; shift 2
   mkdir -p "$dir"
-  (cd "$dir" && spin -DCFG_"$cfg" "$@" -a "$model" >spin.log 2>&1) || { cat "$dir/spin.log"; return 1; }
+  # shellcheck disable=SC2086
+  (cd "$dir" && spin -DCFG_"$cfg" ${MODEL_DEFINES:-} "$@" -a "$model" >spin.log 2>&1) || { cat "$dir/spin.log"; return 1; }
 }
 
 run_config() {
@@ -86,7 +88,8 @@ run_config() {
   if ! grep -q 'errors: 0$' "$out"; then
     echo "FAIL config $cfg: the model finds a violation:"
     grep -E 'violated|errors:' "$out" | head -5
-    (cd "$dir" && spin -DCFG_"$cfg" -t -k run.pml.trail "$model" 2>&1 | grep -E 'MODEL|assert' | sed 's/^ *//') || true
+    # shellcheck disable=SC2086
+    (cd "$dir" && spin -DCFG_"$cfg" ${MODEL_DEFINES:-} -t -k run.pml.trail "$model" 2>&1 | sed -n 's/^ *MODEL: /      /p') || true
     return 1
   fi
   if grep -qi 'search depth too small\|max search depth too small' "$out"; then
@@ -121,13 +124,15 @@ run_hole() {
     echo "FAIL hole $hole: the model finds no violation with the hole in (config $cfg)"
     return 1
   fi
-  local what steps
-  what=$(grep -m1 'violated' "$out" | sed 's/^pan:[0-9]*: //')
+  local trail what steps
+  # shellcheck disable=SC2086
+  trail=$(cd "$dir" && spin -DCFG_"$cfg" ${MODEL_DEFINES:-} -D"$hole" -t -k run.pml.trail "$model" 2>&1 |
+    sed -n 's/^ *MODEL: //p' | sed 's/  */ /g; s/ *$//') || true
+  what=$(sed -n 's/^VIOLATION //p' <<<"$trail" | head -1)
   steps=$(sed -n 's/.*(at depth \([0-9]*\)).*/\1/p' "$out" | head -1)
-  echo "PASS hole $hole: violation in config $cfg after $steps steps: $what"
-  echo "    shortest trail (spin -DCFG_$cfg -D$hole -t):"
-  (cd "$dir" && spin -DCFG_"$cfg" -D"$hole" -t -k run.pml.trail "$model" 2>&1 |
-    grep -E 'MODEL|Error: assertion' | grep -v 'I1 check' | sed 's/^ *MODEL: /      /; s/^ *spin: .*Error: /      /') || true
+  echo "PASS hole $hole: config $cfg violates $what (trail of $steps steps)"
+  echo "    shortest trail (spin -DCFG_$cfg -D$hole -t -k TRAIL model/run.pml):"
+  sed 's/^/      /' <<<"$trail"
 }
 
 run_job() {

@@ -26,6 +26,9 @@
  * Redis data loss, renewals that are slow or unanswered, another holder */
 #define NOCC 2
 #define CRASH 1
+#ifndef CRASHES
+#define CRASHES 1           /* how many times the manager may crash */
+#endif
 #define DATALOSS 1
 #define FLAKY 1
 #elif defined(CFG_PAUSE)
@@ -203,7 +206,8 @@ byte ho_left;               /* shard a's hand-over countdown */
 bit  ho_stop;               /* shard a gave up waiting and stops the run */
 
 /* Budgets */
-bit  crashed, paused, lost_data;
+byte crashed;                /* crashes so far */
+bit  paused, lost_data;
 
 /* Ghosts */
 byte t_occ[NT+1];           /* the occurrence a token was minted for */
@@ -212,6 +216,8 @@ byte t_vl[NT+1];            /* ticks until its last renewal seen to succeed (sen
 byte tnext = 1;             /* the next token to mint */
 byte lstart;                /* the highest fence handed to work (I3) */
 byte mk_by[NOCC+1];         /* who completed each occurrence (I2) */
+bit  gh_funl;               /* probes: an unlock deleted a foreign value */
+bit  gh_refl;               /*   the ledger refused an unlock the lastRun check would not */
 
 /* Scratch variables of a step, zero between steps (BFS allows no hidden ones). */
 byte h_s, h_t, h_o, h_r, h_f, h_i, h_p;
@@ -326,6 +332,11 @@ inline stop_job(t) {
   fi
 }
 
+/* An invariant: its assertion, and a line that names it in a trail. */
+#define CHECK(cond, what, arg) \
+  if :: !(cond) -> printf("MODEL: VIOLATION "); printf(what, arg); printf("\n") :: else fi; \
+  assert(cond)
+
 /* I1 when a worker (a Pod, or the other holder) starts while others work: one of
  * the two must have lost its lease to a Redis data loss (acquired in an earlier
  * epoch); that one is then held to its stop bound at every tick. */
@@ -334,8 +345,8 @@ inline i1_start(ep, newovl) {
   for (h_i : 0 .. NJ-1) {
     if
     :: ALIVE(h_i) ->
-       printf("MODEL: I1 check: Pod of Job t%d works while another worker starts\n", j_tok[h_i]);
-       assert(t_ep[j_tok[h_i]] != epoch || ep != epoch);
+       CHECK(t_ep[j_tok[h_i]] != epoch || ep != epoch,
+             "I1: two runs work at once (the Pod of Job t%d and the one starting), and neither lost its lease to a data loss", j_tok[h_i]);
        if :: t_ep[j_tok[h_i]] != epoch -> p_ovl[h_i] = 1 :: else fi;
        if :: ep != epoch -> newovl = 1 :: else fi
     :: else
@@ -343,8 +354,8 @@ inline i1_start(ep, newovl) {
   };
   if
   :: fw ->
-     printf("MODEL: I1 check: the other holder works while another worker starts\n");
-     assert(fw_ep != epoch || ep != epoch);
+     CHECK(fw_ep != epoch || ep != epoch,
+           "I1: two runs work at once (the other holder and the one starting), and neither lost its lease to a data loss", 0);
      if :: fw_ep != epoch -> fw_ovl = 1 :: else fi;
      if :: ep != epoch -> newovl = 1 :: else fi
   :: else
@@ -476,8 +487,8 @@ tick:  printf("MODEL: ---- tick ---- key %d ttl %d\n", rkey, rttl);
           for (h_i : 0 .. NJ-1) {
             if
             :: ALIVE(h_i) && p_ovl[h_i] ->
-               printf("MODEL: I1 check: Pod of t%d past its stop bound?\n", j_tok[h_i]);
-               assert(t_vl[j_tok[h_i]] > 0)
+               CHECK(t_vl[j_tok[h_i]] > 0,
+                     "I1: the Pod of Job t%d, whose lease a data loss took, works beside another run past its stop bound", j_tok[h_i])
             :: else
             fi
           }
@@ -612,7 +623,9 @@ release: h_o = t_occ[a_tok];
              if :: rkey == a_tok -> rkey = 0; rttl = 0 :: else fi;
              /* I2: one run completes an occurrence */
              if
-             :: t_ep[a_tok] == epoch -> assert(mk_by[h_o] == 0 || mk_by[h_o] == a_tok); mk_by[h_o] = a_tok
+             :: t_ep[a_tok] == epoch ->
+                CHECK(mk_by[h_o] == 0 || mk_by[h_o] == a_tok, "I2: occurrence %d completed by a second run", h_o);
+                mk_by[h_o] = a_tok
              :: else
              fi
           :: else
@@ -709,7 +722,8 @@ inline kube_start(s) {
     i1_start(t_ep[j_tok[s]], p_ovl[s]);
     /* I3: with Strict, a fence handed to work is higher than every one before */
     if
-    :: t_ep[j_tok[s]] == epoch -> assert(j_fence[s] > lstart)
+    :: t_ep[j_tok[s]] == epoch ->
+       CHECK(j_fence[s] > lstart, "I3: a Pod starts with fence %d, not above the fence already handed to work", j_fence[s])
     :: else
     fi;
     if :: j_fence[s] > lstart -> lstart = j_fence[s] :: else fi;
@@ -788,9 +802,9 @@ other_acquire: printf("MODEL: the other holder takes the key and works\n");
 active proctype Faults() {
   do
 #ifdef CRASH
-  :: d_step { !crashed && pst[0] == UP ->
+  :: d_step { crashed < CRASHES && pst[0] == UP ->
 crash: printf("MODEL: the manager crashes\n");
-       crashed = 1; pst[0] = DOWN; p_left[0] = HANDOVER; forget(0) }
+       crashed++; pst[0] = DOWN; p_left[0] = HANDOVER; forget(0) }
 #endif
 #ifdef PAUSE
   /* the leader pauses, between two steps or just before it sends a Job create; a
@@ -854,7 +868,12 @@ inline unlock_by_a(v) {
   :: else
   fi;
 #if UNLOCK_READS_LEDGER
-  if :: led[v] == LIVE || led[v] == LEFT && t_vl[v] > 0 -> h_r = 1 :: else fi;   /* the ledger */
+  if
+  :: led[v] == LIVE || led[v] == LEFT && t_vl[v] > 0 ->                        /* the ledger */
+     if :: h_r == 0 && !(l_tok == v && l_fl > 0) -> gh_refl = 1 :: else fi;
+     h_r = 1
+  :: else
+  fi;
 #else
   if :: l_tok == v && l_fl > 0 -> h_r = 1 :: else fi;                            /* lastRun */
 #endif
@@ -872,7 +891,7 @@ active proctype Tenant() {
   :: d_step { ISTOK(rkey) -> unlock_b: h_t = rkey; printf("MODEL: cluster B's tenant unlocks\n"); unlock_script(h_t); END_STEP }
 #endif
   /* a value without expiry, or the other holder's once it stopped working */
-  :: d_step { rkey == FX || rkey == FV && !fw -> unlock_foreign: printf("MODEL: unlock deletes a foreign value (%d)\n", rkey); rkey = 0; rttl = 0 }
+  :: d_step { rkey == FX || rkey == FV && !fw -> unlock_foreign: printf("MODEL: unlock deletes a foreign value (%d)\n", rkey); rkey = 0; rttl = 0; gh_funl = 1 }
   od
 }
 #endif
@@ -900,7 +919,7 @@ init {
 #if defined(CFG_RUN)
 ltl probe_complete           { [] !(rmark[1] != 0 && rmark[2] != 0) }
 ltl probe_takeup             { [] !(a_tok == 1 && a_f == 2 && !lost_data) }      /* t1 acquired twice: taken up */
-ltl probe_resume_stop        { [] !(crashed && pst[0] == UP && k_dlr[0]) }
+ltl probe_resume_stop        { [] !(crashed > 0 && pst[0] == UP && k_dlr[0]) }
 ltl probe_overlap_after_loss { [] !(fw && (ALIVE(0) || ALIVE(1) || ALIVE(2)) || ALIVE(0) && (ALIVE(1) || ALIVE(2)) || ALIVE(1) && ALIVE(2)) }
 ltl probe_floor_after_loss   { [] !(a_tok != 0 && t_ep[a_tok] == 1 && a_f >= 2 && rfctr == a_f && lfence >= 1) }
 #elif defined(CFG_PAUSE)
@@ -910,10 +929,10 @@ ltl probe_old_create_deleted { [] !(pst[1] == AWAKE && m_cre[1] == 0 && (j_susp[
 ltl probe_left_to_expire     { [] !(led[1] == LEFT && rkey == 1 && (p_inv[0] && ALIVE(0))) }
 ltl probe_guard_stop         { [] !(p_inv[0] && p_st[0] == PTERM || p_inv[1] && p_st[1] == PTERM) }
 ltl probe_trigger_run        { [] !(trig && a_tok != 0 && t_occ[a_tok] == 1 && onext == 3) }
-ltl probe_unlock_refused_ledger { [] !(led[1] == LEFT && l_tok != 1 && rkey == 1 && t_vl[1] > 0) }
+ltl probe_unlock_refused_ledger { [] !(gh_refl) }
 #elif defined(CFG_UNLOCK)
 ltl probe_complete           { [] !(rmark[1] != 0) }
-ltl probe_foreign_unlocked   { [] !(rkey == FX && a_tok != 0) }
+ltl probe_foreign_unlocked   { [] !(gh_funl && ISTOK(rkey)) }
 #elif defined(CFG_SHARD)
 ltl probe_handed_over        { [] !(moved && owner_b && k_tok[0] == 0 && k_tok[1] != 0 && a_tok != 0) }
 ltl probe_handover_timeout   { [] !(ho_stop) }
