@@ -13,7 +13,8 @@
  * Hole switches (each off unless defined): HOLE_TAKEUP_LEFT_LEASE,
  * HOLE_UNLOCK_LIVE_FOREIGN, HOLE_SHARD_BREAK_BEFORE_MAKE,
  * HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN, HOLE_DEADLINE_FROM_REPLY, HOLE_PAUSED_CREATE,
- * HOLE_SLOW_HANDOVER.
+ * HOLE_SLOW_HANDOVER, and two planted bugs that show I2 and I3 can fail:
+ * HOLE_ACQUIRE_IGNORES_MARKER, HOLE_STRICT_WITHOUT_FLOOR.
  *
  * Trails: every step prints a "MODEL:" line, which `spin -t` shows (the verifier
  * itself prints nothing). The ghost variables below exist only for the invariants.
@@ -364,9 +365,14 @@ inline i1_start(ep, newovl) {
 
 /* acquire.lua with token t for occurrence o, Strict fencing.
  * res: 1 ok, 2 busy, 3 done. */
+#ifdef HOLE_ACQUIRE_IGNORES_MARKER
+#define MARKED(o) 0                   /* a planted bug: the done-marker is not checked */
+#else
+#define MARKED(o) (rmark[o] != 0)
+#endif
 inline acquire(t, o, res, fence) {
   if
-  :: rmark[o] != 0 ->
+  :: MARKED(o) ->
      if :: rkey == t -> rkey = 0; rttl = 0 :: else fi;
      res = 3
   :: rkey == t -> rttl = TTL; res = 1          /* reentered: PEXPIRE */
@@ -376,7 +382,9 @@ inline acquire(t, o, res, fence) {
   if
   :: res == 1 ->
      rfctr++;                                  /* fence = max(INCR, floor + 1), written back */
-     if :: rfctr <= lfence -> rfctr = lfence + 1 :: else fi;
+#ifndef HOLE_STRICT_WITHOUT_FLOOR
+     if :: rfctr <= lfence -> rfctr = lfence + 1 :: else fi;   /* (a planted bug leaves the floor out) */
+#endif
      fence = rfctr; t_ep[t] = epoch; t_vl[t] = TTL
   :: else
   fi
@@ -734,7 +742,10 @@ inline kube_start(s) {
 inline kube_end(s, cond) {
   d_step { p_st[s] == PRUN ->
     p_st[s] = PDEAD; p_ovl[s] = 0;
-    printf("MODEL: Pod of Job t%d ends (%d)\n", j_tok[s], cond);
+    if
+    :: cond == JOK -> printf("MODEL: Pod of Job t%d succeeds\n", j_tok[s])
+    :: else -> printf("MODEL: Pod of Job t%d fails\n", j_tok[s])
+    fi;
     if :: j_ex[s] && j_cond[s] == JRUN && !p_inv[s] -> j_cond[s] = cond :: else fi;
     if :: !j_ex[s] -> clear_slot(s) :: else fi
   }
