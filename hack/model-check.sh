@@ -94,7 +94,7 @@ run_config() {
     echo "FAIL config $cfg: the model finds a violation:"
     grep -E 'violated|errors:' "$out" | head -5
     # shellcheck disable=SC2086
-    (cd "$dir" && spin -DCFG_"$cfg" ${MODEL_DEFINES:-} -t -k run.pml.trail "$model" 2>&1 | sed -n 's/^ *MODEL: /      /p') || true
+    (cd "$dir" && spin -DCFG_"$cfg" ${MODEL_DEFINES:-} -t -k run.pml.trail "$model" 2>&1 | sed -n 's/^ *MODEL: //p' | sed 's/  */ /g; s/ *$//; s/^/      /') || true
     return 1
   fi
   if grep -qi 'search depth too small\|max search depth too small' "$out"; then
@@ -129,15 +129,20 @@ run_hole() {
     echo "FAIL hole $hole: the model finds no violation with the hole in (config $cfg)"
     return 1
   fi
-  local trail what steps
+  local trail what steps line
   # shellcheck disable=SC2086
   trail=$(cd "$dir" && spin -DCFG_"$cfg" ${MODEL_DEFINES:-} -D"$hole" -t -k run.pml.trail "$model" 2>&1 |
     sed -n 's/^ *MODEL: //p' | sed 's/  */ /g; s/ *$//') || true
   what=$(sed -n 's/^VIOLATION //p' <<<"$trail" | head -1)
+  if [[ -z $what ]]; then
+    echo "FAIL hole $hole: the violation is not one of the invariants:"
+    grep -m1 'violated' "$out"
+    return 1
+  fi
   steps=$(sed -n 's/.*(at depth \([0-9]*\)).*/\1/p' "$out" | head -1)
   echo "PASS hole $hole: config $cfg violates $what (trail of $steps steps)"
   echo "    shortest trail (spin -DCFG_$cfg -D$hole -t -k TRAIL model/run.pml):"
-  sed 's/^/      /' <<<"$trail"
+  while IFS= read -r line; do echo "      $line"; done <<<"$trail"
 }
 
 run_job() {
