@@ -42,11 +42,24 @@
 #elif defined(CFG_LEFT)
 /* one cluster with the pod guard: runs that end uncleanly leave their lease to
  * expire, a Pod cut off from the API server, history clean-up, a run-now trigger,
- * take-up, the tenant's unlock, another holder */
+ * take-up, the tenant's unlock, another holder (MODEL_DEFINES=-DFLAKY adds late
+ * and unanswered renewals: 2.7 million states) */
 #define NOCC 2
 #define GUARD 1
 #define TRIGGER 1
 #define UNLOCK 1
+#elif defined(CFG_GUARD)
+/* one cluster with the pod guard: a crash of the manager anywhere, a Pod cut off
+ * from the API server, renewals that are late or unanswered, another holder */
+#ifndef NOCC
+#define NOCC 2
+#endif
+#define GUARD 1
+#define FLAKY 1
+#define CRASH 1
+#ifndef CRASHES
+#define CRASHES 1
+#endif
 #elif defined(CFG_UNLOCK)
 /* cluster A runs, cluster B has a GuardedJob on the same key and serves its
  * tenant's unlock requests; another holder, also one that writes a value without
@@ -62,7 +75,7 @@
 #define SHARDS 1
 #define FLAKY 1
 #else
-#error "define one of CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_UNLOCK, CFG_SHARD"
+#error "define one of CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD"
 #endif
 
 /* The unlock script refuses a GuardedJob token while its key has a time to live;
@@ -87,10 +100,13 @@
 
 /* ------------------------------------------------------------------ constants */
 
-/* Timing, in ticks. Rule 1: TTL - GRACE - MARGIN > renew interval + call timeout
- * (4 - 1 - 0 > 1 + 1). Rule 2: a restarted manager or a new leader renews within
- * HANDOVER ticks, less than TTL - renew interval. MARGIN is 0: the model issues a
- * stop's deletes at once (they are urgent). */
+/* Timing, in ticks; a tick stands for the stop budget. Rule 1: TTL - GRACE - MARGIN
+ * > renew interval + call timeout (4 - 1 - 0 > 1 + 1). MARGIN is 0: the model issues
+ * a stop's deletes at once (they are urgent). A restarted manager or a new leader
+ * resumes the leases within HANDOVER ticks: 0, within the tick, so that a stop its
+ * predecessor owed (at a self-fence deadline it did not live to act on) still lands
+ * before the lease could expire: the hand-over, the resumed lease's first renewal
+ * and a grace must fit into the stop budget. HOLE_SLOW_HANDOVER takes a tick. */
 #define TTL      4
 #define GRACE    1          /* Pod grace at the self-fence deadline and after a loss */
 #define SB       1          /* stop budget: GRACE + MARGIN */
@@ -178,6 +194,7 @@ bit  m_left[2];             /*   it was left to expire */
 byte m_cre[2];              /* old leader: the Job create it was about to send */
 byte m_cf[2];
 bit  m_crd;                 /*   sent, suspended; the confirmation is next */
+byte m_jc[2];               /* jobsCreated: the slot + 1 of the Job this process created, UID not yet recorded */
 
 /* Jobs and their Pods (one Pod per Job) */
 byte j_tok[NJ];             /* the Job's name (its run's token); 0: slot free */
@@ -272,8 +289,8 @@ inline job_of(t, s) {
 inline free_slot(s) {
   if
   :: j_tok[0] == 0 -> s = 0
-  :: j_tok[1] == 0 -> s = 1
-  :: else -> assert(j_tok[2] == 0); s = 2
+  :: j_tok[0] != 0 && j_tok[1] == 0 -> s = 1
+  :: j_tok[0] != 0 && j_tok[1] != 0 -> assert(j_tok[2] == 0); s = 2
   fi
 }
 
@@ -288,7 +305,7 @@ inline untrack(p) {
 }
 
 inline forget(p) {
-  untrack(p); m_pend[p] = 0; m_pf[p] = 0; m_rel[p] = 0; m_left[p] = 0; m_cre[p] = 0; m_cf[p] = 0;
+  untrack(p); m_pend[p] = 0; m_pf[p] = 0; m_rel[p] = 0; m_left[p] = 0; m_cre[p] = 0; m_cf[p] = 0; m_jc[p] = 0;
   if :: p == 1 -> m_crd = 0 :: else fi
 }
 
@@ -375,9 +392,9 @@ inline acquire(t, o, res, fence) {
   :: MARKED(o) ->
      if :: rkey == t -> rkey = 0; rttl = 0 :: else fi;
      res = 3
-  :: rkey == t -> rttl = TTL; res = 1          /* reentered: PEXPIRE */
-  :: rkey != 0 -> res = 2
-  :: else -> rkey = t; rttl = TTL; res = 1     /* SET NX PX */
+  :: !MARKED(o) && rkey == t -> rttl = TTL; res = 1              /* reentered: PEXPIRE */
+  :: !MARKED(o) && rkey != t && rkey != 0 -> res = 2
+  :: !MARKED(o) && rkey == 0 -> rkey = t; rttl = TTL; res = 1    /* SET NX PX */
   fi;
   if
   :: res == 1 ->
@@ -428,8 +445,8 @@ inline acquire_pass(p, o) {
  * renewals, the pod guard reads the lease. */
 active proctype Clock() {
   do
-  :: d_step { !URGENT ->
-tick:  printf("MODEL: ---- tick ---- key %d ttl %d\n", rkey, rttl);
+  :: atomic { !URGENT -> tick: d_step {
+  printf("MODEL: ---- tick ---- key %d ttl %d\n", rkey, rttl);
        /* Redis expires keys */
        if
        :: rttl > 0 -> rttl--; if :: rttl == 0 -> rkey = 0 :: else fi
@@ -452,7 +469,7 @@ tick:  printf("MODEL: ---- tick ---- key %d ttl %d\n", rkey, rttl);
          :: else
          fi
        };
-       /* the keepers (a paused process's monotonic clock runs on too) */
+       /* the keepers: deadlines, late replies, the next renewal */
        for (h_p : 0 .. 1) {
          if
          :: k_tok[h_p] != 0 ->
@@ -503,7 +520,7 @@ tick:  printf("MODEL: ---- tick ---- key %d ttl %d\n", rkey, rttl);
        :: else
        fi;
        END_STEP
-     }
+     } }
   od
 }
 
@@ -514,15 +531,15 @@ tick:  printf("MODEL: ---- tick ---- key %d ttl %d\n", rkey, rttl);
 #define PASSED(p) if :: k_dl[p] == 0 && !k_dlr[p] -> k_dlr[p] = 1 :: else fi
 proctype Keeper(byte p) {
   do
-  :: d_step { KSEND(p) && rkey == k_tok[p] -> renew: k_due[p] = 0; rttl = TTL; renewed(p, 0) }
-  :: d_step { KSEND(p) && rkey != k_tok[p] -> k_due[p] = 0; lose(p);
-              printf("MODEL: p%d renewal of t%d: lost (key %d)\n", p, k_tok[p], rkey) }
+  :: atomic { KSEND(p) && rkey == k_tok[p] -> renew: d_step {  k_due[p] = 0; rttl = TTL; renewed(p, 0) } }
+  :: atomic { KSEND(p) && rkey != k_tok[p] -> renew_lost: d_step { k_due[p] = 0; lose(p);
+              printf("MODEL: p%d renewal of t%d: lost (key %d)\n", p, k_tok[p], rkey) } }
 #ifdef FLAKY
-  :: d_step { KSEND(p) && rkey == k_tok[p] -> k_due[p] = 0; rttl = TTL; k_inf[p] = R_SLOW; PASSED(p);
-              printf("MODEL: p%d renewal of t%d applied, its reply comes late\n", p, k_tok[p]) }
-  :: d_step { KSEND(p) && rkey != k_tok[p] -> k_due[p] = 0; k_inf[p] = R_SLOWLOST; PASSED(p) }
-  :: d_step { KSEND(p) -> k_due[p] = 0; k_inf[p] = R_TIMEOUT; PASSED(p);
-              printf("MODEL: p%d renewal of t%d unanswered\n", p, k_tok[p]) }
+  :: atomic { KSEND(p) && rkey == k_tok[p] -> renew_late: d_step { k_due[p] = 0; rttl = TTL; k_inf[p] = R_SLOW; PASSED(p);
+              printf("MODEL: p%d renewal of t%d applied, its reply comes late\n", p, k_tok[p]) } }
+  :: atomic { KSEND(p) && rkey != k_tok[p] -> renew_late_lost: d_step { k_due[p] = 0; k_inf[p] = R_SLOWLOST; PASSED(p) } }
+  :: atomic { KSEND(p) -> renew_unanswered: d_step { k_due[p] = 0; k_inf[p] = R_TIMEOUT; PASSED(p);
+              printf("MODEL: p%d renewal of t%d unanswered\n", p, k_tok[p]) } }
 #endif
   od
 }
@@ -531,19 +548,19 @@ proctype Keeper(byte p) {
  * deadline; at its own pace for a run marked Stopping and for unclaimed Jobs. */
 proctype Stopper(byte p) {
   do
-  :: d_step { OWES(p) ->
-stop_reported: printf("MODEL: p%d stops the Job of t%d (lease lost or at its deadline)\n", p, k_tok[p]);
-       stop_job(k_tok[p]); END_STEP }
-  :: d_step { LEADS(p) && a_ph == STOPPING && JOBBUSY(a_tok) ->
-stop_stopping: printf("MODEL: p%d stops the Job of the stopping run t%d\n", p, a_tok);
-       stop_job(a_tok); END_STEP }
+  :: atomic { OWES(p) -> stop_reported: d_step {
+       printf("MODEL: p%d stops the Job of t%d (lease lost or at its deadline)\n", p, k_tok[p]);
+       stop_job(k_tok[p]); END_STEP } }
+  :: atomic { LEADS(p) && a_ph == STOPPING && JOBBUSY(a_tok) -> stop_stopping: d_step {
+       printf("MODEL: p%d stops the Job of the stopping run t%d\n", p, a_tok);
+       stop_job(a_tok); END_STEP } }
   /* a Job that no active run claims (StaleJob) */
-  :: d_step { LEADS(p) && BUSYJ(0, j_tok[0]) && j_tok[0] != a_tok ->
-stop_unclaimed: printf("MODEL: p%d stops Job t%d, which no run claims\n", p, j_tok[0]); stop_job(j_tok[0]); END_STEP }
-  :: d_step { LEADS(p) && BUSYJ(1, j_tok[1]) && j_tok[1] != a_tok ->
-       printf("MODEL: p%d stops Job t%d, which no run claims\n", p, j_tok[1]); stop_job(j_tok[1]); END_STEP }
-  :: d_step { LEADS(p) && BUSYJ(2, j_tok[2]) && j_tok[2] != a_tok ->
-       printf("MODEL: p%d stops Job t%d, which no run claims\n", p, j_tok[2]); stop_job(j_tok[2]); END_STEP }
+  :: atomic { LEADS(p) && BUSYJ(0, j_tok[0]) && j_tok[0] != a_tok -> stop_unclaimed: d_step {
+       printf("MODEL: p%d stops Job t%d, which no run claims\n", p, j_tok[0]); stop_job(j_tok[0]); END_STEP } }
+  :: atomic { LEADS(p) && BUSYJ(1, j_tok[1]) && j_tok[1] != a_tok -> d_step {
+       printf("MODEL: p%d stops Job t%d, which no run claims\n", p, j_tok[1]); stop_job(j_tok[1]); END_STEP } }
+  :: atomic { LEADS(p) && BUSYJ(2, j_tok[2]) && j_tok[2] != a_tok -> d_step {
+       printf("MODEL: p%d stops Job t%d, which no run claims\n", p, j_tok[2]); stop_job(j_tok[2]); END_STEP } }
   od
 }
 
@@ -551,74 +568,93 @@ stop_unclaimed: printf("MODEL: p%d stops Job t%d, which no run claims\n", p, j_t
 proctype Reconciler(byte p) {
   do
   /* recordIntent + acquire for the next scheduled occurrence */
-  :: d_step { LEADS(p) && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && tnext <= NT ->
-acquire_next:
+  :: atomic { LEADS(p) && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && tnext <= NT -> acquire_next: d_step {
+
        acquire_pass(p, onext);
        if :: h_r != 1 -> LASTRUN(0, 0); onext++ :: else fi;
-       END_STEP }
+       END_STEP } }
   /* an occurrence due while a run is active: concurrencyPolicy Forbid skips it */
-  :: d_step { LEADS(p) && a_tok != 0 && onext <= NOCC ->
-skip_forbid: printf("MODEL: occurrence %d skipped (Forbid): lastRun overwritten\n", onext);
-       LASTRUN(0, 0); onext++ }
+  :: atomic { LEADS(p) && a_tok != 0 && onext <= NOCC -> skip_forbid: d_step {
+       printf("MODEL: occurrence %d skipped (Forbid): lastRun overwritten\n", onext);
+       LASTRUN(0, 0); onext++ } }
 #ifdef TRIGGER
   /* a run-now trigger for the latest occurrence runs it when nothing is active... */
-  :: d_step { LEADS(p) && !trig && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext > 1 && tnext <= NT ->
-acquire_trigger: printf("MODEL: run-now trigger for occurrence %d\n", onext - 1);
+  :: atomic { LEADS(p) && !trig && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext > 1 && tnext <= NT -> acquire_trigger: d_step {
+       printf("MODEL: run-now trigger for occurrence %d\n", onext - 1);
        acquire_pass(p, onext - 1);
        if :: h_r != 1 -> LASTRUN(0, 0); trig = 1 :: else fi;
-       END_STEP }
+       END_STEP } }
   /* ... or is skipped (a run is active, or the trigger is stale): lastRun overwritten */
-  :: d_step { LEADS(p) && !trig ->
-skip_trigger: printf("MODEL: run-now trigger skipped: lastRun overwritten\n");
-       LASTRUN(0, 0); trig = 1 }
+  :: atomic { LEADS(p) && !trig -> skip_trigger: d_step {
+       printf("MODEL: run-now trigger skipped: lastRun overwritten\n");
+       LASTRUN(0, 0); trig = 1 } }
 #endif
   /* record: the run and its fence in status, the lease in the ledger */
-  :: d_step { LEADS(p) && m_pend[p] != 0 ->
-record: a_tok = m_pend[p]; a_ph = RUNNING; a_f = m_pf[p]; a_slot = 0; led[a_tok] = LIVE;
+  :: atomic { LEADS(p) && m_pend[p] != 0 -> record: d_step {
+       a_tok = m_pend[p]; a_ph = RUNNING; a_f = m_pf[p]; a_slot = 0; led[a_tok] = LIVE;
        if :: a_f > lfence -> lfence = a_f :: else fi;
        if :: t_occ[a_tok] == onext -> onext++ :: else -> trig = 1 fi;
        m_pend[p] = 0; m_pf[p] = 0;
-       printf("MODEL: p%d recorded run t%d (fence %d)\n", p, a_tok, a_f) }
+       printf("MODEL: p%d recorded run t%d (fence %d)\n", p, a_tok, a_f) } }
   /* createJob, on a lease this process confirmed (suspended, unless the hole) */
-  :: d_step { LEADS(p) && a_ph == RUNNING && a_slot == 0 && !HASJOB(a_tok) && CONFIRMED(p, a_tok) && FREESLOT ->
-create_job: free_slot(h_s);
+  :: atomic { LEADS(p) && a_ph == RUNNING && a_slot == 0 && !HASJOB(a_tok) && CONFIRMED(p, a_tok) && FREESLOT -> create_job: d_step {
+       free_slot(h_s);
        j_tok[h_s] = a_tok; j_ex[h_s] = 1; j_susp[h_s] = CREATE_SUSPENDED; j_fin[h_s] = 1; j_fence[h_s] = a_f;
+       m_jc[p] = h_s + 1;           /* jobsCreated: recorded in status by a later pass */
        printf("MODEL: p%d created Job t%d (fence %d)\n", p, a_tok, a_f);
-       END_STEP }
+       END_STEP } }
   /* unsuspend the run's Job once its lease is confirmed in the store; a Job whose
    * lease is not confirmed is deleted, never unsuspended */
-  :: d_step { LEADS(p) && a_ph == RUNNING && HASSUSP(a_tok) ->
-unsuspend: job_of(a_tok, h_s);
+  :: atomic { LEADS(p) && a_ph == RUNNING && HASSUSP(a_tok) -> unsuspend: d_step {
+       job_of(a_tok, h_s);
        if
        :: rkey == a_tok && rttl > SB -> j_susp[h_s] = 0; printf("MODEL: p%d confirmed t%d in the store: Job unsuspended\n", p, a_tok)
        :: else -> stop_job(a_tok); printf("MODEL: p%d could not confirm t%d: Job deleted\n", p, a_tok)
        fi;
-       END_STEP }
+       END_STEP } }
   /* record the Job's UID, or adopt a Job of the run's name: the same fence, else
    * StaleJob */
-  :: d_step { LEADS(p) && a_tok != 0 && a_slot == 0 && HASJOB(a_tok) ->
-adopt: job_of(a_tok, h_s); a_slot = h_s + 1;
+  :: atomic { LEADS(p) && a_tok != 0 && a_slot == 0 && HASJOB(a_tok) -> adopt: d_step {
+       job_of(a_tok, h_s); a_slot = h_s + 1; m_jc[p] = 0;
        if
        :: j_fence[h_s] != a_f -> a_ph = STOPPING; printf("MODEL: p%d finds Job t%d with another fence: StaleJob\n", p, a_tok)
        :: else
        fi;
-       END_STEP }
-  /* running: the lease lost or at its deadline, or the Job deleted: beginStop */
-  :: d_step { LEADS(p) && a_ph == RUNNING && k_tok[p] == a_tok && (k_st[p] == LOST || k_dlr[p]) ->
-stop_lost: printf("MODEL: p%d marks run t%d Stopping (lease lost or at its deadline)\n", p, a_tok); a_ph = STOPPING }
-  :: d_step { LEADS(p) && a_ph == RUNNING && a_slot != 0 && (a_slot == GONEJ || j_del[a_slot - 1]) ->
-stop_deleted: printf("MODEL: p%d marks run t%d Stopping (its Job is deleted)\n", p, a_tok); a_ph = STOPPING }
+       END_STEP } }
+  /* running: the lease lost or at its deadline, or the Job deleted: beginStop. A
+   * pass of running() first takes the UID of a Job this process created from
+   * memory (jobsCreated), and its status write records it. */
+  :: atomic { LEADS(p) && a_ph == RUNNING && k_tok[p] == a_tok && (k_st[p] == LOST || k_dlr[p]) -> stop_lost: d_step {
+       printf("MODEL: p%d marks run t%d Stopping (lease lost or at its deadline)\n", p, a_tok); a_ph = STOPPING;
+       if :: a_slot == 0 && m_jc[p] != 0 -> a_slot = m_jc[p]; m_jc[p] = 0 :: else fi } }
+  :: atomic { LEADS(p) && a_ph == RUNNING && a_slot == 0 && m_jc[p] != 0 && j_del[m_jc[p] - 1] -> stop_deleted_unrecorded: d_step {
+       printf("MODEL: p%d marks run t%d Stopping (its Job is deleted)\n", p, a_tok); a_ph = STOPPING;
+       a_slot = m_jc[p]; m_jc[p] = 0 } }
+  :: atomic { LEADS(p) && a_ph == RUNNING && a_slot != 0 && (a_slot == GONEJ || j_del[a_slot - 1]) -> stop_deleted: d_step {
+       printf("MODEL: p%d marks run t%d Stopping (its Job is deleted)\n", p, a_tok); a_ph = STOPPING } }
   /* release: the Job finished, or the run stopped and no Pod of it is seen */
-  :: d_step { LEADS(p) && a_tok != 0 && !m_rel[p] &&
+  :: atomic { LEADS(p) && a_tok != 0 && !m_rel[p] &&
               (a_ph == RUNNING && a_slot != 0 && a_slot != GONEJ && j_cond[a_slot - 1] != JRUN ||
-               a_ph == STOPPING && !PODSOF(a_tok) && !JOBBUSY(a_tok)) ->
-release: h_o = t_occ[a_tok];
+               a_ph == STOPPING && !PODSOF(a_tok) && !JOBBUSY(a_tok)) -> release: d_step {
+       h_o = t_occ[a_tok];
 #ifdef GUARD
-       /* guardedEndUnclean: a Pod may still run where the API server does not show it */
+       /* guardedEndUnclean: a Pod may still run where the API server does not show
+        * it, unless the run's Job completed cleanly or the run never had a Job */
+#ifdef HOLE_UNCLEAN_BY_RECORDED_UID
+       /* the code today: a run whose Job UID status has not recorded had no Job */
        if
        :: a_slot != 0 && (a_slot == GONEJ || j_cond[a_slot - 1] != JOK) -> m_left[p] = 1
        :: else
        fi;
+#else
+       /* a Job of the run's name (the lease finalizer keeps it until the release)
+        * decides; with none, a recorded UID says it existed */
+       job_of(a_tok, h_s);
+       if
+       :: h_s < NJ && j_cond[h_s] != JOK || h_s == NJ && a_slot != 0 -> m_left[p] = 1
+       :: else
+       fi;
+#endif
 #endif
        if
        :: m_left[p] -> printf("MODEL: p%d leaves the lease of t%d to expire\n", p, a_tok)
@@ -643,10 +679,10 @@ release: h_o = t_occ[a_tok];
           if :: rkey == a_tok -> rkey = 0; rttl = 0 :: else fi     /* release.lua */
        fi;
        untrack(p); m_rel[p] = 1;
-       END_STEP }
+       END_STEP } }
   /* the run moves to lastRun, the ledger keeps its lease, the finalizer goes */
-  :: d_step { LEADS(p) && m_rel[p] ->
-finish: if :: m_left[p] -> led[a_tok] = LEFT :: else -> led[a_tok] = RELD fi;
+  :: atomic { LEADS(p) && m_rel[p] -> finish: d_step {
+       if :: m_left[p] -> led[a_tok] = LEFT :: else -> led[a_tok] = RELD fi;
        LASTRUN(a_tok, TTL);
        job_of(a_tok, h_s); if :: h_s < NJ -> j_fin[h_s] = 0 :: else fi;
        printf("MODEL: p%d run t%d is over\n", p, a_tok);
@@ -656,45 +692,45 @@ finish: if :: m_left[p] -> led[a_tok] = LEFT :: else -> led[a_tok] = RELD fi;
        t_vl[a_tok] = 0; t_ep[a_tok] = 0; t_occ[a_tok] = 0;
 #endif
        a_tok = 0; a_ph = 0; a_f = 0; a_slot = 0; m_rel[p] = 0; m_left[p] = 0;
-       END_STEP }
+       END_STEP } }
   /* unclaimed Jobs that finished, or whose Pods are gone, lose the finalizer; the
    * history limit deletes finished ones */
-  :: d_step { LEADS(p) && j_ex[0] && j_fin[0] && j_tok[0] != a_tok && (j_cond[0] != JRUN || j_del[0] && !SEENALIVE(0)) -> j_fin[0] = 0 }
-  :: d_step { LEADS(p) && j_ex[1] && j_fin[1] && j_tok[1] != a_tok && (j_cond[1] != JRUN || j_del[1] && !SEENALIVE(1)) -> j_fin[1] = 0 }
-  :: d_step { LEADS(p) && j_ex[2] && j_fin[2] && j_tok[2] != a_tok && (j_cond[2] != JRUN || j_del[2] && !SEENALIVE(2)) -> j_fin[2] = 0 }
-  :: d_step { LEADS(p) && j_ex[0] && !j_fin[0] && !j_del[0] && j_cond[0] != JRUN && j_tok[0] != a_tok -> history: printf("MODEL: history limit deletes Job t%d\n", j_tok[0]); j_del[0] = 1 }
-  :: d_step { LEADS(p) && j_ex[1] && !j_fin[1] && !j_del[1] && j_cond[1] != JRUN && j_tok[1] != a_tok -> printf("MODEL: history limit deletes Job t%d\n", j_tok[1]); j_del[1] = 1 }
-  :: d_step { LEADS(p) && j_ex[2] && !j_fin[2] && !j_del[2] && j_cond[2] != JRUN && j_tok[2] != a_tok -> printf("MODEL: history limit deletes Job t%d\n", j_tok[2]); j_del[2] = 1 }
+  :: atomic { LEADS(p) && j_ex[0] && j_fin[0] && j_tok[0] != a_tok && (j_cond[0] != JRUN || j_del[0] && !SEENALIVE(0)) -> drop_finalizer: d_step { j_fin[0] = 0 } }
+  :: atomic { LEADS(p) && j_ex[1] && j_fin[1] && j_tok[1] != a_tok && (j_cond[1] != JRUN || j_del[1] && !SEENALIVE(1)) -> d_step { j_fin[1] = 0 } }
+  :: atomic { LEADS(p) && j_ex[2] && j_fin[2] && j_tok[2] != a_tok && (j_cond[2] != JRUN || j_del[2] && !SEENALIVE(2)) -> d_step { j_fin[2] = 0 } }
+  :: atomic { LEADS(p) && j_ex[0] && !j_fin[0] && !j_del[0] && j_cond[0] != JRUN && j_tok[0] != a_tok -> history: d_step {  printf("MODEL: history limit deletes Job t%d\n", j_tok[0]); j_del[0] = 1 } }
+  :: atomic { LEADS(p) && j_ex[1] && !j_fin[1] && !j_del[1] && j_cond[1] != JRUN && j_tok[1] != a_tok -> d_step { printf("MODEL: history limit deletes Job t%d\n", j_tok[1]); j_del[1] = 1 } }
+  :: atomic { LEADS(p) && j_ex[2] && !j_fin[2] && !j_del[2] && j_cond[2] != JRUN && j_tok[2] != a_tok -> d_step { printf("MODEL: history limit deletes Job t%d\n", j_tok[2]); j_del[2] = 1 } }
 #ifdef SHARDS
   /* shard a after the move: a pass in flight cannot write status any more (the
    * relabel changed the resourceVersion); its unrecorded lease is left to take-up */
-  :: d_step { p == 0 && moved && m_pend[0] != 0 -> write_fails: m_pend[0] = 0; m_pf[0] = 0; untrack(0) }
-  :: d_step { p == 0 && moved && m_rel[0] -> m_rel[0] = 0; m_left[0] = 0 }
+  :: atomic { p == 0 && moved && m_pend[0] != 0 -> write_fails: d_step {  m_pend[0] = 0; m_pf[0] = 0; untrack(0) } }
+  :: atomic { p == 0 && moved && m_rel[0] -> release_write_fails: d_step { m_rel[0] = 0; m_left[0] = 0 } }
 #ifndef HOLE_SHARD_BREAK_BEFORE_MAKE
   /* make before break: shard a renews until shard b has taken the run over (and
    * first issues a stop its keeper asked for: handing over must not drop it)... */
-  :: d_step { p == 0 && moved && owner_b && k_tok[0] != 0 && !OWES(0) ->
-handed_over: printf("MODEL: shard a sees shard b own the run: stops renewing\n"); untrack(0) }
+  :: atomic { p == 0 && moved && owner_b && k_tok[0] != 0 && !OWES(0) -> handed_over: d_step {
+       printf("MODEL: shard a sees shard b own the run: stops renewing\n"); untrack(0) } }
   /* ... or, when shard b does not come within the hand-over timeout, stops the
    * run and renews until its Pods are gone */
-  :: d_step { p == 0 && moved && !owner_b && ho_left == 0 && k_tok[0] != 0 && !ho_stop ->
-handover_timeout: printf("MODEL: shard b did not come: shard a stops the run\n");
-       ho_stop = 1; stop_job(k_tok[0]); END_STEP }
-  :: d_step { p == 0 && ho_stop && k_tok[0] != 0 && !PODSOF(k_tok[0]) -> untrack(0) }
+  :: atomic { p == 0 && moved && !owner_b && ho_left == 0 && k_tok[0] != 0 && !ho_stop -> handover_timeout: d_step {
+       printf("MODEL: shard b did not come: shard a stops the run\n");
+       ho_stop = 1; stop_job(k_tok[0]); END_STEP } }
+  :: atomic { p == 0 && ho_stop && k_tok[0] != 0 && !PODSOF(k_tok[0]) -> handover_done: d_step { untrack(0) } }
 #endif
   /* shard b: firstSight renews the object's recorded leases before anything else,
    * then writes its name into status */
-  :: d_step { p == 1 && moved && !seen_b ->
-first_sight: printf("MODEL: shard b takes the object over\n");
+  :: atomic { p == 1 && moved && !seen_b -> first_sight: d_step {
+       printf("MODEL: shard b takes the object over\n");
        seen_b = 1;
        if :: a_tok != 0 -> track_resumed(1, a_tok) :: else fi;
-       owner_b = 1 }
+       owner_b = 1 } }
 #endif
 #ifdef PAUSE
   /* the old leader, awake after its pause, sends the Job create it was about to
    * send (its status writes fail: the resourceVersion changed) */
-  :: d_step { p == 1 && pst[1] == AWAKE && m_cre[1] != 0 && !m_crd ->
-paused_create: h_t = m_cre[1];
+  :: atomic { p == 1 && pst[1] == AWAKE && m_cre[1] != 0 && !m_crd -> paused_create: d_step {
+       h_t = m_cre[1];
        printf("MODEL: the old leader sends its Job create for t%d (fence %d)\n", h_t, m_cf[1]);
        if
        :: !HASJOB(h_t) && FREESLOT ->
@@ -704,11 +740,11 @@ paused_create: h_t = m_cre[1];
        :: else
        fi;
        if :: !m_crd -> m_cre[1] = 0; m_cf[1] = 0 :: else fi;
-       END_STEP }
+       END_STEP } }
   /* then it confirms the lease in the store before it unsuspends, or deletes the
    * Job (it may also exit in between: a suspended Job is never started) */
-  :: d_step { p == 1 && pst[1] == AWAKE && m_crd ->
-paused_confirm: h_t = m_cre[1];
+  :: atomic { p == 1 && pst[1] == AWAKE && m_crd -> paused_confirm: d_step {
+       h_t = m_cre[1];
        if
        :: rkey == h_t && rttl > SB && HASSUSP(h_t) ->
           job_of(h_t, h_s); j_susp[h_s] = 0;
@@ -717,15 +753,23 @@ paused_confirm: h_t = m_cre[1];
           stop_job(h_t); printf("MODEL: the old leader could not confirm t%d: Job deleted\n", h_t)
        fi;
        m_cre[1] = 0; m_cf[1] = 0; m_crd = 0;
-       END_STEP }
+       END_STEP } }
 #endif
   od
 }
 
 /* The Job controller and the kubelets: a Pod starts, succeeds or fails; a Job
  * whose deletion was asked for goes once its finalizer and visible Pods are gone. */
+#ifdef GUARD
+/* the pod guard's startup gate: the workload starts once the guard's first read
+ * confirms the lease with more than margin + grace left */
+#define GATE(s) (rkey == j_tok[s] && rttl > SB)
+#else
+#define GATE(s) 1
+#endif
+#define STARTABLE(s) (j_ex[s] && !j_susp[s] && !j_del[s] && j_cond[s] == JRUN && p_st[s] == PNONE)
 inline kube_start(s) {
-  d_step { j_ex[s] && !j_susp[s] && !j_del[s] && j_cond[s] == JRUN && p_st[s] == PNONE ->
+  atomic { STARTABLE(s) && GATE(s) -> d_step {
     printf("MODEL: Pod of Job t%d starts (fence %d)\n", j_tok[s], j_fence[s]);
     i1_start(t_ep[j_tok[s]], p_ovl[s]);
     /* I3: with Strict, a fence handed to work is higher than every one before */
@@ -737,10 +781,10 @@ inline kube_start(s) {
     if :: j_fence[s] > lstart -> lstart = j_fence[s] :: else fi;
     p_st[s] = PRUN;
     END_STEP
-  }
+  } }
 }
 inline kube_end(s, cond) {
-  d_step { p_st[s] == PRUN ->
+  atomic { p_st[s] == PRUN -> d_step {
     p_st[s] = PDEAD; p_ovl[s] = 0;
     if
     :: cond == JOK -> printf("MODEL: Pod of Job t%d succeeds\n", j_tok[s])
@@ -748,24 +792,30 @@ inline kube_end(s, cond) {
     fi;
     if :: j_ex[s] && j_cond[s] == JRUN && !p_inv[s] -> j_cond[s] = cond :: else fi;
     if :: !j_ex[s] -> clear_slot(s) :: else fi
-  }
+  } }
+}
+inline kube_refused(s) {
+  /* the guard does not confirm the lease: the Pod fails without working */
+  atomic { STARTABLE(s) && !GATE(s) -> d_step {
+    printf("MODEL: the pod guard of Job t%d does not confirm its lease: the Pod fails unstarted\n", j_tok[s]);
+    p_st[s] = PDEAD; j_cond[s] = JFAIL } }
 }
 inline kube_vanish(s) {
   /* the node is cut off and the Pod force-deleted: the API server no longer shows
    * it, its containers still run; the Job fails (backoffLimit 0) */
-  d_step { p_st[s] == PRUN && !p_inv[s] && j_ex[s] ->
+  atomic { p_st[s] == PRUN && !p_inv[s] && j_ex[s] -> d_step {
     printf("MODEL: Pod of Job t%d vanishes from the API server, still running\n", j_tok[s]);
     p_inv[s] = 1;
     if :: j_cond[s] == JRUN -> j_cond[s] = JFAIL :: else fi
-  }
+  } }
 }
 inline kube_gone(s) {
-  d_step { j_ex[s] && j_del[s] && !j_fin[s] && !SEENALIVE(s) ->
+  atomic { j_ex[s] && j_del[s] && !j_fin[s] && !SEENALIVE(s) -> d_step {
     printf("MODEL: Job t%d is gone\n", j_tok[s]);
     j_ex[s] = 0; j_susp[s] = 0; j_del[s] = 0; j_cond[s] = JRUN; j_fence[s] = 0;
     if :: a_slot == s + 1 -> a_slot = GONEJ :: else fi;
     if :: !ALIVE(s) -> clear_slot(s) :: else fi
-  }
+  } }
 }
 
 active proctype Kube() {
@@ -780,6 +830,9 @@ active proctype Kube() {
   :: kube_end(1, JFAIL)
   :: kube_end(2, JFAIL)
 #ifdef GUARD
+  :: kube_refused(0)
+  :: kube_refused(1)
+  :: kube_refused(2)
   :: kube_vanish(0)
   :: kube_vanish(1)
   :: kube_vanish(2)
@@ -793,16 +846,16 @@ active proctype Kube() {
 /* The other holder of the key. */
 active proctype Other() {
   do
-  :: d_step { rkey == 0 && !fw ->
-other_acquire: printf("MODEL: the other holder takes the key and works\n");
+  :: atomic { rkey == 0 && !fw -> other_acquire: d_step {
+       printf("MODEL: the other holder takes the key and works\n");
        i1_start(epoch, fw_ovl);
        rkey = FV; rttl = TTL; fw = 1; fw_left = TTL; fw_ep = epoch;
-       END_STEP }
+       END_STEP } }
 #ifdef STALE_VALUE
   /* done early: compare-and-DEL; or it crashed and its key expires */
-  :: d_step { fw -> fw = 0; fw_left = 0; fw_ep = 0; fw_ovl = 0; if :: rkey == FV -> rkey = 0; rttl = 0 :: else fi }
-  :: d_step { fw -> fw = 0; fw_left = 0; fw_ep = 0; fw_ovl = 0 }
-  :: d_step { rkey == 0 -> printf("MODEL: a client writes a value without expiry\n"); rkey = FX; rttl = 0 }                    /* SET without PX */
+  :: atomic { fw -> other_release: d_step { fw = 0; fw_left = 0; fw_ep = 0; fw_ovl = 0; if :: rkey == FV -> rkey = 0; rttl = 0 :: else fi } }
+  :: atomic { fw -> other_crash: d_step { fw = 0; fw_left = 0; fw_ep = 0; fw_ovl = 0 } }
+  :: atomic { rkey == 0 -> stale_value: d_step { printf("MODEL: a client writes a value without expiry\n"); rkey = FX; rttl = 0 } }                    /* SET without PX */
 #endif
   od
 }
@@ -813,9 +866,9 @@ other_acquire: printf("MODEL: the other holder takes the key and works\n");
 active proctype Faults() {
   do
 #ifdef CRASH
-  :: d_step { crashed < CRASHES && pst[0] == UP ->
-crash: printf("MODEL: the manager crashes\n");
-       crashed++; pst[0] = DOWN; p_left[0] = HANDOVER; forget(0) }
+  :: atomic { crashed < CRASHES && pst[0] == UP -> crash: d_step {
+       printf("MODEL: the manager crashes\n");
+       crashed++; pst[0] = DOWN; p_left[0] = HANDOVER; forget(0) } }
 #endif
 #ifdef PAUSE
   /* the leader pauses, between two steps or just before it sends a Job create; a
@@ -824,41 +877,41 @@ crash: printf("MODEL: the manager crashes\n");
    * (which the new leader renews too), and its stops only delete Jobs. */
 #define PAUSE_LEADER \
        paused = 1; pst[1] = PAUSED; pst[0] = DOWN; p_left[0] = HANDOVER; forget(0)
-  :: d_step { !paused && pst[0] == UP ->
-pause: printf("MODEL: the leader pauses; a new leader takes over\n"); PAUSE_LEADER }
-  :: d_step { !paused && pst[0] == UP && a_ph == RUNNING && a_slot == 0 && !HASJOB(a_tok) && CONFIRMED(0, a_tok) ->
+  :: atomic { !paused && pst[0] == UP -> pause: d_step {
+       printf("MODEL: the leader pauses; a new leader takes over\n"); PAUSE_LEADER } }
+  :: atomic { !paused && pst[0] == UP && a_ph == RUNNING && a_slot == 0 && !HASJOB(a_tok) && CONFIRMED(0, a_tok) -> pause_before_create: d_step {
        printf("MODEL: the leader pauses just before it creates Job t%d; a new leader takes over\n", a_tok);
-       m_cre[1] = a_tok; m_cf[1] = a_f; PAUSE_LEADER }
-  :: d_step { pst[1] == PAUSED -> wake: printf("MODEL: the old leader wakes up\n"); pst[1] = AWAKE }
+       m_cre[1] = a_tok; m_cf[1] = a_f; PAUSE_LEADER } }
+  :: atomic { pst[1] == PAUSED -> wake: d_step {  printf("MODEL: the old leader wakes up\n"); pst[1] = AWAKE } }
   /* it finds out that it lost the leadership and exits */
-  :: d_step { pst[1] == AWAKE -> pst[1] = GONE; forget(1) }
+  :: atomic { pst[1] == AWAKE -> exit: d_step { pst[1] = GONE; forget(1) } }
 #endif
 #if defined(CRASH) || defined(PAUSE)
   /* the restarted manager, or the new leader, renews every recorded lease first */
-  :: d_step { pst[0] == DOWN ->
-resume: printf("MODEL: the manager starts and resumes the recorded leases\n");
+  :: atomic { pst[0] == DOWN -> resume: d_step {
+       printf("MODEL: the manager starts and resumes the recorded leases\n");
        pst[0] = UP; p_left[0] = 0;
-       if :: a_tok != 0 -> track_resumed(0, a_tok) :: else fi }
+       if :: a_tok != 0 -> track_resumed(0, a_tok) :: else fi } }
 #endif
 #ifdef DATALOSS
-  :: d_step { !lost_data ->
-data_loss: printf("MODEL: Redis restarts without its data\n");
+  :: atomic { !lost_data -> data_loss: d_step {
+       printf("MODEL: Redis restarts without its data\n");
        lost_data = 1; epoch = 1;
        rkey = 0; rttl = 0; rfctr = 0;
        for (h_i : 1 .. NOCC) { rmark[h_i] = 0; mk_by[h_i] = 0 };
-       END_STEP }
+       END_STEP } }
 #endif
 #ifdef SHARDS
   /* the GuardedJob is relabelled into shard b */
-  :: d_step { !moved ->
-move:  printf("MODEL: the GuardedJob moves to shard b\n");
+  :: atomic { !moved -> move: d_step {
+  printf("MODEL: the GuardedJob moves to shard b\n");
        moved = 1;
 #ifdef HOLE_SHARD_BREAK_BEFORE_MAKE
        untrack(0)       /* shard a stops renewing at once */
 #else
        ho_left = HT
 #endif
-     }
+     } }
 #endif
   od
 }
@@ -896,13 +949,13 @@ inline unlock_by_a(v) {
 
 active proctype Tenant() {
   do
-  :: d_step { ISTOK(rkey) -> unlock_a: h_t = rkey; unlock_by_a(h_t); END_STEP }
+  :: atomic { ISTOK(rkey) -> unlock_a: d_step {  h_t = rkey; unlock_by_a(h_t); END_STEP } }
 #ifdef CLUSTER_B
   /* cluster B's manager knows none of cluster A's runs */
-  :: d_step { ISTOK(rkey) -> unlock_b: h_t = rkey; printf("MODEL: cluster B's tenant unlocks\n"); unlock_script(h_t); END_STEP }
+  :: atomic { ISTOK(rkey) -> unlock_b: d_step {  h_t = rkey; printf("MODEL: cluster B's tenant unlocks\n"); unlock_script(h_t); END_STEP } }
 #endif
   /* a value without expiry, or the other holder's once it stopped working */
-  :: d_step { rkey == FX || rkey == FV && !fw -> unlock_foreign: printf("MODEL: unlock deletes a foreign value (%d)\n", rkey); rkey = 0; rttl = 0; gh_funl = 1 }
+  :: atomic { rkey == FX || rkey == FV && !fw -> unlock_foreign: d_step {  printf("MODEL: unlock deletes a foreign value (%d)\n", rkey); rkey = 0; rttl = 0; gh_funl = 1 } }
   od
 }
 #endif
@@ -941,6 +994,9 @@ ltl probe_left_to_expire     { [] !(led[1] == LEFT && rkey == 1 && (p_inv[0] && 
 ltl probe_guard_stop         { [] !(p_inv[0] && p_st[0] == PTERM || p_inv[1] && p_st[1] == PTERM) }
 ltl probe_trigger_run        { [] !(trig && a_tok != 0 && t_occ[a_tok] == 1 && onext == 3) }
 ltl probe_unlock_refused_ledger { [] !(gh_refl) }
+#elif defined(CFG_GUARD)
+ltl probe_stopped_vanished_pod { [] !(a_ph == STOPPING && k_dlr[0] && (p_inv[0] && ALIVE(0) || p_inv[1] && ALIVE(1))) }
+ltl probe_gate_refuses       { [] !(j_cond[0] == JFAIL && p_st[0] == PDEAD && j_tok[0] != 0 && !p_inv[0] && rkey != j_tok[0]) }
 #elif defined(CFG_UNLOCK)
 ltl probe_complete           { [] !(rmark[1] != 0) }
 ltl probe_foreign_unlocked   { [] !(gh_funl && ISTOK(rkey)) }
