@@ -9,14 +9,19 @@
  * request) may come arbitrarily late, or never. Every step is one atomic action: a
  * crash falls between any two of them. Timers count down, so the state space is finite.
  *
- * Configurations (define one): CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_UNLOCK, CFG_SHARD.
- * Hole switches (each off unless defined): HOLE_TAKEUP_LEFT_LEASE,
+ * Configurations (define one): CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_GUARD, CFG_UNLOCK,
+ * CFG_SHARD. Hole switches (each off unless defined): HOLE_TAKEUP_LEFT_LEASE,
  * HOLE_UNLOCK_LIVE_FOREIGN, HOLE_SHARD_BREAK_BEFORE_MAKE,
  * HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN, HOLE_DEADLINE_FROM_REPLY, HOLE_PAUSED_CREATE,
- * HOLE_SLOW_HANDOVER, and two planted bugs that show I2 and I3 can fail:
- * HOLE_ACQUIRE_IGNORES_MARKER, HOLE_STRICT_WITHOUT_FLOOR.
+ * HOLE_SLOW_HANDOVER, HOLE_UNCLEAN_BY_RECORDED_UID (the code as it is), and two
+ * planted bugs that show I2 and I3 can fail: HOLE_ACQUIRE_IGNORES_MARKER,
+ * HOLE_STRICT_WITHOUT_FLOOR.
  *
- * Trails: every step prints a "MODEL:" line, which `spin -t` shows (the verifier
+ * Each step is `atomic { guard -> label: d_step { ... } }`: one indivisible action
+ * (the d_step), and a guard that spin's "unreached" report shows when it never
+ * passes (make model-check fails on a labelled step that never fires).
+ *
+ * Trails: the steps print "MODEL:" lines, which `spin -t` shows (the verifier
  * itself prints nothing). The ghost variables below exist only for the invariants.
  */
 
