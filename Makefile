@@ -183,6 +183,13 @@ MUTANTS ?=
 test-mutants: test-deps ## Plant known bugs one at a time (hack/mutants) and fail unless the tests catch each one.
 	$(TEST_ENV) go run ./hack/mutants $(MUTANTS)
 
+# Configurations or hole switches model-check runs, e.g. MODEL=HOLE_PAUSED_CREATE; empty: all.
+MODEL ?=
+
+.PHONY: model-check
+model-check: ## Verify the run protocol's model (model/run.pml) with spin: every configuration clean, every hole switch caught (docs/reliability.md).
+	hack/model-check.sh $(MODEL)
+
 # How long each fuzz target runs in test-fuzz: a number of inputs (2 to 8 s each on
 # the 2-core machines we measured), not a duration. A duration can fail a clean run
 # with "context deadline exceeded" when it ends while a worker is busy (a race in

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# make model-check: verifies the model of the run protocol (model/run.pml) with spin.
+# docs/reliability.md ("The protocol model") says what it checks.
+#
+#   hack/model-check.sh                   everything: every configuration, its probes, every hole
+#   hack/model-check.sh HOLE_PAUSED_CREATE   one hole switch (or a configuration: RUN, PAUSE, ...)
+#
+# Each configuration must verify with no violation, search its whole state space
+# (no depth limit hit) and fire every step of the model at least once; each probe
+# (a situation the configuration must be able to reach) must be reached; each hole
+# switch must produce a violation, whose shortest trail is printed. Anything else
+# fails. MODEL_JOBS (default 2) verifiers run at once; MODEL_KEEP=DIR keeps the
+# generated verifiers and trails in DIR; MODEL_DEFINES adds spin defines, e.g.
+# MODEL_DEFINES=-DCRASHES=2 (a deeper search than CI's, minutes).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+model=$root/model/run.pml
+
+hack/ensure-spin.sh
+
+# configuration: the probes it must reach (name: a state it reaches)
+declare -A probes=(
+  [RUN]="complete takeup resume_stop overlap_after_loss floor_after_loss"
+  [PAUSE]="two_runs old_create_deleted"
+  [LEFT]="left_to_expire guard_stop trigger_run unlock_refused_ledger"
+  [GUARD]="stopped_vanished_pod gate_refuses"
+  [UNLOCK]="complete foreign_unlocked"
+  [SHARD]="handed_over handover_timeout complete_in_b"
+)
+# configuration: the steps (labels in the model) it compiles but cannot fire
+# (only the old leader's Jobs are unclaimed; LEFT and UNLOCK never lose a lease)
+declare -A unfired=(
+  [RUN]="stop_unclaimed drop_finalizer"
+  [PAUSE]=""
+  [LEFT]="renew_lost stop_reported stop_stopping stop_unclaimed stop_lost stop_deleted_unrecorded stop_deleted drop_finalizer unlock_foreign"
+  [GUARD]="stop_unclaimed drop_finalizer"
+  [UNLOCK]="renew_lost stop_reported stop_stopping stop_unclaimed skip_forbid stop_lost stop_deleted_unrecorded stop_deleted drop_finalizer"
+  [SHARD]="stop_unclaimed skip_forbid drop_finalizer"
+)
+configs=(RUN PAUSE LEFT GUARD UNLOCK SHARD)
+# hole switch: the configuration that shows it
+declare -A holes=(
+  [HOLE_TAKEUP_LEFT_LEASE]=LEFT
+  [HOLE_UNLOCK_LIVE_FOREIGN]=UNLOCK
+  [HOLE_SHARD_BREAK_BEFORE_MAKE]=SHARD
+  [HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN]=LEFT
+  [HOLE_DEADLINE_FROM_REPLY]=RUN
+  [HOLE_PAUSED_CREATE]=PAUSE
+  [HOLE_SLOW_HANDOVER]=RUN
+  [HOLE_ACQUIRE_IGNORES_MARKER]=LEFT
+  [HOLE_STRICT_WITHOUT_FLOOR]=RUN
+  [HOLE_UNCLEAN_BY_RECORDED_UID]=GUARD
+)
+hole_order=(HOLE_TAKEUP_LEFT_LEASE HOLE_UNLOCK_LIVE_FOREIGN HOLE_SHARD_BREAK_BEFORE_MAKE
+  HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN HOLE_DEADLINE_FROM_REPLY HOLE_PAUSED_CREATE HOLE_SLOW_HANDOVER
+  HOLE_UNCLEAN_BY_RECORDED_UID HOLE_ACQUIRE_IGNORES_MARKER HOLE_STRICT_WITHOUT_FLOOR)
+
+jobs=()
+if (($# == 0)); then
+  for c in "${configs[@]}"; do jobs+=("config $c"); done
+  for h in "${hole_order[@]}"; do jobs+=("hole $h"); done
+else
+  for a in "$@"; do
+    if [[ -n "${holes[$a]:-}" ]]; then jobs+=("hole $a")
+    elif [[ -n "${probes[$a]:-}" ]]; then jobs+=("config $a")
+    else echo "model-check: unknown configuration or hole switch: $a" >&2; exit 2
+    fi
+  done
+fi
+
+if [[ -n "${MODEL_KEEP:-}" ]]; then
+  work=$(mkdir -p "$MODEL_KEEP" && cd "$MODEL_KEEP" && pwd)
+else
+  work=$(mktemp -d "${TMPDIR:-/tmp}/model-check.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+fi
+
+# The verifier: exhaustive, states stored whole (COLLAPSE compresses them
+# losslessly), safety only; memory bounded. The breadth-first verifiers of the
+# probes and holes stop early: compiling them fast matters more.
+cc_flags=(-O1 -w -DCOLLAPSE -DSAFETY -DMEMLIM=3072)
+cc_quick=(-O0 -w -DCOLLAPSE -DSAFETY -DMEMLIM=3072 -DBFS)
+
+# build DIR CFG [spin -D flags...]: generates and compiles the verifiers into DIR:
+# pan (no claim: the invariants) and, when asked, pan_bfs (breadth-first).
+build() {
+  local dir=$1 cfg=$2; shift 2
+  mkdir -p "$dir"
+  # shellcheck disable=SC2086
+  (cd "$dir" && spin -DCFG_"$cfg" ${MODEL_DEFINES:-} "$@" -a "$model" >spin.log 2>&1) || { cat "$dir/spin.log"; return 1; }
+}
+
+run_config() {
+  local cfg=$1 dir=$work/config-$1 out
+  build "$dir" "$cfg" || return 1
+  (cd "$dir" && gcc "${cc_flags[@]}" -DNOCLAIM -o pan pan.c && gcc "${cc_quick[@]}" -o pan_bfs pan.c) || return 1
+  local start=$SECONDS
+  (cd "$dir" && ./pan -m100000 >pan.out 2>&1) || true
+  out=$dir/pan.out
+  local states depth secs
+  states=$(awk '/states, stored$/{print $1; exit}' "$out")
+  depth=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' "$out" | head -1)
+  secs=$((SECONDS - start))
+  if ! grep -q 'errors: 0$' "$out"; then
+    echo "FAIL config $cfg: the model finds a violation:"
+    grep -E 'violated|errors:' "$out" | head -5
+    # shellcheck disable=SC2086
+    (cd "$dir" && spin -DCFG_"$cfg" ${MODEL_DEFINES:-} -t -k run.pml.trail "$model" 2>&1 | sed -n 's/^ *MODEL: //p' | sed 's/  */ /g; s/ *$//; s/^/      /') || true
+    return 1
+  fi
+  if grep -qi 'search depth too small\|max search depth too small' "$out"; then
+    echo "FAIL config $cfg: the search was cut at its depth limit"
+    return 1
+  fi
+  # Every labelled step fires, but those the configuration cannot fire: spin's
+  # "unreached" report names each step whose guard never passed by the line of
+  # its d_step, which carries the step's label.
+  local line label never=()
+  while read -r line; do
+    label=$(sed -n "${line}s/.*[>{] *\([a-z_]*\): d_step.*/\1/p" "$model")
+    if [[ -n $label && " ${unfired[$cfg]} " != *" $label "* ]]; then never+=("$label"); fi
+  done < <(sed -n 's/.*run\.pml:\([0-9]*\), state [0-9]*, "D_STEP.*/\1/p' "$out" | sort -un)
+  if ((${#never[@]} > 0)); then
+    echo "FAIL config $cfg: steps of the model that never fire: ${never[*]}"
+    return 1
+  fi
+  local missed=() p
+  for p in ${probes[$cfg]}; do
+    (cd "$dir" && ./pan_bfs -N "probe_$p" >"probe_$p.out" 2>&1) || true
+    grep -q 'errors: 1$' "$dir/probe_$p.out" || missed+=("$p")
+  done
+  if ((${#missed[@]} > 0)); then
+    echo "FAIL config $cfg: situations it never reaches: ${missed[*]}"
+    return 1
+  fi
+  echo "PASS config $cfg: no violation in $states states (depth $depth, ${secs}s); reaches: ${probes[$cfg]}"
+}
+
+run_hole() {
+  local hole=$1 cfg=${holes[$1]} dir=$work/$1 out
+  build "$dir" "$cfg" -D"$hole" || return 1
+  (cd "$dir" && gcc "${cc_quick[@]}" -DNOCLAIM -o pan pan.c) || return 1
+  (cd "$dir" && ./pan >pan.out 2>&1) || true
+  out=$dir/pan.out
+  if ! grep -q 'violated' "$out" || [[ ! -f "$dir/run.pml.trail" ]]; then
+    echo "FAIL hole $hole: the model finds no violation with the hole in (config $cfg)"
+    return 1
+  fi
+  local trail what steps line
+  # shellcheck disable=SC2086
+  trail=$(cd "$dir" && spin -DCFG_"$cfg" ${MODEL_DEFINES:-} -D"$hole" -t -k run.pml.trail "$model" 2>&1 |
+    sed -n 's/^ *MODEL: //p' | sed 's/  */ /g; s/ *$//') || true
+  what=$(sed -n 's/^VIOLATION //p' <<<"$trail" | head -1)
+  if [[ -z $what ]]; then
+    echo "FAIL hole $hole: the violation is not one of the invariants:"
+    grep -m1 'violated' "$out"
+    return 1
+  fi
+  steps=$(sed -n 's/.*(at depth \([0-9]*\)).*/\1/p' "$out" | head -1)
+  echo "PASS hole $hole: config $cfg violates $what (trail of $steps steps)"
+  echo "    shortest trail (spin -DCFG_$cfg -D$hole -t -k TRAIL model/run.pml):"
+  while IFS= read -r line; do echo "      $line"; done <<<"$trail"
+}
+
+run_job() {
+  local kind=$1 name=$2 log=$work/$1-$2.log
+  if [[ $kind == config ]]; then run_config "$name" >"$log" 2>&1; else run_hole "$name" >"$log" 2>&1; fi
+}
+
+start=$SECONDS
+max=${MODEL_JOBS:-2}
+pids=()
+names=()
+for j in "${jobs[@]}"; do
+  while (($(jobs -rp | wc -l) >= max)); do wait -n || true; done
+  # shellcheck disable=SC2086
+  run_job $j &
+  pids+=($!)
+  names+=("$j")
+done
+passed=0
+failed=0
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" 2>/dev/null || true   # the verdict is the log's PASS line
+  read -r kind name <<<"${names[$i]}"
+  cat "$work/$kind-$name.log"
+  if grep -q '^PASS' "$work/$kind-$name.log"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+done
+echo "model-check: $((SECONDS - start))s"
+echo "model-check: $passed passed, $failed failed"
+((failed == 0))

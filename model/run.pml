@@ -1,0 +1,1012 @@
+/*
+ * A bounded model of the GuardedJob run protocol, checked with spin.
+ * docs/reliability.md ("The protocol model") says what it models, what it leaves out,
+ * the invariants, the configurations and the hole switches; `make model-check` runs it.
+ *
+ * One lock key. Time is discrete: the Clock advances it one tick at a time, and only
+ * when nothing urgent is left (a renewal that is due, a stop the keeper asked for, a
+ * restart that is due). Every other step (a reconcile pass, a Pod starting, a tenant's
+ * request) may come arbitrarily late, or never. Every step is one atomic action: a
+ * crash falls between any two of them. Timers count down, so the state space is finite.
+ *
+ * Configurations (define one): CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_GUARD, CFG_UNLOCK,
+ * CFG_SHARD. Hole switches (each off unless defined): HOLE_TAKEUP_LEFT_LEASE,
+ * HOLE_UNLOCK_LIVE_FOREIGN, HOLE_SHARD_BREAK_BEFORE_MAKE,
+ * HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN, HOLE_DEADLINE_FROM_REPLY, HOLE_PAUSED_CREATE,
+ * HOLE_SLOW_HANDOVER, HOLE_UNCLEAN_BY_RECORDED_UID (the code as it is), and two
+ * planted bugs that show I2 and I3 can fail: HOLE_ACQUIRE_IGNORES_MARKER,
+ * HOLE_STRICT_WITHOUT_FLOOR.
+ *
+ * Each step is `atomic { guard -> label: d_step { ... } }`: one indivisible action
+ * (the d_step), and a guard that spin's "unreached" report shows when it never
+ * passes (make model-check fails on a labelled step that never fires).
+ *
+ * Trails: the steps print "MODEL:" lines, which `spin -t` shows (the verifier
+ * itself prints nothing). The ghost variables below exist only for the invariants.
+ */
+
+/* ------------------------------------------------------------------ configuration */
+
+#if defined(CFG_RUN)
+/* one cluster: crash and restart at every step, take-up of an unrecorded lease,
+ * Redis data loss, renewals that are slow or unanswered, another holder */
+#define NOCC 2
+#define CRASH 1
+#ifndef CRASHES
+#define CRASHES 1           /* how many times the manager may crash */
+#endif
+#define DATALOSS 1
+#define FLAKY 1
+#elif defined(CFG_PAUSE)
+/* one cluster: the leader pauses at any step and a new leader takes over; the old
+ * leader wakes up and sends the Job create it was about to send; renewals that are
+ * slow or unanswered; another holder */
+#define NOCC 2
+#define PAUSE 1
+#define FLAKY 1
+#elif defined(CFG_LEFT)
+/* one cluster with the pod guard: runs that end uncleanly leave their lease to
+ * expire, a Pod cut off from the API server, history clean-up, a run-now trigger,
+ * take-up, the tenant's unlock, another holder (MODEL_DEFINES=-DFLAKY adds late
+ * and unanswered renewals: 2.7 million states) */
+#define NOCC 2
+#define GUARD 1
+#define TRIGGER 1
+#define UNLOCK 1
+#elif defined(CFG_GUARD)
+/* one cluster with the pod guard: a crash of the manager anywhere, a Pod cut off
+ * from the API server, renewals that are late or unanswered, another holder */
+#ifndef NOCC
+#define NOCC 2
+#endif
+#define GUARD 1
+#define FLAKY 1
+#define CRASH 1
+#ifndef CRASHES
+#define CRASHES 1
+#endif
+#elif defined(CFG_UNLOCK)
+/* cluster A runs, cluster B has a GuardedJob on the same key and serves its
+ * tenant's unlock requests; another holder, also one that writes a value without
+ * expiry */
+#define NOCC 1
+#define UNLOCK 1
+#define CLUSTER_B 1
+#define STALE_VALUE 1
+#elif defined(CFG_SHARD)
+/* one cluster, two shards, the GuardedJob moved from shard a to shard b while a run
+ * is in flight; renewals may go unanswered */
+#define NOCC 1
+#define SHARDS 1
+#define FLAKY 1
+#else
+#error "define one of CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD"
+#endif
+
+/* The unlock script refuses a GuardedJob token while its key has a time to live;
+ * the manager's own check reads the lease ledger. */
+#if defined(HOLE_UNLOCK_LIVE_FOREIGN) || defined(HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN)
+#define SCRIPT_REFUSES_LIVE 0
+#else
+#define SCRIPT_REFUSES_LIVE 1
+#endif
+#ifdef HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN
+#define UNLOCK_READS_LEDGER 0
+#else
+#define UNLOCK_READS_LEDGER 1
+#endif
+/* A Job is created suspended and unsuspended only after the lease is confirmed in
+ * the store. */
+#ifdef HOLE_PAUSED_CREATE
+#define CREATE_SUSPENDED 0
+#else
+#define CREATE_SUSPENDED 1
+#endif
+
+/* ------------------------------------------------------------------ constants */
+
+/* Timing, in ticks; a tick stands for the stop budget. Rule 1: TTL - GRACE - MARGIN
+ * > renew interval + call timeout (4 - 1 - 0 > 1 + 1). MARGIN is 0: the model issues
+ * a stop's deletes at once (they are urgent). A restarted manager or a new leader
+ * resumes the leases within HANDOVER ticks: 0, within the tick, so that a stop its
+ * predecessor owed (at a self-fence deadline it did not live to act on) still lands
+ * before the lease could expire: the hand-over, the resumed lease's first renewal
+ * and a grace must fit into the stop budget. HOLE_SLOW_HANDOVER takes a tick. */
+#define TTL      4
+#define GRACE    1          /* Pod grace at the self-fence deadline and after a loss */
+#define SB       1          /* stop budget: GRACE + MARGIN */
+#define DL0      3          /* TTL - SB: ticks from a renewal's send time to the deadline */
+#ifdef HOLE_SLOW_HANDOVER
+#define HANDOVER 1          /* a hand-over that takes longer than the stop budget allows */
+#else
+#define HANDOVER 0
+#endif
+#define HT       2          /* shard hand-over timeout */
+
+#define NT 4                /* tokens (leases) that can be minted */
+#define NJ 3                /* Job slots */
+#define FV (NT+1)           /* another holder's value (with expiry) */
+#define FX (NT+2)           /* a value written without expiry */
+#define ISTOK(v) ((v) >= 1 && (v) <= NT)
+
+#define PNONE 0             /* Pod states */
+#define PRUN  1
+#define PTERM 2             /* deleted, within its grace */
+#define PDEAD 3
+#define JRUN  0             /* Job conditions */
+#define JOK   1             /* Complete */
+#define JFAIL 2             /* Failed */
+#define RUNNING  1          /* run phases in status.active */
+#define STOPPING 2
+#define GONEJ (NJ+1)        /* the run's recorded Job no longer exists */
+#define HELD    0           /* keeper states */
+#define FAILING 1
+#define LOST    2
+#define R_NONE     0        /* renewal in flight */
+#define R_SLOW     1        /* applied; its reply comes at the next tick */
+#define R_SLOWLOST 2        /* "not held"; the reply comes at the next tick */
+#define R_TIMEOUT  3        /* no reply; it times out at the next tick */
+#define LIVE 1              /* lease ledger */
+#define LEFT 2              /* left to expire, until T */
+#define RELD 3              /* released or completed */
+#define GONE   0            /* process states */
+#define UP     1
+#define DOWN   2            /* crashed, or leadership lost: restarts within HANDOVER */
+#define PAUSED 3            /* the old leader, paused */
+#define AWAKE  4            /* the old leader after its pause, not yet exited */
+
+/* ------------------------------------------------------------------ state */
+
+/* Redis */
+byte rkey;                  /* the lock key: 0 absent, a token, FV or FX */
+byte rttl;                  /* its time to live; 0 with a value: no expiry */
+byte rmark[NOCC+1];         /* done-marker per occurrence: the token that wrote it */
+byte rfctr;                 /* the fence counter */
+bit  epoch;                 /* Redis lost its data (at most once) */
+
+/* The GuardedJob's status (cluster A) */
+byte a_tok;                 /* status.active: the run's token, 0 none */
+byte a_ph;                  /* RUNNING or STOPPING */
+byte a_f;                   /* its fence */
+byte a_slot;                /* its recorded Job: slot + 1, GONEJ, or 0 */
+byte onext = 1;             /* the next occurrence due (NOCC + 1: none left) */
+byte l_tok;                 /* status.lastRun: its token (Job name), 0 for none */
+byte l_fl;                  /* ticks left of lastRun's unlock refusal (FinishedAt + spec ttl) */
+#ifdef UNLOCK
+#define LASTRUN(t, fl) l_tok = t; l_fl = fl
+#else
+#define LASTRUN(t, fl) skip     /* only the unlock check reads lastRun */
+#endif
+byte lfence;                /* status.lastFence: the Strict floor */
+byte led[NT+1];             /* the lease ledger */
+bit  trig;                  /* the run-now trigger is used */
+
+/* Processes: 0 the leader (shard a), 1 the old leader (shard b). A crash loses
+ * everything below but pst and p_left. */
+byte pst[2];
+byte p_left[2];             /* ticks until the restart or the new leader is due */
+byte k_tok[2];              /* the keeper's lease */
+byte k_dl[2];               /* ticks until its self-fence deadline */
+bit  k_conf[2];             /* confirmed by this process */
+byte k_st[2];
+bit  k_due[2];              /* a renewal is due now */
+byte k_inf[2];              /* renewal in flight */
+bit  k_dlr[2];              /* the deadline was reached (final) */
+byte m_pend[2];             /* acquired, not yet recorded: token */
+byte m_pf[2];               /*   and fence */
+bit  m_rel[2];              /* released or completed, status not yet written */
+bit  m_left[2];             /*   it was left to expire */
+byte m_cre[2];              /* old leader: the Job create it was about to send */
+byte m_cf[2];
+bit  m_crd;                 /*   sent, suspended; the confirmation is next */
+byte m_jc[2];               /* jobsCreated: the slot + 1 of the Job this process created, UID not yet recorded */
+
+/* Jobs and their Pods (one Pod per Job) */
+byte j_tok[NJ];             /* the Job's name (its run's token); 0: slot free */
+bit  j_ex[NJ];              /* the Job object exists */
+bit  j_susp[NJ];
+bit  j_del[NJ];             /* deletion requested */
+bit  j_fin[NJ];             /* the lease finalizer */
+byte j_cond[NJ];
+byte j_fence[NJ];           /* the fence annotation */
+byte p_st[NJ];
+bit  p_inv[NJ];             /* the Pod vanished from the API server but still runs */
+bit  p_ovl[NJ];             /* ghost: overlapped another worker (I1) */
+
+/* Another holder of the key: a run of another cluster or a foreign service. It
+ * takes the key with SET NX PX, works at most until its key could expire, and
+ * releases with compare-and-DEL (or crashes and leaves its key to expire). */
+bit  fw;                    /* working */
+byte fw_left;
+bit  fw_ep;
+bit  fw_ovl;
+
+/* Shards */
+bit  moved;                 /* relabelled to shard b */
+bit  seen_b;                /* shard b has resumed the object's leases */
+bit  owner_b;               /* status names shard b as the run's owner */
+byte ho_left;               /* shard a's hand-over countdown */
+bit  ho_stop;               /* shard a gave up waiting and stops the run */
+
+/* Budgets */
+byte crashed;                /* crashes so far */
+bit  paused, lost_data;
+
+/* Ghosts */
+byte t_occ[NT+1];           /* the occurrence a token was minted for */
+bit  t_ep[NT+1];            /* the epoch of its latest acquisition */
+byte t_vl[NT+1];            /* ticks until its last renewal seen to succeed (send) + TTL */
+byte tnext = 1;             /* the next token to mint */
+byte lstart;                /* the highest fence handed to work (I3) */
+byte mk_by[NOCC+1];         /* who completed each occurrence (I2) */
+bit  gh_funl;               /* probes: an unlock deleted a foreign value */
+bit  gh_refl;               /*   the ledger refused an unlock the lastRun check would not */
+
+/* Scratch variables of a step, zero between steps (BFS allows no hidden ones). */
+byte h_s, h_t, h_o, h_r, h_f, h_i, h_p;
+#define END_STEP h_s = 0; h_t = 0; h_o = 0; h_r = 0; h_f = 0; h_i = 0; h_p = 0
+
+/* ------------------------------------------------------------------ helpers */
+
+#define ALIVE(s)     (p_st[s] == PRUN || p_st[s] == PTERM)
+#define SEENALIVE(s) (ALIVE(s) && !p_inv[s])      /* alive as the API server shows it */
+#define ISJOB(s,t)   (j_ex[s] && j_tok[s] == (t))
+#define HASJOB(t)    (ISJOB(0,t) || ISJOB(1,t) || ISJOB(2,t))
+#define FREESLOT     (j_tok[0] == 0 || j_tok[1] == 0 || j_tok[2] == 0)
+#define SEENPOD(s,t) (j_tok[s] == (t) && SEENALIVE(s))
+#define PODSOF(t)    (SEENPOD(0,t) || SEENPOD(1,t) || SEENPOD(2,t))
+#define BUSYJ(s,t)   (ISJOB(s,t) && !j_del[s] && j_cond[s] == JRUN)
+#define JOBBUSY(t)   (BUSYJ(0,t) || BUSYJ(1,t) || BUSYJ(2,t))
+#define SUSPJ(s,t)   (ISJOB(s,t) && j_susp[s] && !j_del[s])
+#define HASSUSP(t)   (SUSPJ(0,t) || SUSPJ(1,t) || SUSPJ(2,t))
+#define LIVEP(p)     (pst[p] == UP || pst[p] == AWAKE)
+#define WORKERS      ((ALIVE(0) -> 1 : 0) + (ALIVE(1) -> 1 : 0) + (ALIVE(2) -> 1 : 0) + (fw -> 1 : 0))
+
+#if defined(SHARDS)
+#define LEADS(p) (pst[p] == UP && ((p) == 0 && !moved || (p) == 1 && moved && seen_b))
+#else
+#define LEADS(p) ((p) == 0 && pst[0] == UP)
+#endif
+
+/* The run's lease is confirmed by this process, with more than the stop budget
+ * left (leaseConfirmed). */
+#define CONFIRMED(p,t) (k_tok[p] == (t) && k_conf[p] && k_st[p] == HELD && !k_dlr[p] && k_dl[p] > 0)
+
+/* The stop controller owes a stop while the keeper reports the lease lost or at
+ * its deadline and a Job of it is not being deleted (it looks at every Job event,
+ * so a Job that appears later is stopped too). */
+#define NOTDEL(s,t)  (ISJOB(s,t) && !j_del[s])
+#define OWES(p)      (LIVEP(p) && k_tok[p] != 0 && (k_st[p] == LOST || k_dlr[p]) && \
+                      (NOTDEL(0, k_tok[p]) || NOTDEL(1, k_tok[p]) || NOTDEL(2, k_tok[p])))
+#define URGENT_P(p) (LIVEP(p) && k_due[p] || OWES(p))
+#define URGENT (URGENT_P(0) || URGENT_P(1) || pst[0] == DOWN && p_left[0] == 0)
+
+/* s := the slot of the Job named t, NJ if none */
+inline job_of(t, s) {
+  if
+  :: ISJOB(0, t) -> s = 0
+  :: ISJOB(1, t) -> s = 1
+  :: ISJOB(2, t) -> s = 2
+  :: else -> s = NJ
+  fi
+}
+
+inline free_slot(s) {
+  if
+  :: j_tok[0] == 0 -> s = 0
+  :: j_tok[0] != 0 && j_tok[1] == 0 -> s = 1
+  :: j_tok[0] != 0 && j_tok[1] != 0 -> assert(j_tok[2] == 0); s = 2
+  fi
+}
+
+inline clear_slot(s) {
+  j_tok[s] = 0; j_ex[s] = 0; j_susp[s] = 0; j_del[s] = 0; j_fin[s] = 0;
+  j_cond[s] = JRUN; j_fence[s] = 0; p_st[s] = PNONE; p_inv[s] = 0; p_ovl[s] = 0
+}
+
+inline untrack(p) {
+  k_tok[p] = 0; k_dl[p] = 0; k_conf[p] = 0; k_st[p] = HELD; k_due[p] = 0;
+  k_inf[p] = R_NONE; k_dlr[p] = 0
+}
+
+inline forget(p) {
+  untrack(p); m_pend[p] = 0; m_pf[p] = 0; m_rel[p] = 0; m_left[p] = 0; m_cre[p] = 0; m_cf[p] = 0; m_jc[p] = 0;
+  if :: p == 1 -> m_crd = 0 :: else fi
+}
+
+/* Track a lease this process just acquired: confirmed, its deadline counted from
+ * the acquisition's send time (now). */
+inline track_acquired(p, t) {
+  untrack(p); k_tok[p] = t; k_conf[p] = 1; k_dl[p] = DL0
+}
+
+/* Track a lease recorded in status (resumeLeases, firstSight) and renew it now.
+ * The model gives it no evidence of its last renewal, so its deadline has passed
+ * unless that renewal is answered at once (the code counts from acquiredAt less
+ * the clock-skew allowance, which is later: the model is stricter). */
+inline track_resumed(p, t) {
+  untrack(p); k_tok[p] = t; k_due[p] = 1
+}
+
+/* A renewal seen to succeed, sent `age` ticks ago. */
+inline renewed(p, age) {
+  k_st[p] = HELD; k_conf[p] = 1;
+#ifdef HOLE_DEADLINE_FROM_REPLY
+  k_dl[p] = DL0;               /* counted from the reply */
+#else
+  k_dl[p] = DL0 - age;         /* counted from the send time */
+#endif
+  t_vl[k_tok[p]] = TTL - age
+}
+
+inline lose(p) {
+  k_st[p] = LOST
+}
+
+/* The stop controller deletes the Job named t (Foreground) and its Pods with a
+ * grace period; a Pod the API server no longer shows is out of its reach. */
+inline stop_job(t) {
+  job_of(t, h_s);
+  if
+  :: h_s < NJ ->
+     j_del[h_s] = 1;
+     if :: p_st[h_s] == PRUN && !p_inv[h_s] -> p_st[h_s] = PTERM :: else fi
+  :: else
+  fi
+}
+
+/* An invariant: its assertion, and a line that names it in a trail. */
+#define CHECK(cond, what, arg) \
+  if :: !(cond) -> printf("MODEL: VIOLATION "); printf(what, arg); printf("\n") :: else fi; \
+  assert(cond)
+
+/* I1 when a worker (a Pod, or the other holder) starts while others work: one of
+ * the two must have lost its lease to a Redis data loss (acquired in an earlier
+ * epoch); that one is then held to its stop bound at every tick. */
+inline i1_start(ep, newovl) {
+  newovl = 0;
+  for (h_i : 0 .. NJ-1) {
+    if
+    :: ALIVE(h_i) ->
+       CHECK(t_ep[j_tok[h_i]] != epoch || ep != epoch,
+             "I1: two runs work at once (the Pod of Job t%d and the one starting), and neither lost its lease to a data loss", j_tok[h_i]);
+       if :: t_ep[j_tok[h_i]] != epoch -> p_ovl[h_i] = 1 :: else fi;
+       if :: ep != epoch -> newovl = 1 :: else fi
+    :: else
+    fi
+  };
+  if
+  :: fw ->
+     CHECK(fw_ep != epoch || ep != epoch,
+           "I1: two runs work at once (the other holder and the one starting), and neither lost its lease to a data loss", 0);
+     if :: fw_ep != epoch -> fw_ovl = 1 :: else fi;
+     if :: ep != epoch -> newovl = 1 :: else fi
+  :: else
+  fi
+}
+
+/* acquire.lua with token t for occurrence o, Strict fencing.
+ * res: 1 ok, 2 busy, 3 done. */
+#ifdef HOLE_ACQUIRE_IGNORES_MARKER
+#define MARKED(o) 0                   /* a planted bug: the done-marker is not checked */
+#else
+#define MARKED(o) (rmark[o] != 0)
+#endif
+inline acquire(t, o, res, fence) {
+  if
+  :: MARKED(o) ->
+     if :: rkey == t -> rkey = 0; rttl = 0 :: else fi;
+     res = 3
+  :: !MARKED(o) && rkey == t -> rttl = TTL; res = 1              /* reentered: PEXPIRE */
+  :: !MARKED(o) && rkey != t && rkey != 0 -> res = 2
+  :: !MARKED(o) && rkey == 0 -> rkey = t; rttl = TTL; res = 1    /* SET NX PX */
+  fi;
+  if
+  :: res == 1 ->
+     rfctr++;                                  /* fence = max(INCR, floor + 1), written back */
+#ifndef HOLE_STRICT_WITHOUT_FLOOR
+     if :: rfctr <= lfence -> rfctr = lfence + 1 :: else fi;   /* (a planted bug leaves the floor out) */
+#endif
+     fence = rfctr; t_ep[t] = epoch; t_vl[t] = TTL
+  :: else
+  fi
+}
+
+/* takeUpOrphan: the key holds a token minted for this cluster, object and
+ * occurrence. Fixed: no status ever recorded it (the lease ledger) and no Job of
+ * its name exists. The hole: only the active runs are looked at. */
+#ifdef HOLE_TAKEUP_LEFT_LEASE
+#define TAKEUP_OK(h, o) (ISTOK(h) && t_occ[h] == (o) && a_tok != (h))
+#else
+#define TAKEUP_OK(h, o) (ISTOK(h) && t_occ[h] == (o) && led[h] == 0 && !HASJOB(h))
+#endif
+
+/* One acquisition pass for occurrence o (the schedule's or a trigger's): mint a
+ * token, acquire, take up an unrecorded lease of this run if the key holds one.
+ * h_r: 1 acquired (in memory, not yet recorded), 2 busy, 3 done. */
+inline acquire_pass(p, o) {
+  h_o = o; h_t = tnext;
+  acquire(h_t, h_o, h_r, h_f);
+  if
+  :: h_r == 2 && TAKEUP_OK(rkey, h_o) ->
+     printf("MODEL: take-up of t%d, minted for this run and never recorded\n", rkey);
+     h_t = rkey; acquire(h_t, h_o, h_r, h_f)
+  :: else
+  fi;
+  if
+  :: h_r == 1 ->
+     if :: h_t == tnext -> t_occ[h_t] = h_o; tnext++ :: else fi;
+     track_acquired(p, h_t); m_pend[p] = h_t; m_pf[p] = h_f;
+     printf("MODEL: p%d acquired t%d for occurrence %d, fence %d\n", p, h_t, h_o, h_f)
+  :: h_r == 2 -> printf("MODEL: p%d occurrence %d busy (key %d): lastRun Busy\n", p, h_o, rkey)
+  :: else -> printf("MODEL: p%d occurrence %d already done: lastRun Skipped\n", p, h_o)
+  fi
+}
+
+/* ------------------------------------------------------------------ processes */
+
+/* Advances time when nothing urgent is left. Keys expire, Pods within their grace
+ * die, the keepers count down to their deadlines and get the replies of slow
+ * renewals, the pod guard reads the lease. */
+active proctype Clock() {
+  do
+  :: atomic { !URGENT -> tick: d_step {
+  printf("MODEL: ---- tick ---- key %d ttl %d\n", rkey, rttl);
+       /* Redis expires keys */
+       if
+       :: rttl > 0 -> rttl--; if :: rttl == 0 -> rkey = 0 :: else fi
+       :: else
+       fi;
+       for (h_i : 1 .. NT) { if :: t_vl[h_i] > 0 -> t_vl[h_i]-- :: else fi };
+       if :: l_fl > 0 -> l_fl-- :: else fi;
+       /* the other holder stops working by the time its key could expire */
+       if
+       :: fw -> fw_left--; if :: fw_left == 0 -> fw = 0; fw_ovl = 0; fw_ep = 0 :: else fi
+       :: else
+       fi;
+       /* Pods at the end of their grace are killed */
+       for (h_i : 0 .. NJ-1) {
+         if
+         :: p_st[h_i] == PTERM ->
+            p_st[h_i] = PDEAD; p_ovl[h_i] = 0;
+            if :: j_ex[h_i] && j_cond[h_i] == JRUN -> j_cond[h_i] = JFAIL :: else fi;
+            if :: !j_ex[h_i] -> clear_slot(h_i) :: else fi
+         :: else
+         fi
+       };
+       /* the keepers: deadlines, late replies, the next renewal */
+       for (h_p : 0 .. 1) {
+         if
+         :: k_tok[h_p] != 0 ->
+            if :: k_dl[h_p] > 0 -> k_dl[h_p]-- :: else fi;
+            /* the deadline never waits for a renewal in flight */
+            if
+            :: k_dl[h_p] == 0 && !k_dlr[h_p] && k_st[h_p] != LOST ->
+               k_dlr[h_p] = 1;
+               printf("MODEL: p%d self-fence deadline of t%d\n", h_p, k_tok[h_p])
+            :: else
+            fi;
+            if
+            :: k_inf[h_p] == R_SLOW -> renewed(h_p, 1)
+            :: k_inf[h_p] == R_SLOWLOST -> lose(h_p)
+            :: k_inf[h_p] == R_TIMEOUT -> k_st[h_p] = FAILING
+            :: else
+            fi;
+            k_inf[h_p] = R_NONE;
+            if :: k_st[h_p] != LOST -> k_due[h_p] = 1 :: else fi    /* renew interval: 1 tick */
+         :: else
+         fi;
+         if :: p_left[h_p] > 0 -> p_left[h_p]-- :: else fi
+       };
+       if :: ho_left > 0 -> ho_left-- :: else fi;
+#ifdef GUARD
+       /* the pod guard: a Pod whose lease is not its own, or could expire within
+        * its grace, stops its workload */
+       for (h_i : 0 .. NJ-1) {
+         if
+         :: p_st[h_i] == PRUN && (rkey != j_tok[h_i] || rttl <= SB) ->
+            p_st[h_i] = PTERM; printf("MODEL: pod guard stops the Pod of t%d\n", j_tok[h_i])
+         :: else
+         fi
+       };
+#endif
+       /* I1: a worker that lost its lease to a data loss and overlaps another one
+        * is gone by its stop bound (its last renewal's send time + ttl - margin) */
+       if
+       :: WORKERS >= 2 ->
+          for (h_i : 0 .. NJ-1) {
+            if
+            :: ALIVE(h_i) && p_ovl[h_i] ->
+               CHECK(t_vl[j_tok[h_i]] > 0,
+                     "I1: the Pod of Job t%d, whose lease a data loss took, works beside another run past its stop bound", j_tok[h_i])
+            :: else
+            fi
+          }
+       :: else
+       fi;
+       END_STEP
+     } }
+  od
+}
+
+/* The keeper renews its lease every tick (compare-token-then-PEXPIRE). A lease
+ * whose deadline has passed (a resumed one, without evidence) is reported at once
+ * when its renewal is not answered at once (the code waits 0.5 s). */
+#define KSEND(p) LIVEP(p) && k_due[p]
+#define PASSED(p) if :: k_dl[p] == 0 && !k_dlr[p] -> k_dlr[p] = 1 :: else fi
+proctype Keeper(byte p) {
+  do
+  :: atomic { KSEND(p) && rkey == k_tok[p] -> renew: d_step {  k_due[p] = 0; rttl = TTL; renewed(p, 0) } }
+  :: atomic { KSEND(p) && rkey != k_tok[p] -> renew_lost: d_step { k_due[p] = 0; lose(p);
+              printf("MODEL: p%d renewal of t%d: lost (key %d)\n", p, k_tok[p], rkey) } }
+#ifdef FLAKY
+  :: atomic { KSEND(p) && rkey == k_tok[p] -> renew_late: d_step { k_due[p] = 0; rttl = TTL; k_inf[p] = R_SLOW; PASSED(p);
+              printf("MODEL: p%d renewal of t%d applied, its reply comes late\n", p, k_tok[p]) } }
+  :: atomic { KSEND(p) && rkey != k_tok[p] -> renew_late_lost: d_step { k_due[p] = 0; k_inf[p] = R_SLOWLOST; PASSED(p) } }
+  :: atomic { KSEND(p) -> renew_unanswered: d_step { k_due[p] = 0; k_inf[p] = R_TIMEOUT; PASSED(p);
+              printf("MODEL: p%d renewal of t%d unanswered\n", p, k_tok[p]) } }
+#endif
+  od
+}
+
+/* The stop controller: at once for a lease the keeper reports lost or at its
+ * deadline; at its own pace for a run marked Stopping and for unclaimed Jobs. */
+proctype Stopper(byte p) {
+  do
+  :: atomic { OWES(p) -> stop_reported: d_step {
+       printf("MODEL: p%d stops the Job of t%d (lease lost or at its deadline)\n", p, k_tok[p]);
+       stop_job(k_tok[p]); END_STEP } }
+  :: atomic { LEADS(p) && a_ph == STOPPING && JOBBUSY(a_tok) -> stop_stopping: d_step {
+       printf("MODEL: p%d stops the Job of the stopping run t%d\n", p, a_tok);
+       stop_job(a_tok); END_STEP } }
+  /* a Job that no active run claims (StaleJob) */
+  :: atomic { LEADS(p) && BUSYJ(0, j_tok[0]) && j_tok[0] != a_tok -> stop_unclaimed: d_step {
+       printf("MODEL: p%d stops Job t%d, which no run claims\n", p, j_tok[0]); stop_job(j_tok[0]); END_STEP } }
+  :: atomic { LEADS(p) && BUSYJ(1, j_tok[1]) && j_tok[1] != a_tok -> d_step {
+       printf("MODEL: p%d stops Job t%d, which no run claims\n", p, j_tok[1]); stop_job(j_tok[1]); END_STEP } }
+  :: atomic { LEADS(p) && BUSYJ(2, j_tok[2]) && j_tok[2] != a_tok -> d_step {
+       printf("MODEL: p%d stops Job t%d, which no run claims\n", p, j_tok[2]); stop_job(j_tok[2]); END_STEP } }
+  od
+}
+
+/* The GuardedJob reconciler of process p: each step of a run is one action. */
+proctype Reconciler(byte p) {
+  do
+  /* recordIntent + acquire for the next scheduled occurrence */
+  :: atomic { LEADS(p) && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && tnext <= NT -> acquire_next: d_step {
+
+       acquire_pass(p, onext);
+       if :: h_r != 1 -> LASTRUN(0, 0); onext++ :: else fi;
+       END_STEP } }
+  /* an occurrence due while a run is active: concurrencyPolicy Forbid skips it */
+  :: atomic { LEADS(p) && a_tok != 0 && onext <= NOCC -> skip_forbid: d_step {
+       printf("MODEL: occurrence %d skipped (Forbid): lastRun overwritten\n", onext);
+       LASTRUN(0, 0); onext++ } }
+#ifdef TRIGGER
+  /* a run-now trigger for the latest occurrence runs it when nothing is active... */
+  :: atomic { LEADS(p) && !trig && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext > 1 && tnext <= NT -> acquire_trigger: d_step {
+       printf("MODEL: run-now trigger for occurrence %d\n", onext - 1);
+       acquire_pass(p, onext - 1);
+       if :: h_r != 1 -> LASTRUN(0, 0); trig = 1 :: else fi;
+       END_STEP } }
+  /* ... or is skipped (a run is active, or the trigger is stale): lastRun overwritten */
+  :: atomic { LEADS(p) && !trig -> skip_trigger: d_step {
+       printf("MODEL: run-now trigger skipped: lastRun overwritten\n");
+       LASTRUN(0, 0); trig = 1 } }
+#endif
+  /* record: the run and its fence in status, the lease in the ledger */
+  :: atomic { LEADS(p) && m_pend[p] != 0 -> record: d_step {
+       a_tok = m_pend[p]; a_ph = RUNNING; a_f = m_pf[p]; a_slot = 0; led[a_tok] = LIVE;
+       if :: a_f > lfence -> lfence = a_f :: else fi;
+       if :: t_occ[a_tok] == onext -> onext++ :: else -> trig = 1 fi;
+       m_pend[p] = 0; m_pf[p] = 0;
+       printf("MODEL: p%d recorded run t%d (fence %d)\n", p, a_tok, a_f) } }
+  /* createJob, on a lease this process confirmed (suspended, unless the hole) */
+  :: atomic { LEADS(p) && a_ph == RUNNING && a_slot == 0 && !HASJOB(a_tok) && CONFIRMED(p, a_tok) && FREESLOT -> create_job: d_step {
+       free_slot(h_s);
+       j_tok[h_s] = a_tok; j_ex[h_s] = 1; j_susp[h_s] = CREATE_SUSPENDED; j_fin[h_s] = 1; j_fence[h_s] = a_f;
+       m_jc[p] = h_s + 1;           /* jobsCreated: recorded in status by a later pass */
+       printf("MODEL: p%d created Job t%d (fence %d)\n", p, a_tok, a_f);
+       END_STEP } }
+  /* unsuspend the run's Job once its lease is confirmed in the store; a Job whose
+   * lease is not confirmed is deleted, never unsuspended */
+  :: atomic { LEADS(p) && a_ph == RUNNING && HASSUSP(a_tok) -> unsuspend: d_step {
+       job_of(a_tok, h_s);
+       if
+       :: rkey == a_tok && rttl > SB -> j_susp[h_s] = 0; printf("MODEL: p%d confirmed t%d in the store: Job unsuspended\n", p, a_tok)
+       :: else -> stop_job(a_tok); printf("MODEL: p%d could not confirm t%d: Job deleted\n", p, a_tok)
+       fi;
+       END_STEP } }
+  /* record the Job's UID, or adopt a Job of the run's name: the same fence, else
+   * StaleJob */
+  :: atomic { LEADS(p) && a_tok != 0 && a_slot == 0 && HASJOB(a_tok) -> adopt: d_step {
+       job_of(a_tok, h_s); a_slot = h_s + 1; m_jc[p] = 0;
+       if
+       :: j_fence[h_s] != a_f -> a_ph = STOPPING; printf("MODEL: p%d finds Job t%d with another fence: StaleJob\n", p, a_tok)
+       :: else
+       fi;
+       END_STEP } }
+  /* running: the lease lost or at its deadline, or the Job deleted: beginStop. A
+   * pass of running() first takes the UID of a Job this process created from
+   * memory (jobsCreated), and its status write records it. */
+  :: atomic { LEADS(p) && a_ph == RUNNING && k_tok[p] == a_tok && (k_st[p] == LOST || k_dlr[p]) -> stop_lost: d_step {
+       printf("MODEL: p%d marks run t%d Stopping (lease lost or at its deadline)\n", p, a_tok); a_ph = STOPPING;
+       if :: a_slot == 0 && m_jc[p] != 0 -> a_slot = m_jc[p]; m_jc[p] = 0 :: else fi } }
+  :: atomic { LEADS(p) && a_ph == RUNNING && a_slot == 0 && m_jc[p] != 0 && j_del[m_jc[p] - 1] -> stop_deleted_unrecorded: d_step {
+       printf("MODEL: p%d marks run t%d Stopping (its Job is deleted)\n", p, a_tok); a_ph = STOPPING;
+       a_slot = m_jc[p]; m_jc[p] = 0 } }
+  :: atomic { LEADS(p) && a_ph == RUNNING && a_slot != 0 && (a_slot == GONEJ || j_del[a_slot - 1]) -> stop_deleted: d_step {
+       printf("MODEL: p%d marks run t%d Stopping (its Job is deleted)\n", p, a_tok); a_ph = STOPPING } }
+  /* release: the Job finished, or the run stopped and no Pod of it is seen */
+  :: atomic { LEADS(p) && a_tok != 0 && !m_rel[p] &&
+              (a_ph == RUNNING && a_slot != 0 && a_slot != GONEJ && j_cond[a_slot - 1] != JRUN ||
+               a_ph == STOPPING && !PODSOF(a_tok) && !JOBBUSY(a_tok)) -> release: d_step {
+       h_o = t_occ[a_tok];
+#ifdef GUARD
+       /* guardedEndUnclean: a Pod may still run where the API server does not show
+        * it, unless the run's Job completed cleanly or the run never had a Job */
+#ifdef HOLE_UNCLEAN_BY_RECORDED_UID
+       /* the code today: a run whose Job UID status has not recorded had no Job */
+       if
+       :: a_slot != 0 && (a_slot == GONEJ || j_cond[a_slot - 1] != JOK) -> m_left[p] = 1
+       :: else
+       fi;
+#else
+       /* a Job of the run's name (the lease finalizer keeps it until the release)
+        * decides; with none, a recorded UID says it existed */
+       job_of(a_tok, h_s);
+       if
+       :: h_s < NJ && j_cond[h_s] != JOK || h_s == NJ && a_slot != 0 -> m_left[p] = 1
+       :: else
+       fi;
+#endif
+#endif
+       if
+       :: m_left[p] -> printf("MODEL: p%d leaves the lease of t%d to expire\n", p, a_tok)
+       :: !m_left[p] && a_ph == RUNNING && j_cond[a_slot - 1] == JOK ->
+          /* complete.lua: the marker when the key is ours or absent, then DEL */
+          if
+          :: rkey == a_tok || rkey == 0 ->
+             printf("MODEL: p%d completes occurrence %d with t%d\n", p, h_o, a_tok);
+             rmark[h_o] = a_tok;
+             if :: rkey == a_tok -> rkey = 0; rttl = 0 :: else fi;
+             /* I2: one run completes an occurrence */
+             if
+             :: t_ep[a_tok] == epoch ->
+                CHECK(mk_by[h_o] == 0 || mk_by[h_o] == a_tok, "I2: occurrence %d completed by a second run", h_o);
+                mk_by[h_o] = a_tok
+             :: else
+             fi
+          :: else
+          fi
+       :: else ->
+          printf("MODEL: p%d releases t%d\n", p, a_tok);
+          if :: rkey == a_tok -> rkey = 0; rttl = 0 :: else fi     /* release.lua */
+       fi;
+       untrack(p); m_rel[p] = 1;
+       END_STEP } }
+  /* the run moves to lastRun, the ledger keeps its lease, the finalizer goes */
+  :: atomic { LEADS(p) && m_rel[p] -> finish: d_step {
+       if :: m_left[p] -> led[a_tok] = LEFT :: else -> led[a_tok] = RELD fi;
+       LASTRUN(a_tok, TTL);
+       job_of(a_tok, h_s); if :: h_s < NJ -> j_fin[h_s] = 0 :: else fi;
+       printf("MODEL: p%d run t%d is over\n", p, a_tok);
+#ifndef GUARD
+       /* without the pod guard no Pod, key or Job of a finished run is left: its
+        * ghosts are reset so that they do not tell states apart */
+       t_vl[a_tok] = 0; t_ep[a_tok] = 0; t_occ[a_tok] = 0;
+#endif
+       a_tok = 0; a_ph = 0; a_f = 0; a_slot = 0; m_rel[p] = 0; m_left[p] = 0;
+       END_STEP } }
+  /* unclaimed Jobs that finished, or whose Pods are gone, lose the finalizer; the
+   * history limit deletes finished ones */
+  :: atomic { LEADS(p) && j_ex[0] && j_fin[0] && j_tok[0] != a_tok && (j_cond[0] != JRUN || j_del[0] && !SEENALIVE(0)) -> drop_finalizer: d_step { j_fin[0] = 0 } }
+  :: atomic { LEADS(p) && j_ex[1] && j_fin[1] && j_tok[1] != a_tok && (j_cond[1] != JRUN || j_del[1] && !SEENALIVE(1)) -> d_step { j_fin[1] = 0 } }
+  :: atomic { LEADS(p) && j_ex[2] && j_fin[2] && j_tok[2] != a_tok && (j_cond[2] != JRUN || j_del[2] && !SEENALIVE(2)) -> d_step { j_fin[2] = 0 } }
+  :: atomic { LEADS(p) && j_ex[0] && !j_fin[0] && !j_del[0] && j_cond[0] != JRUN && j_tok[0] != a_tok -> history: d_step {  printf("MODEL: history limit deletes Job t%d\n", j_tok[0]); j_del[0] = 1 } }
+  :: atomic { LEADS(p) && j_ex[1] && !j_fin[1] && !j_del[1] && j_cond[1] != JRUN && j_tok[1] != a_tok -> d_step { printf("MODEL: history limit deletes Job t%d\n", j_tok[1]); j_del[1] = 1 } }
+  :: atomic { LEADS(p) && j_ex[2] && !j_fin[2] && !j_del[2] && j_cond[2] != JRUN && j_tok[2] != a_tok -> d_step { printf("MODEL: history limit deletes Job t%d\n", j_tok[2]); j_del[2] = 1 } }
+#ifdef SHARDS
+  /* shard a after the move: a pass in flight cannot write status any more (the
+   * relabel changed the resourceVersion); its unrecorded lease is left to take-up */
+  :: atomic { p == 0 && moved && m_pend[0] != 0 -> write_fails: d_step {  m_pend[0] = 0; m_pf[0] = 0; untrack(0) } }
+  :: atomic { p == 0 && moved && m_rel[0] -> release_write_fails: d_step { m_rel[0] = 0; m_left[0] = 0 } }
+#ifndef HOLE_SHARD_BREAK_BEFORE_MAKE
+  /* make before break: shard a renews until shard b has taken the run over (and
+   * first issues a stop its keeper asked for: handing over must not drop it)... */
+  :: atomic { p == 0 && moved && owner_b && k_tok[0] != 0 && !OWES(0) -> handed_over: d_step {
+       printf("MODEL: shard a sees shard b own the run: stops renewing\n"); untrack(0) } }
+  /* ... or, when shard b does not come within the hand-over timeout, stops the
+   * run and renews until its Pods are gone */
+  :: atomic { p == 0 && moved && !owner_b && ho_left == 0 && k_tok[0] != 0 && !ho_stop -> handover_timeout: d_step {
+       printf("MODEL: shard b did not come: shard a stops the run\n");
+       ho_stop = 1; stop_job(k_tok[0]); END_STEP } }
+  :: atomic { p == 0 && ho_stop && k_tok[0] != 0 && !PODSOF(k_tok[0]) -> handover_done: d_step { untrack(0) } }
+#endif
+  /* shard b: firstSight renews the object's recorded leases before anything else,
+   * then writes its name into status */
+  :: atomic { p == 1 && moved && !seen_b -> first_sight: d_step {
+       printf("MODEL: shard b takes the object over\n");
+       seen_b = 1;
+       if :: a_tok != 0 -> track_resumed(1, a_tok) :: else fi;
+       owner_b = 1 } }
+#endif
+#ifdef PAUSE
+  /* the old leader, awake after its pause, sends the Job create it was about to
+   * send (its status writes fail: the resourceVersion changed) */
+  :: atomic { p == 1 && pst[1] == AWAKE && m_cre[1] != 0 && !m_crd -> paused_create: d_step {
+       h_t = m_cre[1];
+       printf("MODEL: the old leader sends its Job create for t%d (fence %d)\n", h_t, m_cf[1]);
+       if
+       :: !HASJOB(h_t) && FREESLOT ->
+          free_slot(h_s);
+          j_tok[h_s] = h_t; j_ex[h_s] = 1; j_susp[h_s] = CREATE_SUSPENDED; j_fin[h_s] = 1; j_fence[h_s] = m_cf[1];
+          m_crd = CREATE_SUSPENDED
+       :: else
+       fi;
+       if :: !m_crd -> m_cre[1] = 0; m_cf[1] = 0 :: else fi;
+       END_STEP } }
+  /* then it confirms the lease in the store before it unsuspends, or deletes the
+   * Job (it may also exit in between: a suspended Job is never started) */
+  :: atomic { p == 1 && pst[1] == AWAKE && m_crd -> paused_confirm: d_step {
+       h_t = m_cre[1];
+       if
+       :: rkey == h_t && rttl > SB && HASSUSP(h_t) ->
+          job_of(h_t, h_s); j_susp[h_s] = 0;
+          printf("MODEL: the old leader confirmed t%d in the store: Job unsuspended\n", h_t)
+       :: else ->
+          stop_job(h_t); printf("MODEL: the old leader could not confirm t%d: Job deleted\n", h_t)
+       fi;
+       m_cre[1] = 0; m_cf[1] = 0; m_crd = 0;
+       END_STEP } }
+#endif
+  od
+}
+
+/* The Job controller and the kubelets: a Pod starts, succeeds or fails; a Job
+ * whose deletion was asked for goes once its finalizer and visible Pods are gone. */
+#ifdef GUARD
+/* the pod guard's startup gate: the workload starts once the guard's first read
+ * confirms the lease with more than margin + grace left */
+#define GATE(s) (rkey == j_tok[s] && rttl > SB)
+#else
+#define GATE(s) 1
+#endif
+#define STARTABLE(s) (j_ex[s] && !j_susp[s] && !j_del[s] && j_cond[s] == JRUN && p_st[s] == PNONE)
+inline kube_start(s) {
+  atomic { STARTABLE(s) && GATE(s) -> d_step {
+    printf("MODEL: Pod of Job t%d starts (fence %d)\n", j_tok[s], j_fence[s]);
+    i1_start(t_ep[j_tok[s]], p_ovl[s]);
+    /* I3: with Strict, a fence handed to work is higher than every one before */
+    if
+    :: t_ep[j_tok[s]] == epoch ->
+       CHECK(j_fence[s] > lstart, "I3: a Pod starts with fence %d, not above the fence already handed to work", j_fence[s])
+    :: else
+    fi;
+    if :: j_fence[s] > lstart -> lstart = j_fence[s] :: else fi;
+    p_st[s] = PRUN;
+    END_STEP
+  } }
+}
+inline kube_end(s, cond) {
+  atomic { p_st[s] == PRUN -> d_step {
+    p_st[s] = PDEAD; p_ovl[s] = 0;
+    if
+    :: cond == JOK -> printf("MODEL: Pod of Job t%d succeeds\n", j_tok[s])
+    :: else -> printf("MODEL: Pod of Job t%d fails\n", j_tok[s])
+    fi;
+    if :: j_ex[s] && j_cond[s] == JRUN && !p_inv[s] -> j_cond[s] = cond :: else fi;
+    if :: !j_ex[s] -> clear_slot(s) :: else fi
+  } }
+}
+inline kube_refused(s) {
+  /* the guard does not confirm the lease: the Pod fails without working */
+  atomic { STARTABLE(s) && !GATE(s) -> d_step {
+    printf("MODEL: the pod guard of Job t%d does not confirm its lease: the Pod fails unstarted\n", j_tok[s]);
+    p_st[s] = PDEAD; j_cond[s] = JFAIL } }
+}
+inline kube_vanish(s) {
+  /* the node is cut off and the Pod force-deleted: the API server no longer shows
+   * it, its containers still run; the Job fails (backoffLimit 0) */
+  atomic { p_st[s] == PRUN && !p_inv[s] && j_ex[s] -> d_step {
+    printf("MODEL: Pod of Job t%d vanishes from the API server, still running\n", j_tok[s]);
+    p_inv[s] = 1;
+    if :: j_cond[s] == JRUN -> j_cond[s] = JFAIL :: else fi
+  } }
+}
+inline kube_gone(s) {
+  atomic { j_ex[s] && j_del[s] && !j_fin[s] && !SEENALIVE(s) -> d_step {
+    printf("MODEL: Job t%d is gone\n", j_tok[s]);
+    j_ex[s] = 0; j_susp[s] = 0; j_del[s] = 0; j_cond[s] = JRUN; j_fence[s] = 0;
+    if :: a_slot == s + 1 -> a_slot = GONEJ :: else fi;
+    if :: !ALIVE(s) -> clear_slot(s) :: else fi
+  } }
+}
+
+active proctype Kube() {
+  do
+  :: kube_start(0)
+  :: kube_start(1)
+  :: kube_start(2)
+  :: kube_end(0, JOK)
+  :: kube_end(1, JOK)
+  :: kube_end(2, JOK)
+  :: kube_end(0, JFAIL)
+  :: kube_end(1, JFAIL)
+  :: kube_end(2, JFAIL)
+#ifdef GUARD
+  :: kube_refused(0)
+  :: kube_refused(1)
+  :: kube_refused(2)
+  :: kube_vanish(0)
+  :: kube_vanish(1)
+  :: kube_vanish(2)
+#endif
+  :: kube_gone(0)
+  :: kube_gone(1)
+  :: kube_gone(2)
+  od
+}
+
+/* The other holder of the key. */
+active proctype Other() {
+  do
+  :: atomic { rkey == 0 && !fw -> other_acquire: d_step {
+       printf("MODEL: the other holder takes the key and works\n");
+       i1_start(epoch, fw_ovl);
+       rkey = FV; rttl = TTL; fw = 1; fw_left = TTL; fw_ep = epoch;
+       END_STEP } }
+#ifdef STALE_VALUE
+  /* done early: compare-and-DEL; or it crashed and its key expires */
+  :: atomic { fw -> other_release: d_step { fw = 0; fw_left = 0; fw_ep = 0; fw_ovl = 0; if :: rkey == FV -> rkey = 0; rttl = 0 :: else fi } }
+  :: atomic { fw -> other_crash: d_step { fw = 0; fw_left = 0; fw_ep = 0; fw_ovl = 0 } }
+  :: atomic { rkey == 0 -> stale_value: d_step { printf("MODEL: a client writes a value without expiry\n"); rkey = FX; rttl = 0 } }                    /* SET without PX */
+#endif
+  od
+}
+
+/* Faults: a manager crash (at any step: every step is atomic), the leader's pause
+ * (a new leader takes over), the restart, Redis losing its data, the move. */
+#if defined(CRASH) || defined(PAUSE) || defined(DATALOSS) || defined(SHARDS)
+active proctype Faults() {
+  do
+#ifdef CRASH
+  :: atomic { crashed < CRASHES && pst[0] == UP -> crash: d_step {
+       printf("MODEL: the manager crashes\n");
+       crashed++; pst[0] = DOWN; p_left[0] = HANDOVER; forget(0) } }
+#endif
+#ifdef PAUSE
+  /* the leader pauses, between two steps or just before it sends a Job create; a
+   * new leader starts with no memory. The old leader's keeper is left out: its
+   * compare-token renewals only extend a key that still holds its run's token
+   * (which the new leader renews too), and its stops only delete Jobs. */
+#define PAUSE_LEADER \
+       paused = 1; pst[1] = PAUSED; pst[0] = DOWN; p_left[0] = HANDOVER; forget(0)
+  :: atomic { !paused && pst[0] == UP -> pause: d_step {
+       printf("MODEL: the leader pauses; a new leader takes over\n"); PAUSE_LEADER } }
+  :: atomic { !paused && pst[0] == UP && a_ph == RUNNING && a_slot == 0 && !HASJOB(a_tok) && CONFIRMED(0, a_tok) -> pause_before_create: d_step {
+       printf("MODEL: the leader pauses just before it creates Job t%d; a new leader takes over\n", a_tok);
+       m_cre[1] = a_tok; m_cf[1] = a_f; PAUSE_LEADER } }
+  :: atomic { pst[1] == PAUSED -> wake: d_step {  printf("MODEL: the old leader wakes up\n"); pst[1] = AWAKE } }
+  /* it finds out that it lost the leadership and exits */
+  :: atomic { pst[1] == AWAKE -> exit: d_step { pst[1] = GONE; forget(1) } }
+#endif
+#if defined(CRASH) || defined(PAUSE)
+  /* the restarted manager, or the new leader, renews every recorded lease first */
+  :: atomic { pst[0] == DOWN -> resume: d_step {
+       printf("MODEL: the manager starts and resumes the recorded leases\n");
+       pst[0] = UP; p_left[0] = 0;
+       if :: a_tok != 0 -> track_resumed(0, a_tok) :: else fi } }
+#endif
+#ifdef DATALOSS
+  :: atomic { !lost_data -> data_loss: d_step {
+       printf("MODEL: Redis restarts without its data\n");
+       lost_data = 1; epoch = 1;
+       rkey = 0; rttl = 0; rfctr = 0;
+       for (h_i : 1 .. NOCC) { rmark[h_i] = 0; mk_by[h_i] = 0 };
+       END_STEP } }
+#endif
+#ifdef SHARDS
+  /* the GuardedJob is relabelled into shard b */
+  :: atomic { !moved -> move: d_step {
+  printf("MODEL: the GuardedJob moves to shard b\n");
+       moved = 1;
+#ifdef HOLE_SHARD_BREAK_BEFORE_MAKE
+       untrack(0)       /* shard a stops renewing at once */
+#else
+       ho_left = HT
+#endif
+     } }
+#endif
+  od
+}
+#endif
+
+#ifdef UNLOCK
+/* A tenant's unlock request naming the holder it sees, carried out by the manager:
+ * its own check (liveHolder), then unlock.lua. */
+inline unlock_script(v) {
+  if
+  :: SCRIPT_REFUSES_LIVE && ISTOK(v) && rttl > 0 -> printf("MODEL: unlock.lua refuses t%d: it has a ttl\n", v)
+  :: else -> printf("MODEL: unlock deletes the key (%d)\n", v); rkey = 0; rttl = 0
+  fi
+}
+inline unlock_by_a(v) {
+  if
+  :: a_tok == v || k_tok[0] == v && k_st[0] != LOST || m_pend[0] == v || JOBBUSY(v) -> h_r = 1
+  :: else
+  fi;
+#if UNLOCK_READS_LEDGER
+  if
+  :: led[v] == LIVE || led[v] == LEFT && t_vl[v] > 0 ->                        /* the ledger */
+     if :: h_r == 0 && !(l_tok == v && l_fl > 0) -> gh_refl = 1 :: else fi;
+     h_r = 1
+  :: else
+  fi;
+#else
+  if :: l_tok == v && l_fl > 0 -> h_r = 1 :: else fi;                            /* lastRun */
+#endif
+  if
+  :: h_r == 0 -> unlock_script(v)
+  :: else -> printf("MODEL: the manager refuses to unlock t%d\n", v)
+  fi
+}
+
+active proctype Tenant() {
+  do
+  :: atomic { ISTOK(rkey) -> unlock_a: d_step {  h_t = rkey; unlock_by_a(h_t); END_STEP } }
+#ifdef CLUSTER_B
+  /* cluster B's manager knows none of cluster A's runs */
+  :: atomic { ISTOK(rkey) -> unlock_b: d_step {  h_t = rkey; printf("MODEL: cluster B's tenant unlocks\n"); unlock_script(h_t); END_STEP } }
+#endif
+  /* a value without expiry, or the other holder's once it stopped working */
+  :: atomic { rkey == FX || rkey == FV && !fw -> unlock_foreign: d_step {  printf("MODEL: unlock deletes a foreign value (%d)\n", rkey); rkey = 0; rttl = 0; gh_funl = 1 } }
+  od
+}
+#endif
+
+init {
+  d_step {
+    pst[0] = UP;
+#ifdef SHARDS
+    pst[1] = UP;
+#endif
+  };
+  atomic {
+    run Keeper(0); run Stopper(0); run Reconciler(0);
+#if defined(PAUSE) || defined(SHARDS)
+    run Keeper(1); run Stopper(1); run Reconciler(1);
+#endif
+  }
+}
+
+/* ------------------------------------------------------------------ probes */
+
+/* Situations each configuration must reach, so that a verification without a
+ * violation is not one of a model that never gets there: make model-check runs
+ * each claim (pan -N probe_...) and fails unless it is violated. */
+#if defined(CFG_RUN)
+ltl probe_complete           { [] !(rmark[1] != 0 && rmark[2] != 0) }
+ltl probe_takeup             { [] !(a_tok == 1 && a_f == 2 && !lost_data) }      /* t1 acquired twice: taken up */
+ltl probe_resume_stop        { [] !(crashed > 0 && pst[0] == UP && k_dlr[0]) }
+ltl probe_overlap_after_loss { [] !(fw && (ALIVE(0) || ALIVE(1) || ALIVE(2)) || ALIVE(0) && (ALIVE(1) || ALIVE(2)) || ALIVE(1) && ALIVE(2)) }
+ltl probe_floor_after_loss   { [] !(a_tok != 0 && t_ep[a_tok] == 1 && a_f >= 2 && rfctr == a_f && lfence >= 1) }
+#elif defined(CFG_PAUSE)
+ltl probe_two_runs           { [] !(lstart >= 2) }
+ltl probe_old_create_deleted { [] !(pst[1] == AWAKE && m_cre[1] == 0 && (j_susp[0] && j_del[0] || j_susp[1] && j_del[1] || j_susp[2] && j_del[2])) }
+#elif defined(CFG_LEFT)
+ltl probe_left_to_expire     { [] !(led[1] == LEFT && rkey == 1 && (p_inv[0] && ALIVE(0))) }
+ltl probe_guard_stop         { [] !(p_inv[0] && p_st[0] == PTERM || p_inv[1] && p_st[1] == PTERM) }
+ltl probe_trigger_run        { [] !(trig && a_tok != 0 && t_occ[a_tok] == 1 && onext == 3) }
+ltl probe_unlock_refused_ledger { [] !(gh_refl) }
+#elif defined(CFG_GUARD)
+ltl probe_stopped_vanished_pod { [] !(a_ph == STOPPING && k_dlr[0] && (p_inv[0] && ALIVE(0) || p_inv[1] && ALIVE(1))) }
+ltl probe_gate_refuses       { [] !(j_cond[0] == JFAIL && p_st[0] == PDEAD && j_tok[0] != 0 && !p_inv[0] && rkey != j_tok[0]) }
+#elif defined(CFG_UNLOCK)
+ltl probe_complete           { [] !(rmark[1] != 0) }
+ltl probe_foreign_unlocked   { [] !(gh_funl && ISTOK(rkey)) }
+#elif defined(CFG_SHARD)
+ltl probe_handed_over        { [] !(moved && owner_b && k_tok[0] == 0 && k_tok[1] != 0 && a_tok != 0) }
+ltl probe_handover_timeout   { [] !(ho_stop) }
+ltl probe_complete_in_b      { [] !(moved && seen_b && rmark[1] != 0) }
+#endif
