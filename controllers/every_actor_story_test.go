@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/controllers"
 	"github.com/guardedjob/guardedjob/internal/keys"
+	"github.com/guardedjob/guardedjob/internal/leasetiming"
 )
 
 // Stories of two actors at once: each reproduces an interleaving in which one
@@ -401,4 +403,51 @@ func TestEveryActor_APausedOldLeaderNeverStartsTheJobOfARunThatAlreadyCompleted(
 	g.Expect(job.Annotations).To(HaveKeyWithValue(batchv1alpha1.StartGateAnnotation, batchv1alpha1.StartGateLease),
 		"and never let go: it still waits at its start gate")
 	g.Expect(h.rdb.Exists(ctx, key).Val()).To(BeZero(), "nobody took the released key back")
+}
+
+// TestEveryActor_AGuardedRunStoppedBeforeItsJobUIDWasRecordedLeavesItsLeaseToExpire:
+// the manager dies after creating a guarded run's Job and before recording its
+// UID. The next manager starts cut off from Redis: the resumed lease reaches its
+// self-fence deadline and the run is stopped while status still names no Job
+// UID. Its Pod's node is cut off too and the Pod is force-deleted. Such a run did
+// have a Job: its lease must be left to expire (so the Pod's guard stops it
+// first), as for any guarded run that did not end cleanly, never released.
+func TestEveryActor_AGuardedRunStoppedBeforeItsJobUIDWasRecordedLeavesItsLeaseToExpire(t *testing.T) {
+	h := newHarness(t)
+	proxy := h.storeViaProxy()
+	h.intercept = &interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+		if gj, ok := obj.(*batchv1alpha1.GuardedJob); ok && len(gj.Status.Active) > 0 && gj.Status.Active[0].JobUID != "" {
+			return errors.New("injected: the manager dies before it records the Job's UID")
+		}
+		return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+	}}
+	h.start()
+	h.guardSecret("guard-redis")
+	ctx := context.Background()
+	g := h.g
+	key := h.ns + ":unrecorded"
+	gj := h.create(h.guardedJobWithPodGuard("unrecorded", key))
+	h.trigger(gj)
+	job := h.waitJobs(1)[0]
+	pod := h.podFor(&job)
+	run := h.get(gj).Status.Active[0]
+	g.Consistently(func() string { return string(h.get(gj).Status.Active[0].JobUID) }).WithTimeout(time.Second).Should(BeEmpty())
+	h.stop()
+
+	// The next manager starts cut off from Redis, when the run's recorded
+	// acquisition is too old for its self-fence deadline: its first pass stops
+	// the run before it has looked at the Job.
+	proxy.Blackhole()
+	deadline := run.AcquiredAt.Add(run.TTL.Duration - leasetiming.StopBudget(time.Second))
+	time.Sleep(time.Until(deadline.Add(time.Second)))
+	g.Expect(h.rdb.PExpire(ctx, key, time.Minute).Err()).To(Succeed(), "the key is still there (a longer ttl would keep it)")
+	h.intercept = nil
+	h.start()
+	g.Eventually(func() *corev1.Pod { return h.podDeletion(pod) }).WithTimeout(30*time.Second).Should(Not(BeNil()), "stopped at the self-fence deadline")
+	g.Expect(k8s.Delete(ctx, pod, client.GracePeriodSeconds(0))).To(Succeed()) // its node is cut off: force-deleted
+	h.gcRemoves(&job)
+	proxy.Restore(t)
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).WithTimeout(30 * time.Second).Should(And(
+		Not(BeNil()), HaveField("JobName", run.JobName), HaveField("Message", ContainSubstring("left to expire"))))
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(run.Token), "the lease is left to expire, never released")
 }

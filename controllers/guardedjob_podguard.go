@@ -138,15 +138,20 @@ func guardExitChanged(e event.UpdateEvent) bool {
 // the run may still be running where the API server no longer shows it (a node
 // cut off from the control plane, a force-deleted Pod), and only its guard, reading
 // the lease's remaining time, can stop it before another holder starts.
+//
+// A run whose Job's UID was never recorded may still have had a Job (created by a
+// manager that died before recording it, or by a pass that left the record to
+// the next one): the Job of its name decides, and with none left, nothing says
+// that no Pod of it ever ran.
 func (r *GuardedJobReconciler) guardedEndUnclean(ctx context.Context, namespace string, run *batchv1alpha1.ActiveRun) (bool, error) {
-	if run.PodGuard == nil || run.JobUID == "" {
-		return false, nil // no guard, or no Job (so no Pod) ever existed
+	if run.PodGuard == nil {
+		return false, nil
 	}
 	job, err := r.getJobConfirmed(ctx, namespace, run.JobName)
 	if err != nil {
 		return false, err
 	}
-	if job == nil || job.UID != run.JobUID {
+	if job == nil || run.JobUID != "" && job.UID != run.JobUID {
 		return true, nil
 	}
 	finished, ok := jobFinished(job)

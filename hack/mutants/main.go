@@ -191,6 +191,16 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "unclean-by-recorded-uid",
+		bug:  "a guarded run whose Job's UID was never recorded counts as one that never had a Job, and releases its lease",
+		file: "controllers/guardedjob_podguard.go",
+		find: "if run.PodGuard == nil {\n\t\treturn false, nil\n\t}",
+		repl: "if run.PodGuard == nil || run.JobUID == \"\" {\n\t\treturn false, nil\n\t}",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestEveryActor_AGuardedRunStoppedBeforeItsJobUIDWasRecordedLeavesItsLeaseToExpire"}},
+		},
+	},
+	{
 		name: "guard-deadline-from-reply",
 		bug:  "the pod guard's confirmation counts the lease from the read's reply instead of its send time",
 		file: "internal/lockclient/confirm.go",
