@@ -201,6 +201,16 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "marker-unacked",
+		bug:  "with minReplicaAcks, a completion releases the lease without waiting for replicas to have the done-marker",
+		file: "internal/lockclient/redis.go",
+		find: "if c.acks.min > 0 {\n\t\treturn c.completeAcked(ctx, l, markerTTL)",
+		repl: "if c.acks.min < 0 {\n\t\treturn c.completeAcked(ctx, l, markerTTL)",
+		catchers: []catcher{
+			{"./internal/lockclient/", []string{"TestReplicaAcknowledgementOfADoneMarker"}},
+		},
+	},
+	{
 		name: "guard-deadline-from-reply",
 		bug:  "the pod guard's confirmation counts the lease from the read's reply instead of its send time",
 		file: "internal/lockclient/confirm.go",

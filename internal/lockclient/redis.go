@@ -288,6 +288,9 @@ func (c *Client) Complete(ctx context.Context, l Lease, markerTTL time.Duration)
 	if err := c.checkSlots(l.Keys.Lock, l.Keys.Occurrence); err != nil {
 		return false, err
 	}
+	if c.acks.min > 0 {
+		return c.completeAcked(ctx, l, markerTTL)
+	}
 	sc := newScriptCall(completeCall)
 	defer sc.done()
 	sc.key(l.Keys.Lock)
@@ -303,10 +306,11 @@ func (c *Client) Complete(ctx context.Context, l Lease, markerTTL time.Duration)
 	return completeResult(l.Keys.Lock, res)
 }
 
-// completeResult interprets the complete script's reply: {1, released} or {0, holder}.
+// completeResult interprets the complete script's reply: {1, released} or {0, holder}
+// ({1, 2}, marked and kept, is read by completeAcked).
 func completeResult(key string, res []any) (bool, error) {
 	switch {
-	case len(res) == 2 && res[0] == int64(1) && (res[1] == int64(0) || res[1] == int64(1)):
+	case len(res) == 2 && res[0] == int64(1) && (res[1] == int64(0) || res[1] == int64(1) || res[1] == int64(2)):
 		return res[1] == int64(1), nil
 	case len(res) == 2 && res[0] == int64(0) && isStr(res[1]):
 		return false, &NotHeldError{Key: key, Holder: str(res, 1)}

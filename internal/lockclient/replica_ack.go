@@ -118,6 +118,57 @@ func (c *Client) acquireAcked(ctx context.Context, req AcquireRequest, keys []st
 	return Lease{}, &StoreError{Op: "acquire " + req.Keys.Lock, Err: why}
 }
 
+// completeAcked completes a lease on a store that asks for replica
+// acknowledgements: the done-marker must be on as many replicas as an
+// acquisition before the lease goes, or a failover right after could lose the
+// marker while the key is free, and the occurrence would run again. So the
+// marker is written with the lock kept (the complete script with "keep"), WAIT
+// follows on the same connection, and only an acknowledged marker lets the
+// lease be released. Too few acknowledgements are a *StoreError wrapping
+// ErrTooFewReplicas; the lease is still held (and renewed by its keeper), and a
+// later Complete writes the marker again and waits again.
+func (c *Client) completeAcked(ctx context.Context, l Lease, markerTTL time.Duration) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout+c.acks.timeout)
+	defer cancel()
+	node, err := c.nodeFor(ctx, l.Keys.Lock)
+	if err != nil {
+		return false, c.callError("complete", l.Keys.Lock, err)
+	}
+	pipe := node.Pipeline()
+	// EVAL, not EVALSHA: a pipelined EVALSHA cannot fall back after a restart
+	// or failover (as for acquireAcked).
+	mark := completeScript.Eval(ctx, pipe, []string{l.Keys.Lock, l.Keys.Occurrence}, l.Token, markerTTL.Milliseconds(), "keep")
+	wait := pipe.Do(ctx, "WAIT", c.acks.min, c.acks.timeout.Milliseconds())
+	_, _ = pipe.Exec(ctx) // per-command errors are read below
+	res, err := mark.Slice()
+	if err != nil {
+		return false, c.callError("complete", l.Keys.Lock, err)
+	}
+	if _, err := completeResult(l.Keys.Lock, res); err != nil {
+		return false, err
+	}
+	if acked, werr := wait.Int64(); werr != nil || acked < int64(c.acks.min) {
+		why := fmt.Errorf("%w: the done-marker reached %d of %d within %s; the lease is kept until it does", ErrTooFewReplicas, acked, c.acks.min, c.acks.timeout)
+		if werr != nil {
+			why = fmt.Errorf("%w: WAIT failed: %w; the lease is kept until the done-marker is acknowledged", ErrTooFewReplicas, werr)
+		}
+		return false, &StoreError{Op: "complete " + l.Keys.Lock, Err: why}
+	}
+	if res[1] != int64(2) {
+		return false, nil // the lock was absent: marked, nothing to release
+	}
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+	defer rcancel()
+	if err := c.Release(rctx, l); err != nil {
+		var nh *NotHeldError
+		if errors.As(err, &nh) {
+			return false, nil // expired or taken since the marker was written
+		}
+		return false, err
+	}
+	return true, nil
+}
+
 // nodeFor returns a client whose pipelines use one connection to the node
 // holding key: the client itself, or in Cluster mode the master of key's slot
 // (a Cluster pipeline sends a keyless WAIT to any node).

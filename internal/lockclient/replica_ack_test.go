@@ -90,3 +90,42 @@ func TestReplicaAcknowledgementOfAnAcquisition(t *testing.T) {
 		g.Expect(masterRDB.Exists(ctx, k.Lock).Val()).To(BeZero())
 	})
 }
+
+// With minReplicaAcks a done-marker counts only once as many replicas as an
+// acquisition needs have it, and the lease goes only then: a failover right
+// after a completion can lose neither the marker nor, while the key is still
+// held, let the occurrence run a second time.
+func TestReplicaAcknowledgementOfADoneMarker(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	master := redisserver.Start(t)
+	replica := redisserver.Start(t, redisserver.WithReplicaOf(master))
+	masterRDB, replicaRDB := master.Client(t), replica.Client(t)
+	c := dialConfig(t, lockclient.Config{URL: master.URL() + "?minReplicaAcks=1&replicaAckTimeout=1s", Timeout: 3 * time.Second})
+	k, tok := keys("acks-done"), token(t, "j")
+	l, err := c.Acquire(ctx, acquireReq(k, tok, 30*time.Second))
+	g.Expect(err).NotTo(HaveOccurred())
+
+	replica.Pause()
+	released, err := c.Complete(ctx, l, time.Hour)
+	replica.Resume()
+	g.Expect(released).To(BeFalse())
+	g.Expect(errors.Is(err, lockclient.ErrStore)).To(BeTrue(), "%v", err)
+	g.Expect(errors.Is(err, lockclient.ErrTooFewReplicas)).To(BeTrue(), "%v", err)
+	g.Expect(err.Error()).To(ContainSubstring("the lease is kept"))
+	g.Expect(masterRDB.Get(ctx, k.Lock).Val()).To(Equal(tok), "the lease is kept while the marker may be lost in a failover")
+
+	// The replica caught up: the completion goes through, and the replica has the
+	// marker by the time the lease is gone.
+	rec := record(c)
+	released, err = c.Complete(ctx, l, time.Hour)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(released).To(BeTrue())
+	cmds, _ := rec.reset()
+	g.Expect(len(cmds)).To(BeNumerically(">=", 3))
+	g.Expect(cmds[:3]).To(Equal([]string{"eval", "wait", "evalsha"}), "marker and WAIT on one connection, then the release")
+	g.Expect(replicaRDB.Get(ctx, k.Occurrence).Val()).To(Equal(tok))
+	g.Expect(masterRDB.Exists(ctx, k.Lock).Val()).To(BeZero())
+	_, err = c.Acquire(ctx, acquireReq(k, token(t, "again"), 30*time.Second))
+	g.Expect(errors.Is(err, lockclient.ErrDone)).To(BeTrue(), "the occurrence is done: %v", err)
+}
