@@ -451,3 +451,40 @@ func TestEveryActor_AGuardedRunStoppedBeforeItsJobUIDWasRecordedLeavesItsLeaseTo
 		Not(BeNil()), HaveField("JobName", run.JobName), HaveField("Message", ContainSubstring("left to expire"))))
 	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(run.Token), "the lease is left to expire, never released")
 }
+
+// TestEveryActor_TwoClustersClaimingOneIdentityStartNoRun: two clusters restored
+// from one etcd snapshot share the kube-system UID, so their managers derive the
+// same --cluster-name, and their objects the same UIDs: each could take up a
+// lease the other took. Their managers, sharing one store, each find the other's
+// heartbeat over their own beat after beat: both refuse to start runs, say why,
+// and start again once only one claims the identity.
+func TestEveryActor_TwoClustersClaimingOneIdentityStartNoRun(t *testing.T) {
+	a := newHarness(t)
+	b := newHarness(t)
+	b.redis, b.rdb, b.store = a.redis, a.rdb, a.store // one store for both "clusters"
+	a.identityBeat, b.identityBeat = 200*time.Millisecond, 200*time.Millisecond
+	a.start()
+	b.start()
+	g := a.g
+	ready := func(h *harness, gj *batchv1alpha1.GuardedJob) func() *metav1.Condition {
+		return func() *metav1.Condition { return findCond(h.get(gj).Status.Conditions, batchv1alpha1.ReadyCondition) }
+	}
+	gjA := a.create(a.guardedJob("twin", a.ns+":twin"))
+	gjB := b.create(b.guardedJob("twin", b.ns+":twin"))
+	for _, w := range []struct {
+		h  *harness
+		gj *batchv1alpha1.GuardedJob
+	}{{a, gjA}, {b, gjB}} {
+		g.Eventually(ready(w.h, w.gj)).Should(And(Not(BeNil()), HaveField("Reason", batchv1alpha1.DuplicateClusterNameReason),
+			HaveField("Message", ContainSubstring("another manager claims this cluster's identity"))))
+	}
+	a.trigger(gjA)
+	g.Consistently(a.jobs).WithTimeout(2*time.Second).Should(BeEmpty(), "no run starts while two managers claim one identity")
+	g.Expect(a.rdb.Exists(context.Background(), a.ns+":twin").Val()).To(BeZero())
+
+	// The other cluster's manager goes (renamed, or the duplicate removed): runs start.
+	b.stop()
+	g.Eventually(ready(a, gjA)).WithTimeout(20 * time.Second).Should(HaveField("Reason", batchv1alpha1.ScheduledReason))
+	a.triggerAgain(gjA)
+	a.waitJobs(1)
+}

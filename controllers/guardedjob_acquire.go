@@ -207,6 +207,9 @@ func (r *GuardedJobReconciler) takeUpOrphan(ctx context.Context, s *scope, run *
 	if !minted || value == run.Token {
 		return false, "", nil
 	}
+	if _, dup := r.Identity.Duplicate(); dup {
+		return false, "a token minted under this cluster's name, while another manager claims that name: never taken up", nil
+	}
 	holder := lockclient.HolderOf(value)
 	for i := range s.gj.Status.Active {
 		if s.gj.Status.Active[i].Token == value || s.gj.Status.Active[i].JobName == jobName {

@@ -90,6 +90,11 @@ type GuardedJobReconciler struct {
 	Handovers       *Handovers
 	HandoverTimeout time.Duration
 
+	// Identity detects another live manager claiming this manager's cluster
+	// identity in its store; while one does, no run starts and nothing is taken
+	// up. Nil: not checked.
+	Identity *IdentityCheck
+
 	// events carries keeper reports to this controller (only the object key).
 	events chan event.GenericEvent
 
@@ -213,6 +218,11 @@ func (r *GuardedJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(manager.RunnableFunc(r.watchHandovers)); err != nil {
 		return err
 	}
+	if r.Identity != nil {
+		if err := mgr.Add(manager.RunnableFunc(r.Identity.Run)); err != nil {
+			return err
+		}
+	}
 	if err := registerMetrics(r.Keeper, mgr.GetCache(), mgr.Elected()); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
@@ -303,7 +313,12 @@ func (r *GuardedJobReconciler) lockObject(key types.NamespacedName) func() {
 }
 
 // markSuperseded records that this manager wrote over version rv of an object.
-func (r *GuardedJobReconciler) markSuperseded(key types.NamespacedName, rv string) {
+// A write the API server found to change nothing keeps the version: that one is
+// not superseded (the cache would never get past it).
+func (r *GuardedJobReconciler) markSuperseded(key types.NamespacedName, rv, now string) {
+	if rv == now {
+		return
+	}
 	var stale []string
 	if v, ok := r.superseded.Load(key); ok {
 		stale = v.([]string)
@@ -406,12 +421,14 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		if err := r.Patch(ctx, gj, patch); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
-		r.markSuperseded(client.ObjectKeyFromObject(gj), before)
+		r.markSuperseded(client.ObjectKeyFromObject(gj), before, gj.ResourceVersion)
 		s.orig.ResourceVersion = gj.ResourceVersion
 	}
 
 	spec, specErr := r.compile(ctx, gj)
-	setReady(gj, specErr, s.now)
+	if _, dup := r.Identity.Duplicate(); !dup || specErr != nil {
+		setReady(gj, specErr, s.now) // a duplicate identity holds Ready at DuplicateClusterName
+	}
 
 	if err := r.observeRuns(ctx, s); err != nil {
 		return ctrl.Result{}, err
@@ -440,6 +457,9 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		r.warnGuardUser(gj)
 	}
 	r.setStoreSafe(ctx, gj, spec.store, s.now)
+	if r.duplicateIdentity(s) {
+		return ctrl.Result{}, nil
+	}
 	if err := r.schedule(ctx, s, spec); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -464,7 +484,7 @@ func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error 
 		}
 		return fmt.Errorf("patch status: %w", err)
 	}
-	r.markSuperseded(client.ObjectKeyFromObject(s.gj), before)
+	r.markSuperseded(client.ObjectKeyFromObject(s.gj), before, s.gj.ResourceVersion)
 	// A run that left status.active is over, whichever path ended it: its lease
 	// must not be renewed any more.
 	for _, run := range s.orig.Status.Active {
@@ -494,7 +514,7 @@ func (r *GuardedJobReconciler) writeGuarded(ctx context.Context, s *scope) error
 		s.guardedWriteFailed = true
 		return fmt.Errorf("record run state: %w", err)
 	}
-	r.markSuperseded(client.ObjectKeyFromObject(s.gj), before)
+	r.markSuperseded(client.ObjectKeyFromObject(s.gj), before, s.gj.ResourceVersion)
 	s.orig = s.gj.DeepCopy()
 	return nil
 }

@@ -39,6 +39,12 @@ type Options struct {
 	LeaderLeaseDuration time.Duration
 	LeaderRetryPeriod   time.Duration
 
+	// LeaderElectionID names this manager's leader election (one per shard); the
+	// cluster identity heartbeat is kept per cluster name and election ID, and
+	// beats every IdentityBeat (5s when zero).
+	LeaderElectionID string
+	IdentityBeat     time.Duration
+
 	MaxConcurrentReconciles int
 	// StopRate is --stop-rate (runs per second the manager can stop at once).
 	StopRate        float64
@@ -96,6 +102,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Controllers, error) {
 		LeaderElection: o.LeaderElection, LeaderLeaseDuration: o.LeaderLeaseDuration, LeaderRetryPeriod: o.LeaderRetryPeriod,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles, Stopper: stopper,
 		Handovers: handovers, HandoverTimeout: o.HandoverTimeout,
+		Identity: NewIdentityCheck(o.Store, o.ClusterName, o.LeaderElectionID, o.IdentityBeat),
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up guardedjob controller: %w", err)

@@ -137,6 +137,9 @@ type harness struct {
 	logger logr.Logger
 	// keyGrants is the manager's --key-grants.
 	keyGrants keys.Grants
+	// identityBeat is how often the manager writes its cluster identity
+	// heartbeat; zero: the default.
+	identityBeat time.Duration
 	// handoverTimeout is the shard managers' --shard-handover-timeout; zero: a minute.
 	handoverTimeout time.Duration
 	// keeperOutlives runs the keeper on a context of its own, as cmd/manager
@@ -223,7 +226,7 @@ func (h *harness) start() {
 	parts, err := controllers.Setup(mgr, controllers.Options{
 		Store: h.store, RESTConfig: cfg, ClusterName: "cluster-a", KeyGrants: h.keyGrants, StoreAllow: h.storeAllow,
 		GuardImage: testGuardImage, ClockSkew: cmp.Or(h.clockSkew, time.Second), Namespace: h.ns, StopRate: h.stopRate,
-		Clock: h.clock,
+		Clock: h.clock, IdentityBeat: h.identityBeat,
 	})
 	h.g.Expect(err).NotTo(HaveOccurred())
 	if h.noGuardImage {

@@ -244,7 +244,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	parts, err := controllers.Setup(mgr, controllers.Options{
 		Store: store, RESTConfig: cfg, ClusterName: o.clusterName, KeyGrants: grants, StoreAllow: storeAllow,
 		GuardImage: o.guardImage, ClockSkew: o.clockSkew, Selector: shard,
-		LeaderElection: o.leaderElect, LeaderLeaseDuration: o.leaseDuration, LeaderRetryPeriod: o.retryPeriod,
+		LeaderElection: o.leaderElect, LeaderLeaseDuration: o.leaseDuration, LeaderRetryPeriod: o.retryPeriod, LeaderElectionID: o.leaderElectionID,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles, StopRate: o.stopRate, HandoverTimeout: o.shardHandoverTimeout,
 		Recorder: evts.recorder("guardedjob-controller"), StopRecorder: evts.recorder("guardedjob-stop"),
 	})

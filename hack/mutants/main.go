@@ -211,6 +211,16 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "identity-unchecked",
+		bug:  "a manager never sees that another live manager claims its cluster identity, and starts runs beside it",
+		file: "controllers/identity.go",
+		find: "if c.strikes >= identityStrikes && !c.dup {",
+		repl: "if false {",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestEveryActor_TwoClustersClaimingOneIdentityStartNoRun"}},
+		},
+	},
+	{
 		name: "guard-deadline-from-reply",
 		bug:  "the pod guard's confirmation counts the lease from the read's reply instead of its send time",
 		file: "internal/lockclient/confirm.go",

@@ -400,6 +400,28 @@ func (c *Client) Unlock(ctx context.Context, key, holder string, kind UnlockKind
 	return releaseResult(key, res)
 }
 
+// Swap sets key to value, to live for ttl, and returns the value it replaced
+// ("" when the key was absent), in one command (SET ... GET). On a Redlock store
+// it uses the first node. The manager's cluster identity heartbeat uses it.
+func (c *Client) Swap(ctx context.Context, key, value string, ttl time.Duration) (string, error) {
+	if c.redlock != nil {
+		return c.redlock.nodes[0].Swap(ctx, key, value, ttl)
+	}
+	if err := ValidateKey(key); err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	prev, err := c.rdb.SetArgs(ctx, key, value, redis.SetArgs{Get: true, TTL: ttl}).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return "", nil
+	case err != nil:
+		return "", c.callError("swap", key, err)
+	}
+	return prev, nil
+}
+
 // KeyState is what Inspect saw.
 type KeyState struct {
 	// Holder is the lock key's value; empty when free.

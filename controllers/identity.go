@@ -1,0 +1,146 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+)
+
+// A run's token binds it to this manager's cluster name, the object's UID and
+// the occurrence (internal/runtoken), so that a lease a crashed manager never
+// recorded can be taken up. Two clusters that claim the same identity break that
+// binding: clusters restored from one etcd snapshot share their kube-system UID
+// (the default --cluster-name) and every object's UID, and each could take up a
+// lease the other took, and run it beside the other. The identity check detects
+// a second live manager claiming this manager's identity in its store, and the
+// manager then starts no run until only one does.
+//
+// Each leader writes a heartbeat under a key named after its cluster name and
+// leader election ID (shards of one cluster have their own), with a value of its
+// own, every identityBeat, and reads back what it replaced. Another manager's
+// value, found in place of its own several beats in a row, means another manager
+// writes the same key as often: a leader that took over writes once over the old
+// leader's value, and an old leader stops writing when it loses its leadership.
+
+// identityKeyPrefix starts the heartbeat keys. The underscore cannot begin a
+// namespace name, so no namespace's default key prefix covers it.
+const identityKeyPrefix = "_guardedjob:identity:"
+
+// identityBeat is how often the leader writes its heartbeat by default, and
+// identityStrikes how many beats in a row must find another manager's value.
+const (
+	identityBeat    = 5 * time.Second
+	identityStrikes = 3
+)
+
+// IdentityCheck is the heartbeat of this manager's cluster identity.
+type IdentityCheck struct {
+	store    *lockclient.Client
+	key      string
+	value    string
+	interval time.Duration
+
+	mu      sync.Mutex
+	strikes int
+	clear   int
+	other   string
+	dup     bool
+}
+
+// NewIdentityCheck returns the check of identity (cluster name and leader
+// election ID) in store, beating every interval (identityBeat when zero).
+func NewIdentityCheck(store *lockclient.Client, clusterName, electionID string, interval time.Duration) *IdentityCheck {
+	if interval <= 0 {
+		interval = identityBeat
+	}
+	sum := sha256.Sum256([]byte(electionID))
+	host, _ := os.Hostname()
+	random, _ := lockclient.NewRandom()
+	return &IdentityCheck{
+		store: store, interval: interval,
+		key:   identityKeyPrefix + clusterName + ":" + hex.EncodeToString(sum[:6]),
+		value: fmt.Sprintf("host=%s pid=%d id=%s", host, os.Getpid(), random[:12]),
+	}
+}
+
+// Run beats until ctx ends. It runs only while this manager leads.
+func (c *IdentityCheck) Run(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx).WithName("identity")
+	t := time.NewTicker(c.interval)
+	defer t.Stop()
+	for {
+		c.beat(ctx, log.Info)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (c *IdentityCheck) beat(ctx context.Context, logf func(string, ...any)) {
+	prev, err := c.store.Swap(ctx, c.key, c.value, identityStrikes*c.interval+c.interval)
+	if err != nil {
+		return // the store's outage is reported elsewhere; the count goes on at the next beat
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev == "" || prev == c.value {
+		c.strikes = 0
+		if c.dup {
+			if c.clear++; c.clear >= identityStrikes {
+				c.dup, c.clear = false, 0
+				logf("Only this manager claims its cluster identity again: runs start again", "key", c.key)
+			}
+		}
+		return
+	}
+	c.clear = 0
+	c.strikes++
+	c.other = prev
+	if c.strikes >= identityStrikes && !c.dup {
+		c.dup = true
+		logf("ANOTHER MANAGER CLAIMS THIS MANAGER'S CLUSTER IDENTITY: no run starts until only one does", "key", c.key, "other", prev)
+	}
+}
+
+// Duplicate says whether another live manager claims this identity, and what it
+// wrote.
+func (c *IdentityCheck) Duplicate() (string, bool) {
+	if c == nil {
+		return "", false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.other, c.dup
+}
+
+// Key is the heartbeat key.
+func (c *IdentityCheck) Key() string { return c.key }
+
+// duplicateIdentity holds back new runs while another manager claims this
+// manager's cluster identity: Ready=False DuplicateClusterName, with a Warning
+// event, and no run is scheduled or triggered. Active runs go on.
+func (r *GuardedJobReconciler) duplicateIdentity(s *scope) bool {
+	other, dup := r.Identity.Duplicate()
+	if !dup {
+		return false
+	}
+	msg := fmt.Sprintf("another manager claims this cluster's identity (--cluster-name %q) in the lock store: it wrote %q over this manager's heartbeat %s beat after beat. "+
+		"Clusters restored from one etcd snapshot share the kube-system UID (the default --cluster-name) and their objects' UIDs, and each could take up the other's leases: "+
+		"no run starts here until only one manager claims it. Give each cluster its own --cluster-name", r.ClusterName, other, r.Identity.Key())
+	setCondition(s.gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, batchv1alpha1.DuplicateClusterNameReason, msg, s.now)
+	r.warnOnce(s, batchv1alpha1.DuplicateClusterNameReason, msg)
+	s.requeueAfter(r.Identity.interval)
+	return true
+}
