@@ -1,12 +1,19 @@
 package e2e
 
-// TestShardMove moves a GuardedJob between two shards of one cluster while its run
-// is in flight, with whole manager binaries, kube-controller-manager and kwok: the
-// default shard (--watch-label-selector=!sharding.guardedjob.dev/key) starts the run,
-// the object is relabelled for shard b, and the default shard is then killed for
-// good. Checked from outside: the lock key holds the run's token without a gap until
-// the run ends, the run's Pod is never deleted and gets no second, the run succeeds
-// in shard b. Run it with `make test-e2e-shard` (E2E_SHARD=1).
+// TestShardMove moves GuardedJobs between shards of one cluster while their runs
+// are in flight, with whole manager binaries, kube-controller-manager and kwok. The
+// default shard (--watch-label-selector=!sharding.guardedjob.dev/key) starts two
+// runs. Shard b is stopped (SIGSTOP: failing over, far behind) when one object is
+// relabelled for it, and stays stopped for longer than the lease's ttl; the other
+// object is relabelled for a shard that does not exist. Make before break: the
+// default shard keeps renewing the first run's lease until shard b, let go again,
+// holds it, and stops the second run (before its lease could expire) when no shard
+// took it over within --shard-handover-timeout. Then the default shard is killed for
+// good. Checked from outside, with a competitor retrying SET NX on both keys every
+// 100 ms: the first key holds its run's token without a gap until the run ends, its
+// Pod is never deleted and gets no second, the run succeeds in shard b; the second
+// run's Pod is stopped, and the competitor gets its key only after that Pod is gone.
+// Run it with `make test-e2e-shard` (E2E_SHARD=1).
 
 import (
 	"bytes"
@@ -18,6 +25,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,7 +44,10 @@ import (
 
 // shardRunFor is how long kwok runs the moved run's Pod: long enough for the move,
 // the old shard's death and more than a ttl after it.
-const shardRunFor = 45 * time.Second
+const shardRunFor = 60 * time.Second
+
+// handoverTimeout is the default shard's --shard-handover-timeout.
+const handoverTimeout = 20 * time.Second
 
 func TestShardMove(t *testing.T) {
 	if os.Getenv("E2E_SHARD") != "1" {
@@ -91,59 +102,96 @@ func TestShardMove(t *testing.T) {
 		t.Cleanup(stop)
 		return r, stop
 	}
-	byDefault, stopDefault := startShard("default-shard", "--watch-label-selector=!"+batchv1alpha1.ShardLabel)
+	byDefault, stopDefault := startShard("default-shard", "--watch-label-selector=!"+batchv1alpha1.ShardLabel,
+		"--shard-handover-timeout="+handoverTimeout.String())
 	shardB, _ := startShard("shard-b", "--watch-label-selector="+batchv1alpha1.ShardLabel+"=b",
 		"--leader-election-id=guardedjob-manager-shard-b.batch.guardedjob.dev")
 	logs := func() string {
 		return fmt.Sprintf("--- default shard\n%s\n--- shard b\n%s", stackTrace.ReplaceAllString(byDefault.tail(30), ""), stackTrace.ReplaceAllString(shardB.tail(30), ""))
 	}
 
-	gj := workload(0)
-	gj.Name = "moved"
-	gj.Spec.Schedule = "0 0 1 1 *"
-	gj.Spec.StartingDeadlineSeconds = ptr.To(int64(300))
-	gj.Spec.Lock.Key = namespace + ":moved"
-	gj.Spec.JobTemplate.Spec.Template.Annotations = map[string]string{runForAnnotation: shardRunFor.String(), failAnnotation: "false"}
-	if err := poll(ctx, 30*time.Second, "create the GuardedJob", func() error { return c.client.Create(ctx, gj) }); err != nil {
-		t.Fatal(err)
+	newGJ := func(name string) *batchv1alpha1.GuardedJob {
+		gj := workload(0)
+		gj.Name = name
+		gj.Spec.Schedule = "0 0 1 1 *"
+		gj.Spec.StartingDeadlineSeconds = ptr.To(int64(300))
+		gj.Spec.Lock.Key = namespace + ":" + name
+		gj.Spec.JobTemplate.Spec.Template.Annotations = map[string]string{runForAnnotation: shardRunFor.String(), failAnnotation: "false"}
+		if err := poll(ctx, 30*time.Second, "create GuardedJob "+name, func() error { return c.client.Create(ctx, gj) }); err != nil {
+			t.Fatal(err)
+		}
+		return gj
 	}
-	key := client.ObjectKeyFromObject(gj)
-	patchGJ := func(what, patch string) {
+	patchGJ := func(name, what, patch string) {
 		t.Helper()
 		if err := poll(ctx, 30*time.Second, what, func() error {
-			return c.client.Patch(ctx, &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Name: gj.Name, Namespace: namespace}},
+			return c.client.Patch(ctx, &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}},
 				client.RawPatch(types.MergePatchType, []byte(patch)))
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	patchGJ("trigger a run", fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, batchv1alpha1.RunNowAnnotation, time.Now().UTC().Format(time.RFC3339)))
+	// runningRun triggers a run of gj and waits until its Pod runs.
+	runningRun := func(gj *batchv1alpha1.GuardedJob) (batchv1alpha1.ActiveRun, corev1.Pod) {
+		t.Helper()
+		patchGJ(gj.Name, "trigger a run", fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, batchv1alpha1.RunNowAnnotation, time.Now().UTC().Format(time.RFC3339)))
+		var run batchv1alpha1.ActiveRun
+		var pod corev1.Pod
+		if err := poll(ctx, 90*time.Second, "the run's Pod running", func() error {
+			cur := &batchv1alpha1.GuardedJob{}
+			if err := c.client.Get(ctx, client.ObjectKeyFromObject(gj), cur); err != nil {
+				return err
+			}
+			if len(cur.Status.Active) != 1 || cur.Status.Active[0].JobUID == "" {
+				return errors.New("no recorded run yet")
+			}
+			run = cur.Status.Active[0]
+			pods := &corev1.PodList{}
+			if err := c.client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels{batchv1.JobNameLabel: run.JobName}); err != nil {
+				return err
+			}
+			if len(pods.Items) != 1 || pods.Items[0].Status.Phase != corev1.PodRunning {
+				return fmt.Errorf("%d Pods, not one running", len(pods.Items))
+			}
+			pod = pods.Items[0]
+			return nil
+		}); err != nil {
+			t.Fatalf("%v\n%s", err, logs())
+		}
+		if v := rdb.Get(ctx, gj.Spec.Lock.Key).Val(); v != run.Token {
+			t.Fatalf("the lock key holds %q, not the run's token", v)
+		}
+		return run, pod
+	}
+	gj, stranded := newGJ("moved"), newGJ("stranded")
+	key := client.ObjectKeyFromObject(gj)
+	run, _ := runningRun(gj)
+	strandedRun, strandedPod := runningRun(stranded)
 
-	// The default shard starts the run; wait until its Pod runs.
-	var run batchv1alpha1.ActiveRun
-	if err := poll(ctx, 90*time.Second, "the run's Pod running", func() error {
-		cur := &batchv1alpha1.GuardedJob{}
-		if err := c.client.Get(ctx, key, cur); err != nil {
-			return err
-		}
-		if len(cur.Status.Active) != 1 || cur.Status.Active[0].JobUID == "" {
-			return errors.New("no recorded run yet")
-		}
-		run = cur.Status.Active[0]
-		pods := &corev1.PodList{}
-		if err := c.client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels{batchv1.JobNameLabel: run.JobName}); err != nil {
-			return err
-		}
-		if len(pods.Items) != 1 || pods.Items[0].Status.Phase != corev1.PodRunning {
-			return fmt.Errorf("%d Pods, not one running", len(pods.Items))
-		}
-		return nil
-	}); err != nil {
-		t.Fatalf("%v\n%s", err, logs())
+	// A competitor, as another process would, takes a key the moment it is free.
+	type won struct {
+		key string
+		at  time.Time
 	}
-	if v := rdb.Get(ctx, gj.Spec.Lock.Key).Val(); v != run.Token {
-		t.Fatalf("the lock key holds %q, not the run's token", v)
+	wins := make(chan won, 2)
+	compete := func(key string, until <-chan struct{}) {
+		go func() {
+			for {
+				select {
+				case <-until:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				if ok, err := rdb.SetNX(ctx, key, "competitor", time.Minute).Result(); err == nil && ok {
+					wins <- won{key, time.Now()}
+					return
+				}
+			}
+		}()
 	}
+	stopMovedRival := make(chan struct{})
+	compete(gj.Spec.Lock.Key, stopMovedRival)
+	compete(stranded.Spec.Lock.Key, ctx.Done())
 
 	// From here to the run's end: the key holds the run's token, always; the run's
 	// Pods are recorded (one expected, never deleted before it ends).
@@ -195,21 +243,57 @@ func TestShardMove(t *testing.T) {
 		}
 	}()
 
+	// Shard b stalls (SIGSTOP) before the object is moved to it, and the other
+	// object goes to a shard that does not exist.
+	shardB.signal(syscall.SIGSTOP)
 	movedAt := time.Now()
-	patchGJ("move the GuardedJob to shard b", fmt.Sprintf(`{"metadata":{"labels":{%q:"b"}}}`, batchv1alpha1.ShardLabel))
-	if err := poll(ctx, ttl-renewInterval, "shard b resumes the moved run's lease", func() error {
-		p := shardB.current()
-		if p == nil || !strings.Contains(testproc.TailFile(p.LogPath, 200), "Resumed the leases of a GuardedJob new to this manager") {
-			return errors.New("not yet")
+	patchGJ(gj.Name, "move the GuardedJob to shard b", fmt.Sprintf(`{"metadata":{"labels":{%q:"b"}}}`, batchv1alpha1.ShardLabel))
+	patchGJ(stranded.Name, "move the other GuardedJob to shard c", fmt.Sprintf(`{"metadata":{"labels":{%q:"c"}}}`, batchv1alpha1.ShardLabel))
+
+	// Longer than a ttl with shard b stalled: the default shard keeps both leases;
+	// past the hand-over timeout it stops the stranded run, and its lease goes only
+	// once the run's Pod is gone.
+	var strandedGone time.Time
+	if err := poll(ctx, handoverTimeout+time.Minute, "the stranded run's Pod stopped and gone", func() error {
+		p := &corev1.Pod{}
+		err := c.client.Get(ctx, client.ObjectKeyFromObject(&strandedPod), p)
+		if err == nil {
+			return fmt.Errorf("Pod %s still there (deleted: %v)", p.Name, p.DeletionTimestamp != nil)
+		}
+		if client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		strandedGone = time.Now()
+		return nil
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, logs())
+	}
+	t.Logf("the stranded run's Pod was stopped and gone %s after the relabel (hand-over timeout %s)", strandedGone.Sub(movedAt).Round(time.Millisecond), handoverTimeout)
+	if since := time.Since(movedAt); since < ttl+renewInterval {
+		time.Sleep(ttl + renewInterval - since)
+	}
+	shardB.signal(syscall.SIGCONT)
+	if err := poll(ctx, 2*time.Minute, "shard b holds the moved run's lease, and the default shard lets go", func() error {
+		cur := &batchv1alpha1.GuardedJob{}
+		if err := c.client.Get(ctx, key, cur); err != nil {
+			return err
+		}
+		if cur.Status.Shard != batchv1alpha1.ShardLabel+"=b" {
+			return fmt.Errorf("status.shard is %q", cur.Status.Shard)
+		}
+		p := byDefault.current()
+		if p == nil || !strings.Contains(testproc.TailFile(p.LogPath, 400), "Handed the leases of a GuardedJob over to its new shard") {
+			return errors.New("the default shard has not handed over yet")
 		}
 		return nil
 	}); err != nil {
 		t.Fatalf("%v\n%s", err, logs())
 	}
-	t.Logf("shard b resumed the lease %s after the relabel", time.Since(movedAt).Round(time.Millisecond))
+	t.Logf("shard b, let go %s after the relabel, holds the moved run's lease", time.Since(movedAt).Round(time.Millisecond))
+	close(stopMovedRival)
 
 	// The old shard goes for good a few seconds later: from now on only shard b can
-	// keep the lease, for longer than a ttl.
+	// keep the lease.
 	time.Sleep(2 * renewInterval)
 	stopDefault()
 	t.Logf("default shard stopped %s after the relabel", time.Since(movedAt).Round(time.Millisecond))
@@ -233,6 +317,16 @@ func TestShardMove(t *testing.T) {
 	<-watchDone
 	endedAt := time.Now()
 
+	for len(wins) > 0 {
+		w := <-wins
+		switch {
+		case w.key == gj.Spec.Lock.Key:
+			t.Errorf("the competitor got the moved run's key %s after the relabel, while its Pod ran", w.at.Sub(movedAt).Round(time.Millisecond))
+		case w.at.Before(strandedGone):
+			t.Errorf("the competitor got the stranded run's key %s before its Pod was gone", strandedGone.Sub(w.at).Round(time.Millisecond))
+		}
+	}
+	_ = strandedRun
 	if last.Result != batchv1alpha1.RunResultSucceeded {
 		t.Errorf("the moved run ended %s (%s), want Succeeded", last.Result, last.Message)
 	}
@@ -249,6 +343,9 @@ func TestShardMove(t *testing.T) {
 	}
 	if len(podNames) != 1 {
 		t.Errorf("Pods of the moved GuardedJob: %v, want the run's one", podNames)
+	}
+	if strandedGone.Sub(movedAt) > handoverTimeout+ttl {
+		t.Errorf("the stranded run's Pod went %s after the relabel: not stopped in time after the %s hand-over timeout", strandedGone.Sub(movedAt), handoverTimeout)
 	}
 	if len(deleted) > 0 {
 		t.Errorf("the run's Pod was deleted while it ran: %v", deleted)
