@@ -110,6 +110,7 @@ observation. With --redis-secret or GUARDEDJOB_REDIS_URL they read Redis directl
 instead (for admins, break-glass).`,
 		Example: `  kubectl guardedjob -n payments status daily-settlement
   kubectl guardedjob run daily-settlement -n payments --wait
+  kubectl guardedjob suspend daily-settlement -n payments --reason "ledger migration" --until 2h
   kubectl guardedjob locks -A -o wide
   kubectl guardedjob unlock daily-settlement -n payments --force`,
 		Version:       buildinfo.Resolve(version, commit).String(),

@@ -35,19 +35,39 @@ the GuardedJob and its Job) to its end and exit 1 unless it Succeeded.`,
 }
 
 func newSuspendCommand(o *options, suspend bool) *cobra.Command {
-	use, short := "resume NAME", "Schedule runs again"
-	if suspend {
-		use, short = "suspend NAME", "Stop scheduling new runs (a running one goes on)"
+	if !suspend {
+		return &cobra.Command{
+			Use:               "resume NAME",
+			Short:             "Schedule runs again (removes the suspend note)",
+			Args:              oneName,
+			ValidArgsFunction: o.completeNames,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return setSuspend(cmd.Context(), o, args[0], false, nil)
+			},
+		}
 	}
-	return &cobra.Command{
-		Use:               use,
-		Short:             short,
+	cmd := &cobra.Command{
+		Use:   "suspend NAME [--reason TEXT] [--until TIME]",
+		Short: "Stop scheduling new runs (a running one goes on), with a note: who, why, until when",
+		Long: `Set spec.suspend and spec.suspendNote: who suspended the GuardedJob (the user the API
+server knows you as, or --by), why (--reason) and, with --until, when the manager resumes
+it by itself. kubectl get gj -o wide and kubectl guardedjob status show the note.`,
+		Example: `  kubectl guardedjob suspend daily-settlement -n payments --reason "ledger migration" --until 2026-12-01T06:00:00Z
+  kubectl guardedjob suspend daily-settlement -n payments --reason "incident 4711" --until 2h`,
 		Args:              oneName,
 		ValidArgsFunction: o.completeNames,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return setSuspend(cmd.Context(), o, args[0], suspend)
-		},
 	}
+	reason := cmd.Flags().String("reason", "", "why it is suspended (at most 512 characters)")
+	until := cmd.Flags().String("until", "", "when the manager resumes it by itself: an RFC 3339 time, or a duration from now such as 2h")
+	by := cmd.Flags().String("by", "", "who suspends it (default: the user the API server knows you as)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		note, err := suspendNote(cmd.Context(), o, *by, *reason, *until, time.Now())
+		if err != nil {
+			return err
+		}
+		return setSuspend(cmd.Context(), o, args[0], true, note)
+	}
+	return cmd
 }
 
 // runFailed is run --wait's error when the run ended other than Succeeded.
@@ -205,20 +225,22 @@ func report(out *lockedWriter, lr *batchv1alpha1.RunRecord) error {
 	return nil
 }
 
-// setSuspend sets spec.suspend. A running run goes on: suspend only stops new ones.
-func setSuspend(ctx context.Context, o *options, name string, suspend bool) error {
+// setSuspend sets spec.suspend and spec.suspendNote (removed on resume). A
+// running run goes on: suspend only stops new ones.
+func setSuspend(ctx context.Context, o *options, name string, suspend bool, note *batchv1alpha1.SuspendNote) error {
 	gj, err := o.get(ctx, name)
 	if err != nil {
 		return err
 	}
 	patch := client.MergeFrom(gj.DeepCopy())
 	gj.Spec.Suspend = &suspend
+	gj.Spec.SuspendNote = note
 	if err := o.k8s.Patch(ctx, gj, patch); err != nil {
 		return err
 	}
 	verb := "resumed"
 	if suspend {
-		verb = "suspended"
+		verb = "suspended" + noteText(note)
 		if n := len(gj.Status.Active); n > 0 {
 			verb += fmt.Sprintf(" (%d active run(s) go on; delete their Jobs to stop them)", n)
 		}

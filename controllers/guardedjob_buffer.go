@@ -1,0 +1,13 @@
+package controllers
+
+import "context"
+
+// scheduleAll is the pass's scheduling step: the failure policy and
+// suspendNote.until (applySuspension), then the schedule and run-now triggers
+// (schedule).
+func (r *GuardedJobReconciler) scheduleAll(ctx context.Context, s *scope, spec *compiledSpec) error {
+	if err := r.applySuspension(ctx, s); err != nil {
+		return err
+	}
+	return r.schedule(ctx, s, spec)
+}

@@ -1,0 +1,161 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/specerror"
+)
+
+var schedNow = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+
+func suspendedObject(note *batchv1alpha1.SuspendNote) *batchv1alpha1.GuardedJob {
+	gj := &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Name: "daily-settlement", Namespace: "payments", Generation: 1}}
+	gj.Spec.Suspend = ptr.To(true)
+	gj.Spec.SuspendNote = note
+	return gj
+}
+
+func TestTheSuspendedConditionSaysWhoSuspendedWhyAndUntilWhen(t *testing.T) {
+	until := metav1.NewTime(time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC))
+	tests := []struct {
+		name   string
+		gj     *batchv1alpha1.GuardedJob
+		reason string
+		msg    string
+	}{
+		{name: "a suspension without a note", gj: suspendedObject(nil),
+			reason: batchv1alpha1.SuspendRequestedReason, msg: "suspended: no new runs are scheduled"},
+		{name: "a note with who, until when and why", gj: suspendedObject(&batchv1alpha1.SuspendNote{By: "alice", Reason: "database migration", Until: &until}),
+			reason: batchv1alpha1.SuspendRequestedReason, msg: "suspended: no new runs are scheduled (by alice, until 2026-12-01T06:00:00Z): database migration"},
+		{name: "a note with a reason only", gj: suspendedObject(&batchv1alpha1.SuspendNote{Reason: "paused from Git"}),
+			reason: batchv1alpha1.SuspendRequestedReason, msg: "suspended: no new runs are scheduled: paused from Git"},
+		{name: "the failure policy's suspension", gj: suspendedObject(&batchv1alpha1.SuspendNote{By: batchv1alpha1.FailurePolicySuspender, Reason: "3 runs in a row failed"}),
+			reason: batchv1alpha1.TooManyFailuresReason, msg: "suspended: no new runs are scheduled (by guardedjob-manager): 3 runs in a row failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			setSuspendedCondition(tt.gj, schedNow)
+			setReady(tt.gj, nil, schedNow)
+			c := findCondition(tt.gj.Status.Conditions, batchv1alpha1.SuspendedCondition)
+			g.Expect(c).To(PointTo(And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", tt.reason), HaveField("Message", tt.msg))))
+			g.Expect(findCondition(tt.gj.Status.Conditions, batchv1alpha1.ReadyCondition)).To(PointTo(And(
+				HaveField("Status", metav1.ConditionTrue), HaveField("Reason", batchv1alpha1.SuspendedReason), HaveField("Message", tt.msg))),
+				"Ready says the same, for Argo CD's Suspended health")
+		})
+	}
+	t.Run("a suspension that ended says it resumed", func(t *testing.T) {
+		g := NewWithT(t)
+		gj := suspendedObject(&batchv1alpha1.SuspendNote{By: "alice"})
+		setSuspendedCondition(gj, schedNow)
+		gj.Spec.Suspend, gj.Spec.SuspendNote = ptr.To(false), nil
+		setSuspendedCondition(gj, schedNow.Add(time.Hour))
+		g.Expect(findCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition)).To(PointTo(And(
+			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", batchv1alpha1.ResumedReason),
+			HaveField("Message", "resumed at 2026-11-30T11:00:00Z: spec.suspend is false"))))
+	})
+	t.Run("a GuardedJob never suspended has no Suspended condition", func(t *testing.T) {
+		gj := suspendedObject(nil)
+		gj.Spec.Suspend = nil
+		setSuspendedCondition(gj, schedNow)
+		NewWithT(t).Expect(findCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition)).To(BeNil())
+	})
+	t.Run("a note on a GuardedJob that is not suspended is not shown", func(t *testing.T) {
+		gj := suspendedObject(&batchv1alpha1.SuspendNote{By: "alice"})
+		gj.Spec.Suspend = ptr.To(false)
+		NewWithT(t).Expect(suspendedMessage(gj)).To(Equal("suspended: no new runs are scheduled"))
+	})
+}
+
+// Suspensions with notes, by a person or by the failure policy, leave kstatus
+// as a suspended GuardedJob has it (Current); a pattern that does not compile
+// needs a person (Failed).
+func TestKstatusOfSuspensionsAndParameters(t *testing.T) {
+	for _, note := range []*batchv1alpha1.SuspendNote{{By: "alice", Reason: "db migration"}, {By: batchv1alpha1.FailurePolicySuspender, Reason: "3 failed"}} {
+		gj := suspendedObject(note)
+		setReady(gj, nil, schedNow)
+		setSuspendedCondition(gj, schedNow)
+		gj.Status.ObservedGeneration = gj.Generation
+		setKstatus(gj, schedNow)
+		NewWithT(t).Expect(kstatusOf(t, gj).Status).To(Equal(status.CurrentStatus), note.By)
+	}
+	gj := suspendedObject(nil)
+	gj.Spec.Suspend = nil
+	setReady(gj, specerror.Errorf(batchv1alpha1.InvalidParametersReason, "spec.parameters X: pattern \"(\" is not a regular expression"), schedNow)
+	gj.Status.ObservedGeneration = gj.Generation
+	setKstatus(gj, schedNow)
+	NewWithT(t).Expect(kstatusOf(t, gj).Status).To(Equal(status.FailedStatus))
+}
+
+func TestFailedRunsInARow(t *testing.T) {
+	const (
+		ok      = batchv1alpha1.RunResultSucceeded
+		failed  = batchv1alpha1.RunResultFailed
+		maxHold = batchv1alpha1.RunResultMaxHoldExceeded
+		lost    = batchv1alpha1.RunResultLockLost
+		busy    = batchv1alpha1.RunResultBusy
+		skipped = batchv1alpha1.RunResultSkipped
+		guard   = batchv1alpha1.RunResultGuardStopped
+		store   = batchv1alpha1.RunResultStoreUnavailable
+	)
+	tests := []struct {
+		name    string
+		results []batchv1alpha1.RunResult
+		want    int32
+	}{
+		{name: "Failed and MaxHoldExceeded count", results: []batchv1alpha1.RunResult{failed, maxHold, failed}, want: 3},
+		{name: "a success starts the count again", results: []batchv1alpha1.RunResult{failed, failed, ok, failed}, want: 1},
+		{name: "the lock's and the store's troubles neither count nor reset", results: []batchv1alpha1.RunResult{failed, lost, guard, store, busy, skipped, failed}, want: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gj := &batchv1alpha1.GuardedJob{}
+			run := batchv1alpha1.ActiveRun{JobName: "j", ScheduledTime: metav1.NewTime(schedNow)}
+			for _, res := range tt.results {
+				gj.Status.Active = []batchv1alpha1.ActiveRun{run}
+				finishRun(gj, run, res, "", "", schedNow)
+			}
+			NewWithT(t).Expect(gj.Status.ConsecutiveFailures).To(Equal(tt.want))
+		})
+	}
+}
+
+// The failure policy's series come from status and spec: failures in a row
+// while there are any, and a 1 while the policy has the object suspended.
+func TestFailurePolicySeries(t *testing.T) {
+	g := NewWithT(t)
+	failing := batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "failing", UID: "u1"}}
+	failing.Status.ConsecutiveFailures = 2
+	paused := *suspendedObject(&batchv1alpha1.SuspendNote{By: batchv1alpha1.FailurePolicySuspender, Reason: "3 failed"})
+	paused.UID = "u2"
+	byPerson := *suspendedObject(&batchv1alpha1.SuspendNote{By: "alice"})
+	byPerson.Name, byPerson.UID = "by-person", "u3"
+	c := &guardedJobCollector{}
+	c.use(listReader{items: []batchv1alpha1.GuardedJob{failing, paused, byPerson}}, nil)
+	reg := prometheus.NewPedanticRegistry()
+	g.Expect(reg.Register(c)).To(Succeed())
+	families, err := reg.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	series := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "guardedjob_failed_runs_in_a_row" && f.GetName() != "guardedjob_suspended_after_failures" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			series[f.GetName()+"/"+m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+		}
+	}
+	g.Expect(series).To(Equal(map[string]float64{
+		"guardedjob_failed_runs_in_a_row/failing":              2,
+		"guardedjob_suspended_after_failures/daily-settlement": 1,
+	}))
+}

@@ -1,0 +1,153 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+)
+
+// Stories for what schedule users ask for beyond CronJob (issue 32): a pause
+// with a note that ends by itself, and a pause after failures in a row. The
+// test plays the Job controller, as elsewhere.
+
+// setSpec changes gj's spec with one patch.
+func (h *harness) setSpec(gj *batchv1alpha1.GuardedJob, change func(*batchv1alpha1.GuardedJobSpec)) {
+	h.t.Helper()
+	h.g.Eventually(func() error {
+		cur := &batchv1alpha1.GuardedJob{}
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(gj), cur); err != nil {
+			return err
+		}
+		patch := client.MergeFromWithOptions(cur.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		change(&cur.Spec)
+		return k8s.Patch(context.Background(), cur, patch)
+	}).Should(Succeed())
+}
+
+// condition returns gj's condition of type typ, or nil.
+func (h *harness) condition(gj *batchv1alpha1.GuardedJob, typ string) *metav1.Condition {
+	return findCond(h.get(gj).Status.Conditions, typ)
+}
+
+// jobFor returns the Job of gj's run for the occurrence at, once it exists.
+func (h *harness) jobFor(gj *batchv1alpha1.GuardedJob, at time.Time) *batchv1.Job {
+	h.t.Helper()
+	var found *batchv1.Job
+	h.g.Eventually(func() *batchv1.Job {
+		for _, j := range h.jobs() {
+			if j.Labels[batchv1alpha1.GuardedJobLabel] == gj.Name && j.Annotations[batchv1alpha1.ScheduledTimeAnnotation] == at.UTC().Format(time.RFC3339) {
+				found = &j
+				return found
+			}
+		}
+		return nil
+	}).WithTimeout(20*time.Second).ShouldNot(BeNil(), "a Job for %s", at.UTC().Format(time.RFC3339))
+	return found
+}
+
+func TestSuspendNote_APauseWithANoteIsShownAndEndsByItselfAtUntil(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	gj := h.minutely("paused", h.ns+":paused")
+	h.clock.SetTime(time.Now())
+	until := metav1.NewTime(h.clock.Now().Add(3 * time.Minute).Truncate(time.Second))
+	gj.Spec.Suspend = ptr.To(true)
+	gj.Spec.SuspendNote = &batchv1alpha1.SuspendNote{By: "alice", Reason: "database migration", Until: &until}
+	h.create(gj)
+	g := h.g
+
+	want := "suspended: no new runs are scheduled (by alice, until " + until.UTC().Format(time.RFC3339) + "): database migration"
+	g.Eventually(func() *metav1.Condition { return h.condition(gj, batchv1alpha1.SuspendedCondition) }).Should(And(Not(BeNil()),
+		HaveField("Status", metav1.ConditionTrue), HaveField("Reason", batchv1alpha1.SuspendRequestedReason), HaveField("Message", want)))
+	g.Expect(h.condition(gj, batchv1alpha1.ReadyCondition)).To(And(HaveField("Reason", batchv1alpha1.SuspendedReason), HaveField("Message", want)))
+	g.Expect(h.kstatusOf(h.get(gj))).To(BeEquivalentTo("Current"), "a suspended GuardedJob is Current, as before")
+
+	// An occurrence due while suspended does not run.
+	h.clock.SetTime(h.occurrence(gj, 1).Add(2 * time.Second))
+	h.poke(gj)
+	g.Consistently(h.jobs).WithTimeout(2 * time.Second).Should(BeEmpty())
+
+	// At until the manager resumes it: spec says so, status says it resumed,
+	// with an event, and the occurrence due then runs.
+	h.clock.SetTime(until.Add(time.Second))
+	h.poke(gj)
+	g.Eventually(func() batchv1alpha1.GuardedJobSpec { return h.get(gj).Spec }).Should(And(
+		HaveField("Suspend", Equal(ptr.To(false))), HaveField("SuspendNote", BeNil())))
+	g.Eventually(func() *metav1.Condition { return h.condition(gj, batchv1alpha1.SuspendedCondition) }).Should(And(
+		HaveField("Status", metav1.ConditionFalse), HaveField("Reason", batchv1alpha1.SuspendExpiredReason),
+		HaveField("Message", ContainSubstring("spec.suspendNote.until "+until.UTC().Format(time.RFC3339)+" passed (suspended (by alice"))))
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(
+		"SuspendExpired: Resumed: spec.suspendNote.until " + until.UTC().Format(time.RFC3339) + " passed"))
+	h.jobFor(gj, until.Add(time.Second).Truncate(time.Minute))
+	g.Expect(h.condition(gj, batchv1alpha1.ReadyCondition)).To(HaveField("Reason", batchv1alpha1.ScheduledReason))
+}
+
+func TestFailurePolicy_AGuardedJobSuspendsItselfAfterFailuresInARow(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	key := h.ns + ":flaky"
+	gj := h.guardedJob("flaky", key)
+	gj.Spec.FailurePolicy = &batchv1alpha1.FailurePolicy{SuspendAfter: 2}
+	h.create(gj)
+	g := h.g
+	runOnce := func(end func(*batchv1.Job)) {
+		h.t.Helper()
+		h.clock.Step(time.Second)
+		before := len(h.jobs())
+		h.annotate(gj, h.clock.Now().UTC().Format(time.RFC3339))
+		jobs := h.waitJobs(before + 1)
+		var job batchv1.Job
+		for _, j := range jobs {
+			if j.Status.CompletionTime == nil && len(j.Status.Conditions) == 0 {
+				job = j
+			}
+		}
+		h.waitRecorded(gj)
+		end(&job)
+		g.Eventually(func() []batchv1alpha1.ActiveRun { return h.get(gj).Status.Active }).Should(BeEmpty())
+	}
+
+	h.trigger(gj)
+	first := h.waitJobs(1)[0]
+	h.waitRecorded(gj)
+	h.fail(&first)
+	g.Eventually(func() int32 { return h.get(gj).Status.ConsecutiveFailures }).Should(Equal(int32(1)))
+
+	// A success starts the count again.
+	runOnce(h.complete)
+	g.Eventually(func() int32 { return h.get(gj).Status.ConsecutiveFailures }).Should(BeZero())
+	g.Expect(h.get(gj).Spec.Suspended()).To(BeFalse())
+
+	// Two failures in a row suspend it (the occurrence's done-marker goes, so
+	// that it runs again).
+	g.Expect(h.rdb.Del(ctx, key+":done:"+itoa(yearStart().Unix())).Err()).To(Succeed())
+	runOnce(h.fail)
+	g.Expect(h.get(gj).Spec.Suspended()).To(BeFalse(), "one failure is not yet two in a row")
+	runOnce(h.fail)
+	g.Eventually(func() *batchv1alpha1.SuspendNote { return h.get(gj).Spec.SuspendNoteOf() }).Should(And(Not(BeNil()),
+		HaveField("By", batchv1alpha1.FailurePolicySuspender),
+		HaveField("Reason", And(ContainSubstring("2 runs in a row ended Failed or MaxHoldExceeded"), ContainSubstring("BackoffLimitExceeded")))))
+	cond := h.condition(gj, batchv1alpha1.SuspendedCondition)
+	g.Expect(cond).To(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", batchv1alpha1.TooManyFailuresReason)))
+	g.Expect(h.get(gj).Status.ConsecutiveFailures).To(BeZero(), "suspending starts the count again")
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(And(
+		HavePrefix("SuspendedAfterFailures: Suspended: 2 runs in a row"), ContainSubstring("kubectl guardedjob resume flaky"))))
+	g.Expect(h.kstatusOf(h.get(gj))).To(BeEquivalentTo("Current"))
+
+	// A person resumes it.
+	h.setSpec(gj, func(s *batchv1alpha1.GuardedJobSpec) { s.Suspend, s.SuspendNote = ptr.To(false), nil })
+	g.Eventually(func() *metav1.Condition { return h.condition(gj, batchv1alpha1.SuspendedCondition) }).Should(And(
+		HaveField("Status", metav1.ConditionFalse), HaveField("Reason", batchv1alpha1.ResumedReason)))
+	runOnce(h.fail)
+	g.Expect(h.get(gj).Spec.Suspended()).To(BeFalse(), "after a resume the count starts from zero")
+	g.Expect(h.get(gj).Status.ConsecutiveFailures).To(Equal(int32(1)))
+}
