@@ -15,8 +15,9 @@ import (
 )
 
 // Stories for what schedule users ask for beyond CronJob (issue 32): a pause
-// with a note that ends by itself, and a pause after failures in a row. The
-// test plays the Job controller, as elsewhere.
+// with a note that ends by itself, a pause after failures in a row, and
+// parameters for a manual run. The test plays the Job controller, as
+// elsewhere.
 
 // setSpec changes gj's spec with one patch.
 func (h *harness) setSpec(gj *batchv1alpha1.GuardedJob, change func(*batchv1alpha1.GuardedJobSpec)) {
@@ -150,4 +151,66 @@ func TestFailurePolicy_AGuardedJobSuspendsItselfAfterFailuresInARow(t *testing.T
 	runOnce(h.fail)
 	g.Expect(h.get(gj).Spec.Suspended()).To(BeFalse(), "after a resume the count starts from zero")
 	g.Expect(h.get(gj).Status.ConsecutiveFailures).To(Equal(int32(1)))
+}
+
+func TestParameters_AManualRunSetsDeclaredValuesOnlyAndScheduledRunsGetTheDefaults(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	g := h.g
+	params := []batchv1alpha1.RunParameter{
+		{Name: "REGION", Enum: []string{"eu-west-1", "us-east-1"}, Default: ptr.To("eu-west-1")},
+		{Name: "DRY_RUN", Pattern: "true|false", Default: ptr.To("true"), Description: "only report what would change"},
+	}
+	gj := h.guardedJob("params", h.ns+":params")
+	gj.Spec.Parameters = params
+	h.create(gj)
+
+	// A manual run with a value for one parameter.
+	h.clock.SetTime(time.Now())
+	value := h.clock.Now().UTC().Format(time.RFC3339)
+	h.request(gj, map[string]string{
+		batchv1alpha1.RunNowParametersAnnotation: `{"REGION":"us-east-1"}`,
+		batchv1alpha1.RunNowAnnotation:           value,
+	})
+	job := h.waitJobs(1)[0]
+	g.Expect(envOf(&job, "REGION")).To(Equal("us-east-1"))
+	g.Expect(envOf(&job, "DRY_RUN")).To(Equal("true"), "the default of a parameter the request did not set")
+	g.Expect(envOf(&job, "GUARDEDJOB_FENCE")).To(Equal("1"))
+	g.Expect(job.Annotations).To(HaveKeyWithValue(batchv1alpha1.ParametersAnnotation, `{"DRY_RUN":"true","REGION":"us-east-1"}`))
+	g.Eventually(func() []batchv1alpha1.ActiveRun { return h.get(gj).Status.Active }).Should(ConsistOf(
+		HaveField("Parameters", map[string]string{"REGION": "us-east-1"})))
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(
+		"RunParameters: Run-now " + value + " with parameters REGION=us-east-1"))
+	h.waitRecorded(gj)
+	h.complete(&job)
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
+		HaveField("Result", batchv1alpha1.RunResultSucceeded), HaveField("Parameters", map[string]string{"REGION": "us-east-1"})))
+
+	// Undeclared names and values outside the declaration are refused.
+	for _, tc := range []struct{ values, msg string }{
+		{`{"PATH":"/tmp"}`, `parameter "PATH" is not declared in spec.parameters (declared: DRY_RUN, REGION)`},
+		{`{"REGION":"mars-1"}`, `parameter REGION="mars-1" is not one of "eu-west-1", "us-east-1"`},
+		{`{"DRY_RUN":"yes"}`, `parameter DRY_RUN="yes" does not match its pattern true|false`},
+		{`REGION=eu-west-1`, `must be a JSON object of names and string values`},
+	} {
+		h.clock.Step(time.Second)
+		value := h.clock.Now().UTC().Format(time.RFC3339)
+		h.request(gj, map[string]string{batchv1alpha1.RunNowParametersAnnotation: tc.values, batchv1alpha1.RunNowAnnotation: value})
+		g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(
+			HaveField("Result", batchv1alpha1.RunResultSkipped), HaveField("Message", And(HavePrefix("run-now "+value+" refused: "), ContainSubstring(tc.msg)))))
+		g.Expect(h.get(gj).Status.LastRunNow).To(Equal(value))
+		g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(And(HavePrefix("InvalidParameters: run-now "+value+" refused"), ContainSubstring(tc.msg))))
+	}
+	g.Expect(h.jobs()).To(HaveLen(1), "no refused request started a run")
+
+	// A scheduled run gets the defaults.
+	scheduled := h.minutely("params-scheduled", h.ns+":params-scheduled")
+	scheduled.Spec.Parameters = params
+	h.create(scheduled)
+	h.clock.SetTime(h.occurrence(scheduled, 1).Add(2 * time.Second))
+	h.poke(scheduled)
+	sj := h.jobFor(scheduled, h.occurrence(scheduled, 1))
+	g.Expect(envOf(sj, "REGION")).To(Equal("eu-west-1"))
+	g.Expect(envOf(sj, "DRY_RUN")).To(Equal("true"))
+	g.Expect(sj.Annotations).To(HaveKeyWithValue(batchv1alpha1.ParametersAnnotation, `{"DRY_RUN":"true","REGION":"eu-west-1"}`))
 }

@@ -9,9 +9,11 @@ import (
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/runparams"
 )
 
 func newRunCommand(o *options) *cobra.Command {
@@ -27,8 +29,14 @@ the GuardedJob and its Job) to its end and exit 1 unless it Succeeded.`,
 	}
 	timeout := timeoutFlag(cmd, 5*time.Minute, "how long to wait for the manager (and, with --wait, for the run)")
 	cmd.Flags().BoolVar(&o.wait, "wait", false, "wait until the run ends and show its result")
+	params := cmd.Flags().StringArray("param", nil, "NAME=VALUE: a value for a parameter the GuardedJob declares (spec.parameters), for this run only; repeat for several")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		o.timeout = *timeout
+		values, err := parseParams(*params)
+		if err != nil {
+			return err
+		}
+		o.params = values
 		return runCmd(cmd.Context(), o, args[0])
 	}
 	return cmd
@@ -108,11 +116,23 @@ func runCmd(ctx context.Context, o *options, name string) error {
 		}
 		value = trigger.Format(time.RFC3339)
 	}
-	if err := o.annotate(ctx, gj, map[string]string{batchv1alpha1.RunNowAnnotation: value}); err != nil {
+	// The parameters go with the trigger in one patch, and a run without any
+	// removes those of an earlier one.
+	if err := runparams.Check(gj.Spec.Parameters, o.params); err != nil {
+		return fmt.Errorf("guardedjob %s/%s refuses these parameters: %w", gj.Namespace, gj.Name, err)
+	}
+	ann := map[string]*string{batchv1alpha1.RunNowAnnotation: &value, batchv1alpha1.RunNowParametersAnnotation: nil}
+	if len(o.params) > 0 {
+		ann[batchv1alpha1.RunNowParametersAnnotation] = ptr.To(runparams.Format(o.params))
+	}
+	if err := o.setAnnotations(ctx, gj, ann); err != nil {
 		return fmt.Errorf("set %s: %w", batchv1alpha1.RunNowAnnotation, err)
 	}
 	out := &lockedWriter{o: o}
 	out.printf("guardedjob %s/%s: %s=%s\n", gj.Namespace, gj.Name, batchv1alpha1.RunNowAnnotation, value)
+	if len(o.params) > 0 {
+		out.printf("parameters: %s\n", runparams.Describe(o.params))
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()

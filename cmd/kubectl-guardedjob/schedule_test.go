@@ -16,7 +16,7 @@ import (
 )
 
 // The plugin's schedule commands against a real API server, a real Redis and
-// the real manager: suspend with a note and resume.
+// the real manager: suspend with a note and resume, and run with parameters.
 func TestPluginSchedules(t *testing.T) {
 	w := startWorld(t)
 	g := NewWithT(t)
@@ -62,5 +62,39 @@ func TestPluginSchedules(t *testing.T) {
 		g.Expect(code).To(Equal(0))
 		g.Expect(stdout).To(Equal("guardedjob default/paused resumed\n"))
 		g.Expect(get("paused").Spec).To(And(HaveField("Suspend", Equal(ptr.To(false))), HaveField("SuspendNote", BeNil())))
+	})
+	t.Run("run --param sets declared values; others are refused before anything is set", func(t *testing.T) {
+		g := NewWithT(t)
+		create("params", "@daily", func(s *batchv1alpha1.GuardedJobSpec) {
+			s.Parameters = []batchv1alpha1.RunParameter{{Name: "REGION", Enum: []string{"eu-west-1", "us-east-1"}, Default: ptr.To("eu-west-1")}}
+		})
+		code, _, stderr := w.plugin("", nil, "run", "params", "-n", "default", "--param", "REGION=mars-1")
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring(`guardedjob default/params refuses these parameters: parameter REGION="mars-1" is not one of "eu-west-1", "us-east-1"`))
+		code, _, stderr = w.plugin("", nil, "run", "params", "-n", "default", "--param", "PATH=/tmp")
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring(`parameter "PATH" is not declared in spec.parameters (declared: REGION)`))
+		code, _, stderr = w.plugin("", nil, "run", "params", "-n", "default", "--param", "REGION")
+		g.Expect(code).To(Equal(2))
+		g.Expect(stderr).To(ContainSubstring(`--param "REGION": want NAME=VALUE`))
+		g.Expect(get("params").Annotations).NotTo(HaveKey(batchv1alpha1.RunNowAnnotation), "nothing was asked of the manager")
+
+		code, stdout, stderr := w.plugin("", nil, "run", "params", "-n", "default", "--param", "REGION=us-east-1")
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(ContainSubstring("parameters: REGION=us-east-1"))
+		g.Expect(stdout).To(MatchRegexp(`job.batch/params-\S+ started`))
+		jobs := &batchv1.JobList{}
+		g.Expect(w.k8s.List(ctx, jobs, client.InNamespace("default"), client.MatchingLabels{batchv1alpha1.GuardedJobLabel: "params"})).To(Succeed())
+		g.Expect(jobs.Items).To(HaveLen(1))
+		g.Expect(jobs.Items[0].Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "REGION", Value: "us-east-1"}))
+		g.Expect(get("params").Annotations).To(HaveKeyWithValue(batchv1alpha1.RunNowParametersAnnotation, `{"REGION":"us-east-1"}`))
+		g.Eventually(func() []batchv1alpha1.ActiveRun { return get("params").Status.Active }).Should(ConsistOf(HaveField("JobUID", Not(BeEmpty()))))
+		w.complete(g, &jobs.Items[0])
+
+		// A run without --param removes the values of the one before.
+		g.Eventually(func() []batchv1alpha1.ActiveRun { return get("params").Status.Active }).Should(BeEmpty())
+		code, _, _ = w.plugin("", nil, "run", "params", "-n", "default")
+		g.Expect(code).To(Equal(1), "the occurrence succeeded already: Skipped")
+		g.Expect(get("params").Annotations).NotTo(HaveKey(batchv1alpha1.RunNowParametersAnnotation))
 	})
 }
