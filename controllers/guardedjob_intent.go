@@ -96,6 +96,9 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 		return nil // the new run starts once its Pods are gone
 	}
 	if len(gj.Status.Active) > 0 {
+		if r.bufferDue(s, occurrence, triggered, triggerValue, skip) { // BufferOne, BufferAll (guardedjob_buffer.go)
+			return nil
+		}
 		switch gj.Spec.ConcurrencyPolicyOrDefault() {
 		case batchv1alpha1.ForbidConcurrent:
 			skip(fmt.Sprintf("concurrencyPolicy Forbid and %s is still active", gj.Status.Active[0].JobName))

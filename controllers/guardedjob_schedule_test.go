@@ -159,3 +159,63 @@ func TestFailurePolicySeries(t *testing.T) {
 		"guardedjob_suspended_after_failures/daily-settlement": 1,
 	}))
 }
+
+func TestADueRunWaitsOrIsSkippedByTheConcurrencyPolicy(t *testing.T) {
+	occurrence := schedNow
+	object := func(policy batchv1alpha1.ConcurrencyPolicy, limit *int32, buffered int) *batchv1alpha1.GuardedJob {
+		gj := &batchv1alpha1.GuardedJob{}
+		gj.Spec.ConcurrencyPolicy, gj.Spec.BufferLimit = policy, limit
+		run := batchv1alpha1.ActiveRun{JobName: "settle-1-aaaaaa", ScheduledTime: metav1.NewTime(schedNow.Add(-time.Hour))}
+		gj.Status.Active = []batchv1alpha1.ActiveRun{run}
+		for i := range buffered {
+			gj.Status.Buffered = append(gj.Status.Buffered, batchv1alpha1.BufferedRun{ScheduledTime: metav1.NewTime(schedNow.Add(-time.Duration(i+1) * time.Minute))})
+		}
+		return gj
+	}
+	tests := []struct {
+		name     string
+		gj       *batchv1alpha1.GuardedJob
+		handled  bool
+		buffered int
+		skipped  string
+	}{
+		{name: "Forbid leaves it to the schedule (skipped there)", gj: object(batchv1alpha1.ForbidConcurrent, nil, 0)},
+		{name: "Allow leaves it to the schedule (started beside)", gj: object(batchv1alpha1.AllowConcurrent, nil, 0)},
+		{name: "Replace leaves it to the schedule (stopped there)", gj: object(batchv1alpha1.ReplaceConcurrent, nil, 0)},
+		{name: "BufferOne keeps one waiting", gj: object(batchv1alpha1.BufferOneConcurrent, nil, 0), handled: true, buffered: 1},
+		{name: "BufferOne skips a second", gj: object(batchv1alpha1.BufferOneConcurrent, nil, 1), handled: true, buffered: 1,
+			skipped: "concurrencyPolicy BufferOne and 1 run(s) already wait for settle-1-aaaaaa"},
+		{name: "BufferAll keeps up to bufferLimit waiting", gj: object(batchv1alpha1.BufferAllConcurrent, ptr.To(int32(3)), 2), handled: true, buffered: 3},
+		{name: "BufferAll skips past bufferLimit", gj: object(batchv1alpha1.BufferAllConcurrent, ptr.To(int32(3)), 3), handled: true, buffered: 3,
+			skipped: "concurrencyPolicy BufferAll and 3 run(s) already wait"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := &scope{gj: tt.gj, now: schedNow}
+			skipped := ""
+			handled := (&GuardedJobReconciler{}).bufferDue(s, occurrence, false, "", func(msg string) { skipped = msg })
+			g.Expect(handled).To(Equal(tt.handled))
+			g.Expect(tt.gj.Status.Buffered).To(HaveLen(tt.buffered))
+			if tt.skipped != "" {
+				g.Expect(skipped).To(HavePrefix(tt.skipped))
+				return
+			}
+			g.Expect(skipped).To(BeEmpty())
+			if tt.handled {
+				last := tt.gj.Status.Buffered[len(tt.gj.Status.Buffered)-1]
+				g.Expect(last.ScheduledTime.Time).To(BeTemporally("==", occurrence), "it keeps its own scheduled time")
+				g.Expect(tt.gj.Status.LastScheduleTime.Time).To(BeTemporally("==", occurrence), "the schedule does not run it again")
+			}
+		})
+	}
+	t.Run("a run-now keeps its value and parameters, and is handled", func(t *testing.T) {
+		g := NewWithT(t)
+		gj := object(batchv1alpha1.BufferOneConcurrent, nil, 0)
+		gj.Annotations = map[string]string{batchv1alpha1.RunNowParametersAnnotation: `{"REGION":"eu"}`}
+		s := &scope{gj: gj, now: schedNow}
+		g.Expect((&GuardedJobReconciler{}).bufferDue(s, occurrence, true, "2026-11-30T10:00:00Z", func(string) {})).To(BeTrue())
+		g.Expect(gj.Status.Buffered).To(ConsistOf(And(HaveField("RunNow", "2026-11-30T10:00:00Z"), HaveField("Parameters", map[string]string{"REGION": "eu"}))))
+		g.Expect(gj.Status.LastRunNow).To(Equal("2026-11-30T10:00:00Z"))
+	})
+}

@@ -15,9 +15,9 @@ import (
 )
 
 // Stories for what schedule users ask for beyond CronJob (issue 32): a pause
-// with a note that ends by itself, a pause after failures in a row, and
-// parameters for a manual run. The test plays the Job controller, as
-// elsewhere.
+// with a note that ends by itself, a pause after failures in a row, runs that
+// wait for the one before (BufferOne, BufferAll), and parameters for a manual
+// run. The test plays the Job controller, as elsewhere.
 
 // setSpec changes gj's spec with one patch.
 func (h *harness) setSpec(gj *batchv1alpha1.GuardedJob, change func(*batchv1alpha1.GuardedJobSpec)) {
@@ -151,6 +151,81 @@ func TestFailurePolicy_AGuardedJobSuspendsItselfAfterFailuresInARow(t *testing.T
 	runOnce(h.fail)
 	g.Expect(h.get(gj).Spec.Suspended()).To(BeFalse(), "after a resume the count starts from zero")
 	g.Expect(h.get(gj).Status.ConsecutiveFailures).To(Equal(int32(1)))
+}
+
+func TestBufferOne_ARunDueWhileAnotherRunsStartsRightAfterItAndKeepsItsScheduledTime(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	gj := h.minutely("buffered", h.ns+":buffered")
+	gj.Spec.ConcurrencyPolicy = batchv1alpha1.BufferOneConcurrent
+	h.create(gj)
+	g := h.g
+	m1, m2, m3 := h.occurrence(gj, 1), h.occurrence(gj, 2), h.occurrence(gj, 3)
+
+	h.clock.SetTime(m1.Add(2 * time.Second))
+	h.poke(gj)
+	first := h.jobFor(gj, m1)
+	h.waitRecorded(gj)
+
+	// Due while the first runs: it waits, with its own scheduled time.
+	h.clock.SetTime(m2.Add(2 * time.Second))
+	h.poke(gj)
+	g.Eventually(func() []batchv1alpha1.BufferedRun { return h.get(gj).Status.Buffered }).Should(ConsistOf(
+		HaveField("ScheduledTime.Time", BeTemporally("==", m2))))
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(
+		"RunBuffered: The run for " + m2.UTC().Format(time.RFC3339) + " waits for " + first.Name + " to end (concurrencyPolicy BufferOne, 1 waiting)"))
+
+	// A further one is skipped, as with Forbid.
+	h.clock.SetTime(m3.Add(2 * time.Second))
+	h.poke(gj)
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
+		HaveField("Result", batchv1alpha1.RunResultSkipped), HaveField("ScheduledTime.Time", BeTemporally("==", m3)),
+		HaveField("Message", "concurrencyPolicy BufferOne and 1 run(s) already wait for "+first.Name)))
+
+	// The waiting run survives a restart of the manager (it is in status) ...
+	h.stop()
+	h.start()
+	g.Consistently(func() []batchv1alpha1.BufferedRun { return h.get(gj).Status.Buffered }).WithTimeout(time.Second).Should(HaveLen(1))
+	g.Expect(h.jobs()).To(HaveLen(1))
+
+	// ... and starts as soon as the first run ends.
+	h.complete(first)
+	second := h.jobFor(gj, m2)
+	g.Eventually(func() []batchv1alpha1.BufferedRun { return h.get(gj).Status.Buffered }).Should(BeEmpty())
+	g.Expect(second.Name).NotTo(Equal(first.Name))
+	g.Consistently(h.jobs).WithTimeout(2 * time.Second).Should(HaveLen(2))
+}
+
+func TestBufferAll_RunsDueWhileAnotherRunsStartOneAfterTheOtherUpToTheLimit(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	gj := h.minutely("queue", h.ns+":queue")
+	gj.Spec.ConcurrencyPolicy = batchv1alpha1.BufferAllConcurrent
+	gj.Spec.BufferLimit = ptr.To(int32(2))
+	h.create(gj)
+	g := h.g
+	m := []time.Time{h.occurrence(gj, 1), h.occurrence(gj, 2), h.occurrence(gj, 3), h.occurrence(gj, 4)}
+
+	h.clock.SetTime(m[0].Add(2 * time.Second))
+	h.poke(gj)
+	first := h.jobFor(gj, m[0])
+	h.waitRecorded(gj)
+	for _, at := range m[1:] {
+		h.clock.SetTime(at.Add(2 * time.Second))
+		h.poke(gj)
+		g.Eventually(func() time.Time { return h.get(gj).Status.LastScheduleTime.Time }).Should(BeTemporally("==", at))
+	}
+	g.Expect(h.get(gj).Status.Buffered).To(HaveExactElements(
+		HaveField("ScheduledTime.Time", BeTemporally("==", m[1])), HaveField("ScheduledTime.Time", BeTemporally("==", m[2]))))
+	g.Expect(h.get(gj).Status.LastRun).To(And(HaveField("Result", batchv1alpha1.RunResultSkipped), HaveField("ScheduledTime.Time", BeTemporally("==", m[3]))))
+
+	h.complete(first)
+	second := h.jobFor(gj, m[1])
+	g.Consistently(h.jobs).WithTimeout(time.Second).Should(HaveLen(2), "one after the other")
+	h.waitRecorded(gj)
+	h.complete(second)
+	h.jobFor(gj, m[2])
+	g.Eventually(func() []batchv1alpha1.BufferedRun { return h.get(gj).Status.Buffered }).Should(BeEmpty())
 }
 
 func TestParameters_AManualRunSetsDeclaredValuesOnlyAndScheduledRunsGetTheDefaults(t *testing.T) {
