@@ -11,20 +11,23 @@ import (
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 )
 
-// runExtras is what a new run carries besides its occurrence: the parameters
-// a run-now request set.
+// runExtras is what a new run carries besides its occurrence: the backfill it
+// belongs to and the parameters a run-now request set.
 type runExtras struct {
+	backfill   string
 	parameters map[string]string
 }
 
 // scheduleAll is the pass's scheduling step: the failure policy and
-// suspendNote.until (applySuspension), the schedule and run-now triggers
-// (schedule), then a buffered occurrence if one can start. A pass starts one
-// new run at most; the next pass comes at once when more can start.
+// suspendNote.until (applySuspension), backfill requests, the schedule and
+// run-now triggers (schedule), then at most one run that waited: a buffered
+// occurrence, or else the next occurrence of a backfill. A pass starts one new
+// run at most; the next pass comes at once when more can start.
 func (r *GuardedJobReconciler) scheduleAll(ctx context.Context, s *scope, spec *compiledSpec) error {
 	if err := r.applySuspension(ctx, s); err != nil {
 		return err
 	}
+	r.serveBackfillRequests(s, spec)
 	active, lastRun := len(s.gj.Status.Active), s.gj.Status.LastRun
 	if err := r.schedule(ctx, s, spec); err != nil {
 		return err
@@ -34,23 +37,29 @@ func (r *GuardedJobReconciler) scheduleAll(ctx context.Context, s *scope, spec *
 	}
 	if s.recordLater || len(s.gj.Status.Active) != active || s.gj.Status.LastRun != lastRun {
 		// The schedule acted in this pass: what waits starts in the next.
-		if len(s.gj.Status.Buffered) > 0 {
+		if len(s.gj.Status.Buffered) > 0 || backfillRunning(s.gj) {
 			s.requeueAfter(time.Millisecond)
 		}
 		return nil
 	}
-	_, err := r.startBuffered(ctx, s, spec)
-	return err
+	if waiting, err := r.startBuffered(ctx, s, spec); waiting || err != nil {
+		return err
+	}
+	return r.advanceBackfill(ctx, s, spec)
 }
 
 // bufferDue keeps a run that is due while earlier runs are active waiting for
-// them to end, when the concurrency policy says so (BufferOne, BufferAll). It
-// reports whether it handled the run: buffered it, or skipped it because the
-// buffer is full.
+// them to end, when the concurrency policy says so (BufferOne, BufferAll; and
+// Replace when only backfill runs are active: a backfill occurrence is never
+// replaced). It reports whether it handled the run: buffered it, or skipped it
+// because the buffer is full.
 func (r *GuardedJobReconciler) bufferDue(s *scope, occurrence time.Time, triggered bool, triggerValue string, skip func(string)) bool {
 	gj := s.gj
 	policy := gj.Spec.ConcurrencyPolicyOrDefault()
 	limit := gj.Spec.BufferLimitOrDefault()
+	if policy == batchv1alpha1.ReplaceConcurrent && onlyBackfillActive(gj) {
+		limit = 1
+	}
 	if limit == 0 {
 		return false
 	}
@@ -81,7 +90,7 @@ func (r *GuardedJobReconciler) bufferDue(s *scope, occurrence time.Time, trigger
 
 // startBuffered starts the oldest buffered occurrence once no run of this
 // GuardedJob is active (nor while it is suspended). It reports whether
-// occurrences wait.
+// occurrences wait: a backfill then waits for them.
 func (r *GuardedJobReconciler) startBuffered(ctx context.Context, s *scope, spec *compiledSpec) (bool, error) {
 	gj := s.gj
 	if len(gj.Status.Buffered) == 0 {
@@ -107,4 +116,14 @@ func (r *GuardedJobReconciler) startBuffered(ctx context.Context, s *scope, spec
 	// Never as a trigger: status.lastRunNow recorded its run-now value when it
 	// was buffered, and a newer one may have been handled since.
 	return true, r.recordIntent(ctx, s, spec, next.ScheduledTime.Time, due, false, "", runExtras{parameters: next.Parameters})
+}
+
+// onlyBackfillActive says whether every active run is a backfill occurrence.
+func onlyBackfillActive(gj *batchv1alpha1.GuardedJob) bool {
+	for _, run := range gj.Status.Active {
+		if run.Backfill == "" {
+			return false
+		}
+	}
+	return len(gj.Status.Active) > 0
 }

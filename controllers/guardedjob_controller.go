@@ -385,7 +385,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		r.warnGuardUser(gj)
 	}
 	r.setStoreSafe(ctx, gj, spec.store, s.now)
-	if err := r.scheduleAll(ctx, s, spec); err != nil { // the failure policy, suspendNote.until, the schedule (guardedjob_buffer.go)
+	if err := r.scheduleAll(ctx, s, spec); err != nil { // suspensions, the schedule, buffered runs, backfills (guardedjob_buffer.go)
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil

@@ -106,7 +106,7 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 		case batchv1alpha1.ReplaceConcurrent:
 			for i := range gj.Status.Active {
 				run := &gj.Status.Active[i]
-				if run.Phase == batchv1alpha1.RunPhaseRunning {
+				if run.Phase == batchv1alpha1.RunPhaseRunning && run.Backfill == "" { // a backfill occurrence is never replaced
 					if err := r.beginStop(s, run, batchv1alpha1.RunResultFailed,
 						"replaced by the run for "+occurrence.UTC().Format(time.RFC3339), batchv1alpha1.JobStoppedReason, batchv1alpha1.LockStateHeld, run.Holder); err != nil {
 						return err
@@ -203,6 +203,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 		StoreFailurePolicy: gj.Spec.Lock.StoreFailurePolicyOrDefault(),
 		StartDeadline:      &metav1.Time{Time: due.Add(gj.Spec.StartingDeadline())},
 		PodGuard:           spec.guard.DeepCopy(),
+		Backfill:           extras.backfill,
 		Parameters:         extras.parameters,
 	})
 	if triggered {

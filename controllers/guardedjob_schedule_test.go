@@ -108,18 +108,23 @@ func TestFailedRunsInARow(t *testing.T) {
 		store   = batchv1alpha1.RunResultStoreUnavailable
 	)
 	tests := []struct {
-		name    string
-		results []batchv1alpha1.RunResult
-		want    int32
+		name     string
+		results  []batchv1alpha1.RunResult
+		backfill bool
+		want     int32
 	}{
 		{name: "Failed and MaxHoldExceeded count", results: []batchv1alpha1.RunResult{failed, maxHold, failed}, want: 3},
 		{name: "a success starts the count again", results: []batchv1alpha1.RunResult{failed, failed, ok, failed}, want: 1},
 		{name: "the lock's and the store's troubles neither count nor reset", results: []batchv1alpha1.RunResult{failed, lost, guard, store, busy, skipped, failed}, want: 2},
+		{name: "backfill runs are not counted", results: []batchv1alpha1.RunResult{failed, failed}, backfill: true, want: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			gj := &batchv1alpha1.GuardedJob{}
 			run := batchv1alpha1.ActiveRun{JobName: "j", ScheduledTime: metav1.NewTime(schedNow)}
+			if tt.backfill {
+				run.Backfill = "2026-11-30T09:59:00Z"
+			}
 			for _, res := range tt.results {
 				gj.Status.Active = []batchv1alpha1.ActiveRun{run}
 				finishRun(gj, run, res, "", "", schedNow)
@@ -127,6 +132,148 @@ func TestFailedRunsInARow(t *testing.T) {
 			NewWithT(t).Expect(gj.Status.ConsecutiveFailures).To(Equal(tt.want))
 		})
 	}
+}
+
+func TestABackfillCountsHowEachOccurrenceEnded(t *testing.T) {
+	const request = "2026-11-30T09:59:00Z"
+	t1, t2 := metav1.NewTime(schedNow.Add(-2*time.Hour)), metav1.NewTime(schedNow.Add(-time.Hour))
+	object := func() *batchv1alpha1.GuardedJob {
+		gj := &batchv1alpha1.GuardedJob{}
+		gj.Spec.Lock.BusyRetry = &batchv1alpha1.BusyRetry{Initial: &metav1.Duration{Duration: 10 * time.Second}, Max: &metav1.Duration{Duration: 30 * time.Second}}
+		gj.Status.Backfill = &batchv1alpha1.BackfillStatus{Request: request, State: batchv1alpha1.BackfillRunning, Remaining: 2, Parallelism: 2,
+			Current: []batchv1alpha1.BackfillOccurrence{{ScheduledTime: t1}, {ScheduledTime: t2}}}
+		return gj
+	}
+	end := func(gj *batchv1alpha1.GuardedJob, at metav1.Time, result batchv1alpha1.RunResult, heldBy string) {
+		run := batchv1alpha1.ActiveRun{JobName: "j-" + at.Format("1504"), ScheduledTime: at, Backfill: request}
+		gj.Status.Active = append(gj.Status.Active, run)
+		finishRun(gj, run, result, heldBy, "", schedNow)
+	}
+	tests := []struct {
+		name    string
+		result  batchv1alpha1.RunResult
+		heldBy  string
+		counted func(b *batchv1alpha1.BackfillStatus) int32
+		retried bool
+	}{
+		{name: "a success is counted succeeded", result: batchv1alpha1.RunResultSucceeded, counted: func(b *batchv1alpha1.BackfillStatus) int32 { return b.Succeeded }},
+		{name: "a done-marker found is counted skipped", result: batchv1alpha1.RunResultSkipped, heldBy: "cluster-b/payments/j-1",
+			counted: func(b *batchv1alpha1.BackfillStatus) int32 { return b.Skipped }},
+		{name: "a failure is counted failed, with its time", result: batchv1alpha1.RunResultLockLost, counted: func(b *batchv1alpha1.BackfillStatus) int32 { return b.Failed }},
+		{name: "a busy lock is tried again later", result: batchv1alpha1.RunResultBusy, retried: true},
+		{name: "a missed start deadline is tried again later", result: batchv1alpha1.RunResultSkipped, retried: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			gj := object()
+			end(gj, t1, tt.result, tt.heldBy)
+			b := gj.Status.Backfill
+			g.Expect(gj.Status.LastRun.Backfill).To(Equal(request), "the run's record names its backfill")
+			if tt.retried {
+				g.Expect(b.Current).To(HaveLen(2))
+				g.Expect(b.Current[0].Attempts).To(Equal(int32(1)))
+				g.Expect(b.Current[0].RetryAt.Time).To(BeTemporally(">=", schedNow.Add(10*time.Second)))
+				g.Expect(b.Current[0].RetryAt.Time).To(BeTemporally("<=", schedNow.Add(15*time.Second)))
+				g.Expect(b.Remaining).To(Equal(int32(2)))
+				return
+			}
+			g.Expect(tt.counted(b)).To(Equal(int32(1)))
+			g.Expect(b.Current).To(ConsistOf(HaveField("ScheduledTime", t2)))
+			g.Expect(b.Remaining).To(Equal(int32(1)))
+			if tt.result == batchv1alpha1.RunResultLockLost {
+				g.Expect(b.FailedOccurrences).To(ConsistOf(t1))
+			}
+		})
+	}
+	t.Run("the waits of an occurrence that stays busy double up to lock.busyRetry.max", func(t *testing.T) {
+		gj := object()
+		for _, want := range []time.Duration{10 * time.Second, 20 * time.Second, 30 * time.Second, 30 * time.Second} {
+			w := backfillRetryWait(gj, int32(want/(10*time.Second)))
+			NewWithT(t).Expect(w).To(And(BeNumerically(">=", want), BeNumerically("<=", want+want/2)))
+		}
+	})
+	t.Run("a run of an earlier backfill is not counted", func(t *testing.T) {
+		gj := object()
+		run := batchv1alpha1.ActiveRun{JobName: "old", ScheduledTime: t1, Backfill: "2026-11-29T00:00:00Z"}
+		gj.Status.Active = []batchv1alpha1.ActiveRun{run}
+		finishRun(gj, run, batchv1alpha1.RunResultSucceeded, "", "", schedNow)
+		NewWithT(t).Expect(gj.Status.Backfill.Succeeded).To(BeZero())
+	})
+	t.Run("a cancelled backfill counts its runs that end but tries none again", func(t *testing.T) {
+		g := NewWithT(t)
+		gj := object()
+		gj.Status.Backfill.State = batchv1alpha1.BackfillCancelled
+		end(gj, t1, batchv1alpha1.RunResultBusy, "")
+		end(gj, t2, batchv1alpha1.RunResultSucceeded, "")
+		g.Expect(gj.Status.Backfill.Current).To(BeEmpty())
+		g.Expect(gj.Status.Backfill.Succeeded).To(Equal(int32(1)))
+	})
+}
+
+func TestADueRunWaitsOrIsSkippedByTheConcurrencyPolicy(t *testing.T) {
+	occurrence := schedNow
+	object := func(policy batchv1alpha1.ConcurrencyPolicy, limit *int32, buffered int, backfillOnly bool) *batchv1alpha1.GuardedJob {
+		gj := &batchv1alpha1.GuardedJob{}
+		gj.Spec.ConcurrencyPolicy, gj.Spec.BufferLimit = policy, limit
+		run := batchv1alpha1.ActiveRun{JobName: "settle-1-aaaaaa", ScheduledTime: metav1.NewTime(schedNow.Add(-time.Hour))}
+		if backfillOnly {
+			run.Backfill = "2026-11-30T09:00:00Z"
+		}
+		gj.Status.Active = []batchv1alpha1.ActiveRun{run}
+		for i := range buffered {
+			gj.Status.Buffered = append(gj.Status.Buffered, batchv1alpha1.BufferedRun{ScheduledTime: metav1.NewTime(schedNow.Add(-time.Duration(i+1) * time.Minute))})
+		}
+		return gj
+	}
+	tests := []struct {
+		name     string
+		gj       *batchv1alpha1.GuardedJob
+		handled  bool
+		buffered int
+		skipped  string
+	}{
+		{name: "Forbid leaves it to the schedule (skipped there)", gj: object(batchv1alpha1.ForbidConcurrent, nil, 0, false)},
+		{name: "Allow leaves it to the schedule (started beside)", gj: object(batchv1alpha1.AllowConcurrent, nil, 0, false)},
+		{name: "Replace leaves it to the schedule when a run of the schedule is active", gj: object(batchv1alpha1.ReplaceConcurrent, nil, 0, false)},
+		{name: "Replace buffers it when only a backfill occurrence runs, which is never replaced", gj: object(batchv1alpha1.ReplaceConcurrent, nil, 0, true),
+			handled: true, buffered: 1},
+		{name: "BufferOne keeps one waiting", gj: object(batchv1alpha1.BufferOneConcurrent, nil, 0, false), handled: true, buffered: 1},
+		{name: "BufferOne skips a second", gj: object(batchv1alpha1.BufferOneConcurrent, nil, 1, false), handled: true, buffered: 1,
+			skipped: "concurrencyPolicy BufferOne and 1 run(s) already wait for settle-1-aaaaaa"},
+		{name: "BufferAll keeps up to bufferLimit waiting", gj: object(batchv1alpha1.BufferAllConcurrent, ptr.To(int32(3)), 2, false), handled: true, buffered: 3},
+		{name: "BufferAll skips past bufferLimit", gj: object(batchv1alpha1.BufferAllConcurrent, ptr.To(int32(3)), 3, false), handled: true, buffered: 3,
+			skipped: "concurrencyPolicy BufferAll and 3 run(s) already wait"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			s := &scope{gj: tt.gj, now: schedNow}
+			skipped := ""
+			handled := (&GuardedJobReconciler{}).bufferDue(s, occurrence, false, "", func(msg string) { skipped = msg })
+			g.Expect(handled).To(Equal(tt.handled))
+			g.Expect(tt.gj.Status.Buffered).To(HaveLen(tt.buffered))
+			if tt.skipped != "" {
+				g.Expect(skipped).To(HavePrefix(tt.skipped))
+				return
+			}
+			g.Expect(skipped).To(BeEmpty())
+			if tt.handled {
+				last := tt.gj.Status.Buffered[len(tt.gj.Status.Buffered)-1]
+				g.Expect(last.ScheduledTime.Time).To(BeTemporally("==", occurrence), "it keeps its own scheduled time")
+				g.Expect(tt.gj.Status.LastScheduleTime.Time).To(BeTemporally("==", occurrence), "the schedule does not run it again")
+			}
+		})
+	}
+	t.Run("a run-now keeps its value and parameters, and is handled", func(t *testing.T) {
+		g := NewWithT(t)
+		gj := object(batchv1alpha1.BufferOneConcurrent, nil, 0, false)
+		gj.Annotations = map[string]string{batchv1alpha1.RunNowParametersAnnotation: `{"REGION":"eu"}`}
+		s := &scope{gj: gj, now: schedNow}
+		g.Expect((&GuardedJobReconciler{}).bufferDue(s, occurrence, true, "2026-11-30T10:00:00Z", func(string) {})).To(BeTrue())
+		g.Expect(gj.Status.Buffered).To(ConsistOf(And(HaveField("RunNow", "2026-11-30T10:00:00Z"), HaveField("Parameters", map[string]string{"REGION": "eu"}))))
+		g.Expect(gj.Status.LastRunNow).To(Equal("2026-11-30T10:00:00Z"))
+	})
 }
 
 // The failure policy's series come from status and spec: failures in a row
@@ -158,64 +305,4 @@ func TestFailurePolicySeries(t *testing.T) {
 		"guardedjob_failed_runs_in_a_row/failing":              2,
 		"guardedjob_suspended_after_failures/daily-settlement": 1,
 	}))
-}
-
-func TestADueRunWaitsOrIsSkippedByTheConcurrencyPolicy(t *testing.T) {
-	occurrence := schedNow
-	object := func(policy batchv1alpha1.ConcurrencyPolicy, limit *int32, buffered int) *batchv1alpha1.GuardedJob {
-		gj := &batchv1alpha1.GuardedJob{}
-		gj.Spec.ConcurrencyPolicy, gj.Spec.BufferLimit = policy, limit
-		run := batchv1alpha1.ActiveRun{JobName: "settle-1-aaaaaa", ScheduledTime: metav1.NewTime(schedNow.Add(-time.Hour))}
-		gj.Status.Active = []batchv1alpha1.ActiveRun{run}
-		for i := range buffered {
-			gj.Status.Buffered = append(gj.Status.Buffered, batchv1alpha1.BufferedRun{ScheduledTime: metav1.NewTime(schedNow.Add(-time.Duration(i+1) * time.Minute))})
-		}
-		return gj
-	}
-	tests := []struct {
-		name     string
-		gj       *batchv1alpha1.GuardedJob
-		handled  bool
-		buffered int
-		skipped  string
-	}{
-		{name: "Forbid leaves it to the schedule (skipped there)", gj: object(batchv1alpha1.ForbidConcurrent, nil, 0)},
-		{name: "Allow leaves it to the schedule (started beside)", gj: object(batchv1alpha1.AllowConcurrent, nil, 0)},
-		{name: "Replace leaves it to the schedule (stopped there)", gj: object(batchv1alpha1.ReplaceConcurrent, nil, 0)},
-		{name: "BufferOne keeps one waiting", gj: object(batchv1alpha1.BufferOneConcurrent, nil, 0), handled: true, buffered: 1},
-		{name: "BufferOne skips a second", gj: object(batchv1alpha1.BufferOneConcurrent, nil, 1), handled: true, buffered: 1,
-			skipped: "concurrencyPolicy BufferOne and 1 run(s) already wait for settle-1-aaaaaa"},
-		{name: "BufferAll keeps up to bufferLimit waiting", gj: object(batchv1alpha1.BufferAllConcurrent, ptr.To(int32(3)), 2), handled: true, buffered: 3},
-		{name: "BufferAll skips past bufferLimit", gj: object(batchv1alpha1.BufferAllConcurrent, ptr.To(int32(3)), 3), handled: true, buffered: 3,
-			skipped: "concurrencyPolicy BufferAll and 3 run(s) already wait"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			g := NewWithT(t)
-			s := &scope{gj: tt.gj, now: schedNow}
-			skipped := ""
-			handled := (&GuardedJobReconciler{}).bufferDue(s, occurrence, false, "", func(msg string) { skipped = msg })
-			g.Expect(handled).To(Equal(tt.handled))
-			g.Expect(tt.gj.Status.Buffered).To(HaveLen(tt.buffered))
-			if tt.skipped != "" {
-				g.Expect(skipped).To(HavePrefix(tt.skipped))
-				return
-			}
-			g.Expect(skipped).To(BeEmpty())
-			if tt.handled {
-				last := tt.gj.Status.Buffered[len(tt.gj.Status.Buffered)-1]
-				g.Expect(last.ScheduledTime.Time).To(BeTemporally("==", occurrence), "it keeps its own scheduled time")
-				g.Expect(tt.gj.Status.LastScheduleTime.Time).To(BeTemporally("==", occurrence), "the schedule does not run it again")
-			}
-		})
-	}
-	t.Run("a run-now keeps its value and parameters, and is handled", func(t *testing.T) {
-		g := NewWithT(t)
-		gj := object(batchv1alpha1.BufferOneConcurrent, nil, 0)
-		gj.Annotations = map[string]string{batchv1alpha1.RunNowParametersAnnotation: `{"REGION":"eu"}`}
-		s := &scope{gj: gj, now: schedNow}
-		g.Expect((&GuardedJobReconciler{}).bufferDue(s, occurrence, true, "2026-11-30T10:00:00Z", func(string) {})).To(BeTrue())
-		g.Expect(gj.Status.Buffered).To(ConsistOf(And(HaveField("RunNow", "2026-11-30T10:00:00Z"), HaveField("Parameters", map[string]string{"REGION": "eu"}))))
-		g.Expect(gj.Status.LastRunNow).To(Equal("2026-11-30T10:00:00Z"))
-	})
 }

@@ -133,11 +133,16 @@ func noteText(note *batchv1alpha1.SuspendNote) string {
 }
 
 // noteRunEnd is told of every run that leaves status.active (finishRun): the
-// run's record gets its backfill and parameters, and the failure policy counts
-// failures in a row.
-func noteRunEnd(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, _ string, _ time.Time) {
+// run's record gets its backfill and parameters, a backfill counts its
+// occurrence, and the failure policy counts failures in a row. Backfill runs do
+// not count for the failure policy: a backfill records its own failures.
+func noteRunEnd(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, heldBy string, now time.Time) {
 	if lr := gj.Status.LastRun; lr != nil {
 		lr.Backfill, lr.Parameters = run.Backfill, run.Parameters
+	}
+	if run.Backfill != "" {
+		backfillRunEnded(gj, run, result, heldBy, now)
+		return
 	}
 	switch result {
 	case batchv1alpha1.RunResultSucceeded:

@@ -17,7 +17,8 @@ import (
 // Stories for what schedule users ask for beyond CronJob (issue 32): a pause
 // with a note that ends by itself, a pause after failures in a row, runs that
 // wait for the one before (BufferOne, BufferAll), and parameters for a manual
-// run. The test plays the Job controller, as elsewhere.
+// run. The test plays the Job controller, as elsewhere; backfills are in
+// backfill_story_test.go.
 
 // setSpec changes gj's spec with one patch.
 func (h *harness) setSpec(gj *batchv1alpha1.GuardedJob, change func(*batchv1alpha1.GuardedJobSpec)) {

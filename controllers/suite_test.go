@@ -134,6 +134,8 @@ type harness struct {
 	metricsAddr string
 	// logger, when set, is the manager's logger; by default it logs nothing.
 	logger logr.Logger
+	// clusterName is the manager's --cluster-name; empty means cluster-a.
+	clusterName string
 }
 
 // storeViaProxy makes the manager reach Redis through a proxy the test can cut
@@ -221,7 +223,7 @@ func (h *harness) start() {
 	h.g.Expect(stopper.SetupWithManager(mgr)).To(Succeed())
 	r := &controllers.GuardedJobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("guardedjob-controller"),
-		Clock: h.clock, Store: h.store, Keeper: keeper, ClusterName: "cluster-a", Stopper: stopper, ClockSkew: cmp.Or(h.clockSkew, time.Second), StoreAllow: h.storeAllow,
+		Clock: h.clock, Store: h.store, Keeper: keeper, ClusterName: cmp.Or(h.clusterName, "cluster-a"), Stopper: stopper, ClockSkew: cmp.Or(h.clockSkew, time.Second), StoreAllow: h.storeAllow,
 		Namespace: h.ns, GuardImage: testGuardImage,
 	}
 	if h.noGuardImage {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +18,8 @@ import (
 )
 
 // The plugin's schedule commands against a real API server, a real Redis and
-// the real manager: suspend with a note and resume, and run with parameters.
+// the real manager: suspend with a note and resume, run with parameters, and a
+// backfill followed to its end and one cancelled.
 func TestPluginSchedules(t *testing.T) {
 	w := startWorld(t)
 	g := NewWithT(t)
@@ -38,6 +41,25 @@ func TestPluginSchedules(t *testing.T) {
 		}
 		g.Expect(w.k8s.Create(ctx, gj)).To(Succeed())
 	}
+	// completeAll plays the Job controller: every Job of gjName that has not
+	// ended completes, once its run has recorded it.
+	completeAll := func(g Gomega, gjName string) {
+		jobs := &batchv1.JobList{}
+		g.Expect(w.k8s.List(ctx, jobs, client.InNamespace("default"), client.MatchingLabels{batchv1alpha1.GuardedJobLabel: gjName})).To(Succeed())
+		gj := get(gjName)
+		for i := range jobs.Items {
+			j := &jobs.Items[i]
+			if len(j.Status.Conditions) > 0 {
+				continue
+			}
+			for _, r := range gj.Status.Active {
+				if r.JobName == j.Name && r.JobUID == j.UID {
+					w.complete(g, j)
+				}
+			}
+		}
+	}
+
 	t.Run("suspend with a note, shown by status, and resume", func(t *testing.T) {
 		g := NewWithT(t)
 		create("paused", "@daily", nil)
@@ -63,6 +85,7 @@ func TestPluginSchedules(t *testing.T) {
 		g.Expect(stdout).To(Equal("guardedjob default/paused resumed\n"))
 		g.Expect(get("paused").Spec).To(And(HaveField("Suspend", Equal(ptr.To(false))), HaveField("SuspendNote", BeNil())))
 	})
+
 	t.Run("run --param sets declared values; others are refused before anything is set", func(t *testing.T) {
 		g := NewWithT(t)
 		create("params", "@daily", func(s *batchv1alpha1.GuardedJobSpec) {
@@ -96,5 +119,74 @@ func TestPluginSchedules(t *testing.T) {
 		code, _, _ = w.plugin("", nil, "run", "params", "-n", "default")
 		g.Expect(code).To(Equal(1), "the occurrence succeeded already: Skipped")
 		g.Expect(get("params").Annotations).NotTo(HaveKey(batchv1alpha1.RunNowParametersAnnotation))
+	})
+
+	t.Run("backfill checks the range, then follows the manager's backfill to its end", func(t *testing.T) {
+		g := NewWithT(t)
+		create("history", "0 * * * *", nil)
+		now := time.Now().UTC()
+		from := now.Add(-2 * time.Hour).Truncate(time.Hour)
+
+		code, _, stderr := w.plugin("", nil, "backfill", "history", "-n", "default", "--from", from.Format(time.RFC3339), "--to", now.Add(time.Hour).Format(time.RFC3339))
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring("guardedjob default/history: the range ends in the future"))
+		code, _, stderr = w.plugin("", nil, "backfill", "history", "-n", "default", "--from", now.Add(-50*24*time.Hour).Format(time.RFC3339))
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring("holds more than 1000 occurrences"))
+		code, _, stderr = w.plugin("", nil, "backfill", "history", "-n", "default", "--from", "last week")
+		g.Expect(code).To(Equal(2))
+		g.Expect(stderr).To(ContainSubstring(`--from "last week" is not an RFC 3339 time`))
+		code, _, stderr = w.plugin("", nil, "backfill", "history", "-n", "default")
+		g.Expect(code).To(Equal(2))
+		g.Expect(stderr).To(ContainSubstring("backfill needs --from"))
+		g.Expect(get("history").Annotations).NotTo(HaveKey(batchv1alpha1.BackfillAnnotation), "nothing was asked of the manager")
+
+		done := make(chan struct{})
+		var stdout string
+		go func() {
+			defer close(done)
+			code, stdout, stderr = w.plugin("", nil, "backfill", "history", "-n", "default", "--from", from.Format(time.RFC3339), "--wait")
+		}()
+		g.Eventually(func(g Gomega) {
+			completeAll(g, "history")
+			g.Expect(done).To(BeClosed())
+		}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		g.Expect(code).To(Equal(0), "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+		g.Expect(stdout).To(ContainSubstring(fmt.Sprintf("guardedjob default/history: backfill of 3 occurrence(s) from %s to %s, 1 at a time",
+			from.Format(time.RFC3339), from.Add(2*time.Hour).Format(time.RFC3339))))
+		g.Expect(stdout).To(ContainSubstring("accepted: 3 occurrence(s)"))
+		g.Expect(stdout).To(MatchRegexp(`Running: 0/3 done \(succeeded 0, skipped 0, failed 0\), remaining 3; now: \S+ \(job.batch/history-`))
+		g.Expect(stdout).To(HaveSuffix("Complete: 3/3 done (succeeded 3, skipped 0, failed 0), remaining 0\n"))
+
+		// The same range again: every occurrence is done already.
+		code, stdout, stderr = w.plugin("", nil, "backfill", "history", "-n", "default", "--from", from.Format(time.RFC3339), "--wait")
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(HaveSuffix("Complete: 3/3 done (succeeded 0, skipped 3, failed 0), remaining 0\n"))
+
+		_, stdout, _ = w.plugin("", nil, "status", "history", "-n", "default")
+		g.Expect(stdout).To(MatchRegexp(`Backfill:\s+\S+ from ` + from.Format(time.RFC3339) + ` to \S+: Complete: 3/3 done`))
+	})
+
+	t.Run("backfill --cancel stops a running backfill", func(t *testing.T) {
+		g := NewWithT(t)
+		create("cancelled", "0 * * * *", nil)
+		from := time.Now().UTC().Add(-5 * time.Hour).Truncate(time.Hour)
+		code, stdout, stderr := w.plugin("", nil, "backfill", "cancelled", "-n", "default", "--from", from.Format(time.RFC3339))
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(ContainSubstring("follow it with: kubectl guardedjob status cancelled -n default"))
+		g.Eventually(func() []batchv1alpha1.ActiveRun { return get("cancelled").Status.Active }).Should(HaveLen(1))
+
+		code, _, stderr = w.plugin("", nil, "backfill", "cancelled", "-n", "default", "--from", from.Format(time.RFC3339))
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring("is running (6 occurrence(s) remaining): cancel it first with --cancel"))
+
+		code, stdout, stderr = w.plugin("", nil, "backfill", "cancelled", "-n", "default", "--cancel")
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(ContainSubstring("cancelled at"))
+		g.Expect(strings.Count(stdout, "\n")).To(Equal(1))
+		g.Expect(get("cancelled").Status.Backfill.State).To(Equal(batchv1alpha1.BackfillCancelled))
+		code, _, stderr = w.plugin("", nil, "backfill", "cancelled", "-n", "default", "--cancel")
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring("guardedjob default/cancelled has no backfill running"))
 	})
 }
