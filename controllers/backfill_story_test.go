@@ -13,6 +13,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/schedule"
+	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 )
 
 // Stories for backfills (issue 32): every occurrence of a range runs once
@@ -271,10 +272,7 @@ func TestBackfill_TheSameBackfillInTwoClustersSharingAStoreRunsEachOccurrenceOnc
 	for i, h := range clusters {
 		h.followRealTime()
 		h.start()
-		h.g.Expect(k8s.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: "shared-store", Namespace: h.ns},
-			StringData: map[string]string{"url": shared.URL()},
-		})).To(Succeed())
+		h.sharedStore(shared)
 		gj := h.hourlyBackfill("settlement", "shared:settlement")
 		gj.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "shared-store"}
 		objects[i] = h.create(gj)
@@ -331,6 +329,16 @@ func TestBackfill_TheSameBackfillInTwoClustersSharingAStoreRunsEachOccurrenceOnc
 	for _, at := range occurrences {
 		g.Expect(rdb.Exists(ctx, "shared:settlement:done:"+itoa(at.Unix())).Val()).To(Equal(int64(1)))
 	}
+}
+
+// sharedStore creates the Secret "shared-store" naming srv, a store that
+// several harnesses (clusters) share through spec.lock.storeRef.
+func (h *harness) sharedStore(srv *redisserver.Server) {
+	h.t.Helper()
+	h.g.Expect(k8s.Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "shared-store", Namespace: h.ns},
+		StringData: map[string]string{"url": srv.URL()},
+	})).To(Succeed())
 }
 
 // runNamed returns gj's active run of the given Job, or nil.

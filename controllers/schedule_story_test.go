@@ -229,6 +229,61 @@ func TestBufferAll_RunsDueWhileAnotherRunsStartOneAfterTheOtherUpToTheLimit(t *t
 	g.Eventually(func() []batchv1alpha1.BufferedRun { return h.get(gj).Status.Buffered }).Should(BeEmpty())
 }
 
+// Two clusters share one store and run the same BufferOne GuardedJob. A run
+// that waits in one cluster while the other cluster runs its occurrence finds
+// that occurrence's done-marker when it starts: each occurrence runs once.
+func TestBufferOne_AWaitingRunWhoseOccurrenceRanInAnotherClusterIsSkipped(t *testing.T) {
+	a, b := newHarness(t), newHarness(t)
+	b.clusterName = "cluster-b"
+	objects := map[*harness]*batchv1alpha1.GuardedJob{}
+	for _, h := range []*harness{a, b} {
+		h.start()
+		h.sharedStore(a.redis)
+		// One key per occurrence: a cluster can run m2 while the other runs m1.
+		gj := h.minutely("buffered", "shared:buffered:{{ .ScheduledTime.Unix }}")
+		gj.Spec.ConcurrencyPolicy = batchv1alpha1.BufferOneConcurrent
+		gj.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "shared-store"}
+		objects[h] = h.create(gj)
+	}
+	g := NewWithT(t)
+	created := a.get(objects[a]).CreationTimestamp.Time
+	if c := b.get(objects[b]).CreationTimestamp.Time; c.After(created) {
+		created = c
+	}
+	m1 := created.Truncate(time.Minute).Add(time.Minute)
+	m2 := m1.Add(time.Minute)
+	at := func(h *harness, when time.Time) {
+		h.clock.SetTime(when.Add(2 * time.Second))
+		h.poke(objects[h])
+	}
+
+	// Cluster a runs m1; cluster b finds its lock held (onBusy Skip).
+	at(a, m1)
+	first := a.jobFor(objects[a], m1)
+	a.waitRecorded(objects[a])
+	at(b, m1)
+	g.Eventually(func() *batchv1alpha1.RunRecord { return b.get(objects[b]).Status.LastRun }).Should(And(Not(BeNil()),
+		HaveField("Result", batchv1alpha1.RunResultBusy), HaveField("HeldBy", "cluster-a/"+a.ns+"/"+first.Name)))
+
+	// m2: a's run of it waits for m1; b, with nothing running, runs it.
+	at(a, m2)
+	g.Eventually(func() []batchv1alpha1.BufferedRun { return a.get(objects[a]).Status.Buffered }).Should(HaveLen(1))
+	at(b, m2)
+	other := b.jobFor(objects[b], m2)
+	b.waitRecorded(objects[b])
+	b.complete(other)
+	g.Eventually(func() *batchv1alpha1.RunRecord { return b.get(objects[b]).Status.LastRun }).Should(HaveField("Result", batchv1alpha1.RunResultSucceeded))
+
+	// m1 ends in a: its waiting m2 starts, and finds m2 done by cluster b.
+	a.complete(first)
+	g.Eventually(func() *batchv1alpha1.RunRecord { return a.get(objects[a]).Status.LastRun }).Should(And(
+		HaveField("ScheduledTime.Time", BeTemporally("==", m2)), HaveField("Result", batchv1alpha1.RunResultSkipped),
+		HaveField("HeldBy", "cluster-b/"+b.ns+"/"+other.Name)))
+	g.Expect(a.get(objects[a]).Status.Buffered).To(BeEmpty())
+	g.Expect(a.jobs()).To(HaveLen(1), "cluster a ran m1 only")
+	g.Expect(b.jobs()).To(HaveLen(1), "cluster b ran m2 only")
+}
+
 func TestParameters_AManualRunSetsDeclaredValuesOnlyAndScheduledRunsGetTheDefaults(t *testing.T) {
 	h := newHarness(t)
 	h.start()
