@@ -273,10 +273,12 @@ type BackfillStatus struct {
 	// +required
 	Request string `json:"request"`
 
-	// from and to are the range; every occurrence of the schedule in it (both
-	// ends included) runs once.
+	// from is the start of the range; every occurrence of the schedule from
+	// from to to (both included) runs once.
 	// +required
 	From metav1.Time `json:"from"`
+
+	// to is the end of the range (cut at the time the request was accepted).
 	// +required
 	To metav1.Time `json:"to"`
 
@@ -330,10 +332,11 @@ type BackfillStatus struct {
 	// +kubebuilder:validation:MaxItems=20
 	FailedOccurrences []metav1.Time `json:"failedOccurrences,omitempty"`
 
-	// startedAt is when the request was accepted; finishedAt when the backfill
-	// completed or was cancelled.
+	// startedAt is when the request was accepted.
 	// +required
 	StartedAt metav1.Time `json:"startedAt"`
+
+	// finishedAt is when the backfill completed or was cancelled.
 	// +optional
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 
