@@ -82,6 +82,7 @@ func eventsInCode(t *testing.T) map[string]map[string]bool {
 		consts: map[string]string{"corev1.EventTypeNormal": "Normal", "corev1.EventTypeWarning": "Warning"}}
 	src.readConsts("../api/v1alpha1/conditions.go", "batchv1alpha1.")
 	src.readConsts("../api/v1alpha1/storeview_types.go", "batchv1alpha1.")
+	src.readConsts("../api/v1alpha1/schedule_types.go", "batchv1alpha1.")
 	src.readConsts("../internal/specerror/specerror.go", "specerror.")
 	for _, name := range goFiles(t, "*.go") {
 		f, err := parser.ParseFile(src.fset, name, nil, 0)

@@ -460,7 +460,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if r.duplicateIdentity(s) {
 		return ctrl.Result{}, nil
 	}
-	if err := r.schedule(ctx, s, spec); err != nil {
+	if err := r.scheduleAll(ctx, s, spec); err != nil { // suspensions, the schedule, buffered runs, backfills (guardedjob_buffer.go)
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, nil

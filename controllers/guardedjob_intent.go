@@ -96,6 +96,9 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 		return nil // the new run starts once its Pods are gone
 	}
 	if len(gj.Status.Active) > 0 {
+		if r.bufferDue(s, occurrence, triggered, triggerValue, skip) { // BufferOne, BufferAll (guardedjob_buffer.go)
+			return nil
+		}
 		switch gj.Spec.ConcurrencyPolicyOrDefault() {
 		case batchv1alpha1.ForbidConcurrent:
 			skip(fmt.Sprintf("concurrencyPolicy Forbid and %s is still active", gj.Status.Active[0].JobName))
@@ -103,7 +106,7 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 		case batchv1alpha1.ReplaceConcurrent:
 			for i := range gj.Status.Active {
 				run := &gj.Status.Active[i]
-				if run.Phase == batchv1alpha1.RunPhaseRunning {
+				if run.Phase == batchv1alpha1.RunPhaseRunning && run.Backfill == "" { // a backfill occurrence is never replaced
 					if err := r.beginStop(s, run, batchv1alpha1.RunResultFailed,
 						"replaced by the run for "+occurrence.UTC().Format(time.RFC3339), batchv1alpha1.JobStoppedReason, batchv1alpha1.LockStateHeld, run.Holder); err != nil {
 						return err
@@ -117,7 +120,11 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 	if triggered {
 		dueAt = triggerAt
 	}
-	return r.recordIntent(ctx, s, spec, occurrence, dueAt, triggered, triggerValue)
+	extras := runExtras{}
+	if triggered {
+		extras.parameters = triggerParameters(gj)
+	}
+	return r.recordIntent(ctx, s, spec, occurrence, dueAt, triggered, triggerValue, extras)
 }
 
 // pendingTrigger reads the run-now annotation. It returns the occurrence to run,
@@ -141,6 +148,9 @@ func (r *GuardedJobReconciler) pendingTrigger(s *scope, spec *compiledSpec) (val
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.TriggerSkippedReason, "Skipped trigger %s: %s", value, msg)
 		return value, false, time.Time{}, time.Time{}
 	}
+	if r.refuseTriggerParameters(s, value, occ) { // guardedjob_params.go
+		return value, false, time.Time{}, time.Time{}
+	}
 	// A trigger a little ahead of this manager's clock counts from now.
 	if at.After(s.now) {
 		at = s.now
@@ -156,7 +166,7 @@ func (r *GuardedJobReconciler) pendingTrigger(s *scope, spec *compiledSpec) (val
 // its Job created (see acquire). A manager that dies between the acquisition and
 // that write leaves a lease no status names; its token says which object,
 // occurrence and cluster it was minted for, and the next pass takes it up.
-func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec *compiledSpec, occurrence, due time.Time, triggered bool, triggerValue string) error {
+func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec *compiledSpec, occurrence, due time.Time, triggered bool, triggerValue string, extras runExtras) error {
 	gj := s.gj
 	keys, err := spec.keys(r, gj, occurrence)
 	if err != nil {
@@ -193,6 +203,8 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 		StoreFailurePolicy: gj.Spec.Lock.StoreFailurePolicyOrDefault(),
 		StartDeadline:      &metav1.Time{Time: due.Add(gj.Spec.StartingDeadline())},
 		PodGuard:           spec.guard.DeepCopy(),
+		Backfill:           extras.backfill,
+		Parameters:         extras.parameters,
 	})
 	recordLease(gj, &gj.Status.Active[len(gj.Status.Active)-1], s.now)
 	r.claimShard(gj)

@@ -59,7 +59,7 @@ func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batch
 		}
 	case run.Unguarded && !heldNow:
 	case result == batchv1alpha1.RunResultSucceeded:
-		released, err = store.Complete(ctx, lease, markerTTLFor(gj, run.ScheduledTime.Time, s.now))
+		released, err = store.Complete(ctx, lease, markerTTLForRun(gj, run, s.now))
 	default:
 		err = store.Release(ctx, lease)
 		released = err == nil

@@ -46,6 +46,9 @@ func (r *GuardedJobReconciler) compile(ctx context.Context, gj *batchv1alpha1.Gu
 	if c.rules, err = gjspec.Compile(gj); err != nil {
 		return nil, err
 	}
+	if err := checkParameters(gj); err != nil { // guardedjob_params.go
+		return nil, err
+	}
 	if c.store, c.confined, err = r.storeFor(ctx, gj); err != nil {
 		return nil, err
 	}

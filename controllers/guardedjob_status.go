@@ -33,7 +33,7 @@ func setReady(gj *batchv1alpha1.GuardedJob, specErr error, now time.Time) {
 	case specErr != nil:
 		// A transient error (store, API) says nothing about the spec: keep Ready as is.
 	case gj.Spec.Suspended():
-		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionTrue, batchv1alpha1.SuspendedReason, "suspended: no new runs are scheduled", now)
+		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionTrue, batchv1alpha1.SuspendedReason, suspendedMessage(gj), now)
 	case acquisitionBlocked(gj):
 		// The store refused the keys at the last acquisition; only a successful
 		// acquisition or a spec change clears that, never a pass that merely
@@ -128,6 +128,7 @@ func finishRun(gj *batchv1alpha1.GuardedJob, run batchv1alpha1.ActiveRun, end le
 	recordRun(gj, run.JobName, run.ScheduledTime.Time, run.Key, run.Fence, run.Unguarded, result, heldBy, msg, now)
 	gj.Status.LastRun.OccurrenceKey, gj.Status.LastRun.FenceKey = run.OccurrenceKey, run.FenceKey
 	gj.Status.LastRun.PodGuarded = run.PodGuard != nil
+	noteRunEnd(gj, &run, result, heldBy, now) // backfill progress, failure policy (guardedjob_suspend.go)
 }
 
 // recordRun sets status.lastRun.

@@ -75,6 +75,11 @@ var (
 	busyInARowDesc = prometheus.NewDesc("guardedjob_busy_runs_in_a_row",
 		"Runs of the GuardedJob that ended Busy since the last one that ran or failed to (Skipped runs leave it as it is), counted by this manager since it became the leader; absent while 0.", objectLabels, nil)
 
+	failedInARowDesc = prometheus.NewDesc("guardedjob_failed_runs_in_a_row",
+		"status.consecutiveFailures: runs of the GuardedJob in a row that ended Failed or MaxHoldExceeded (spec.failurePolicy counts them); absent while 0.", objectLabels, nil)
+	suspendedAfterFailuresDesc = prometheus.NewDesc("guardedjob_suspended_after_failures",
+		"1 while the GuardedJob is suspended by its failure policy (spec.failurePolicy.suspendAfter failed runs in a row); absent otherwise.", objectLabels, nil)
+
 	// As kube-state-metrics has them for CronJobs (kube_cronjob_info,
 	// kube_cronjob_spec_suspend, kube_cronjob_status_active). The info labels are
 	// spec fields that are no key: never the lock key template, which may be the
@@ -168,7 +173,7 @@ func (c *guardedJobCollector) forget(key types.NamespacedName) {
 
 func (c *guardedJobCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{createdDesc, lastScheduleDesc, nextScheduleDesc, lastSuccessDesc, fenceDesc, lockStateDesc, objectRunsDesc, busyInARowDesc,
-		infoDesc, suspendDesc, activeDesc} {
+		infoDesc, suspendDesc, activeDesc, failedInARowDesc, suspendedAfterFailuresDesc} {
 		ch <- d
 	}
 }
@@ -232,6 +237,12 @@ func (c *guardedJobCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- gaugeOf(lastSuccessDesc, unixSeconds(st.LastSuccessfulTime.Time), obj)
 		}
 		ch <- gaugeOf(fenceDesc, float64(st.LastFence), obj)
+		if st.ConsecutiveFailures > 0 {
+			ch <- gaugeOf(failedInARowDesc, float64(st.ConsecutiveFailures), obj)
+		}
+		if note := gj.Spec.SuspendNoteOf(); note != nil && note.By == batchv1alpha1.FailurePolicySuspender {
+			ch <- gaugeOf(suspendedAfterFailuresDesc, 1, obj)
+		}
 		var state batchv1alpha1.LockState
 		if st.Lock != nil {
 			state = st.Lock.State

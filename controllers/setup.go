@@ -15,10 +15,10 @@ import (
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
-// Options is what the manager's controllers are made of: its flags and its lock
+// ManagerOptions is what the manager's controllers are made of: its flags and its lock
 // store. The manager binary and every test that runs a manager build them with
 // Setup, so that what runs in tests is wired as in production.
-type Options struct {
+type ManagerOptions struct {
 	// Store is the manager's own lock store.
 	Store *lockclient.Client
 	// RESTConfig is the manager's connection to the API server; the stop
@@ -70,7 +70,7 @@ type Controllers struct {
 // Setup makes the lease keeper, the stop controller (with a client and rate
 // budget of its own) and the GuardedJob reconciler, wired to each other, and
 // registers both controllers with mgr.
-func Setup(mgr ctrl.Manager, o Options) (*Controllers, error) {
+func Setup(mgr ctrl.Manager, o ManagerOptions) (*Controllers, error) {
 	clk := o.Clock
 	if clk == nil {
 		clk = clock.RealClock{}

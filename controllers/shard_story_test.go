@@ -53,7 +53,7 @@ func (h *harness) startShard(selector string) *shardManager {
 	cfg.Wrap(apiCalls.Wrap)
 	mgr, err := ctrl.NewManager(cfg, opts)
 	h.g.Expect(err).NotTo(HaveOccurred())
-	parts, err := controllers.Setup(mgr, controllers.Options{
+	parts, err := controllers.Setup(mgr, controllers.ManagerOptions{
 		Store: h.store, RESTConfig: cfg, ClusterName: "cluster-a", ClockSkew: time.Second, Namespace: h.ns, Selector: sel,
 		HandoverTimeout: cmp.Or(h.handoverTimeout, time.Minute), Clock: h.clock,
 	})

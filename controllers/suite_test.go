@@ -145,6 +145,8 @@ type harness struct {
 	// keeperOutlives runs the keeper on a context of its own, as cmd/manager
 	// does, so that it goes on renewing after stop (until the test ends).
 	keeperOutlives bool
+	// clusterName is the manager's --cluster-name; empty means cluster-a.
+	clusterName string
 }
 
 // storeViaProxy makes the manager reach Redis through a proxy the test can cut
@@ -223,8 +225,8 @@ func (h *harness) start() {
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	h.g.Expect(err).NotTo(HaveOccurred())
-	parts, err := controllers.Setup(mgr, controllers.Options{
-		Store: h.store, RESTConfig: cfg, ClusterName: "cluster-a", KeyGrants: h.keyGrants, StoreAllow: h.storeAllow,
+	parts, err := controllers.Setup(mgr, controllers.ManagerOptions{
+		Store: h.store, RESTConfig: cfg, ClusterName: cmp.Or(h.clusterName, "cluster-a"), KeyGrants: h.keyGrants, StoreAllow: h.storeAllow,
 		GuardImage: testGuardImage, ClockSkew: cmp.Or(h.clockSkew, time.Second), Namespace: h.ns, StopRate: h.stopRate,
 		Clock: h.clock, IdentityBeat: h.identityBeat,
 	})

@@ -81,7 +81,7 @@ const (
 	// (reason Scheduled or Suspended). False names what to fix: InvalidSchedule,
 	// InvalidTimeZone, InvalidTemplate, InvalidKey, KeyNotAllowed, StoreSecretNotFound,
 	// StoreSecretInvalid, StoreNotAllowed, UnsafeLeaseTiming, StoreKeyWrongType,
-	// DuplicateClusterName (reserved), PodGuardUnavailable.
+	// DuplicateClusterName (reserved), PodGuardUnavailable, InvalidParameters.
 	ReadyCondition = "Ready"
 
 	// LockHeldCondition is True while a run of this GuardedJob holds the lease
@@ -143,7 +143,7 @@ func IsStalledReason(reason string) bool {
 	switch reason {
 	case InvalidScheduleReason, InvalidTimeZoneReason, InvalidTemplateReason, InvalidKeyReason,
 		KeyNotAllowedReason, UnsafeLeaseTimingReason, StoreKeyWrongTypeReason, StoreNotAllowedReason,
-		DuplicateClusterNameReason:
+		DuplicateClusterNameReason, InvalidParametersReason:
 		return true
 	}
 	return false

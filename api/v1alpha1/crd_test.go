@@ -69,8 +69,8 @@ func TestCRDPrinterColumns(t *testing.T) {
 		wide = append(wide, name)
 	}
 	g.Expect(normal).To(Equal([]string{"SCHEDULE", "SUSPEND", "ACTIVE", "LOCK", "LAST SCHEDULE", "AGE"}))
-	g.Expect(wide).To(Equal([]string{"SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "READY", "LOCK", "HOLDER", "FENCE", "KEY",
-		"LAST SCHEDULE", "LAST SUCCESS", "NEXT SCHEDULE", "LAST RESULT", "AGE"}))
+	g.Expect(wide).To(Equal([]string{"SCHEDULE", "TIMEZONE", "SUSPEND", "SUSPENDED BY", "SUSPENDED UNTIL", "SUSPEND REASON", "ACTIVE", "READY", "LOCK",
+		"HOLDER", "FENCE", "KEY", "LAST SCHEDULE", "LAST SUCCESS", "NEXT SCHEDULE", "LAST RESULT", "AGE"}))
 }
 
 // The CRD fits a client-side kubectl apply, with room to grow.

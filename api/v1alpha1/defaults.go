@@ -82,7 +82,7 @@ func (s *GuardedJobSpec) Suspended() bool {
 // ConcurrencyPolicyOrDefault returns spec.concurrencyPolicy, default Forbid.
 func (s *GuardedJobSpec) ConcurrencyPolicyOrDefault() ConcurrencyPolicy {
 	switch s.ConcurrencyPolicy {
-	case ReplaceConcurrent, AllowConcurrent:
+	case ReplaceConcurrent, AllowConcurrent, BufferOneConcurrent, BufferAllConcurrent:
 		return s.ConcurrencyPolicy
 	default:
 		return ForbidConcurrent

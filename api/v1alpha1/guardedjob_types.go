@@ -24,7 +24,7 @@ import (
 
 // ConcurrencyPolicy says what happens when a run of a GuardedJob is due while an earlier
 // run of the same GuardedJob is still active.
-// +kubebuilder:validation:Enum=Forbid;Replace;Allow
+// +kubebuilder:validation:Enum=Forbid;Replace;Allow;BufferOne;BufferAll
 type ConcurrencyPolicy string
 
 const (
@@ -36,6 +36,13 @@ const (
 	// AllowConcurrent starts the new run beside the active one. Both still need the lease,
 	// so with a lock key that does not vary per occurrence the new run finds it busy.
 	AllowConcurrent ConcurrencyPolicy = "Allow"
+	// BufferOneConcurrent keeps one new run waiting while an earlier one is active
+	// and starts it as soon as that one ends; a further run due meanwhile is
+	// skipped, as with Forbid.
+	BufferOneConcurrent ConcurrencyPolicy = "BufferOne"
+	// BufferAllConcurrent keeps every new run waiting (up to spec.bufferLimit)
+	// while an earlier one is active, and starts them one after the other.
+	BufferAllConcurrent ConcurrencyPolicy = "BufferAll"
 )
 
 // BusyPolicy says what a run does when its lock key is held by another holder.
@@ -99,6 +106,9 @@ const (
 // GuardedJobSpec is the desired state of a GuardedJob.
 // +kubebuilder:validation:XValidation:rule="!(has(self.lock.storeFailurePolicy) && self.lock.storeFailurePolicy == 'FailOpen' && has(self.fencing) && has(self.fencing.policy) && self.fencing.policy == 'Strict')",message="fencing.policy Strict cannot be combined with lock.storeFailurePolicy FailOpen: a run without a lease has no fence",fieldPath=".fencing.policy"
 // +kubebuilder:validation:XValidation:rule="!has(self.scheduleJitter) || !self.scheduleJitter.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.scheduleJitter).getSeconds() < (has(self.startingDeadlineSeconds) ? self.startingDeadlineSeconds : 300)",message="scheduleJitter must be shorter than startingDeadlineSeconds (default 300): a run must be able to start within its deadline",fieldPath=".scheduleJitter"
+// +kubebuilder:validation:XValidation:rule="!has(self.suspendNote) || (has(self.suspend) && self.suspend)",message="suspendNote describes a suspension: set suspend to true with it, and remove it when setting suspend to false",fieldPath=".suspendNote"
+// +kubebuilder:validation:XValidation:rule="!has(self.bufferLimit) || (has(self.concurrencyPolicy) && self.concurrencyPolicy == 'BufferAll')",message="bufferLimit applies only to concurrencyPolicy BufferAll (BufferOne keeps one run waiting)",fieldPath=".bufferLimit"
+// +kubebuilder:validation:XValidation:rule="!has(self.parameters) || self.parameters.all(p, p.name != (has(self.fencing) && has(self.fencing.envName) ? self.fencing.envName : 'GUARDEDJOB_FENCE'))",message="parameters[].name must differ from fencing.envName (default GUARDEDJOB_FENCE): the fence has that environment variable",fieldPath=".parameters"
 type GuardedJobSpec struct {
 	// schedule is the cron schedule in the CronJob dialect: five fields
 	// (minute hour day-of-month month day-of-week) or a macro such as @hourly, @daily,
@@ -153,8 +163,11 @@ type GuardedJobSpec struct {
 
 	// concurrencyPolicy says what happens when a run is due while an earlier run of this
 	// GuardedJob is still active: Forbid (skip the new run), Replace (stop the active run,
-	// then start the new one) or Allow (start it beside the active one; it still needs the
-	// lease). Defaults to Forbid.
+	// then start the new one), Allow (start it beside the active one; it still needs the
+	// lease), BufferOne (keep it waiting and start it as soon as the active run ends; a
+	// further one due meanwhile is skipped) or BufferAll (keep up to bufferLimit waiting,
+	// started one after the other). A waiting run keeps its scheduled time and may start
+	// until startingDeadlineSeconds after the run before it ended. Defaults to Forbid.
 	// +optional
 	// +kubebuilder:default=Forbid
 	ConcurrencyPolicy ConcurrencyPolicy `json:"concurrencyPolicy,omitempty"`
@@ -196,6 +209,39 @@ type GuardedJobSpec struct {
 	// +required
 	// +kubebuilder:validation:XValidation:rule="has(self.spec) && has(self.spec.template.spec) && has(self.spec.template.spec.restartPolicy) && self.spec.template.spec.restartPolicy in ['Never', 'OnFailure']",message="jobTemplate.spec.template.spec.restartPolicy must be Never or OnFailure"
 	JobTemplate batchv1.JobTemplateSpec `json:"jobTemplate"`
+
+	// suspendNote says who suspended this GuardedJob, why, and until when; only
+	// with suspend: true (remove it when resuming). With until set, the manager
+	// resumes the GuardedJob at that time. kubectl get -o wide and kubectl
+	// guardedjob status show it.
+	// +optional
+	SuspendNote *SuspendNote `json:"suspendNote,omitempty"`
+
+	// failurePolicy, when set, suspends this GuardedJob after
+	// failurePolicy.suspendAfter failed runs in a row (condition Suspended, reason
+	// TooManyFailures, and a Warning event SuspendedAfterFailures). Resume it by
+	// setting suspend to false (kubectl guardedjob resume).
+	// +optional
+	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
+
+	// bufferLimit is how many runs concurrencyPolicy BufferAll keeps waiting for
+	// an active run; a run due while that many wait is skipped. Only with
+	// BufferAll. Defaults to 10; from 1 to 100.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	BufferLimit *int32 `json:"bufferLimit,omitempty"`
+
+	// parameters declares the values a manual run may set (run-now with the
+	// batch.guardedjob.dev/run-now-parameters annotation, or kubectl guardedjob
+	// run --param NAME=VALUE), each an environment variable of the run's
+	// containers. Undeclared names and values outside pattern or enum are
+	// refused. Scheduled runs get the defaults. At most 16.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Parameters []RunParameter `json:"parameters,omitempty"`
 }
 
 // LockSpec configures the Redis lease of a GuardedJob.
@@ -432,6 +478,29 @@ type GuardedJobStatus struct {
 	// +optional
 	RunDurations *RunDurations `json:"runDurations,omitempty"`
 
+	// buffered are the occurrences waiting for an active run to end
+	// (concurrencyPolicy BufferOne or BufferAll), oldest first. Each runs with
+	// its own scheduled time.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	Buffered []BufferedRun `json:"buffered,omitempty"`
+
+	// consecutiveFailures counts the runs in a row that ended Failed or
+	// MaxHoldExceeded (spec.failurePolicy): a success sets it to 0, and so does
+	// the failure policy when it suspends the GuardedJob.
+	// +optional
+	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
+
+	// backfill is the progress of the running or last backfill
+	// (batch.guardedjob.dev/backfill).
+	// +optional
+	Backfill *BackfillStatus `json:"backfill,omitempty"`
+
+	// lastBackfillRequest is the outcome of the last backfill request handled:
+	// accepted, or refused and why.
+	// +optional
+	LastBackfillRequest *BackfillRequestRecord `json:"lastBackfillRequest,omitempty"`
 	// leases is the ledger of the leases this GuardedJob's runs took in the lock
 	// store, kept for as long as a key may still hold a run's token and a while
 	// after: live (its run is active), left to expire (its run ended without
@@ -672,6 +741,16 @@ type ActiveRun struct {
 	// at intent time (lock.podGuard and the manager's guard image).
 	// +optional
 	PodGuard *RunPodGuard `json:"podGuard,omitempty"`
+
+	// backfill is the request value of the backfill this run is an occurrence
+	// of; empty for other runs.
+	// +optional
+	Backfill string `json:"backfill,omitempty"`
+
+	// parameters are the values the run-now request set for this run (the
+	// others have their defaults).
+	// +optional
+	Parameters map[string]string `json:"parameters,omitempty"`
 }
 
 // RunRecord is the outcome of a run that finished or did not start.
@@ -725,6 +804,15 @@ type RunRecord struct {
 	// message says what happened, in words a person can act on.
 	// +optional
 	Message string `json:"message,omitempty"`
+
+	// backfill is the request value of the backfill the run was an occurrence
+	// of; empty for other runs.
+	// +optional
+	Backfill string `json:"backfill,omitempty"`
+
+	// parameters are the values the run-now request set for the run.
+	// +optional
+	Parameters map[string]string `json:"parameters,omitempty"`
 }
 
 // GuardedJob runs a Job on a cron schedule while holding a Redis lease: at most one run
@@ -736,6 +824,9 @@ type RunRecord struct {
 // +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
 // +kubebuilder:printcolumn:name="TimeZone",type=string,JSONPath=`.spec.timeZone`,priority=1
 // +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
+// +kubebuilder:printcolumn:name="Suspended By",type=string,JSONPath=`.spec.suspendNote.by`,priority=1
+// +kubebuilder:printcolumn:name="Suspended Until",type=string,JSONPath=`.spec.suspendNote.until`,priority=1
+// +kubebuilder:printcolumn:name="Suspend Reason",type=string,JSONPath=`.spec.suspendNote.reason`,priority=1
 // +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.activeCount`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
 // +kubebuilder:printcolumn:name="Lock",type=string,JSONPath=`.status.lock.state`

@@ -110,6 +110,8 @@ observation. With --redis-secret or GUARDEDJOB_REDIS_URL they read Redis directl
 instead (for admins, break-glass).`,
 		Example: `  kubectl guardedjob -n payments status daily-settlement
   kubectl guardedjob run daily-settlement -n payments --wait
+  kubectl guardedjob backfill daily-settlement -n payments --from 2026-11-01T00:00:00Z --to 2026-11-30T23:59:59Z --wait
+  kubectl guardedjob suspend daily-settlement -n payments --reason "ledger migration" --until 2h
   kubectl guardedjob locks -A -o wide
   kubectl guardedjob unlock daily-settlement -n payments --force`,
 		Version:       buildinfo.Resolve(version, commit).String(),
@@ -127,7 +129,7 @@ instead (for admins, break-glass).`,
 	o.config.AddFlags(root.PersistentFlags())
 	registerConfigCompletions(root, o)
 	root.AddCommand(
-		newRunCommand(o), newSuspendCommand(o, true), newSuspendCommand(o, false),
+		newRunCommand(o), newSuspendCommand(o, true), newSuspendCommand(o, false), newBackfillCommand(o),
 		newStatusCommand(o), newLocksCommand(o), newUnlockCommand(o), newVersionCommand(),
 	)
 	return root

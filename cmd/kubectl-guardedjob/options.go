@@ -47,6 +47,8 @@ type options struct {
 	timeout    time.Duration
 	wait       bool
 	force, yes bool
+	// params are run --param's values.
+	params map[string]string
 	// Direct store access (break-glass).
 	redisSecret, clusterName, storeAllow string
 

@@ -9,9 +9,11 @@ import (
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/runparams"
 )
 
 func newRunCommand(o *options) *cobra.Command {
@@ -27,27 +29,53 @@ the GuardedJob and its Job) to its end and exit 1 unless it Succeeded.`,
 	}
 	timeout := timeoutFlag(cmd, 5*time.Minute, "how long to wait for the manager (and, with --wait, for the run)")
 	cmd.Flags().BoolVar(&o.wait, "wait", false, "wait until the run ends and show its result")
+	params := cmd.Flags().StringArray("param", nil, "NAME=VALUE: a value for a parameter the GuardedJob declares (spec.parameters), for this run only; repeat for several")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		o.timeout = *timeout
+		values, err := parseParams(*params)
+		if err != nil {
+			return err
+		}
+		o.params = values
 		return runCmd(cmd.Context(), o, args[0])
 	}
 	return cmd
 }
 
 func newSuspendCommand(o *options, suspend bool) *cobra.Command {
-	use, short := "resume NAME", "Schedule runs again"
-	if suspend {
-		use, short = "suspend NAME", "Stop scheduling new runs (a running one goes on)"
+	if !suspend {
+		return &cobra.Command{
+			Use:               "resume NAME",
+			Short:             "Schedule runs again (removes the suspend note)",
+			Args:              oneName,
+			ValidArgsFunction: o.completeNames,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return setSuspend(cmd.Context(), o, args[0], false, nil)
+			},
+		}
 	}
-	return &cobra.Command{
-		Use:               use,
-		Short:             short,
+	cmd := &cobra.Command{
+		Use:   "suspend NAME [--reason TEXT] [--until TIME]",
+		Short: "Stop scheduling new runs (a running one goes on), with a note: who, why, until when",
+		Long: `Set spec.suspend and spec.suspendNote: who suspended the GuardedJob (the user the API
+server knows you as, or --by), why (--reason) and, with --until, when the manager resumes
+it by itself. kubectl get gj -o wide and kubectl guardedjob status show the note.`,
+		Example: `  kubectl guardedjob suspend daily-settlement -n payments --reason "ledger migration" --until 2026-12-01T06:00:00Z
+  kubectl guardedjob suspend daily-settlement -n payments --reason "incident 4711" --until 2h`,
 		Args:              oneName,
 		ValidArgsFunction: o.completeNames,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return setSuspend(cmd.Context(), o, args[0], suspend)
-		},
 	}
+	reason := cmd.Flags().String("reason", "", "why it is suspended (at most 512 characters)")
+	until := cmd.Flags().String("until", "", "when the manager resumes it by itself: an RFC 3339 time, or a duration from now such as 2h")
+	by := cmd.Flags().String("by", "", "who suspends it (default: the user the API server knows you as)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		note, err := suspendNote(cmd.Context(), o, *by, *reason, *until, time.Now())
+		if err != nil {
+			return err
+		}
+		return setSuspend(cmd.Context(), o, args[0], true, note)
+	}
+	return cmd
 }
 
 // runFailed is run --wait's error when the run ended other than Succeeded.
@@ -88,11 +116,23 @@ func runCmd(ctx context.Context, o *options, name string) error {
 		}
 		value = trigger.Format(time.RFC3339)
 	}
-	if err := o.annotate(ctx, gj, map[string]string{batchv1alpha1.RunNowAnnotation: value}); err != nil {
+	// The parameters go with the trigger in one patch, and a run without any
+	// removes those of an earlier one.
+	if err := runparams.Check(gj.Spec.Parameters, o.params); err != nil {
+		return fmt.Errorf("guardedjob %s/%s refuses these parameters: %w", gj.Namespace, gj.Name, err)
+	}
+	ann := map[string]*string{batchv1alpha1.RunNowAnnotation: &value, batchv1alpha1.RunNowParametersAnnotation: nil}
+	if len(o.params) > 0 {
+		ann[batchv1alpha1.RunNowParametersAnnotation] = ptr.To(runparams.Format(o.params))
+	}
+	if err := o.setAnnotations(ctx, gj, ann); err != nil {
 		return fmt.Errorf("set %s: %w", batchv1alpha1.RunNowAnnotation, err)
 	}
 	out := &lockedWriter{o: o}
 	out.printf("guardedjob %s/%s: %s=%s\n", gj.Namespace, gj.Name, batchv1alpha1.RunNowAnnotation, value)
+	if len(o.params) > 0 {
+		out.printf("parameters: %s\n", runparams.Describe(o.params))
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
@@ -205,20 +245,22 @@ func report(out *lockedWriter, lr *batchv1alpha1.RunRecord) error {
 	return nil
 }
 
-// setSuspend sets spec.suspend. A running run goes on: suspend only stops new ones.
-func setSuspend(ctx context.Context, o *options, name string, suspend bool) error {
+// setSuspend sets spec.suspend and spec.suspendNote (removed on resume). A
+// running run goes on: suspend only stops new ones.
+func setSuspend(ctx context.Context, o *options, name string, suspend bool, note *batchv1alpha1.SuspendNote) error {
 	gj, err := o.get(ctx, name)
 	if err != nil {
 		return err
 	}
 	patch := client.MergeFrom(gj.DeepCopy())
 	gj.Spec.Suspend = &suspend
+	gj.Spec.SuspendNote = note
 	if err := o.k8s.Patch(ctx, gj, patch); err != nil {
 		return err
 	}
 	verb := "resumed"
 	if suspend {
-		verb = "suspended"
+		verb = "suspended" + noteText(note)
 		if n := len(gj.Status.Active); n > 0 {
 			verb += fmt.Sprintf(" (%d active run(s) go on; delete their Jobs to stop them)", n)
 		}

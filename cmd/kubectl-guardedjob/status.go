@@ -126,7 +126,7 @@ func printSummary(o *options, gj *batchv1alpha1.GuardedJob) {
 	}
 	row("Name", "%s/%s", gj.Namespace, gj.Name)
 	row("Schedule", "%s (%s)", gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault())
-	row("Suspend", "%t", gj.Spec.Suspended())
+	row("Suspend", "%t%s", gj.Spec.Suspended(), noteText(gj.Spec.SuspendNoteOf()))
 	row("Lock key", "%s", gj.Spec.Lock.Key)
 	if t := gj.Status.LastScheduleTime; t != nil {
 		row("Last schedule", "%s", t.UTC().Format(time.RFC3339))
@@ -152,8 +152,9 @@ func printSummary(o *options, gj *batchv1alpha1.GuardedJob) {
 		row("Condition "+c.Type, "%s %s %s", c.Status, c.Reason, c.Message)
 	}
 	for _, r := range gj.Status.Active {
-		row("Active run", "%s phase=%s fence=%d holder=%s scheduled=%s", r.JobName, r.Phase, r.Fence, r.Holder, r.ScheduledTime.UTC().Format(time.RFC3339))
+		row("Active run", "%s phase=%s fence=%d holder=%s scheduled=%s%s", r.JobName, r.Phase, r.Fence, r.Holder, r.ScheduledTime.UTC().Format(time.RFC3339), runExtrasText(r))
 	}
+	printScheduleSummary(row, gj) // backfill.go's status lines
 	_ = w.Flush()
 }
 

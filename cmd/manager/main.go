@@ -241,7 +241,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	}
 	defer evts.shutdown()
 
-	parts, err := controllers.Setup(mgr, controllers.Options{
+	parts, err := controllers.Setup(mgr, controllers.ManagerOptions{
 		Store: store, RESTConfig: cfg, ClusterName: o.clusterName, KeyGrants: grants, StoreAllow: storeAllow,
 		GuardImage: o.guardImage, ClockSkew: o.clockSkew, Selector: shard,
 		LeaderElection: o.leaderElect, LeaderLeaseDuration: o.leaseDuration, LeaderRetryPeriod: o.retryPeriod, LeaderElectionID: o.leaderElectionID,

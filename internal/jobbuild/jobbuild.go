@@ -27,7 +27,8 @@ import (
 // replacement Pod never runs beside the Pod it replaces), activeDeadlineSeconds =
 // maxHold on the Job and on its Pods (so the Job controller and the kubelet bound
 // the run even without this manager), and the fence in every container's env and
-// in the annotation batch.guardedjob.dev/fence of the Job and its Pods.
+// in the annotation batch.guardedjob.dev/fence of the Job and its Pods. Declared
+// parameters (spec.parameters) get their values as env vars too (addParameters).
 //
 // A run with a pod guard (run.PodGuard) gets it as a native sidecar (AddPodGuard).
 func Build(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (*batchv1.Job, []Warning) {
@@ -73,6 +74,8 @@ func Build(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (*batchv1
 	job.Annotations = mergeMaps(job.Annotations, annotations)
 	pod.Labels = mergeMaps(pod.Labels, labels)
 	pod.Annotations = mergeMaps(pod.Annotations, annotations)
+	// Before the fence: a parameter never replaces the fence variable.
+	addParameters(job, gj, run)
 
 	if fenced || run.Unguarded {
 		name := run.EnvName

@@ -281,6 +281,10 @@ func TestAlertsFire(t *testing.T) {
 			firesAt: 31 * time.Minute, quietAt: 30 * time.Minute, labels: settle, whenWhat: "the third Busy run in a row"},
 		{alert: "GuardedJobBusyInARow", trouble: `guardedjob_busy_runs_in_a_row{namespace="payments", name="settle"} 0x9 1x9 2x9 0x30`,
 			whenWhat: "two Busy runs and then one that ran"},
+		{alert: "GuardedJobSuspendedAfterFailures", trouble: `guardedjob_suspended_after_failures{namespace="payments", name="settle"} _x20 1x40`,
+			firesAt: 21 * time.Minute, quietAt: 20 * time.Minute, labels: settle, whenWhat: "the failure policy suspended a GuardedJob"},
+		{alert: "GuardedJobSuspendedAfterFailures", trouble: `guardedjob_suspended_after_failures{namespace="payments", name="settle"} _x20 1 stale`,
+			whenWhat: "a suspension resumed within a minute"},
 		{alert: "GuardedJobScheduleSkewHigh", trouble: `guardedjob_schedule_skew_seconds_bucket{le="0.1"} 100+0.125x20 102.5x40
 			guardedjob_schedule_skew_seconds_bucket{le="1"} 100+0.25x20 105x40
 			guardedjob_schedule_skew_seconds_bucket{le="60"} 100+0.25x20 105x40`,

@@ -147,6 +147,8 @@ guardedjob_next_schedule_time_seconds{namespace="reports", name="daily"} 600x9 1
 guardedjob_last_success_time_seconds{namespace="reports", name="daily"} -540 60x9 660x9 1260x9 1860x9 2460x9 3060x9
 guardedjob_busy_runs_in_a_row{namespace="payments", name="settle"} 0x60
 guardedjob_busy_runs_in_a_row{namespace="reports", name="daily"} 0x60
+guardedjob_failed_runs_in_a_row{namespace="payments", name="settle"} 0x60
+guardedjob_suspended_after_failures{namespace="payments", name="settle"} 0x60
 guardedjob_object_runs_total{namespace="payments", name="settle", result="Succeeded"} 0x9 1x9 2x9 3x9 4x9 5x9 6
 guardedjob_object_runs_total{namespace="payments", name="settle", result="Failed"} 0x60
 guardedjob_object_runs_total{namespace="payments", name="settle", result="LockLost"} 0x60

@@ -1,0 +1,423 @@
+/*
+Copyright 2026 The GuardedJob Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// What a schedule does beyond firing at its times: a note on a suspension, a
+// pause after repeated failures, buffered overlaps, run parameters and
+// backfills. The names below are a contract, like those in conditions.go.
+
+// SuspendNote says who suspended a GuardedJob, why, and until when.
+type SuspendNote struct {
+	// by is who suspended the GuardedJob: a person, a team or a tool.
+	// kubectl guardedjob suspend sets it to the user the API server knows; the
+	// failure policy sets "guardedjob-manager". At most 128 characters.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	By string `json:"by,omitempty"`
+
+	// reason is why it is suspended, in words the next person can act on.
+	// At most 512 characters.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Reason string `json:"reason,omitempty"`
+
+	// until, when set, is when the suspension ends by itself: at that time the
+	// manager sets spec.suspend to false and removes the note (condition
+	// Suspended=False, reason SuspendExpired, and an event). RFC 3339.
+	// +optional
+	Until *metav1.Time `json:"until,omitempty"`
+}
+
+// FailurePolicy pauses a GuardedJob whose runs keep failing.
+type FailurePolicy struct {
+	// suspendAfter is how many runs in a row may end Failed or MaxHoldExceeded
+	// before the manager suspends the GuardedJob (spec.suspend: true, with a
+	// suspendNote by "guardedjob-manager"). A run that succeeds starts the count
+	// again; LockLost, GuardStopped, StoreUnavailable, Busy and Skipped neither
+	// count nor reset it, and backfill runs are not counted. From 1 to 100.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	SuspendAfter int32 `json:"suspendAfter"`
+}
+
+// RunParameter declares one value a manual run may set (as an environment
+// variable of the run's containers). Only declared names are accepted, and only
+// values the declaration allows.
+// +kubebuilder:validation:XValidation:rule="!has(self.pattern) || !has(self.enum)",message="parameters[].pattern and parameters[].enum cannot both be set: use one",fieldPath=".enum"
+// +kubebuilder:validation:XValidation:rule=`!has(self.enum) || (has(self.default) ? self.default : "") in self.enum`,message="parameters[].default must be one of parameters[].enum (scheduled runs use the default; without one, the empty string)",fieldPath=".default"
+// +kubebuilder:validation:XValidation:rule=`!has(self.pattern) || (has(self.default) ? self.default : "").matches("^(?:" + self.pattern + ")$")`,message="parameters[].default must match parameters[].pattern (scheduled runs use the default; without one, the empty string)",fieldPath=".default"
+type RunParameter struct {
+	// name is the parameter's name and the environment variable set to its value
+	// on every container and init container of the run's Pods (it replaces a
+	// variable of that name in the jobTemplate). A C identifier (letters, digits
+	// and _, not starting with a digit), 1 to 64 characters, other than
+	// fencing.envName.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z_][A-Za-z0-9_]*$')",message="parameters[].name must be a C identifier (letters, digits and _, not starting with a digit) such as REGION: it becomes an environment variable"
+	Name string `json:"name"`
+
+	// default is the value of scheduled runs, and of manual runs that do not set
+	// the parameter. Defaults to the empty string. At most 256 characters.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Default *string `json:"default,omitempty"`
+
+	// pattern, when set, is a regular expression (RE2 syntax) every value must
+	// match as a whole, such as "[a-z]{2}-[a-z]+-[0-9]". At most 256 characters.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Pattern string `json:"pattern,omitempty"`
+
+	// enum, when set, lists the only values allowed (at most 32, each at most 256
+	// characters).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=256
+	Enum []string `json:"enum,omitempty"`
+
+	// description says what the parameter does, for the people who set it.
+	// At most 256 characters.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Description string `json:"description,omitempty"`
+}
+
+// Bounds of the fields and requests in this file.
+const (
+	// MaxParameters is how many spec.parameters a GuardedJob may declare.
+	MaxParameters = 16
+	// MaxParameterValue is the longest value a parameter may have, in bytes.
+	MaxParameterValue = 256
+	// DefaultBufferLimit is the number of occurrences concurrencyPolicy BufferAll
+	// keeps waiting when spec.bufferLimit is unset.
+	DefaultBufferLimit int32 = 10
+	// MaxBufferLimit is the largest spec.bufferLimit.
+	MaxBufferLimit int32 = 100
+	// MaxBackfillOccurrences is the most occurrences one backfill may cover.
+	MaxBackfillOccurrences = 1000
+	// MaxBackfillParallelism is the most occurrences a backfill runs at once.
+	MaxBackfillParallelism = 10
+	// BackfillRequestWindow is how far a backfill request's time may be from the
+	// manager's clock: an older request (one committed to Git and applied later,
+	// in another cluster) is refused.
+	BackfillRequestWindow = 10 * time.Minute
+	// BackfillDoneMarkerTTL is the shortest life of the done-marker of an
+	// occurrence a backfill ran (plus lock.keepAfterSuccess): the same backfill
+	// started in another cluster within it skips the occurrence.
+	BackfillDoneMarkerTTL = 7 * 24 * time.Hour
+	// FailurePolicySuspender is suspendNote.by when the failure policy suspended
+	// the GuardedJob.
+	FailurePolicySuspender = "guardedjob-manager"
+)
+
+// Annotations of the requests in this file.
+const (
+	// RunNowParametersAnnotation holds the parameter values of manual runs: a
+	// JSON object of names and string values, such as {"REGION":"eu-west-1"}.
+	// Every run-now trigger handled while it is set uses these values (and the
+	// defaults for the others); remove it to run with the defaults.
+	// kubectl guardedjob run --param sets or removes it with the trigger.
+	RunNowParametersAnnotation = "batch.guardedjob.dev/run-now-parameters"
+
+	// ParametersAnnotation on a run's Job holds the values of every declared
+	// parameter the run got, as a JSON object.
+	ParametersAnnotation = "batch.guardedjob.dev/parameters"
+
+	// BackfillAnnotation asks the manager to run every occurrence of the schedule
+	// between BackfillFromAnnotation and BackfillToAnnotation (both included).
+	// Its value is an RFC 3339 time no further than BackfillRequestWindow from
+	// the manager's clock; it identifies the request (status.backfill.request and
+	// status.lastBackfillRequest.request repeat it). Set the annotations of a
+	// request in one command.
+	BackfillAnnotation = "batch.guardedjob.dev/backfill"
+	// BackfillFromAnnotation is the start of the backfill's range (RFC 3339).
+	BackfillFromAnnotation = "batch.guardedjob.dev/backfill-from"
+	// BackfillToAnnotation is the end of the backfill's range (RFC 3339); not in
+	// the future.
+	BackfillToAnnotation = "batch.guardedjob.dev/backfill-to"
+	// BackfillParallelismAnnotation is how many occurrences of the backfill run
+	// at once, from 1 (the default) to MaxBackfillParallelism.
+	BackfillParallelismAnnotation = "batch.guardedjob.dev/backfill-parallelism"
+	// BackfillCancelAnnotation cancels the running backfill whose request value
+	// it holds: no further occurrence starts; those running go on.
+	BackfillCancelAnnotation = "batch.guardedjob.dev/backfill-cancel"
+)
+
+// Condition types, reasons and event reasons of this file.
+const (
+	// SuspendedCondition is True while spec.suspend is true: reason
+	// SuspendRequested (a person or a tool suspended it; the message carries
+	// spec.suspendNote) or TooManyFailures (the failure policy did). False after
+	// a suspension ended: reason Resumed, or SuspendExpired when the manager
+	// resumed it at suspendNote.until. Absent on a GuardedJob never suspended.
+	// It does not change kstatus or the Argo CD health (Ready says Suspended).
+	SuspendedCondition = "Suspended"
+
+	// SuspendRequestedReason (Suspended=True): spec.suspend is true, set by a
+	// person or a tool.
+	SuspendRequestedReason = "SuspendRequested"
+	// TooManyFailuresReason (Suspended=True): the failure policy suspended the
+	// GuardedJob after spec.failurePolicy.suspendAfter failed runs in a row.
+	TooManyFailuresReason = "TooManyFailures"
+	// ResumedReason (Suspended=False): spec.suspend was set back to false.
+	ResumedReason = "Resumed"
+	// SuspendExpiredReason (Suspended=False; also a Normal event): the manager
+	// resumed the GuardedJob at spec.suspendNote.until.
+	SuspendExpiredReason = "SuspendExpired"
+
+	// SuspendedAfterFailuresReason (Warning event): the failure policy suspended
+	// the GuardedJob; the message names the failed runs and how to resume.
+	SuspendedAfterFailuresReason = "SuspendedAfterFailures"
+
+	// RunBufferedReason (Normal event): a run due while an earlier one is active
+	// waits for it (concurrencyPolicy BufferOne or BufferAll).
+	RunBufferedReason = "RunBuffered"
+
+	// InvalidParametersReason (Ready=False, stalled; also a Warning event): a
+	// spec.parameters[].pattern does not compile. As a Warning event alone: a
+	// run-now request set parameters that are not declared or not allowed; the
+	// run did not start (status.lastRun says why).
+	InvalidParametersReason = "InvalidParameters"
+
+	// RunParametersReason (Normal event): a run-now request set parameters; the
+	// message names them and their values.
+	RunParametersReason = "RunParameters"
+
+	// BackfillStartedReason (Normal event): a backfill request was accepted.
+	BackfillStartedReason = "BackfillStarted"
+	// BackfillRefusedReason (Warning event): a backfill request was refused;
+	// status.lastBackfillRequest says why.
+	BackfillRefusedReason = "BackfillRefused"
+	// BackfillFinishedReason (Normal event): every occurrence of a backfill ran,
+	// was skipped or failed; the message counts them.
+	BackfillFinishedReason = "BackfillFinished"
+	// BackfillCancelledReason (Normal event): a backfill was cancelled.
+	BackfillCancelledReason = "BackfillCancelled"
+)
+
+// BufferedRun is an occurrence waiting for the run before it to end
+// (concurrencyPolicy BufferOne or BufferAll).
+type BufferedRun struct {
+	// scheduledTime is the occurrence: its run has this scheduled time (key
+	// templates, done-marker, the Job's scheduled-time annotation).
+	// +required
+	ScheduledTime metav1.Time `json:"scheduledTime"`
+
+	// bufferedAt is when it was due and found an earlier run active.
+	// +required
+	BufferedAt metav1.Time `json:"bufferedAt"`
+
+	// runNow is the run-now value of a manual run; empty for a scheduled one.
+	// +optional
+	RunNow string `json:"runNow,omitempty"`
+
+	// parameters are the values the run-now request set.
+	// +optional
+	Parameters map[string]string `json:"parameters,omitempty"`
+}
+
+// BackfillState is the state of a backfill (status.backfill.state).
+// +kubebuilder:validation:Enum=Running;Complete;Cancelled
+type BackfillState string
+
+const (
+	// BackfillRunning: occurrences are still to run or running.
+	BackfillRunning BackfillState = "Running"
+	// BackfillComplete: every occurrence succeeded, was skipped or failed.
+	BackfillComplete BackfillState = "Complete"
+	// BackfillCancelled: cancelled; occurrences not started then never start.
+	BackfillCancelled BackfillState = "Cancelled"
+)
+
+// BackfillRequestResult is what the manager did with a backfill request.
+// +kubebuilder:validation:Enum=Accepted;Refused
+type BackfillRequestResult string
+
+const (
+	// BackfillAccepted: the request became status.backfill.
+	BackfillAccepted BackfillRequestResult = "Accepted"
+	// BackfillRefused: the request was refused; the message says why.
+	BackfillRefused BackfillRequestResult = "Refused"
+)
+
+// BackfillStatus is the progress of a backfill. It is the backfill's whole
+// state: a restarted manager goes on from it.
+type BackfillStatus struct {
+	// request is the batch.guardedjob.dev/backfill value of this backfill.
+	// +required
+	Request string `json:"request"`
+
+	// from is the start of the range; every occurrence of the schedule from
+	// from to to (both included) runs once.
+	// +required
+	From metav1.Time `json:"from"`
+
+	// to is the end of the range (cut at the time the request was accepted).
+	// +required
+	To metav1.Time `json:"to"`
+
+	// parallelism is how many occurrences run at once.
+	// +required
+	Parallelism int32 `json:"parallelism"`
+
+	// state is Running, Complete or Cancelled.
+	// +required
+	State BackfillState `json:"state"`
+
+	// total is the number of occurrences in the range when it was accepted.
+	// +optional
+	Total int32 `json:"total,omitempty"`
+
+	// succeeded counts occurrences that this backfill ran and that succeeded.
+	// +optional
+	Succeeded int32 `json:"succeeded,omitempty"`
+
+	// skipped counts occurrences whose done-marker said they had already run,
+	// in this cluster or another sharing the store.
+	// +optional
+	Skipped int32 `json:"skipped,omitempty"`
+
+	// failed counts occurrences whose run ended other than Succeeded (Failed,
+	// LockLost, MaxHoldExceeded, GuardStopped, StoreUnavailable). Their
+	// done-marker is not written: a later backfill runs them again.
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+
+	// remaining counts occurrences not finished yet, those in current included.
+	// +optional
+	Remaining int32 `json:"remaining,omitempty"`
+
+	// current are the occurrences in flight: running, or waiting to try again
+	// (their lock was held by another holder).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	Current []BackfillOccurrence `json:"current,omitempty"`
+
+	// next is the next occurrence to start after those in current; unset when
+	// every occurrence has started.
+	// +optional
+	Next *metav1.Time `json:"next,omitempty"`
+
+	// failedOccurrences are the scheduled times of the first 20 failed
+	// occurrences.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	FailedOccurrences []metav1.Time `json:"failedOccurrences,omitempty"`
+
+	// startedAt is when the request was accepted.
+	// +required
+	StartedAt metav1.Time `json:"startedAt"`
+
+	// finishedAt is when the backfill completed or was cancelled.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+
+	// message says what happened last, in words a person can act on.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// BackfillOccurrence is an occurrence of a backfill in flight.
+type BackfillOccurrence struct {
+	// scheduledTime is the occurrence.
+	// +required
+	ScheduledTime metav1.Time `json:"scheduledTime"`
+
+	// attempts counts the attempts that found the lock held by another holder
+	// (or could not start before their starting deadline) and are tried again.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+
+	// retryAt is when it is tried again; unset while it runs.
+	// +optional
+	RetryAt *metav1.Time `json:"retryAt,omitempty"`
+}
+
+// BackfillRequestRecord is the outcome of the last backfill request handled.
+type BackfillRequestRecord struct {
+	// request is the batch.guardedjob.dev/backfill value handled.
+	// +required
+	Request string `json:"request"`
+
+	// result is Accepted or Refused.
+	// +required
+	Result BackfillRequestResult `json:"result"`
+
+	// message says why a request was refused, or what was accepted.
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// handledAt is when the manager handled the request.
+	// +required
+	HandledAt metav1.Time `json:"handledAt"`
+}
+
+// SuspendNoteOf returns spec.suspendNote while the GuardedJob is suspended, or nil.
+func (s *GuardedJobSpec) SuspendNoteOf() *SuspendNote {
+	if !s.Suspended() {
+		return nil
+	}
+	return s.SuspendNote
+}
+
+// SuspendAfter returns spec.failurePolicy.suspendAfter, or 0 when there is no
+// failure policy.
+func (s *GuardedJobSpec) SuspendAfter() int32 {
+	if s.FailurePolicy == nil || s.FailurePolicy.SuspendAfter < 1 {
+		return 0
+	}
+	return s.FailurePolicy.SuspendAfter
+}
+
+// BufferLimitOrDefault returns how many occurrences may wait for an active run:
+// 1 with concurrencyPolicy BufferOne; spec.bufferLimit (default 10, at most 100)
+// with BufferAll; 0 with the other policies.
+func (s *GuardedJobSpec) BufferLimitOrDefault() int32 {
+	switch s.ConcurrencyPolicyOrDefault() {
+	case BufferOneConcurrent:
+		return 1
+	case BufferAllConcurrent:
+		if s.BufferLimit == nil || *s.BufferLimit < 1 {
+			return DefaultBufferLimit
+		}
+		return min(*s.BufferLimit, MaxBufferLimit)
+	default:
+		return 0
+	}
+}
+
+// ParameterDefault returns the default of a declared parameter ("" if unset).
+func (p *RunParameter) ParameterDefault() string {
+	if p.Default == nil {
+		return ""
+	}
+	return *p.Default
+}

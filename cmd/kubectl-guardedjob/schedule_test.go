@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+)
+
+// The plugin's schedule commands against a real API server, a real Redis and
+// the real manager: suspend with a note and resume, run with parameters, and a
+// backfill followed to its end and one cancelled.
+func TestPluginSchedules(t *testing.T) {
+	w := startWorld(t)
+	g := NewWithT(t)
+	ctx := context.Background()
+	get := func(name string) *batchv1alpha1.GuardedJob {
+		gj := &batchv1alpha1.GuardedJob{}
+		g.Expect(w.k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, gj)).To(Succeed())
+		return gj
+	}
+	create := func(name, schedule string, mutate func(*batchv1alpha1.GuardedJobSpec)) {
+		gj := &batchv1alpha1.GuardedJob{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: batchv1alpha1.GuardedJobSpec{Schedule: schedule, Lock: batchv1alpha1.LockSpec{Key: "default:" + name},
+				JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "w", Image: "busybox"}}}}}}},
+		}
+		if mutate != nil {
+			mutate(&gj.Spec)
+		}
+		g.Expect(w.k8s.Create(ctx, gj)).To(Succeed())
+	}
+	// completeAll plays the Job controller: every Job of gjName that has not
+	// ended completes, once its run has recorded it.
+	completeAll := func(g Gomega, gjName string) {
+		jobs := &batchv1.JobList{}
+		g.Expect(w.k8s.List(ctx, jobs, client.InNamespace("default"), client.MatchingLabels{batchv1alpha1.GuardedJobLabel: gjName})).To(Succeed())
+		gj := get(gjName)
+		for i := range jobs.Items {
+			j := &jobs.Items[i]
+			if len(j.Status.Conditions) > 0 {
+				continue
+			}
+			for _, r := range gj.Status.Active {
+				if r.JobName == j.Name && r.JobUID == j.UID {
+					w.complete(g, j)
+				}
+			}
+		}
+	}
+
+	t.Run("suspend with a note, shown by status, and resume", func(t *testing.T) {
+		g := NewWithT(t)
+		create("paused", "@daily", nil)
+		code, stdout, stderr := w.plugin("", nil, "suspend", "paused", "-n", "default", "--reason", "ledger migration", "--until", "2h")
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(MatchRegexp(`guardedjob default/paused suspended \(by admin, until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\): ledger migration\n`))
+		note := get("paused").Spec.SuspendNoteOf()
+		g.Expect(note).To(And(Not(BeNil()), HaveField("By", "admin"), HaveField("Reason", "ledger migration")))
+		g.Expect(note.Until.Time).To(BeTemporally("~", time.Now().Add(2*time.Hour), time.Minute))
+
+		g.Eventually(func() string {
+			_, stdout, _ := w.plugin("", nil, "status", "paused", "-n", "default")
+			return stdout
+		}).Should(And(MatchRegexp(`Suspend:\s+true \(by admin, until [^)]+\): ledger migration`),
+			MatchRegexp(`Condition Suspended:\s+True SuspendRequested suspended: no new runs are scheduled \(by admin`)))
+
+		code, _, stderr = w.plugin("", nil, "suspend", "paused", "-n", "default", "--until", "yesterday")
+		g.Expect(code).To(Equal(2))
+		g.Expect(stderr).To(ContainSubstring(`--until "yesterday" is neither an RFC 3339 time`))
+
+		code, stdout, _ = w.plugin("", nil, "resume", "paused", "-n", "default")
+		g.Expect(code).To(Equal(0))
+		g.Expect(stdout).To(Equal("guardedjob default/paused resumed\n"))
+		g.Expect(get("paused").Spec).To(And(HaveField("Suspend", Equal(ptr.To(false))), HaveField("SuspendNote", BeNil())))
+	})
+
+	t.Run("run --param sets declared values; others are refused before anything is set", func(t *testing.T) {
+		g := NewWithT(t)
+		create("params", "@daily", func(s *batchv1alpha1.GuardedJobSpec) {
+			s.Parameters = []batchv1alpha1.RunParameter{{Name: "REGION", Enum: []string{"eu-west-1", "us-east-1"}, Default: ptr.To("eu-west-1")}}
+		})
+		code, _, stderr := w.plugin("", nil, "run", "params", "-n", "default", "--param", "REGION=mars-1")
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring(`guardedjob default/params refuses these parameters: parameter REGION="mars-1" is not one of "eu-west-1", "us-east-1"`))
+		code, _, stderr = w.plugin("", nil, "run", "params", "-n", "default", "--param", "PATH=/tmp")
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring(`parameter "PATH" is not declared in spec.parameters (declared: REGION)`))
+		code, _, stderr = w.plugin("", nil, "run", "params", "-n", "default", "--param", "REGION")
+		g.Expect(code).To(Equal(2))
+		g.Expect(stderr).To(ContainSubstring(`--param "REGION": want NAME=VALUE`))
+		g.Expect(get("params").Annotations).NotTo(HaveKey(batchv1alpha1.RunNowAnnotation), "nothing was asked of the manager")
+
+		code, stdout, stderr := w.plugin("", nil, "run", "params", "-n", "default", "--param", "REGION=us-east-1")
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(ContainSubstring("parameters: REGION=us-east-1"))
+		g.Expect(stdout).To(MatchRegexp(`job.batch/params-\S+ started`))
+		jobs := &batchv1.JobList{}
+		g.Expect(w.k8s.List(ctx, jobs, client.InNamespace("default"), client.MatchingLabels{batchv1alpha1.GuardedJobLabel: "params"})).To(Succeed())
+		g.Expect(jobs.Items).To(HaveLen(1))
+		g.Expect(jobs.Items[0].Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "REGION", Value: "us-east-1"}))
+		g.Expect(get("params").Annotations).To(HaveKeyWithValue(batchv1alpha1.RunNowParametersAnnotation, `{"REGION":"us-east-1"}`))
+		g.Eventually(func() []batchv1alpha1.ActiveRun { return get("params").Status.Active }).Should(ConsistOf(HaveField("JobUID", Not(BeEmpty()))))
+		w.complete(g, &jobs.Items[0])
+
+		// A run without --param removes the values of the one before.
+		g.Eventually(func() []batchv1alpha1.ActiveRun { return get("params").Status.Active }).Should(BeEmpty())
+		code, _, _ = w.plugin("", nil, "run", "params", "-n", "default")
+		g.Expect(code).To(Equal(1), "the occurrence succeeded already: Skipped")
+		g.Expect(get("params").Annotations).NotTo(HaveKey(batchv1alpha1.RunNowParametersAnnotation))
+	})
+
+	t.Run("backfill checks the range, then follows the manager's backfill to its end", func(t *testing.T) {
+		g := NewWithT(t)
+		create("history", "0 * * * *", nil)
+		now := time.Now().UTC()
+		from := now.Add(-2 * time.Hour).Truncate(time.Hour)
+
+		code, _, stderr := w.plugin("", nil, "backfill", "history", "-n", "default", "--from", from.Format(time.RFC3339), "--to", now.Add(time.Hour).Format(time.RFC3339))
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring("guardedjob default/history: the range ends in the future"))
+		code, _, stderr = w.plugin("", nil, "backfill", "history", "-n", "default", "--from", now.Add(-50*24*time.Hour).Format(time.RFC3339))
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring("holds more than 1000 occurrences"))
+		code, _, stderr = w.plugin("", nil, "backfill", "history", "-n", "default", "--from", "last week")
+		g.Expect(code).To(Equal(2))
+		g.Expect(stderr).To(ContainSubstring(`--from "last week" is not an RFC 3339 time`))
+		code, _, stderr = w.plugin("", nil, "backfill", "history", "-n", "default")
+		g.Expect(code).To(Equal(2))
+		g.Expect(stderr).To(ContainSubstring("backfill needs --from"))
+		g.Expect(get("history").Annotations).NotTo(HaveKey(batchv1alpha1.BackfillAnnotation), "nothing was asked of the manager")
+
+		done := make(chan struct{})
+		var stdout string
+		go func() {
+			defer close(done)
+			code, stdout, stderr = w.plugin("", nil, "backfill", "history", "-n", "default", "--from", from.Format(time.RFC3339), "--wait")
+		}()
+		g.Eventually(func(g Gomega) {
+			completeAll(g, "history")
+			g.Expect(done).To(BeClosed())
+		}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		g.Expect(code).To(Equal(0), "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+		g.Expect(stdout).To(ContainSubstring(fmt.Sprintf("guardedjob default/history: backfill of 3 occurrence(s) from %s to %s, 1 at a time",
+			from.Format(time.RFC3339), from.Add(2*time.Hour).Format(time.RFC3339))))
+		g.Expect(stdout).To(ContainSubstring("accepted: 3 occurrence(s)"))
+		g.Expect(stdout).To(MatchRegexp(`Running: 0/3 done \(succeeded 0, skipped 0, failed 0\), remaining 3; now: \S+ \(job.batch/history-`))
+		g.Expect(stdout).To(HaveSuffix("Complete: 3/3 done (succeeded 3, skipped 0, failed 0), remaining 0\n"))
+
+		// The same range again: every occurrence is done already.
+		code, stdout, stderr = w.plugin("", nil, "backfill", "history", "-n", "default", "--from", from.Format(time.RFC3339), "--wait")
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(HaveSuffix("Complete: 3/3 done (succeeded 0, skipped 3, failed 0), remaining 0\n"))
+
+		_, stdout, _ = w.plugin("", nil, "status", "history", "-n", "default")
+		g.Expect(stdout).To(MatchRegexp(`Backfill:\s+\S+ from ` + from.Format(time.RFC3339) + ` to \S+: Complete: 3/3 done`))
+	})
+
+	t.Run("backfill --cancel stops a running backfill", func(t *testing.T) {
+		g := NewWithT(t)
+		create("cancelled", "0 * * * *", nil)
+		from := time.Now().UTC().Add(-5 * time.Hour).Truncate(time.Hour)
+		code, stdout, stderr := w.plugin("", nil, "backfill", "cancelled", "-n", "default", "--from", from.Format(time.RFC3339))
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(ContainSubstring("follow it with: kubectl guardedjob status cancelled -n default"))
+		g.Eventually(func() []batchv1alpha1.ActiveRun { return get("cancelled").Status.Active }).Should(HaveLen(1))
+
+		code, _, stderr = w.plugin("", nil, "backfill", "cancelled", "-n", "default", "--from", from.Format(time.RFC3339))
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring("is running (6 occurrence(s) remaining): cancel it first with --cancel"))
+
+		code, stdout, stderr = w.plugin("", nil, "backfill", "cancelled", "-n", "default", "--cancel")
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(ContainSubstring("cancelled at"))
+		g.Expect(strings.Count(stdout, "\n")).To(Equal(1))
+		g.Expect(get("cancelled").Status.Backfill.State).To(Equal(batchv1alpha1.BackfillCancelled))
+		code, _, stderr = w.plugin("", nil, "backfill", "cancelled", "-n", "default", "--cancel")
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring("guardedjob default/cancelled has no backfill running"))
+	})
+}

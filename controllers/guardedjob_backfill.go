@@ -1,0 +1,284 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/schedule"
+)
+
+// A backfill runs every occurrence of the schedule in a range through the lock,
+// as if each were due now: the batch.guardedjob.dev/backfill request (made by
+// kubectl guardedjob backfill, or by hand), carried out by the manager, so a
+// tenant needs no store credentials. Its whole state is status.backfill: a
+// restarted manager goes on from there. An occurrence whose done-marker exists
+// (it succeeded anywhere: this cluster, another sharing the store, an earlier
+// backfill) is skipped by the acquisition itself; one whose lock another
+// holder has is tried again later, never given up: so the same backfill started
+// in several clusters runs each occurrence once, wherever it gets the lock
+// first, and every cluster ends with each occurrence run or skipped.
+
+// backfillRunning says whether a backfill is in progress.
+func backfillRunning(gj *batchv1alpha1.GuardedJob) bool {
+	return gj.Status.Backfill != nil && gj.Status.Backfill.State == batchv1alpha1.BackfillRunning
+}
+
+// serveBackfillRequests handles the backfill and backfill-cancel annotations.
+// It writes status only: the occurrences start in advanceBackfill.
+func (r *GuardedJobReconciler) serveBackfillRequests(s *scope, spec *compiledSpec) {
+	gj := s.gj
+	ann := gj.Annotations
+	if v := ann[batchv1alpha1.BackfillCancelAnnotation]; v != "" {
+		if b := gj.Status.Backfill; b != nil && b.Request == v && b.State == batchv1alpha1.BackfillRunning {
+			r.cancelBackfill(s, b)
+		}
+	}
+	value := ann[batchv1alpha1.BackfillAnnotation]
+	if value == "" || (gj.Status.LastBackfillRequest != nil && gj.Status.LastBackfillRequest.Request == clip(value, maxRequestValue)) {
+		return
+	}
+	rec := &batchv1alpha1.BackfillRequestRecord{Request: clip(value, maxRequestValue), HandledAt: metav1.Time{Time: s.now}}
+	gj.Status.LastBackfillRequest = rec
+	b, err := r.acceptBackfill(s, spec, value)
+	if err != nil {
+		rec.Result, rec.Message = batchv1alpha1.BackfillRefused, err.Error()
+		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.BackfillRefusedReason, "Refused %s=%s: %s", batchv1alpha1.BackfillAnnotation, rec.Request, rec.Message)
+		return
+	}
+	rec.Result = batchv1alpha1.BackfillAccepted
+	rec.Message = fmt.Sprintf("%d occurrence(s) from %s to %s, %d at a time", b.Total,
+		b.From.UTC().Format(time.RFC3339), b.To.UTC().Format(time.RFC3339), b.Parallelism)
+	gj.Status.Backfill = b
+	r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.BackfillStartedReason, "Backfill %s: %s", b.Request, rec.Message)
+}
+
+// acceptBackfill checks a backfill request and returns its initial state.
+func (r *GuardedJobReconciler) acceptBackfill(s *scope, spec *compiledSpec, value string) (*batchv1alpha1.BackfillStatus, error) {
+	gj := s.gj
+	ann := gj.Annotations
+	at, err := parseRequestTime(value)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", batchv1alpha1.BackfillAnnotation, err)
+	}
+	if d := s.now.Sub(at); d > batchv1alpha1.BackfillRequestWindow || d < -batchv1alpha1.BackfillRequestWindow {
+		return nil, fmt.Errorf("the request's time %s is more than %s from the manager's clock (%s): a request is carried out only when it is fresh (not, say, from a manifest applied later); ask again",
+			at.UTC().Format(time.RFC3339), batchv1alpha1.BackfillRequestWindow, s.now.UTC().Format(time.RFC3339))
+	}
+	if b := gj.Status.Backfill; b != nil && b.State == batchv1alpha1.BackfillRunning {
+		return nil, fmt.Errorf("backfill %s is running (%d occurrence(s) remaining): cancel it first (kubectl guardedjob backfill %s --cancel, or annotate %s=%s)",
+			b.Request, b.Remaining, gj.Name, batchv1alpha1.BackfillCancelAnnotation, b.Request)
+	}
+	from, err := schedule.ParseBackfillTime(batchv1alpha1.BackfillFromAnnotation, ann[batchv1alpha1.BackfillFromAnnotation])
+	if err != nil {
+		return nil, err
+	}
+	to, err := schedule.ParseBackfillTime(batchv1alpha1.BackfillToAnnotation, ann[batchv1alpha1.BackfillToAnnotation])
+	if err != nil {
+		return nil, err
+	}
+	parallelism, err := parseParallelism(ann[batchv1alpha1.BackfillParallelismAnnotation])
+	if err != nil {
+		return nil, err
+	}
+	rng, err := schedule.CheckBackfill(spec.rules.Schedule, gj.Spec.Schedule, from, to, s.now, batchv1alpha1.MaxBackfillOccurrences)
+	if err != nil {
+		return nil, err
+	}
+	return &batchv1alpha1.BackfillStatus{
+		Request: clip(value, maxRequestValue), From: metav1.Time{Time: rng.From}, To: metav1.Time{Time: rng.To},
+		Parallelism: parallelism, State: batchv1alpha1.BackfillRunning,
+		Total: int32(rng.Count), Remaining: int32(rng.Count), //nolint:gosec // at most 1000
+		Next: &metav1.Time{Time: rng.First}, StartedAt: metav1.Time{Time: s.now},
+		Message: "accepted",
+	}, nil
+}
+
+// parseParallelism reads the backfill-parallelism annotation: empty is 1.
+func parseParallelism(v string) (int32, error) {
+	if v == "" {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > batchv1alpha1.MaxBackfillParallelism {
+		return 0, fmt.Errorf("%s %q must be a whole number from 1 to %d", batchv1alpha1.BackfillParallelismAnnotation, clip(v, 16), batchv1alpha1.MaxBackfillParallelism)
+	}
+	return int32(n), nil //nolint:gosec // at most 10
+}
+
+// cancelBackfill stops a backfill: occurrences not running now never start;
+// those running go on, and are counted when they end.
+func (r *GuardedJobReconciler) cancelBackfill(s *scope, b *batchv1alpha1.BackfillStatus) {
+	running := b.Current[:0]
+	for _, e := range b.Current {
+		if backfillRunFor(s.gj, b.Request, e.ScheduledTime) != nil {
+			running = append(running, e)
+		}
+	}
+	b.Current = nilIfEmpty(running)
+	b.Next = nil
+	b.State = batchv1alpha1.BackfillCancelled
+	b.FinishedAt = &metav1.Time{Time: s.now}
+	b.Message = fmt.Sprintf("cancelled at %s: %d succeeded, %d skipped, %d failed, %d not run (%d still running)",
+		s.now.UTC().Format(time.RFC3339), b.Succeeded, b.Skipped, b.Failed, b.Remaining-int32(len(b.Current)), len(b.Current)) //nolint:gosec // at most 10
+	r.event(s.gj, nil, corev1.EventTypeNormal, batchv1alpha1.BackfillCancelledReason, "Backfill %s %s", b.Request, b.Message)
+}
+
+// advanceBackfill starts the next occurrence of a running backfill, when a slot
+// is free (parallelism) and nothing comes first: a backfill waits for runs of
+// the schedule and run-now triggers (unless concurrencyPolicy is Allow) and for
+// buffered runs. An occurrence the schedule itself is running waits for that
+// run. The backfill completes when every occurrence has ended.
+func (r *GuardedJobReconciler) advanceBackfill(ctx context.Context, s *scope, spec *compiledSpec) error {
+	gj := s.gj
+	b := gj.Status.Backfill
+	if b == nil || b.State != batchv1alpha1.BackfillRunning {
+		return nil
+	}
+	b.Remaining = int32(len(b.Current)) //nolint:gosec // at most 10
+	if b.Next != nil {
+		b.Remaining += int32(spec.rules.Schedule.CountBetween(b.Next.Time, b.To.Time, batchv1alpha1.MaxBackfillOccurrences)) //nolint:gosec // at most 1001
+	}
+	if len(b.Current) == 0 && b.Next == nil {
+		b.State = batchv1alpha1.BackfillComplete
+		b.FinishedAt = &metav1.Time{Time: s.now}
+		b.Message = fmt.Sprintf("finished: %d succeeded, %d skipped (done already), %d failed", b.Succeeded, b.Skipped, b.Failed)
+		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.BackfillFinishedReason, "Backfill %s %s", b.Request, b.Message)
+		return nil
+	}
+	for _, run := range gj.Status.Active {
+		if run.Backfill == "" && gj.Spec.ConcurrencyPolicyOrDefault() != batchv1alpha1.AllowConcurrent {
+			return nil // its end brings the next pass
+		}
+	}
+	var pick *batchv1alpha1.BackfillOccurrence
+	for i := range b.Current {
+		e := &b.Current[i]
+		if backfillRunFor(gj, b.Request, e.ScheduledTime) != nil {
+			continue
+		}
+		if e.RetryAt != nil && s.now.Before(e.RetryAt.Time) {
+			s.requeueAt(e.RetryAt.Time)
+			continue
+		}
+		pick = e
+		break
+	}
+	if pick == nil && len(b.Current) < int(b.Parallelism) && b.Next != nil {
+		occurrence := b.Next.Time
+		b.Current = append(b.Current, batchv1alpha1.BackfillOccurrence{ScheduledTime: metav1.Time{Time: occurrence}})
+		if next := spec.rules.Schedule.Next(occurrence); next.IsZero() || next.After(b.To.Time) {
+			b.Next = nil
+		} else {
+			b.Next = &metav1.Time{Time: next}
+		}
+		pick = &b.Current[len(b.Current)-1]
+	}
+	if pick == nil {
+		return nil
+	}
+	occurrence := pick.ScheduledTime.Time
+	for _, run := range gj.Status.Active {
+		if run.ScheduledTime.Equal(&pick.ScheduledTime) {
+			// The schedule (or a run-now) is running this occurrence: its end
+			// decides, through the done-marker, whether the backfill runs it.
+			return nil
+		}
+	}
+	pick.RetryAt = nil
+	b.Message = "running " + occurrence.UTC().Format(time.RFC3339)
+	s.requeueAfter(time.Millisecond) // another slot may be free
+	return r.recordIntent(ctx, s, spec, occurrence, s.now, false, "", runExtras{backfill: b.Request})
+}
+
+// backfillRunEnded counts the end of a backfill occurrence's run: Succeeded;
+// Skipped with the holder of its done-marker (done already); Busy, or Skipped
+// because it could not start before its starting deadline, is tried again
+// later; any other result failed (no done-marker: a later backfill runs it
+// again).
+func backfillRunEnded(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, heldBy string, now time.Time) {
+	b := gj.Status.Backfill
+	if b == nil || b.Request != run.Backfill {
+		return // a run of an earlier backfill
+	}
+	i := slices.IndexFunc(b.Current, func(e batchv1alpha1.BackfillOccurrence) bool { return e.ScheduledTime.Equal(&run.ScheduledTime) })
+	if i < 0 {
+		return
+	}
+	when := run.ScheduledTime.UTC().Format(time.RFC3339)
+	retry := result == batchv1alpha1.RunResultBusy || (result == batchv1alpha1.RunResultSkipped && heldBy == "")
+	if retry && b.State == batchv1alpha1.BackfillRunning {
+		e := &b.Current[i]
+		e.Attempts++
+		e.RetryAt = &metav1.Time{Time: now.Add(backfillRetryWait(gj, e.Attempts))}
+		b.Message = fmt.Sprintf("%s: %s, tried again at %s", when, result, e.RetryAt.UTC().Format(time.RFC3339))
+		return
+	}
+	switch {
+	case result == batchv1alpha1.RunResultSucceeded:
+		b.Succeeded++
+	case result == batchv1alpha1.RunResultSkipped && heldBy != "":
+		b.Skipped++
+	case retry: // cancelled meanwhile: it is not tried again
+	default:
+		b.Failed++
+		if len(b.FailedOccurrences) < 20 {
+			b.FailedOccurrences = append(b.FailedOccurrences, run.ScheduledTime)
+		}
+	}
+	b.Message = fmt.Sprintf("%s: %s", when, result)
+	b.Current = nilIfEmpty(slices.Delete(b.Current, i, i+1))
+	if b.Remaining > 0 {
+		b.Remaining--
+	}
+}
+
+// backfillRetryWait is how long an occurrence whose lock was busy waits before
+// its next attempt: lock.busyRetry's waits, doubling from initial to max, each
+// stretched by up to half at random so that clusters running the same backfill
+// do not retry in step.
+func backfillRetryWait(gj *batchv1alpha1.GuardedJob, attempts int32) time.Duration {
+	d, limit := gj.Spec.Lock.BusyRetryInitial(), gj.Spec.Lock.BusyRetryMax()
+	for i := int32(1); i < attempts && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	return d + rand.N(d/2+1) //nolint:gosec // jitter, not a secret
+}
+
+// backfillRunFor returns the active run of a backfill's occurrence, or nil.
+func backfillRunFor(gj *batchv1alpha1.GuardedJob, request string, scheduled metav1.Time) *batchv1alpha1.ActiveRun {
+	for i := range gj.Status.Active {
+		if run := &gj.Status.Active[i]; run.Backfill == request && run.ScheduledTime.Equal(&scheduled) {
+			return run
+		}
+	}
+	return nil
+}
+
+// markerTTLForRun is the done-marker lifetime of a run's occurrence: as for
+// any run, and for a backfill occurrence at least BackfillDoneMarkerTTL (plus
+// lock.keepAfterSuccess), so that the same backfill started in another cluster
+// within that time skips it. A past occurrence's marker would otherwise live
+// only minutes.
+func markerTTLForRun(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, now time.Time) time.Duration {
+	ttl := markerTTLFor(gj, run.ScheduledTime.Time, now)
+	if run.Backfill != "" {
+		ttl = max(ttl, batchv1alpha1.BackfillDoneMarkerTTL+gj.Spec.Lock.KeepAfterSuccessOrDefault())
+	}
+	return ttl
+}
+
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
