@@ -47,7 +47,7 @@ import (
 const shardRunFor = 60 * time.Second
 
 // handoverTimeout is the default shard's --shard-handover-timeout.
-const handoverTimeout = 20 * time.Second
+const handoverTimeout = 35 * time.Second
 
 func TestShardMove(t *testing.T) {
 	if os.Getenv("E2E_SHARD") != "1" {
@@ -250,30 +250,10 @@ func TestShardMove(t *testing.T) {
 	patchGJ(gj.Name, "move the GuardedJob to shard b", fmt.Sprintf(`{"metadata":{"labels":{%q:"b"}}}`, batchv1alpha1.ShardLabel))
 	patchGJ(stranded.Name, "move the other GuardedJob to shard c", fmt.Sprintf(`{"metadata":{"labels":{%q:"c"}}}`, batchv1alpha1.ShardLabel))
 
-	// Longer than a ttl with shard b stalled: the default shard keeps both leases;
-	// past the hand-over timeout it stops the stranded run, and its lease goes only
-	// once the run's Pod is gone.
-	var strandedGone time.Time
-	if err := poll(ctx, handoverTimeout+time.Minute, "the stranded run's Pod stopped and gone", func() error {
-		p := &corev1.Pod{}
-		err := c.client.Get(ctx, client.ObjectKeyFromObject(&strandedPod), p)
-		if err == nil {
-			return fmt.Errorf("Pod %s still there (deleted: %v)", p.Name, p.DeletionTimestamp != nil)
-		}
-		if client.IgnoreNotFound(err) != nil {
-			return err
-		}
-		strandedGone = time.Now()
-		return nil
-	}); err != nil {
-		t.Fatalf("%v\n%s", err, logs())
-	}
-	t.Logf("the stranded run's Pod was stopped and gone %s after the relabel (hand-over timeout %s)", strandedGone.Sub(movedAt).Round(time.Millisecond), handoverTimeout)
-	if since := time.Since(movedAt); since < ttl+renewInterval {
-		time.Sleep(ttl + renewInterval - since)
-	}
+	// Longer than a ttl with shard b stalled: the default shard keeps both leases.
+	time.Sleep(ttl + renewInterval)
 	shardB.signal(syscall.SIGCONT)
-	if err := poll(ctx, 2*time.Minute, "shard b holds the moved run's lease, and the default shard lets go", func() error {
+	if err := poll(ctx, handoverTimeout-ttl-renewInterval, "shard b holds the moved run's lease, and the default shard lets go", func() error {
 		cur := &batchv1alpha1.GuardedJob{}
 		if err := c.client.Get(ctx, key, cur); err != nil {
 			return err
@@ -291,6 +271,28 @@ func TestShardMove(t *testing.T) {
 	}
 	t.Logf("shard b, let go %s after the relabel, holds the moved run's lease", time.Since(movedAt).Round(time.Millisecond))
 	close(stopMovedRival)
+
+	// Past the hand-over timeout the default shard stops the stranded run, and its
+	// lease goes only once the run's Pod is gone.
+	var strandedGone time.Time
+	if err := poll(ctx, handoverTimeout+time.Minute, "the stranded run's Pod stopped and gone", func() error {
+		p := &corev1.Pod{}
+		err := c.client.Get(ctx, client.ObjectKeyFromObject(&strandedPod), p)
+		if err == nil {
+			return fmt.Errorf("Pod %s still there (deleted: %v)", p.Name, p.DeletionTimestamp != nil)
+		}
+		if client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		strandedGone = time.Now()
+		return nil
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, logs())
+	}
+	t.Logf("the stranded run's Pod was stopped and gone %s after the relabel (hand-over timeout %s)", strandedGone.Sub(movedAt).Round(time.Millisecond), handoverTimeout)
+	if strandedGone.Sub(movedAt) < handoverTimeout {
+		t.Errorf("the stranded run was stopped %s after the relabel, before the hand-over timeout", strandedGone.Sub(movedAt))
+	}
 
 	// The old shard goes for good a few seconds later: from now on only shard b can
 	// keep the lease.
