@@ -217,9 +217,17 @@ func TestTenantSeesAndUnlocksItsLocksWithoutStoreCredentials(t *testing.T) {
 
 	t.Run("alice unlocks the stale lock of team-a; the manager records it", func(t *testing.T) {
 		g := NewWithT(t)
-		code, stdout, stderr := alice("y\n", "-n", "team-a", "unlock", "settle", "--force")
+		// With time to live, cluster-b's lease is a run that may still be working
+		// there: not even offered.
+		code, stdout, stderr := alice("", "-n", "team-a", "unlock", "settle", "--force", "--yes")
 		g.Expect(code).To(Equal(0), "stdout:\n%s\nstderr:\n%s", stdout, stderr)
-		g.Expect(stdout).To(ContainSubstring("Delete lock team-a:settle (held by cluster-b/team-a/settle-1-abcdef (cluster cluster-b), expires in"))
+		g.Expect(stdout).To(ContainSubstring("lock team-a:settle is held by cluster-b/team-a/settle-1-abcdef (cluster cluster-b), a GuardedJob lease that expires by itself in"))
+		g.Expect(rdb.Exists(ctx, "team-a:settle").Val()).To(Equal(int64(1)))
+		// Stale for good: written back without an expiry.
+		g.Expect(rdb.Persist(ctx, "team-a:settle").Err()).To(Succeed())
+		code, stdout, stderr = alice("y\n", "-n", "team-a", "unlock", "settle", "--force")
+		g.Expect(code).To(Equal(0), "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+		g.Expect(stdout).To(ContainSubstring("Delete lock team-a:settle (held by cluster-b/team-a/settle-1-abcdef (cluster cluster-b), no expiry"))
 		g.Expect(stdout).To(ContainSubstring("deleted lock team-a:settle"))
 		g.Expect(rdb.Exists(ctx, "team-a:settle").Val()).To(BeZero())
 		// The manager's event recorder writes events in the background.

@@ -80,9 +80,14 @@ func unlockCmd(ctx context.Context, o *options, name string) error {
 	var cands []candidate
 	for _, e := range view.Entries {
 		if h := e.Lock.Holder; h != "" {
-			if e.Lock.Whose == batchv1alpha1.LockWhoseThisGuardedJob {
+			switch {
+			case e.Lock.Whose == batchv1alpha1.LockWhoseThisGuardedJob:
 				_, _ = fmt.Fprintf(o.Out, "lock %s is held by the active run %s of this GuardedJob: not deleting it (delete the run's Job to stop it)\n", e.Lock.Key, h)
-			} else {
+			case e.Lock.Whose != batchv1alpha1.LockWhoseForeign && !e.Lock.NoExpiry && e.Lock.ExpiresAt != nil:
+				// The manager never deletes a GuardedJob lease with time to live.
+				_, _ = fmt.Fprintf(o.Out, "lock %s is held by %s (%s), a GuardedJob lease that expires by itself in %s: not deleting it (its run may still be working; stop its Job in the cluster that runs it, or wait)\n",
+					e.Lock.Key, h, whereText(e.Lock, e.JobName), expiresIn(e.Lock, view.ObservedAt.Time))
+			default:
 				exp := "no expiry"
 				if in := expiresIn(e.Lock, view.ObservedAt.Time); in != "never" {
 					exp = "expires in " + in
