@@ -238,6 +238,7 @@ func main() {
 	faults := flag.Bool("faults", false, "also run the fault test (test/e2e TestFaults) against a manager built from each mutant")
 	seed := flag.Int64("seed", 0, "with -faults: the fault schedule's seed (E2E_SEED); 0: a new one each run")
 	timeout := flag.Duration("timeout", 15*time.Minute, "bound on each go test run")
+	unplanted := flag.Bool("unplanted", true, "first run every catcher on the unplanted copy (false: the caller ran them on this very tree already, as CI's make test does)")
 	flag.Parse()
 	if *list {
 		for _, m := range mutants {
@@ -250,7 +251,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(2)
 	}
-	r := &runner{timeout: *timeout, faults: *faults, seed: *seed}
+	r := &runner{timeout: *timeout, faults: *faults, seed: *seed, unplanted: *unplanted}
 	if err := r.run(selected); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(1)
@@ -273,9 +274,10 @@ func pick(names []string) ([]mutant, error) {
 }
 
 type runner struct {
-	timeout time.Duration
-	faults  bool
-	seed    int64
+	timeout   time.Duration
+	faults    bool
+	seed      int64
+	unplanted bool
 	copyDir string
 }
 
@@ -305,8 +307,14 @@ func (r *runner) run(ms []mutant) error {
 	}
 
 	start := time.Now()
-	fmt.Printf("== the unplanted copy: every catcher must pass\n")
-	for _, c := range mergeCatchers(ms) {
+	unplanted := mergeCatchers(ms)
+	if !r.unplanted {
+		fmt.Printf("== the unplanted copy: not run again (-unplanted=false: the caller ran every catcher on this tree)\n")
+		unplanted = nil
+	} else {
+		fmt.Printf("== the unplanted copy: every catcher must pass\n")
+	}
+	for _, c := range unplanted {
 		res := r.goTest(c)
 		fmt.Printf("   %s %s: %s (%s)\n", c.pkg, strings.Join(c.tests, ","), res.verdict(), res.took.Round(time.Second))
 		if !res.ok() {
