@@ -2,6 +2,8 @@ package controllers_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +24,7 @@ import (
 	"github.com/guardedjob/guardedjob/controllers"
 	"github.com/guardedjob/guardedjob/internal/keys"
 	"github.com/guardedjob/guardedjob/internal/leasetiming"
+	"github.com/guardedjob/guardedjob/internal/runtoken"
 )
 
 // Stories of two actors at once: each reproduces an interleaving in which one
@@ -487,4 +491,44 @@ func TestEveryActor_TwoClustersClaimingOneIdentityStartNoRun(t *testing.T) {
 	g.Eventually(ready(a, gjA)).WithTimeout(20 * time.Second).Should(HaveField("Reason", batchv1alpha1.ScheduledReason))
 	a.triggerAgain(gjA)
 	a.waitJobs(1)
+}
+
+// TestEveryActor_AManagerJustStartedNeverTakesUpATwinsLease: a cluster just
+// restored from a snapshot starts by catching up on the latest occurrence, the
+// one its twin (the same cluster name and object UIDs) may be running. The twin's
+// lease carries a token bound to this very object and occurrence, and no status
+// here records it: take-up would adopt it at the manager's first pass, before its
+// identity heartbeat could have seen the twin. Take-up waits until the heartbeat
+// has had a few beats to itself; here it sees the twin and never takes up.
+func TestEveryActor_AManagerJustStartedNeverTakesUpATwinsLease(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	g := h.g
+	key := h.ns + ":twinlease"
+	gj := h.create(h.guardedJob("twinlease", key))
+	g.Eventually(func() types.UID { return h.get(gj).UID }).ShouldNot(BeEmpty())
+	twin, _, err := runtoken.Mint(runtoken.Run{Cluster: "cluster-a", Namespace: h.ns, Name: gj.Name, UID: string(h.get(gj).UID), Occurrence: yearStart()})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(h.rdb.Set(ctx, key, twin, time.Minute).Err()).To(Succeed())
+	// The twin's manager beats too (same cluster name, same election ID).
+	sum := sha256.Sum256([]byte(""))
+	beatKey := "_guardedjob:identity:cluster-a:" + hex.EncodeToString(sum[:6])
+	beats, stopBeats := context.WithCancel(ctx)
+	defer stopBeats()
+	go func() {
+		for beats.Err() == nil {
+			_ = h.rdb.Set(beats, beatKey, "host=twin pid=1 id=twin", 5*time.Second).Err()
+			time.Sleep(time.Second)
+		}
+	}()
+
+	h.trigger(gj) // waiting for the manager as it starts
+	h.identityBeat = time.Second // as the twin's: a few seconds before either could know of the other
+	h.start()
+	g.Consistently(func() []batchv1alpha1.ActiveRun { return h.get(gj).Status.Active }).WithTimeout(5*time.Second).
+		ShouldNot(ContainElement(HaveField("Token", twin)), "the twin's lease is never taken up")
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(twin))
+	g.Expect(h.jobs()).To(BeEmpty())
+	g.Eventually(func() *metav1.Condition { return findCond(h.get(gj).Status.Conditions, batchv1alpha1.ReadyCondition) }).
+		Should(HaveField("Reason", batchv1alpha1.DuplicateClusterNameReason))
 }

@@ -210,6 +210,9 @@ func (r *GuardedJobReconciler) takeUpOrphan(ctx context.Context, s *scope, run *
 	if _, dup := r.Identity.Duplicate(); dup {
 		return false, "a token minted under this cluster's name, while another manager claims that name: never taken up", nil
 	}
+	if !r.Identity.Settled() {
+		return false, "a token minted under this cluster's name, taken up only once this manager's identity heartbeat has shown for a few beats that no other manager claims that name", nil
+	}
 	holder := lockclient.HolderOf(value)
 	for i := range s.gj.Status.Active {
 		if s.gj.Status.Active[i].Token == value || s.gj.Status.Active[i].JobName == jobName {

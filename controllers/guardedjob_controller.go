@@ -457,7 +457,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		r.warnGuardUser(gj)
 	}
 	r.setStoreSafe(ctx, gj, spec.store, s.now)
-	if r.duplicateIdentity(s) {
+	if r.duplicateIdentity(s) || !r.identitySettled(s) {
 		return ctrl.Result{}, nil
 	}
 	if err := r.scheduleAll(ctx, s, spec); err != nil { // suspensions, the schedule, buffered runs, backfills (guardedjob_buffer.go)

@@ -31,16 +31,21 @@ import (
 // value, found in place of its own several beats in a row, means another manager
 // writes the same key as often: a leader that took over writes once over the old
 // leader's value, and an old leader stops writing when it loses its leadership.
+// Beats are counted in a window, not in a row: two managers' tickers drift, and a
+// manager may beat twice between the other's beats.
 
 // identityKeyPrefix starts the heartbeat keys. The underscore cannot begin a
 // namespace name, so no namespace's default key prefix covers it.
 const identityKeyPrefix = "_guardedjob:identity:"
 
-// identityBeat is how often the leader writes its heartbeat by default, and
-// identityStrikes how many beats in a row must find another manager's value.
+// identityBeat is how often the leader writes its heartbeat by default;
+// identityStrikes of the last identityWindow beats must find another manager's
+// value to take it for a second live manager, and identityWindow beats in a row
+// its own value to take it for gone.
 const (
-	identityBeat    = 5 * time.Second
+	identityBeat    = 2 * time.Second
 	identityStrikes = 3
+	identityWindow  = 6
 )
 
 // IdentityCheck is the heartbeat of this manager's cluster identity.
@@ -50,11 +55,11 @@ type IdentityCheck struct {
 	value    string
 	interval time.Duration
 
-	mu      sync.Mutex
-	strikes int
-	clear   int
-	other   string
-	dup     bool
+	mu     sync.Mutex
+	recent []bool // the last beats' outcomes, true: another manager's value
+	clear  int
+	other  string
+	dup    bool
 }
 
 // NewIdentityCheck returns the check of identity (cluster name and leader
@@ -95,10 +100,14 @@ func (c *IdentityCheck) beat(ctx context.Context, logf func(string, ...any)) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if prev == "" || prev == c.value {
-		c.strikes = 0
+	other := prev != "" && prev != c.value
+	c.recent = append(c.recent, other)
+	if len(c.recent) > identityWindow {
+		c.recent = c.recent[1:]
+	}
+	if !other {
 		if c.dup {
-			if c.clear++; c.clear >= identityStrikes {
+			if c.clear++; c.clear >= identityWindow {
 				c.dup, c.clear = false, 0
 				logf("Only this manager claims its cluster identity again: runs start again", "key", c.key)
 			}
@@ -106,12 +115,38 @@ func (c *IdentityCheck) beat(ctx context.Context, logf func(string, ...any)) {
 		return
 	}
 	c.clear = 0
-	c.strikes++
 	c.other = prev
-	if c.strikes >= identityStrikes && !c.dup {
+	strikes := 0
+	for _, o := range c.recent {
+		if o {
+			strikes++
+		}
+	}
+	if strikes >= identityStrikes && !c.dup {
 		c.dup = true
 		logf("ANOTHER MANAGER CLAIMS THIS MANAGER'S CLUSTER IDENTITY: no run starts until only one does", "key", c.key, "other", prev)
 	}
+}
+
+// Settled says whether the heartbeat has beaten long enough, with no other
+// manager's value in its last beats, to say that this manager alone claims its
+// identity: a manager that has just started or become the leader has not seen a
+// twin yet, and must not take up a lease a twin may have taken.
+func (c *IdentityCheck) Settled() bool {
+	if c == nil {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dup || len(c.recent) < identityStrikes {
+		return false
+	}
+	for _, o := range c.recent[len(c.recent)-identityStrikes:] {
+		if o {
+			return false
+		}
+	}
+	return true
 }
 
 // Duplicate says whether another live manager claims this identity, and what it
@@ -136,11 +171,24 @@ func (r *GuardedJobReconciler) duplicateIdentity(s *scope) bool {
 	if !dup {
 		return false
 	}
-	msg := fmt.Sprintf("another manager claims this cluster's identity (--cluster-name %q) in the lock store: it wrote %q over this manager's heartbeat %s beat after beat. "+
+	msg := fmt.Sprintf("another manager claims this cluster's identity (--cluster-name %q) in the lock store: it wrote %q over this manager's heartbeat %s again and again. "+
 		"Clusters restored from one etcd snapshot share the kube-system UID (the default --cluster-name) and their objects' UIDs, and each could take up the other's leases: "+
 		"no run starts here until only one manager claims it. Give each cluster its own --cluster-name", r.ClusterName, other, r.Identity.Key())
 	setCondition(s.gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, batchv1alpha1.DuplicateClusterNameReason, msg, s.now)
 	r.warnOnce(s, batchv1alpha1.DuplicateClusterNameReason, msg)
 	s.requeueAfter(r.Identity.interval)
 	return true
+}
+
+// identitySettled holds back new runs (and with them any take-up) until the
+// identity heartbeat has beaten a few times with no other manager's value: a
+// manager that has just started or become the leader cannot know yet whether a
+// twin runs the same occurrences, and a twin's lease would look like one of its
+// own that a crashed manager never recorded. Runs already recorded go on.
+func (r *GuardedJobReconciler) identitySettled(s *scope) bool {
+	if r.Identity.Settled() {
+		return true
+	}
+	s.requeueAfter(r.Identity.interval)
+	return false
 }

@@ -138,7 +138,7 @@ type harness struct {
 	// keyGrants is the manager's --key-grants.
 	keyGrants keys.Grants
 	// identityBeat is how often the manager writes its cluster identity
-	// heartbeat; zero: the default.
+	// heartbeat; zero: every 100 ms (take-up waits for a few beats).
 	identityBeat time.Duration
 	// handoverTimeout is the shard managers' --shard-handover-timeout; zero: a minute.
 	handoverTimeout time.Duration
@@ -228,7 +228,7 @@ func (h *harness) start() {
 	parts, err := controllers.Setup(mgr, controllers.ManagerOptions{
 		Store: h.store, RESTConfig: cfg, ClusterName: cmp.Or(h.clusterName, "cluster-a"), KeyGrants: h.keyGrants, StoreAllow: h.storeAllow,
 		GuardImage: testGuardImage, ClockSkew: cmp.Or(h.clockSkew, time.Second), Namespace: h.ns, StopRate: h.stopRate,
-		Clock: h.clock, IdentityBeat: h.identityBeat,
+		Clock: h.clock, IdentityBeat: cmp.Or(h.identityBeat, 100*time.Millisecond),
 	})
 	h.g.Expect(err).NotTo(HaveOccurred())
 	if h.noGuardImage {

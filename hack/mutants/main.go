@@ -215,10 +215,20 @@ var mutants = []mutant{
 		name: "identity-unchecked",
 		bug:  "a manager never sees that another live manager claims its cluster identity, and starts runs beside it",
 		file: "controllers/identity.go",
-		find: "if c.strikes >= identityStrikes && !c.dup {",
+		find: "if strikes >= identityStrikes && !c.dup {",
 		repl: "if false {",
 		catchers: []catcher{
 			{"./controllers/", []string{"TestEveryActor_TwoClustersClaimingOneIdentityStartNoRun"}},
+		},
+	},
+	{
+		name: "identity-not-settled",
+		bug:  "a manager that has just started takes up leases before its identity heartbeat could have seen a twin",
+		file: "controllers/identity.go",
+		find: "if c.dup || len(c.recent) < identityStrikes {\n\t\treturn false\n\t}",
+		repl: "if c.dup || len(c.recent) < 0 {\n\t\treturn false\n\t}",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestEveryActor_AManagerJustStartedNeverTakesUpATwinsLease"}},
 		},
 	},
 	{
