@@ -253,6 +253,11 @@ const (
 	// was written; the message names the done-marker key. (A run skipped because the
 	// marker already exists gets TriggerSkipped.)
 	OccurrenceDoneReason = "OccurrenceDone"
+	// OccurrenceDoneElsewhereReason (Normal): a run that found its lock held by a
+	// run of the GuardedJob of the same name in another cluster (Busy) learned
+	// that that run completed the occurrence: its done-marker was written.
+	// status.lastOccurrenceDone records it.
+	OccurrenceDoneElsewhereReason = "OccurrenceDoneElsewhere"
 	// JobStoppedReason (Warning): a run's Job and Pods are being stopped because a newer
 	// run replaced it (concurrencyPolicy Replace) or the GuardedJob is deleted with
 	// onDelete Stop. Stops for other causes carry their own reason (LockLost,

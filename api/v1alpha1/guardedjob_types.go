@@ -429,6 +429,14 @@ type GuardedJobStatus struct {
 	// +optional
 	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty"`
 
+	// lastOccurrenceDone is the latest occurrence (by scheduled time) known to be
+	// done in any cluster sharing the lock store: run to success here, or found
+	// done by a run of another cluster (its done-marker). Where the same
+	// GuardedJob is applied in several clusters, the cluster that loses the race
+	// for an occurrence records here that another one did it.
+	// +optional
+	LastOccurrenceDone *OccurrenceDone `json:"lastOccurrenceDone,omitempty"`
+
 	// lastFence is the highest fence handed out to a run of this GuardedJob; with
 	// fencing.policy Strict it is the floor of the next fence.
 	// +optional
@@ -522,6 +530,25 @@ type GuardedJobStatus struct {
 	// this names the new shard (make before break).
 	// +optional
 	Shard string `json:"shard,omitempty"`
+}
+
+// OccurrenceDone is an occurrence known to be done, and by whom.
+type OccurrenceDone struct {
+	// scheduledTime is the occurrence.
+	// +required
+	ScheduledTime metav1.Time `json:"scheduledTime"`
+
+	// by is the holder of the run that did it, <cluster>/<namespace>/<job>
+	// (a done-marker's value without its random part; a foreign value as found).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	By string `json:"by,omitempty"`
+
+	// at is when it was done: the completion time of this cluster's Job when
+	// this cluster ran it, or when this cluster found its done-marker when
+	// another did.
+	// +required
+	At metav1.Time `json:"at"`
 }
 
 // LeaseState is what became of a lease a run took.
