@@ -397,6 +397,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			res = s.result()
 			return
 		}
+		setQueued(gj, s.now) // guardedjob_queued.go
 		setKstatus(gj, s.now)
 		setActiveCount(gj)
 		if err := r.patchStatus(ctx, s); err != nil {

@@ -306,7 +306,9 @@ type LockSpec struct {
 	// Running, or finish) after its Job is created. A run none of whose Pods has
 	// started by then (unschedulable, rejected by Pod Security admission, over
 	// quota) is stopped, its lease released, and it ends Failed with the reason
-	// the Pods did not start. Defaults to 10m; at least 10s.
+	// the Pods did not start. It does not count while the Job is suspended by a
+	// queue (jobTemplate.spec.suspend, Kueue): it counts from when the Job was
+	// last resumed. Defaults to 10m; at least 10s.
 	// +optional
 	// +kubebuilder:default="10m"
 	// +kubebuilder:validation:Type=string
@@ -408,8 +410,8 @@ type GuardedJobStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions are Ready, LockHeld, StoreReachable, StoreSafe, MaxHoldAtRisk and
-	// the kstatus conditions Reconciling and Stalled.
+	// conditions are Ready, LockHeld, StoreReachable, StoreSafe, MaxHoldAtRisk,
+	// Suspended, Queued and the kstatus conditions Reconciling and Stalled.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -757,6 +759,14 @@ type ActiveRun struct {
 	// stopReason before its colon).
 	// +optional
 	StopResult RunResult `json:"stopResult,omitempty"`
+
+	// queuedSince is when the run's Job was first seen suspended by a queue
+	// (jobTemplate.spec.suspend: true, or a queue such as Kueue): the Job waits
+	// for the queue to start it, while the run holds its lease. Unset while the
+	// Job is not suspended, and while the manager's own start gate holds it.
+	// The Normal event JobQueued is emitted when it is set.
+	// +optional
+	QueuedSince *metav1.Time `json:"queuedSince,omitempty"`
 
 	// unusuallyLong is true once the run has lasted over 3 times
 	// status.runDurations.p99; the Warning event RunUnusuallyLong is emitted once, when

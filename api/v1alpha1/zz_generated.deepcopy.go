@@ -40,6 +40,10 @@ func (in *ActiveRun) DeepCopyInto(out *ActiveRun) {
 		in, out := &in.StartDeadline, &out.StartDeadline
 		*out = (*in).DeepCopy()
 	}
+	if in.QueuedSince != nil {
+		in, out := &in.QueuedSince, &out.QueuedSince
+		*out = (*in).DeepCopy()
+	}
 	if in.PodGuard != nil {
 		in, out := &in.PodGuard, &out.PodGuard
 		*out = new(RunPodGuard)
