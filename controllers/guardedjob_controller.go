@@ -397,6 +397,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			res = s.result()
 			return
 		}
+		setQueued(gj, s.now) // guardedjob_queued.go
 		setKstatus(gj, s.now)
 		setActiveCount(gj)
 		if err := r.patchStatus(ctx, s); err != nil {
@@ -463,6 +464,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.scheduleAll(ctx, s, spec); err != nil { // suspensions, the schedule, buffered runs, backfills (guardedjob_buffer.go)
 		return ctrl.Result{}, err
 	}
+	r.watchOccurrence(ctx, s, spec) // a Busy run's occurrence done by another cluster? (guardedjob_occurrence.go)
 	return ctrl.Result{}, nil
 }
 
@@ -497,6 +499,7 @@ func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error 
 		runsTotal.WithLabelValues(string(last.Result)).Inc()
 		guardedJobMetrics.countRun(s.gj, last.Result)
 	}
+	r.countDoneElsewhere(s)
 	return nil
 }
 

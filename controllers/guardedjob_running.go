@@ -136,6 +136,10 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 	if jobbuild.Gated(job) {
 		return r.openGate(ctx, s, run, job, store)
 	}
+	if r.noteQueued(s, run, job) { // suspended by a queue: podStartTimeout waits (guardedjob_queued.go)
+		setLockHeld(gj, "", "", s.now)
+		return nil
+	}
 	if msg, err := r.podsNotStarted(ctx, s, job); err != nil || msg != "" {
 		if err != nil {
 			return err
@@ -164,9 +168,11 @@ func (r *GuardedJobReconciler) deletesFirst(s *scope) bool {
 }
 
 // podsNotStarted returns why the run must stop when no Pod of its Job has
-// reached Running or finished within lock.podStartTimeout of the Job's creation
-// (an unschedulable Pod, or Pods rejected by admission or quota would otherwise
-// hold the lock until maxHold), or "" while the Pods have started or may still.
+// reached Running or finished within lock.podStartTimeout of the Job's creation,
+// or of its last resume if a queue held it suspended (podStartFrom): an
+// unschedulable Pod, or Pods rejected by admission or quota would otherwise
+// hold the lock until maxHold. It returns "" while the Pods have started or may
+// still.
 func (r *GuardedJobReconciler) podsNotStarted(ctx context.Context, s *scope, job *batchv1.Job) (string, error) {
 	if job.Status.Succeeded > 0 || job.Status.Failed > 0 || job.Status.Ready != nil && *job.Status.Ready > 0 {
 		return "", nil
@@ -188,7 +194,8 @@ func (r *GuardedJobReconciler) podsNotStarted(ctx context.Context, s *scope, job
 		}
 	}
 	timeout := s.gj.Spec.Lock.PodStartTimeoutOrDefault()
-	due := job.CreationTimestamp.Add(timeout)
+	from := podStartFrom(job)
+	due := from.Add(timeout)
 	if s.now.Before(due) {
 		s.requeueAt(due)
 		return "", nil
@@ -199,7 +206,11 @@ func (r *GuardedJobReconciler) podsNotStarted(ctx context.Context, s *scope, job
 	if why == "" {
 		why = "no Pod was created"
 	}
-	return fmt.Sprintf("no Pod of Job %s started within lock.podStartTimeout %s: %s", job.Name, timeout, why), nil
+	since := ""
+	if !from.Equal(job.CreationTimestamp.Time) {
+		since = " since it was resumed at " + from.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("no Pod of Job %s started within lock.podStartTimeout %s%s: %s", job.Name, timeout, since, why), nil
 }
 
 // jobCreateFailure returns the message of the Job controller's latest

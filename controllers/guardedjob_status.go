@@ -129,6 +129,8 @@ func finishRun(gj *batchv1alpha1.GuardedJob, run batchv1alpha1.ActiveRun, end le
 	gj.Status.LastRun.OccurrenceKey, gj.Status.LastRun.FenceKey = run.OccurrenceKey, run.FenceKey
 	gj.Status.LastRun.PodGuarded = run.PodGuard != nil
 	noteRunEnd(gj, &run, result, heldBy, now) // backfill progress, failure policy (guardedjob_suspend.go)
+	// A success, or a skip because another run had done it (guardedjob_occurrence.go).
+	noteOccurrenceDone(gj, &run, result, heldBy, now)
 }
 
 // recordRun sets status.lastRun.

@@ -73,7 +73,11 @@ var (
 	objectRunsDesc = prometheus.NewDesc("guardedjob_object_runs_total",
 		"Runs of the GuardedJob that ended, by status.lastRun.result, counted by this manager since it became the leader; a result appears with its first run.", append(objectLabels, "result"), nil)
 	busyInARowDesc = prometheus.NewDesc("guardedjob_busy_runs_in_a_row",
-		"Runs of the GuardedJob that ended Busy since the last one that ran or failed to (Skipped runs leave it as it is), counted by this manager since it became the leader; absent while 0.", objectLabels, nil)
+		"Runs of the GuardedJob that ended Busy since the last one that ran or failed to, or whose occurrence another cluster's run was then found to have done (Skipped runs leave it as it is), counted by this manager since it became the leader; absent while 0.", objectLabels, nil)
+	busyDoneElsewhereDesc = prometheus.NewDesc("guardedjob_busy_runs_done_elsewhere_total",
+		"Runs of the GuardedJob that ended Busy because a run of the GuardedJob of the same name in another cluster held the lock, and whose occurrence that run then completed (its done-marker found), counted by this manager since it became the leader; appears with the first.", objectLabels, nil)
+	lastOccurrenceDoneDesc = prometheus.NewDesc("guardedjob_last_occurrence_done_time_seconds",
+		"status.lastOccurrenceDone.at: when the latest occurrence known done in any cluster sharing the lock store was done (this cluster's Job's completion, or when this cluster found another's done-marker; Unix seconds); absent before the first.", objectLabels, nil)
 
 	failedInARowDesc = prometheus.NewDesc("guardedjob_failed_runs_in_a_row",
 		"status.consecutiveFailures: runs of the GuardedJob in a row that ended Failed or MaxHoldExceeded (spec.failurePolicy counts them); absent while 0.", objectLabels, nil)
@@ -129,8 +133,12 @@ type objectRuns struct {
 	counts map[batchv1alpha1.RunResult]uint64
 	// busyInARow counts Busy results since the last result that says the lock
 	// was had or tried for real; Skipped (already done, Forbid, a stale trigger)
-	// says nothing about the lock and leaves it alone.
+	// says nothing about the lock and leaves it alone. A Busy run whose
+	// occurrence another cluster then completed ends the streak too.
 	busyInARow uint64
+	// busyDoneElsewhere counts Busy runs whose occurrence another cluster's run
+	// completed.
+	busyDoneElsewhere uint64
 }
 
 // collectTimeout bounds a scrape's read of the cache (it only waits while the
@@ -148,12 +156,7 @@ func (c *guardedJobCollector) use(reader client.Reader, elected <-chan struct{})
 func (c *guardedJobCollector) countRun(gj *batchv1alpha1.GuardedJob, result batchv1alpha1.RunResult) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	key := types.NamespacedName{Namespace: gj.Namespace, Name: gj.Name}
-	e := c.runs[key]
-	if e == nil || e.uid != gj.UID {
-		e = &objectRuns{uid: gj.UID, counts: map[batchv1alpha1.RunResult]uint64{}}
-		c.runs[key] = e
-	}
+	e := c.entry(gj)
 	e.counts[result]++
 	switch result {
 	case batchv1alpha1.RunResultBusy:
@@ -162,6 +165,29 @@ func (c *guardedJobCollector) countRun(gj *batchv1alpha1.GuardedJob, result batc
 	default:
 		e.busyInARow = 0
 	}
+}
+
+// busyRunDoneElsewhere counts a Busy run of gj whose occurrence a run of another
+// cluster completed: the two clusters raced for it, and the lock is not out of
+// reach, so the busy streak ends.
+func (c *guardedJobCollector) busyRunDoneElsewhere(gj *batchv1alpha1.GuardedJob) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entry(gj)
+	e.busyDoneElsewhere++
+	e.busyInARow = 0
+}
+
+// entry returns the counters of gj, new for an object not counted yet (or
+// created again under its name). c.mu is held.
+func (c *guardedJobCollector) entry(gj *batchv1alpha1.GuardedJob) *objectRuns {
+	key := types.NamespacedName{Namespace: gj.Namespace, Name: gj.Name}
+	e := c.runs[key]
+	if e == nil || e.uid != gj.UID {
+		e = &objectRuns{uid: gj.UID, counts: map[batchv1alpha1.RunResult]uint64{}}
+		c.runs[key] = e
+	}
+	return e
 }
 
 // forget drops the counters of a GuardedJob that is gone.
@@ -173,7 +199,7 @@ func (c *guardedJobCollector) forget(key types.NamespacedName) {
 
 func (c *guardedJobCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{createdDesc, lastScheduleDesc, nextScheduleDesc, lastSuccessDesc, fenceDesc, lockStateDesc, objectRunsDesc, busyInARowDesc,
-		infoDesc, suspendDesc, activeDesc, failedInARowDesc, suspendedAfterFailuresDesc} {
+		infoDesc, suspendDesc, activeDesc, failedInARowDesc, suspendedAfterFailuresDesc, busyDoneElsewhereDesc, lastOccurrenceDoneDesc} {
 		ch <- d
 	}
 }
@@ -236,6 +262,9 @@ func (c *guardedJobCollector) Collect(ch chan<- prometheus.Metric) {
 		if st.LastSuccessfulTime != nil {
 			ch <- gaugeOf(lastSuccessDesc, unixSeconds(st.LastSuccessfulTime.Time), obj)
 		}
+		if st.LastOccurrenceDone != nil {
+			ch <- gaugeOf(lastOccurrenceDoneDesc, unixSeconds(st.LastOccurrenceDone.At.Time), obj)
+		}
 		ch <- gaugeOf(fenceDesc, float64(st.LastFence), obj)
 		if st.ConsecutiveFailures > 0 {
 			ch <- gaugeOf(failedInARowDesc, float64(st.ConsecutiveFailures), obj)
@@ -263,6 +292,9 @@ func (c *guardedJobCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if e.busyInARow > 0 {
 			ch <- gaugeOf(busyInARowDesc, float64(e.busyInARow), obj)
+		}
+		if e.busyDoneElsewhere > 0 {
+			ch <- &seriesMetric{desc: busyDoneElsewhereDesc, labels: obj, value: float64(e.busyDoneElsewhere), counter: true}
 		}
 	}
 }

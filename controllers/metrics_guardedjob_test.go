@@ -45,6 +45,19 @@ func TestBusyRunsInARow(t *testing.T) {
 			NewWithT(t).Expect(e.counts[busy]).To(BeNumerically("<=", len(tt.results)))
 		})
 	}
+	t.Run("a Busy run whose occurrence another cluster then completed ends the streak", func(t *testing.T) {
+		c := &guardedJobCollector{runs: map[types.NamespacedName]*objectRuns{}}
+		gj := &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "settle", UID: "uid-1"}}
+		for range 3 {
+			c.countRun(gj, busy)
+			c.busyRunDoneElsewhere(gj)
+		}
+		c.countRun(gj, busy)
+		e := c.runs[types.NamespacedName{Namespace: "payments", Name: "settle"}]
+		NewWithT(t).Expect(e.busyInARow).To(Equal(uint64(1)), "only the last, whose occurrence is not known done yet")
+		NewWithT(t).Expect(e.counts[busy]).To(Equal(uint64(4)))
+		NewWithT(t).Expect(e.busyDoneElsewhere).To(Equal(uint64(3)))
+	})
 	t.Run("an object created again under the same name starts from zero", func(t *testing.T) {
 		c := &guardedJobCollector{runs: map[types.NamespacedName]*objectRuns{}}
 		key := types.NamespacedName{Namespace: "payments", Name: "settle"}
@@ -74,10 +87,12 @@ func TestPerObjectSeriesAreConsistentAndCountersAppearWithTheirFirstRun(t *testi
 	ran := batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "settle", UID: "u2", CreationTimestamp: created}}
 	ran.Status.LastFence = 7
 	ran.Status.Lock = &batchv1alpha1.LockStatus{State: batchv1alpha1.LockStateBusy}
+	ran.Status.LastOccurrenceDone = &batchv1alpha1.OccurrenceDone{ScheduledTime: created, By: "cluster-b/payments/settle-1-abc", At: metav1.NewTime(time.Unix(1_700_000_090, 0))}
 	c := &guardedJobCollector{runs: map[types.NamespacedName]*objectRuns{}}
 	c.use(listReader{items: []batchv1alpha1.GuardedJob{idle, ran}}, nil)
 	c.countRun(&ran, batchv1alpha1.RunResultSucceeded)
 	c.countRun(&ran, batchv1alpha1.RunResultBusy)
+	c.busyRunDoneElsewhere(&ran)
 	c.countRun(&ran, batchv1alpha1.RunResultBusy)
 	// An object that is gone: its counters go at the next scrape.
 	c.countRun(&batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "gone", UID: "u3"}}, batchv1alpha1.RunResultFailed)
@@ -114,7 +129,9 @@ func TestPerObjectSeriesAreConsistentAndCountersAppearWithTheirFirstRun(t *testi
 		"guardedjob_lock_state{name=settle,namespace=payments,state=StoreDown}":         0,
 		"guardedjob_object_runs_total{name=settle,namespace=payments,result=Succeeded}": 1,
 		"guardedjob_object_runs_total{name=settle,namespace=payments,result=Busy}":      2,
-		"guardedjob_busy_runs_in_a_row{name=settle,namespace=payments}":                 2,
+		"guardedjob_busy_runs_in_a_row{name=settle,namespace=payments}":                 1,
+		"guardedjob_busy_runs_done_elsewhere_total{name=settle,namespace=payments}":     1,
+		"guardedjob_last_occurrence_done_time_seconds{name=settle,namespace=payments}":  1_700_000_090,
 		// kube-state-metrics-style: info, suspend and active runs of every object.
 		"guardedjob_info{concurrency_policy=Forbid,name=idle,namespace=payments,schedule=,store_ref=,timezone=UTC}":   1,
 		"guardedjob_info{concurrency_policy=Forbid,name=settle,namespace=payments,schedule=,store_ref=,timezone=UTC}": 1,

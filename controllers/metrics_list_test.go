@@ -70,6 +70,7 @@ func TestMetricsListIsTheCollectors(t *testing.T) {
 		"guardedjob_lock_state": "gauge", "guardedjob_object_runs_total": "counter", "guardedjob_busy_runs_in_a_row": "gauge",
 		"guardedjob_info": "gauge", "guardedjob_spec_suspend": "gauge", "guardedjob_status_active": "gauge",
 		"guardedjob_failed_runs_in_a_row": "gauge", "guardedjob_suspended_after_failures": "gauge",
+		"guardedjob_busy_runs_done_elsewhere_total": "counter", "guardedjob_last_occurrence_done_time_seconds": "gauge",
 	}
 	var want []listedFamily
 	for _, c := range managerCollectors() {

@@ -119,6 +119,15 @@ const (
 	// RunDurationWithinMaxHold) otherwise; absent until a run duration is recorded. It
 	// does not affect Ready: the GuardedJob works, but should be recalibrated.
 	MaxHoldAtRiskCondition = "MaxHoldAtRisk"
+
+	// QueuedCondition is True while the Job of a running run is suspended by a
+	// queue (jobTemplate.spec.suspend: true, or a queue such as Kueue), never by
+	// the manager's own start gate: the run holds and renews its lease while no
+	// Pod runs, and lock.maxHold counts, but lock.podStartTimeout does not (reason
+	// JobQueued). False (reason NotQueued) once no run's Job waits; absent on a
+	// GuardedJob whose Jobs were never queued. It does not affect Ready or
+	// kstatus.
+	QueuedCondition = "Queued"
 )
 
 // MaxHoldAtRisk condition reasons.
@@ -126,6 +135,15 @@ const (
 	// RunDurationWithinMaxHoldReason (MaxHoldAtRisk=False): the p99 of the recent run
 	// durations is at most 80% of lock.maxHold.
 	RunDurationWithinMaxHoldReason = "RunDurationWithinMaxHold"
+)
+
+// QueuedCondition reasons.
+const (
+	// JobQueuedReason (Queued=True; also a Normal event, once per run and
+	// suspension): a run's Job is suspended, waiting for its queue to start it.
+	JobQueuedReason = "JobQueued"
+	// NotQueuedReason (Queued=False): no run's Job waits in a queue.
+	NotQueuedReason = "NotQueued"
 )
 
 // ReconcilingCondition reason.
@@ -253,6 +271,11 @@ const (
 	// was written; the message names the done-marker key. (A run skipped because the
 	// marker already exists gets TriggerSkipped.)
 	OccurrenceDoneReason = "OccurrenceDone"
+	// OccurrenceDoneElsewhereReason (Normal): a run that found its lock held by a
+	// run of the GuardedJob of the same name in another cluster (Busy) learned
+	// that that run completed the occurrence: its done-marker was written.
+	// status.lastOccurrenceDone records it.
+	OccurrenceDoneElsewhereReason = "OccurrenceDoneElsewhere"
 	// JobStoppedReason (Warning): a run's Job and Pods are being stopped because a newer
 	// run replaced it (concurrencyPolicy Replace) or the GuardedJob is deleted with
 	// onDelete Stop. Stops for other causes carry their own reason (LockLost,

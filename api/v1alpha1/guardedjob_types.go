@@ -306,7 +306,9 @@ type LockSpec struct {
 	// Running, or finish) after its Job is created. A run none of whose Pods has
 	// started by then (unschedulable, rejected by Pod Security admission, over
 	// quota) is stopped, its lease released, and it ends Failed with the reason
-	// the Pods did not start. Defaults to 10m; at least 10s.
+	// the Pods did not start. It does not count while the Job is suspended by a
+	// queue (jobTemplate.spec.suspend, Kueue): it counts from when the Job was
+	// last resumed. Defaults to 10m; at least 10s.
 	// +optional
 	// +kubebuilder:default="10m"
 	// +kubebuilder:validation:Type=string
@@ -408,8 +410,8 @@ type GuardedJobStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions are Ready, LockHeld, StoreReachable, StoreSafe, MaxHoldAtRisk and
-	// the kstatus conditions Reconciling and Stalled.
+	// conditions are Ready, LockHeld, StoreReachable, StoreSafe, MaxHoldAtRisk,
+	// Suspended, Queued and the kstatus conditions Reconciling and Stalled.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -428,6 +430,14 @@ type GuardedJobStatus struct {
 	// lastSuccessfulTime is when the last successful run finished.
 	// +optional
 	LastSuccessfulTime *metav1.Time `json:"lastSuccessfulTime,omitempty"`
+
+	// lastOccurrenceDone is the latest occurrence (by scheduled time) known to be
+	// done in any cluster sharing the lock store: run to success here, or found
+	// done by a run of another cluster (its done-marker). Where the same
+	// GuardedJob is applied in several clusters, the cluster that loses the race
+	// for an occurrence records here that another one did it.
+	// +optional
+	LastOccurrenceDone *OccurrenceDone `json:"lastOccurrenceDone,omitempty"`
 
 	// lastFence is the highest fence handed out to a run of this GuardedJob; with
 	// fencing.policy Strict it is the floor of the next fence.
@@ -522,6 +532,25 @@ type GuardedJobStatus struct {
 	// this names the new shard (make before break).
 	// +optional
 	Shard string `json:"shard,omitempty"`
+}
+
+// OccurrenceDone is an occurrence known to be done, and by whom.
+type OccurrenceDone struct {
+	// scheduledTime is the occurrence.
+	// +required
+	ScheduledTime metav1.Time `json:"scheduledTime"`
+
+	// by is the holder of the run that did it, <cluster>/<namespace>/<job>
+	// (a done-marker's value without its random part; a foreign value as found).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	By string `json:"by,omitempty"`
+
+	// at is when it was done: the completion time of this cluster's Job when
+	// this cluster ran it, or when this cluster found its done-marker when
+	// another did.
+	// +required
+	At metav1.Time `json:"at"`
 }
 
 // LeaseState is what became of a lease a run took.
@@ -730,6 +759,14 @@ type ActiveRun struct {
 	// stopReason before its colon).
 	// +optional
 	StopResult RunResult `json:"stopResult,omitempty"`
+
+	// queuedSince is when the run's Job was first seen suspended by a queue
+	// (jobTemplate.spec.suspend: true, or a queue such as Kueue): the Job waits
+	// for the queue to start it, while the run holds its lease. Unset while the
+	// Job is not suspended, and while the manager's own start gate holds it.
+	// The Normal event JobQueued is emitted when it is set.
+	// +optional
+	QueuedSince *metav1.Time `json:"queuedSince,omitempty"`
 
 	// unusuallyLong is true once the run has lasted over 3 times
 	// status.runDurations.p99; the Warning event RunUnusuallyLong is emitted once, when

@@ -70,14 +70,17 @@ func dashboards(t *testing.T) []shippedDashboard {
 
 // busyDay is a day with something to show in every panel: on top of the healthy
 // series, a lease of payments/settle fails to renew, both GuardedJobs find their
-// lock busy and wait for it, runs fail and lose their leases, and stops are timed.
+// lock busy and wait for it (reports/daily's first Busy run lost the race to
+// another cluster's, which then completed the occurrence), runs fail and lose
+// their leases, and stops are timed.
 const busyDay = `
 guardedjob_failing_leases{namespace="payments", name="settle"} _x50 1x10
 guardedjob_leases{state="Failing"} 0x50 1x10
 guardedjob_status_active{namespace="payments", name="settle"} 0x50 1x10
 guardedjob_lock_state{namespace="reports", name="daily", state="Free"} 1x40 0x20
 guardedjob_lock_state{namespace="reports", name="daily", state="Busy"} 0x40 1x20
-guardedjob_busy_runs_in_a_row{namespace="reports", name="daily"} 0x40 1x9 2x10
+guardedjob_busy_runs_in_a_row{namespace="reports", name="daily"} 0x40 1 1 0x7 1x10
+guardedjob_busy_runs_done_elsewhere_total{namespace="reports", name="daily"} _x41 1x18
 guardedjob_object_runs_total{namespace="reports", name="daily", result="Busy"} 0x40 1x9 2x10
 guardedjob_busy_runs_in_a_row{namespace="payments", name="settle"} 0x57 1x3
 guardedjob_object_runs_total{namespace="payments", name="settle", result="Busy"} 0x57 1x3

@@ -268,13 +268,20 @@ func TestAlertsFire(t *testing.T) {
 		{alert: "GuardedJobLockBusy", trouble: `guardedjob_object_runs_total{namespace="payments", name="settle", result="Busy"} 0x9 1x9 2x41
 			guardedjob_object_runs_total{namespace="reports", name="daily", result="Busy"} 0x19 1x41`,
 			whenWhat: "three Busy runs of two GuardedJobs are no GuardedJob's pattern"},
-		{alert: "GuardedJobNoRecentSuccess", trouble: `guardedjob_last_success_time_seconds{namespace="payments", name="settle"} -540 60x59`,
+		{alert: "GuardedJobNoRecentSuccess", trouble: `guardedjob_last_success_time_seconds{namespace="payments", name="settle"} -540 60x59
+			guardedjob_last_occurrence_done_time_seconds{namespace="payments", name="settle"} -540 60x59`,
 			firesAt: 42 * time.Minute, quietAt: 41 * time.Minute, labels: map[string]string{"cluster": "eu-1", "namespace": "payments", "name": "settle"},
 			whenWhat: "no success for three 10-minute intervals, for 10 minutes"},
 		{alert: "GuardedJobNoRecentSuccess", trouble: `guardedjob_last_success_time_seconds{namespace="payments", name="settle"} _x60
+			guardedjob_last_occurrence_done_time_seconds{namespace="payments", name="settle"} _x60
 			guardedjob_created_time_seconds{namespace="payments", name="settle"} 0x60`,
 			firesAt: 41 * time.Minute, quietAt: 40 * time.Minute, labels: settle, whenWhat: "a GuardedJob that never succeeded since it was created"},
 		{alert: "GuardedJobNoRecentSuccess", trouble: `guardedjob_last_success_time_seconds{namespace="payments", name="settle"} -540 60x59
+			guardedjob_last_occurrence_done_time_seconds{namespace="payments", name="settle"} _x60`,
+			firesAt: 42 * time.Minute, quietAt: 41 * time.Minute, labels: settle,
+			whenWhat: "no success for three intervals, served by a manager from before status.lastOccurrenceDone"},
+		{alert: "GuardedJobNoRecentSuccess", trouble: `guardedjob_last_success_time_seconds{namespace="payments", name="settle"} -540 60x59
+			guardedjob_last_occurrence_done_time_seconds{namespace="payments", name="settle"} -540 60x59
 			guardedjob_next_schedule_time_seconds{namespace="payments", name="settle"} 600x9 stale`,
 			whenWhat: "a suspended GuardedJob (no next schedule time)"},
 		{alert: "GuardedJobBusyInARow", trouble: `guardedjob_busy_runs_in_a_row{namespace="payments", name="settle"} 0x9 1x9 2x9 3x30`,

@@ -142,9 +142,11 @@ guardedjob_created_time_seconds{namespace="reports", name="daily"} -86400x60
 guardedjob_last_schedule_time_seconds{namespace="payments", name="settle"} 0x9 600x9 1200x9 1800x9 2400x9 3000x9 3600
 guardedjob_next_schedule_time_seconds{namespace="payments", name="settle"} 600x9 1200x9 1800x9 2400x9 3000x9 3600x9 4200
 guardedjob_last_success_time_seconds{namespace="payments", name="settle"} -540 60x9 660x9 1260x9 1860x9 2460x9 3060x9
+guardedjob_last_occurrence_done_time_seconds{namespace="payments", name="settle"} -540 60x9 660x9 1260x9 1860x9 2460x9 3060x9
 guardedjob_last_schedule_time_seconds{namespace="reports", name="daily"} 0x9 600x9 1200x9 1800x9 2400x9 3000x9 3600
 guardedjob_next_schedule_time_seconds{namespace="reports", name="daily"} 600x9 1200x9 1800x9 2400x9 3000x9 3600x9 4200
 guardedjob_last_success_time_seconds{namespace="reports", name="daily"} -540 60x9 660x9 1260x9 1860x9 2460x9 3060x9
+guardedjob_last_occurrence_done_time_seconds{namespace="reports", name="daily"} -540 60x9 660x9 1260x9 1860x9 2460x9 3060x9
 guardedjob_busy_runs_in_a_row{namespace="payments", name="settle"} 0x60
 guardedjob_busy_runs_in_a_row{namespace="reports", name="daily"} 0x60
 guardedjob_failed_runs_in_a_row{namespace="payments", name="settle"} 0x60

@@ -1,0 +1,99 @@
+package controllers_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+)
+
+// A GuardedJob whose Jobs a queue starts (jobTemplate.spec.suspend: true, as
+// with Kueue): the run takes its lease, its Job is created suspended and stays
+// so until the queue starts it. Meanwhile the GuardedJob says Queued, the lease
+// is held and renewed, and lock.podStartTimeout does not count: the run is not
+// failed with "no Pod was created" while it waits. Once the queue starts the
+// Job (the test plays the queue and the Job controller), podStartTimeout counts
+// from then.
+func TestQueued_AJobKeptSuspendedByItsQueueIsQueuedAndPodStartTimeoutCountsFromItsStart(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	g := h.g
+	ctx := context.Background()
+	key := h.ns + ":queued"
+	gj := h.guardedJob("queued", key)
+	gj.Spec.JobTemplate.Spec.Suspend = ptr.To(true)
+	gj.Spec.JobTemplate.Labels = map[string]string{"kueue.x-k8s.io/queue-name": "batch"}
+	gj.Spec.Lock.PodStartTimeout = &metav1.Duration{Duration: 30 * time.Second}
+	h.create(gj)
+	h.trigger(gj)
+	job := h.waitJobs(1)[0]
+	h.waitRecorded(gj)
+	g.Expect(job.Spec.Suspend).To(Equal(ptr.To(true)), "the template's suspend: the queue starts the Job")
+	g.Expect(job.Annotations).NotTo(HaveKey(batchv1alpha1.StartGateAnnotation), "the manager does not gate a Job its queue starts")
+	// The Job controller marks it suspended.
+	h.setJobStatus(&job, batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue,
+		Reason: "JobSuspended", Message: "Job suspended", LastTransitionTime: metav1.Now()}}})
+
+	queued := func() *metav1.Condition { return h.condition(gj, batchv1alpha1.QueuedCondition) }
+	g.Eventually(queued).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", batchv1alpha1.JobQueuedReason),
+		HaveField("Message", ContainSubstring("Job "+job.Name+" is suspended, waiting for its queue to start it"))))
+	run := h.get(gj).Status.Active[0]
+	g.Expect(run.QueuedSince).NotTo(BeNil())
+	g.Expect(h.condition(gj, batchv1alpha1.LockHeldCondition).Status).To(Equal(metav1.ConditionTrue), "the run holds its lease while it waits")
+
+	// Long past podStartTimeout of the Job's creation, it still waits: not failed,
+	// its lease held.
+	nudge := 0
+	poke := func() { nudge++; h.annotateOther(gj, "nudge", strconv.Itoa(nudge)) }
+	h.clock.SetTime(job.CreationTimestamp.Add(5 * time.Minute))
+	poke()
+	g.Consistently(func() bool { return h.jobDeleted(&job) }).WithTimeout(2 * time.Second).Should(BeFalse())
+	g.Expect(h.get(gj).Status.Active).To(HaveLen(1))
+	g.Expect(h.get(gj).Status.LastRun).To(BeNil())
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(run.Token))
+
+	// The queue starts the Job; the Job controller resumes it.
+	resumed := metav1.NewTime(h.clock.Now().Truncate(time.Second))
+	cur := &batchv1.Job{}
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(&job), cur)).To(Succeed())
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Spec.Suspend = ptr.To(false)
+	g.Expect(k8s.Patch(ctx, cur, patch)).To(Succeed())
+	h.setJobStatus(&job, batchv1.JobStatus{StartTime: &resumed, Conditions: []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionFalse,
+		Reason: "JobResumed", Message: "Job resumed", LastTransitionTime: resumed}}})
+	g.Eventually(queued).Should(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", batchv1alpha1.NotQueuedReason)))
+	g.Expect(h.get(gj).Status.Active[0].QueuedSince).To(BeNil())
+
+	// Within podStartTimeout of the start, nothing happens; past it, no Pod
+	// having started, the run is stopped as any other whose Pods do not start.
+	h.clock.SetTime(resumed.Add(20 * time.Second))
+	poke()
+	g.Consistently(func() bool { return h.jobDeleted(&job) }).WithTimeout(2*time.Second).Should(BeFalse(), "counted from the start, not the creation")
+	h.clock.SetTime(resumed.Add(31 * time.Second))
+	poke()
+	g.Eventually(func() bool { return h.jobDeleted(&job) }).Should(BeTrue())
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
+		HaveField("Result", batchv1alpha1.RunResultFailed),
+		HaveField("Message", ContainSubstring("started within lock.podStartTimeout 30s since it was resumed at "+resumed.UTC().Format(time.RFC3339))),
+		HaveField("Message", ContainSubstring("no Pod was created"))))
+
+	// One JobQueued event for the one time it waited.
+	var queuedEvents []string
+	for _, e := range h.events(gj) {
+		if strings.HasPrefix(e, batchv1alpha1.JobQueuedReason+": ") {
+			queuedEvents = append(queuedEvents, e)
+		}
+	}
+	g.Expect(queuedEvents).To(HaveExactElements(And(ContainSubstring("Job "+job.Name+" is suspended, waiting for its queue batch to start it"),
+		ContainSubstring("holds its lease "+key))))
+}
