@@ -646,17 +646,17 @@ proctype Reconciler(byte p) {
        /* guardedEndUnclean: a Pod may still run where the API server does not show
         * it, unless the run's Job completed cleanly or the run never had a Job */
 #ifdef HOLE_UNCLEAN_BY_RECORDED_UID
-       /* the code today: a run whose Job UID status has not recorded had no Job */
+       /* the hole: a run whose Job UID status has not recorded had no Job */
        if
        :: a_slot != 0 && (a_slot == GONEJ || j_cond[a_slot - 1] != JOK) -> m_left[p] = 1
        :: else
        fi;
 #else
        /* a Job of the run's name (the lease finalizer keeps it until the release)
-        * decides; with none, a recorded UID says it existed */
+        * decides; with none left, nothing says that no Pod of it ran */
        job_of(a_tok, h_s);
        if
-       :: h_s < NJ && j_cond[h_s] != JOK || h_s == NJ && a_slot != 0 -> m_left[p] = 1
+       :: h_s == NJ || j_cond[h_s] != JOK -> m_left[p] = 1
        :: else
        fi;
 #endif
