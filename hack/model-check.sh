@@ -22,7 +22,7 @@ hack/ensure-spin.sh
 # configuration: the probes it must reach (name: a state it reaches)
 declare -A probes=(
   [RUN]="complete takeup resume_stop overlap_after_loss floor_after_loss"
-  [PAUSE]="two_runs old_create_deleted"
+  [PAUSE]="two_runs old_create_deleted paused_past_deadline take_back_due"
   [LEFT]="left_to_expire guard_stop trigger_run unlock_refused_ledger"
   [GUARD]="stopped_vanished_pod gate_refuses"
   [UNLOCK]="complete foreign_unlocked"
@@ -51,10 +51,13 @@ declare -A holes=(
   [HOLE_ACQUIRE_IGNORES_MARKER]=LEFT
   [HOLE_STRICT_WITHOUT_FLOOR]=RUN
   [HOLE_UNCLEAN_BY_RECORDED_UID]=GUARD
+  [HOLE_PAUSED_KEEPER]=PAUSE
+  [HOLE_RENEW_ONLY_REACQUIRE]=PAUSE
 )
 hole_order=(HOLE_TAKEUP_LEFT_LEASE HOLE_UNLOCK_LIVE_FOREIGN HOLE_SHARD_BREAK_BEFORE_MAKE
   HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN HOLE_DEADLINE_FROM_REPLY HOLE_PAUSED_CREATE HOLE_SLOW_HANDOVER
-  HOLE_UNCLEAN_BY_RECORDED_UID HOLE_ACQUIRE_IGNORES_MARKER HOLE_STRICT_WITHOUT_FLOOR)
+  HOLE_UNCLEAN_BY_RECORDED_UID HOLE_PAUSED_KEEPER HOLE_RENEW_ONLY_REACQUIRE
+  HOLE_ACQUIRE_IGNORES_MARKER HOLE_STRICT_WITHOUT_FLOOR)
 
 jobs=()
 if (($# == 0)); then

@@ -39,11 +39,15 @@
 #define FLAKY 1
 #elif defined(CFG_PAUSE)
 /* one cluster: the leader pauses at any step and a new leader takes over; the old
- * leader wakes up and sends the Job create it was about to send; renewals that are
- * slow or unanswered; another holder */
+ * leader wakes up, its keeper renews (alone, renew-only, while it has not exited)
+ * and its stop controller acts on what the keeper reports; it sends the Job create
+ * it was about to send; the second occurrence's run is FailOpen (its renewals take
+ * back a key they find absent); renewals that are slow or unanswered; another
+ * holder */
 #define NOCC 2
 #define PAUSE 1
 #define FLAKY 1
+#define REACQ 1
 #elif defined(CFG_LEFT)
 /* one cluster with the pod guard: runs that end uncleanly leave their lease to
  * expire, a Pod cut off from the API server, history clean-up, a run-now trigger,
@@ -101,6 +105,20 @@
 #define CREATE_SUSPENDED 0
 #else
 #define CREATE_SUSPENDED 1
+#endif
+
+/* The second occurrence's run is FailOpen (the policy is recorded per run): its
+ * renewals take the key back when they find it absent. A manager that lost its
+ * leadership stops that before it renews alone (StopReacquiring). */
+#ifdef REACQ
+#define FAILOPEN(t) (t_occ[t] == NOCC)
+#else
+#define FAILOPEN(t) 0
+#endif
+#ifdef HOLE_RENEW_ONLY_REACQUIRE
+#define REACQ_ON(p) (k_fo[p])
+#else
+#define REACQ_ON(p) (k_fo[p] && pst[p] == UP)
 #endif
 
 /* ------------------------------------------------------------------ constants */
@@ -192,6 +210,7 @@ byte k_st[2];
 bit  k_due[2];              /* a renewal is due now */
 byte k_inf[2];              /* renewal in flight */
 bit  k_dlr[2];              /* the deadline was reached (final) */
+bit  k_fo[2];               /* the lease re-acquires a key it finds absent (a FailOpen run) */
 byte m_pend[2];             /* acquired, not yet recorded: token */
 byte m_pf[2];               /*   and fence */
 bit  m_rel[2];              /* released or completed, status not yet written */
@@ -241,6 +260,8 @@ byte lstart;                /* the highest fence handed to work (I3) */
 byte mk_by[NOCC+1];         /* who completed each occurrence (I2) */
 bit  gh_funl;               /* probes: an unlock deleted a foreign value */
 bit  gh_refl;               /*   the ledger refused an unlock the lastRun check would not */
+bit  k_unans[2];            /* I4: a renewal went unanswered or answered late since the last one
+                             * answered at once (kept once the deadline is reached) */
 
 /* Scratch variables of a step, zero between steps (BFS allows no hidden ones). */
 byte h_s, h_t, h_o, h_r, h_f, h_i, h_p;
@@ -306,7 +327,7 @@ inline clear_slot(s) {
 
 inline untrack(p) {
   k_tok[p] = 0; k_dl[p] = 0; k_conf[p] = 0; k_st[p] = HELD; k_due[p] = 0;
-  k_inf[p] = R_NONE; k_dlr[p] = 0
+  k_inf[p] = R_NONE; k_dlr[p] = 0; k_fo[p] = 0; k_unans[p] = 0
 }
 
 inline forget(p) {
@@ -317,7 +338,7 @@ inline forget(p) {
 /* Track a lease this process just acquired: confirmed, its deadline counted from
  * the acquisition's send time (now). */
 inline track_acquired(p, t) {
-  untrack(p); k_tok[p] = t; k_conf[p] = 1; k_dl[p] = DL0
+  untrack(p); k_tok[p] = t; k_conf[p] = 1; k_dl[p] = DL0; k_fo[p] = FAILOPEN(t)
 }
 
 /* Track a lease recorded in status (resumeLeases, firstSight) and renew it now.
@@ -325,7 +346,7 @@ inline track_acquired(p, t) {
  * unless that renewal is answered at once (the code counts from acquiredAt less
  * the clock-skew allowance, which is later: the model is stricter). */
 inline track_resumed(p, t) {
-  untrack(p); k_tok[p] = t; k_due[p] = 1
+  untrack(p); k_tok[p] = t; k_due[p] = 1; k_fo[p] = FAILOPEN(t)
 }
 
 /* A renewal seen to succeed, sent `age` ticks ago. */
@@ -445,6 +466,32 @@ inline acquire_pass(p, o) {
 
 /* ------------------------------------------------------------------ processes */
 
+/* A renewal extends the key (compare-token-then-PEXPIRE); a FailOpen lease's
+ * also takes an absent key back. */
+#define RENEWS(p) (rkey == k_tok[p] || rkey == 0 && REACQ_ON(p))
+/* I5: a renewal takes the key back only for a run that is not over */
+inline take_back(p) {
+  if
+  :: rkey == 0 ->
+     CHECK(led[k_tok[p]] != RELD && led[k_tok[p]] != LEFT,
+           "I5: a renewal writes the key back for run t%d, which is over", k_tok[p]);
+     printf("MODEL: p%d renewal finds the key absent and takes it back for t%d\n", p, k_tok[p]);
+     rkey = k_tok[p]
+  :: else
+  fi
+}
+/* The old leader's keeper, awake after its pause, renewing (alone): its renewals
+ * are answered at once (one that is not makes it stop the run, as a resumed
+ * lease's first renewal does; I4 allows that), so the model folds them into the
+ * tick and the wake-up. */
+inline old_renew() {
+  if
+  :: RENEWS(1) -> take_back(1); rttl = TTL; renewed(1, 0); if :: !k_dlr[1] -> k_unans[1] = 0 :: else fi
+  :: else -> lose(1); printf("MODEL: the old leader's renewal of t%d: lost (key %d)\n", k_tok[1], rkey)
+  fi
+}
+
+
 /* Advances time when nothing urgent is left. Keys expire, Pods within their grace
  * die, the keepers count down to their deadlines and get the replies of slow
  * renewals, the pod guard reads the lease. */
@@ -479,9 +526,10 @@ active proctype Clock() {
          if
          :: k_tok[h_p] != 0 ->
             if :: k_dl[h_p] > 0 -> k_dl[h_p]-- :: else fi;
-            /* the deadline never waits for a renewal in flight */
+            /* the deadline never waits for a renewal in flight; a paused process
+             * judges nothing until it runs again */
             if
-            :: k_dl[h_p] == 0 && !k_dlr[h_p] && k_st[h_p] != LOST ->
+            :: k_dl[h_p] == 0 && !k_dlr[h_p] && k_st[h_p] != LOST && pst[h_p] != PAUSED ->
                k_dlr[h_p] = 1;
                printf("MODEL: p%d self-fence deadline of t%d\n", h_p, k_tok[h_p])
             :: else
@@ -493,7 +541,15 @@ active proctype Clock() {
             :: else
             fi;
             k_inf[h_p] = R_NONE;
+#ifdef PAUSE
+            /* the old leader awake renews at the tick, answered at once */
+            if
+            :: h_p == 1 -> if :: pst[1] == AWAKE && k_st[1] != LOST -> old_renew() :: else fi
+            :: else -> if :: k_st[h_p] != LOST -> k_due[h_p] = 1 :: else fi
+            fi
+#else
             if :: k_st[h_p] != LOST -> k_due[h_p] = 1 :: else fi    /* renew interval: 1 tick */
+#endif
          :: else
          fi;
          if :: p_left[h_p] > 0 -> p_left[h_p]-- :: else fi
@@ -529,21 +585,24 @@ active proctype Clock() {
   od
 }
 
-/* The keeper renews its lease every tick (compare-token-then-PEXPIRE). A lease
- * whose deadline has passed (a resumed one, without evidence) is reported at once
- * when its renewal is not answered at once (the code waits 0.5 s). */
+/* The keeper renews its lease every tick (compare-token-then-PEXPIRE; a FailOpen
+ * lease also takes an absent key back). A lease whose deadline has passed (a
+ * resumed one, without evidence; or one whose deadline passed while this process
+ * was paused) is reported at once when its renewal is not answered at once (the
+ * code waits 0.5 s). */
 #define KSEND(p) LIVEP(p) && k_due[p]
 #define PASSED(p) if :: k_dl[p] == 0 && !k_dlr[p] -> k_dlr[p] = 1 :: else fi
 proctype Keeper(byte p) {
   do
-  :: atomic { KSEND(p) && rkey == k_tok[p] -> renew: d_step {  k_due[p] = 0; rttl = TTL; renewed(p, 0) } }
-  :: atomic { KSEND(p) && rkey != k_tok[p] -> renew_lost: d_step { k_due[p] = 0; lose(p);
+  :: atomic { KSEND(p) && RENEWS(p) -> renew: d_step {  k_due[p] = 0; take_back(p); rttl = TTL; renewed(p, 0);
+              if :: !k_dlr[p] -> k_unans[p] = 0 :: else fi } }
+  :: atomic { KSEND(p) && !RENEWS(p) -> renew_lost: d_step { k_due[p] = 0; lose(p);
               printf("MODEL: p%d renewal of t%d: lost (key %d)\n", p, k_tok[p], rkey) } }
 #ifdef FLAKY
-  :: atomic { KSEND(p) && rkey == k_tok[p] -> renew_late: d_step { k_due[p] = 0; rttl = TTL; k_inf[p] = R_SLOW; PASSED(p);
+  :: atomic { KSEND(p) && RENEWS(p) -> renew_late: d_step { k_due[p] = 0; take_back(p); rttl = TTL; k_inf[p] = R_SLOW; k_unans[p] = 1; PASSED(p);
               printf("MODEL: p%d renewal of t%d applied, its reply comes late\n", p, k_tok[p]) } }
-  :: atomic { KSEND(p) && rkey != k_tok[p] -> renew_late_lost: d_step { k_due[p] = 0; k_inf[p] = R_SLOWLOST; PASSED(p) } }
-  :: atomic { KSEND(p) -> renew_unanswered: d_step { k_due[p] = 0; k_inf[p] = R_TIMEOUT; PASSED(p);
+  :: atomic { KSEND(p) && !RENEWS(p) -> renew_late_lost: d_step { k_due[p] = 0; k_inf[p] = R_SLOWLOST; k_unans[p] = 1; PASSED(p) } }
+  :: atomic { KSEND(p) -> renew_unanswered: d_step { k_due[p] = 0; k_inf[p] = R_TIMEOUT; k_unans[p] = 1; PASSED(p);
               printf("MODEL: p%d renewal of t%d unanswered\n", p, k_tok[p]) } }
 #endif
   od
@@ -555,6 +614,11 @@ proctype Stopper(byte p) {
   do
   :: atomic { OWES(p) -> stop_reported: d_step {
        printf("MODEL: p%d stops the Job of t%d (lease lost or at its deadline)\n", p, k_tok[p]);
+       /* I4: a deadline stops a running Job whose lease the key holds, with more
+        * than the stop budget left, only after this keeper's own renewal went
+        * unanswered or answered late */
+       CHECK(!(k_dlr[p] && k_st[p] != LOST && JOBBUSY(k_tok[p]) && rkey == k_tok[p] && rttl > SB) || k_unans[p],
+             "I4: the Job of t%d is stopped at a self-fence deadline while the key holds its lease, and no renewal of this manager went unanswered", k_tok[p]);
        stop_job(k_tok[p]); END_STEP } }
   :: atomic { LEADS(p) && a_ph == STOPPING && JOBBUSY(a_tok) -> stop_stopping: d_step {
        printf("MODEL: p%d stops the Job of the stopping run t%d\n", p, a_tok);
@@ -877,17 +941,34 @@ active proctype Faults() {
 #endif
 #ifdef PAUSE
   /* the leader pauses, between two steps or just before it sends a Job create; a
-   * new leader starts with no memory. The old leader's keeper is left out: its
-   * compare-token renewals only extend a key that still holds its run's token
-   * (which the new leader renews too), and its stops only delete Jobs. */
+   * new leader starts with no memory. The old leader's keeper keeps what it knew
+   * of the lease (a renewal in flight is never answered); while paused it sends
+   * nothing and judges nothing, and its deadline passes. */
 #define PAUSE_LEADER \
-       paused = 1; pst[1] = PAUSED; pst[0] = DOWN; p_left[0] = HANDOVER; forget(0)
+       paused = 1; pst[1] = PAUSED; pst[0] = DOWN; p_left[0] = HANDOVER; \
+       k_tok[1] = k_tok[0]; k_dl[1] = k_dl[0]; k_dlr[1] = k_dlr[0]; k_fo[1] = k_fo[0]; \
+       k_st[1] = (k_st[0] == LOST -> LOST : HELD); k_unans[1] = k_dlr[0] && k_unans[0]; \
+       forget(0)
   :: atomic { !paused && pst[0] == UP -> pause: d_step {
        printf("MODEL: the leader pauses; a new leader takes over\n"); PAUSE_LEADER } }
   :: atomic { !paused && pst[0] == UP && a_ph == RUNNING && a_slot == 0 && !HASJOB(a_tok) && CONFIRMED(0, a_tok) -> pause_before_create: d_step {
        printf("MODEL: the leader pauses just before it creates Job t%d; a new leader takes over\n", a_tok);
        m_cre[1] = a_tok; m_cf[1] = a_f; PAUSE_LEADER } }
-  :: atomic { pst[1] == PAUSED -> wake: d_step {  printf("MODEL: the old leader wakes up\n"); pst[1] = AWAKE } }
+  /* the old leader wakes up. Its keeper notices the pause and renews before it
+   * judges a deadline that passed meanwhile (the renewal is due: it is urgent);
+   * a manager that lost its leadership stops taking keys back before it renews
+   * alone (REACQ_ON). */
+  :: atomic { pst[1] == PAUSED -> wake: d_step {  printf("MODEL: the old leader wakes up\n"); pst[1] = AWAKE;
+#ifdef HOLE_PAUSED_KEEPER
+       /* the hole: it judges the deadlines first, with evidence as old as the pause */
+       if
+       :: k_tok[1] != 0 && k_st[1] != LOST && k_dl[1] == 0 && !k_dlr[1] ->
+          k_dlr[1] = 1; printf("MODEL: the old leader's keeper reports t%d at its deadline before it renews\n", k_tok[1])
+       :: else
+       fi;
+#endif
+       if :: k_tok[1] != 0 && k_st[1] != LOST -> old_renew() :: else fi
+     } }
   /* it finds out that it lost the leadership and exits */
   :: atomic { pst[1] == AWAKE -> exit: d_step { pst[1] = GONE; forget(1) } }
 #endif
@@ -974,8 +1055,11 @@ init {
   };
   atomic {
     run Keeper(0); run Stopper(0); run Reconciler(0);
+#if defined(SHARDS)
+    run Keeper(1);
+#endif
 #if defined(PAUSE) || defined(SHARDS)
-    run Keeper(1); run Stopper(1); run Reconciler(1);
+    run Stopper(1); run Reconciler(1);      /* the old leader's renewals: old_renew */
 #endif
   }
 }
@@ -994,6 +1078,8 @@ ltl probe_floor_after_loss   { [] !(a_tok != 0 && t_ep[a_tok] == 1 && a_f >= 2 &
 #elif defined(CFG_PAUSE)
 ltl probe_two_runs           { [] !(lstart >= 2) }
 ltl probe_old_create_deleted { [] !(pst[1] == AWAKE && m_cre[1] == 0 && (j_susp[0] && j_del[0] || j_susp[1] && j_del[1] || j_susp[2] && j_del[2])) }
+ltl probe_paused_past_deadline { [] !(pst[1] == PAUSED && k_tok[1] == a_tok && k_dl[1] == 0 && !k_dlr[1] && JOBBUSY(a_tok) && rkey == a_tok && rttl > SB) }
+ltl probe_take_back_due      { [] !(pst[0] == UP && k_fo[0] && k_due[0] && rkey == 0 && k_st[0] != LOST) }
 #elif defined(CFG_LEFT)
 ltl probe_left_to_expire     { [] !(led[1] == LEFT && rkey == 1 && (p_inv[0] && ALIVE(0))) }
 ltl probe_guard_stop         { [] !(p_inv[0] && p_st[0] == PTERM || p_inv[1] && p_st[1] == PTERM) }
