@@ -83,8 +83,17 @@
 #define NOCC 1
 #define SHARDS 1
 #define FLAKY 1
+#elif defined(CFG_TWIN)
+/* cluster A and cluster B, restored from one etcd snapshot: the same identity
+ * (cluster name, object UID), one store. B's manager starts at any moment and may
+ * go; its runs are the other holder: one may take the key with a token minted for
+ * A's next occurrence (A may take it up), or take up A's lease; the heartbeat
+ * makes each manager know of the other IDT ticks after B starts (or goes) */
+#define NOCC 2
+#define TWIN 1
+#define FLAKY 1
 #else
-#error "define one of CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD"
+#error "define one of CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN"
 #endif
 
 /* The unlock script refuses a GuardedJob token while its key has a time to live;
@@ -140,6 +149,7 @@
 #define HANDOVER 0
 #endif
 #define HT       2          /* shard hand-over timeout */
+#define IDT      1          /* ticks until the heartbeats tell of a second manager (three 5 s beats) */
 
 #define NT 4                /* tokens (leases) that can be minted */
 #define NJ 3                /* Job slots */
@@ -246,6 +256,30 @@ bit  seen_b;                /* shard b has resumed the object's leases */
 bit  owner_b;               /* status names shard b as the run's owner */
 byte ho_left;               /* shard a's hand-over countdown */
 bit  ho_stop;               /* shard a gave up waiting and stops the run */
+
+/* A second cluster claiming A's identity (TWIN) */
+#ifdef TWIN
+byte tw_st;                 /* B's manager: 0 not started, 1 running, 2 gone */
+byte tw_tok;                /* the token B's run works under: its own, or A's taken up */
+byte id_left;               /* ticks until the heartbeats tell */
+bit  dup;                   /* each manager knows that another claims its identity */
+bit  gh_dup;                /* probes: dup was set once */
+#define A_MAY (!dup)        /* duplicateIdentity: no run starts, nothing is taken up */
+#if defined(HOLE_IDENTITY_WINDOW)
+#define B_MAY (tw_st == 1 && !dup)          /* the code as it is: B acts before its heartbeat can tell */
+#else
+/* B starts nothing until its heartbeat has had the beats it needs to find another
+ * manager, and found none (HOLE_DUPLICATE_IDENTITY: it never finds one) */
+#define B_MAY (tw_st == 1 && id_left == 0 && !dup)
+#endif
+#else
+#define A_MAY 1
+#endif
+#ifdef TWIN
+#define TW_END tw_tok = 0
+#else
+#define TW_END skip
+#endif
 
 /* Budgets */
 byte crashed;                /* crashes so far */
@@ -508,7 +542,7 @@ active proctype Clock() {
        if :: l_fl > 0 -> l_fl-- :: else fi;
        /* the other holder stops working by the time its key could expire */
        if
-       :: fw -> fw_left--; if :: fw_left == 0 -> fw = 0; fw_ovl = 0; fw_ep = 0 :: else fi
+       :: fw -> fw_left--; if :: fw_left == 0 -> fw = 0; fw_ovl = 0; fw_ep = 0; TW_END :: else fi
        :: else
        fi;
        /* Pods at the end of their grace are killed */
@@ -555,6 +589,25 @@ active proctype Clock() {
          if :: p_left[h_p] > 0 -> p_left[h_p]-- :: else fi
        };
        if :: ho_left > 0 -> ho_left-- :: else fi;
+#ifdef TWIN
+       /* the heartbeats: each manager finds the other's value over its own beat
+        * after beat (or its own again, beat after beat, once B has gone) */
+       if
+       :: id_left > 0 ->
+          id_left--;
+          if
+          :: id_left == 0 ->
+#ifndef HOLE_DUPLICATE_IDENTITY
+             dup = (tw_st == 1);
+             if :: dup -> gh_dup = 1; printf("MODEL: each manager knows that the other claims its identity\n") :: else fi
+#else
+             skip
+#endif
+          :: else
+          fi
+       :: else
+       fi;
+#endif
 #ifdef GUARD
        /* the pod guard: a Pod whose lease is not its own, or could expire within
         * its grace, stops its workload */
@@ -637,13 +690,13 @@ proctype Stopper(byte p) {
 proctype Reconciler(byte p) {
   do
   /* recordIntent + acquire for the next scheduled occurrence */
-  :: atomic { LEADS(p) && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && tnext <= NT -> acquire_next: d_step {
+  :: atomic { LEADS(p) && A_MAY && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && tnext <= NT -> acquire_next: d_step {
 
        acquire_pass(p, onext);
        if :: h_r != 1 -> LASTRUN(0, 0); onext++ :: else fi;
        END_STEP } }
   /* an occurrence due while a run is active: concurrencyPolicy Forbid skips it */
-  :: atomic { LEADS(p) && a_tok != 0 && onext <= NOCC -> skip_forbid: d_step {
+  :: atomic { LEADS(p) && A_MAY && a_tok != 0 && onext <= NOCC -> skip_forbid: d_step {
        printf("MODEL: occurrence %d skipped (Forbid): lastRun overwritten\n", onext);
        LASTRUN(0, 0); onext++ } }
 #ifdef TRIGGER
@@ -915,11 +968,37 @@ active proctype Kube() {
 /* The other holder of the key. */
 active proctype Other() {
   do
+#ifndef TWIN
   :: atomic { rkey == 0 && !fw -> other_acquire: d_step {
        printf("MODEL: the other holder takes the key and works\n");
        i1_start(epoch, fw_ovl);
        rkey = FV; rttl = TTL; fw = 1; fw_left = TTL; fw_ep = epoch;
        END_STEP } }
+#else
+  /* cluster B: its manager starts, and goes */
+  :: atomic { tw_st == 0 -> twin_start: d_step {
+       printf("MODEL: cluster B's manager starts, claiming A's identity\n"); tw_st = 1; id_left = IDT } }
+  :: atomic { tw_st == 1 && !fw -> twin_leave: d_step {
+       printf("MODEL: cluster B's manager goes\n"); tw_st = 2; id_left = IDT } }
+  /* a run of B takes the free key with a token minted for A's next occurrence:
+   * the same cluster name, object UID and occurrence */
+  :: atomic { B_MAY && !fw && rkey == 0 && onext <= NOCC && !MARKED(onext) && tnext <= NT -> twin_acquire: d_step {
+       h_t = tnext; tnext++; t_occ[h_t] = onext; t_ep[h_t] = epoch; t_vl[h_t] = TTL;
+       printf("MODEL: cluster B acquires t%d for occurrence %d and works\n", h_t, onext);
+       i1_start(epoch, fw_ovl);
+       rkey = h_t; rttl = TTL; fw = 1; fw_left = TTL; fw_ep = epoch; tw_tok = h_t;
+       END_STEP } }
+  /* B's take-up: the key holds a token minted for its run that B's status never
+   * recorded (A recorded it after the snapshot) and whose Job B does not have */
+  :: atomic { B_MAY && !fw && ISTOK(rkey) && t_occ[rkey] != 0 && !MARKED(t_occ[rkey]) -> twin_takeup: d_step {
+       printf("MODEL: cluster B takes up t%d and works\n", rkey);
+       i1_start(epoch, fw_ovl);
+       tw_tok = rkey; rttl = TTL; fw = 1; fw_left = TTL; fw_ep = epoch;
+       END_STEP } }
+  :: atomic { fw -> twin_release: d_step {
+       if :: rkey == tw_tok -> rkey = 0; rttl = 0 :: else fi;
+       fw = 0; fw_left = 0; fw_ep = 0; fw_ovl = 0; tw_tok = 0 } }
+#endif
 #ifdef STALE_VALUE
   /* done early: compare-and-DEL; or it crashed and its key expires */
   :: atomic { fw -> other_release: d_step { fw = 0; fw_left = 0; fw_ep = 0; fw_ovl = 0; if :: rkey == FV -> rkey = 0; rttl = 0 :: else fi } }
@@ -1091,6 +1170,9 @@ ltl probe_gate_refuses       { [] !(j_cond[0] == JFAIL && p_st[0] == PDEAD && j_
 #elif defined(CFG_UNLOCK)
 ltl probe_complete           { [] !(rmark[1] != 0) }
 ltl probe_foreign_unlocked   { [] !(gh_funl && ISTOK(rkey)) }
+#elif defined(CFG_TWIN)
+ltl probe_run_goes_on_dup    { [] !(dup && a_tok != 0 && JOBBUSY(a_tok)) }
+ltl probe_runs_after_dup     { [] !(gh_dup && !dup && tw_st == 2 && m_pend[0] != 0) }
 #elif defined(CFG_SHARD)
 ltl probe_handed_over        { [] !(moved && owner_b && k_tok[0] == 0 && k_tok[1] != 0 && a_tok != 0) }
 ltl probe_handover_timeout   { [] !(ho_stop) }
