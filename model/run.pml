@@ -92,8 +92,17 @@
 #define NOCC 2
 #define TWIN 1
 #define FLAKY 1
+#elif defined(CFG_REPL)
+/* one cluster; its store has a replica and minReplicaAcks: acquisitions and
+ * done-markers wait for it (WAIT), other writes may not have reached it yet, and a
+ * failover (at most once) promotes it; one occurrence and a run-now trigger for it;
+ * late and unanswered renewals; another holder */
+#define NOCC 1
+#define TRIGGER 1
+#define REPL 1
+#define FLAKY 1
 #else
-#error "define one of CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN"
+#error "define one of CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL"
 #endif
 
 /* The unlock script refuses a GuardedJob token while its key has a time to live;
@@ -166,6 +175,7 @@
 #define JFAIL 2             /* Failed */
 #define RUNNING  1          /* run phases in status.active */
 #define STOPPING 2
+#define RELEASING 3         /* its Job completed, its completion not yet acknowledged (REPL) */
 #define GONEJ (NJ+1)        /* the run's recorded Job no longer exists */
 #define HELD    0           /* keeper states */
 #define FAILING 1
@@ -190,7 +200,22 @@ byte rkey;                  /* the lock key: 0 absent, a token, FV or FX */
 byte rttl;                  /* its time to live; 0 with a value: no expiry */
 byte rmark[NOCC+1];         /* done-marker per occurrence: the token that wrote it */
 byte rfctr;                 /* the fence counter */
-bit  epoch;                 /* Redis lost its data (at most once) */
+bit  epoch;                 /* Redis lost its data, or writes in a failover (at most once) */
+#ifdef REPL
+/* The replica: one write behind the master while s_lag (its copy of the key and
+ * the done-marker from before the master's last write), else equal to it. */
+byte s_key, s_ttl;
+byte s_mark[NOCC+1];
+bit  s_lag;
+bit  failed_over;
+/* a write: the replica has everything before it, maybe not the write itself */
+#define REP_W   if :: !failed_over -> s_key = rkey; s_ttl = rttl; s_mark[1] = rmark[1]; s_lag = 1 :: else fi
+/* WAIT answered: the replica has every write so far */
+#define REP_SYNC s_lag = 0; s_key = 0; s_ttl = 0; s_mark[1] = 0
+#else
+#define REP_W    skip
+#define REP_SYNC skip
+#endif
 
 /* The GuardedJob's status (cluster A) */
 byte a_tok;                 /* status.active: the run's token, 0 none */
@@ -450,7 +475,7 @@ inline i1_start(ep, newovl) {
 inline acquire(t, o, res, fence) {
   if
   :: MARKED(o) ->
-     if :: rkey == t -> rkey = 0; rttl = 0 :: else fi;
+     if :: rkey == t -> REP_W; rkey = 0; rttl = 0; REP_SYNC :: else fi;
      res = 3
   :: !MARKED(o) && rkey == t -> rttl = TTL; res = 1              /* reentered: PEXPIRE */
   :: !MARKED(o) && rkey != t && rkey != 0 -> res = 2
@@ -462,7 +487,8 @@ inline acquire(t, o, res, fence) {
 #ifndef HOLE_STRICT_WITHOUT_FLOOR
      if :: rfctr <= lfence -> rfctr = lfence + 1 :: else fi;   /* (a planted bug leaves the floor out) */
 #endif
-     fence = rfctr; t_ep[t] = epoch; t_vl[t] = TTL
+     fence = rfctr; t_ep[t] = epoch; t_vl[t] = TTL;
+     REP_SYNC                                  /* with minReplicaAcks, WAIT follows */
   :: else
   fi
 }
@@ -495,6 +521,19 @@ inline acquire_pass(p, o) {
      printf("MODEL: p%d acquired t%d for occurrence %d, fence %d\n", p, h_t, h_o, h_f)
   :: h_r == 2 -> printf("MODEL: p%d occurrence %d busy (key %d): lastRun Busy\n", p, h_o, rkey)
   :: else -> printf("MODEL: p%d occurrence %d already done: lastRun Skipped\n", p, h_o)
+  fi
+}
+
+/* The done-marker of occurrence o, by the run of process p. I2: one run
+ * completes an occurrence (a completion counts once the run takes it for done: a
+ * marker too few replicas acknowledged is written again before it counts). */
+inline write_marker(p, o, counts) {
+  rmark[o] = a_tok;
+  if
+  :: counts && t_ep[a_tok] == epoch ->
+     CHECK(mk_by[o] == 0 || mk_by[o] == a_tok, "I2: occurrence %d completed by a second run", o);
+     mk_by[o] = a_tok
+  :: else
   fi
 }
 
@@ -538,6 +577,9 @@ active proctype Clock() {
        :: rttl > 0 -> rttl--; if :: rttl == 0 -> rkey = 0 :: else fi
        :: else
        fi;
+#ifdef REPL
+       if :: s_ttl > 0 -> s_ttl--; if :: s_ttl == 0 -> s_key = 0 :: else fi :: else fi;
+#endif
        for (h_i : 1 .. NT) { if :: t_vl[h_i] > 0 -> t_vl[h_i]-- :: else fi };
        if :: l_fl > 0 -> l_fl-- :: else fi;
        /* the other holder stops working by the time its key could expire */
@@ -647,12 +689,12 @@ active proctype Clock() {
 #define PASSED(p) if :: k_dl[p] == 0 && !k_dlr[p] -> k_dlr[p] = 1 :: else fi
 proctype Keeper(byte p) {
   do
-  :: atomic { KSEND(p) && RENEWS(p) -> renew: d_step {  k_due[p] = 0; take_back(p); rttl = TTL; renewed(p, 0);
+  :: atomic { KSEND(p) && RENEWS(p) -> renew: d_step {  k_due[p] = 0; REP_W; take_back(p); rttl = TTL; renewed(p, 0);
               if :: !k_dlr[p] -> k_unans[p] = 0 :: else fi } }
   :: atomic { KSEND(p) && !RENEWS(p) -> renew_lost: d_step { k_due[p] = 0; lose(p);
               printf("MODEL: p%d renewal of t%d: lost (key %d)\n", p, k_tok[p], rkey) } }
 #ifdef FLAKY
-  :: atomic { KSEND(p) && RENEWS(p) -> renew_late: d_step { k_due[p] = 0; take_back(p); rttl = TTL; k_inf[p] = R_SLOW; k_unans[p] = 1; PASSED(p);
+  :: atomic { KSEND(p) && RENEWS(p) -> renew_late: d_step { k_due[p] = 0; REP_W; take_back(p); rttl = TTL; k_inf[p] = R_SLOW; k_unans[p] = 1; PASSED(p);
               printf("MODEL: p%d renewal of t%d applied, its reply comes late\n", p, k_tok[p]) } }
   :: atomic { KSEND(p) && !RENEWS(p) -> renew_late_lost: d_step { k_due[p] = 0; k_inf[p] = R_SLOWLOST; k_unans[p] = 1; PASSED(p) } }
   :: atomic { KSEND(p) -> renew_unanswered: d_step { k_due[p] = 0; k_inf[p] = R_TIMEOUT; k_unans[p] = 1; PASSED(p);
@@ -757,7 +799,7 @@ proctype Reconciler(byte p) {
   /* release: the Job finished, or the run stopped and no Pod of it is seen */
   :: atomic { LEADS(p) && a_tok != 0 && !m_rel[p] &&
               (a_ph == RUNNING && a_slot != 0 && a_slot != GONEJ && j_cond[a_slot - 1] != JRUN ||
-               a_ph == STOPPING && !PODSOF(a_tok) && !JOBBUSY(a_tok)) -> release: d_step {
+               a_ph == STOPPING && !PODSOF(a_tok) && !JOBBUSY(a_tok) || a_ph == RELEASING) -> release: d_step {
        h_o = t_occ[a_tok];
 #ifdef GUARD
        /* guardedEndUnclean: a Pod may still run where the API server does not show
@@ -780,28 +822,37 @@ proctype Reconciler(byte p) {
 #endif
        if
        :: m_left[p] -> printf("MODEL: p%d leaves the lease of t%d to expire\n", p, a_tok)
-       :: !m_left[p] && a_ph == RUNNING && j_cond[a_slot - 1] == JOK ->
+       :: !m_left[p] && (a_ph == RUNNING || a_ph == RELEASING) && j_cond[a_slot - 1] == JOK ->
           /* complete.lua: the marker when the key is ours or absent, then DEL */
           if
           :: rkey == a_tok || rkey == 0 ->
              printf("MODEL: p%d completes occurrence %d with t%d\n", p, h_o, a_tok);
-             rmark[h_o] = a_tok;
-             if :: rkey == a_tok -> rkey = 0; rttl = 0 :: else fi;
-             /* I2: one run completes an occurrence */
-             if
-             :: t_ep[a_tok] == epoch ->
-                CHECK(mk_by[h_o] == 0 || mk_by[h_o] == a_tok, "I2: occurrence %d completed by a second run", h_o);
-                mk_by[h_o] = a_tok
-             :: else
-             fi
-          :: else
+             REP_W; write_marker(p, h_o, 1);
+#if defined(REPL) && !defined(HOLE_MARKER_UNACKED)
+             /* with minReplicaAcks: the marker with the lease kept, WAIT answered,
+              * then release.lua (complete_unacked: WAIT not answered) */
+             REP_SYNC;
+             if :: rkey == a_tok -> REP_W; rkey = 0; rttl = 0 :: else fi
+#else
+             if :: rkey == a_tok -> rkey = 0; rttl = 0 :: else fi
+#endif
+          :: else -> printf("MODEL: p%d: the key is another's, the done-marker of occurrence %d is not written\n", p, h_o)
           fi
        :: else ->
           printf("MODEL: p%d releases t%d\n", p, a_tok);
-          if :: rkey == a_tok -> rkey = 0; rttl = 0 :: else fi     /* release.lua */
+          if :: rkey == a_tok -> REP_W; rkey = 0; rttl = 0 :: else fi     /* release.lua */
        fi;
        untrack(p); m_rel[p] = 1;
        END_STEP } }
+#if defined(REPL) && !defined(HOLE_MARKER_UNACKED)
+  /* a completion whose WAIT too few replicas answer: the marker is written, the
+   * lease kept (and renewed); the completion is tried again */
+  :: atomic { LEADS(p) && a_tok != 0 && !m_rel[p] && (a_ph == RUNNING || a_ph == RELEASING) && a_slot != 0 && a_slot != GONEJ &&
+              j_cond[a_slot - 1] == JOK && (rkey == a_tok || rkey == 0) -> complete_unacked: d_step {
+       h_o = t_occ[a_tok];
+       printf("MODEL: p%d writes the marker of occurrence %d, too few replicas acknowledge it: the lease is kept\n", p, h_o);
+       REP_W; write_marker(p, h_o, 0); a_ph = RELEASING; END_STEP } }
+#endif
   /* the run moves to lastRun, the ledger keeps its lease, the finalizer goes */
   :: atomic { LEADS(p) && m_rel[p] -> finish: d_step {
        if :: m_left[p] -> led[a_tok] = LEFT :: else -> led[a_tok] = RELD fi;
@@ -972,7 +1023,7 @@ active proctype Other() {
   :: atomic { rkey == 0 && !fw -> other_acquire: d_step {
        printf("MODEL: the other holder takes the key and works\n");
        i1_start(epoch, fw_ovl);
-       rkey = FV; rttl = TTL; fw = 1; fw_left = TTL; fw_ep = epoch;
+       REP_W; rkey = FV; rttl = TTL; fw = 1; fw_left = TTL; fw_ep = epoch;
        END_STEP } }
 #else
   /* cluster B: its manager starts, and goes */
@@ -1010,7 +1061,7 @@ active proctype Other() {
 
 /* Faults: a manager crash (at any step: every step is atomic), the leader's pause
  * (a new leader takes over), the restart, Redis losing its data, the move. */
-#if defined(CRASH) || defined(PAUSE) || defined(DATALOSS) || defined(SHARDS)
+#if defined(CRASH) || defined(PAUSE) || defined(DATALOSS) || defined(SHARDS) || defined(REPL)
 active proctype Faults() {
   do
 #ifdef CRASH
@@ -1065,6 +1116,21 @@ active proctype Faults() {
        rkey = 0; rttl = 0; rfctr = 0;
        for (h_i : 1 .. NOCC) { rmark[h_i] = 0; mk_by[h_i] = 0 };
        END_STEP } }
+#endif
+#ifdef REPL
+  /* the replica catches up */
+  :: atomic { s_lag -> replicate: d_step { REP_SYNC } }
+  /* the replica is promoted: the master's last write is lost if it had not
+   * reached it */
+  :: atomic { !failed_over -> failover: d_step {
+       failed_over = 1;
+       if
+       :: s_lag ->
+          printf("MODEL: failover: the new master lacks the last write (key %d, marker %d)\n", s_key, s_mark[1]);
+          rkey = s_key; rttl = s_ttl; rmark[1] = s_mark[1]; epoch = 1
+       :: else -> printf("MODEL: failover: the new master has every write\n")
+       fi;
+       REP_SYNC } }
 #endif
 #ifdef SHARDS
   /* the GuardedJob is relabelled into shard b */
@@ -1173,6 +1239,10 @@ ltl probe_foreign_unlocked   { [] !(gh_funl && ISTOK(rkey)) }
 #elif defined(CFG_TWIN)
 ltl probe_run_goes_on_dup    { [] !(dup && a_tok != 0 && JOBBUSY(a_tok)) }
 ltl probe_runs_after_dup     { [] !(gh_dup && !dup && tw_st == 2 && m_pend[0] != 0) }
+#elif defined(CFG_REPL)
+ltl probe_complete           { [] !(rmark[1] != 0 && a_tok == 0 && !failed_over) }
+ltl probe_marker_kept        { [] !(failed_over && epoch && ISTOK(rkey) && rmark[1] == rkey) }
+ltl probe_lease_kept         { [] !(failed_over && epoch && rmark[1] == 0 && a_ph == RELEASING && rkey == a_tok) }
 #elif defined(CFG_SHARD)
 ltl probe_handed_over        { [] !(moved && owner_b && k_tok[0] == 0 && k_tok[1] != 0 && a_tok != 0) }
 ltl probe_handover_timeout   { [] !(ho_stop) }
