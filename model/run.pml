@@ -10,12 +10,18 @@
  * crash falls between any two of them. Timers count down, so the state space is finite.
  *
  * Configurations (define one): CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_GUARD, CFG_UNLOCK,
- * CFG_SHARD. Hole switches (each off unless defined): HOLE_TAKEUP_LEFT_LEASE,
- * HOLE_UNLOCK_LIVE_FOREIGN, HOLE_SHARD_BREAK_BEFORE_MAKE,
- * HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN, HOLE_DEADLINE_FROM_REPLY, HOLE_PAUSED_CREATE,
- * HOLE_SLOW_HANDOVER, HOLE_UNCLEAN_BY_RECORDED_UID (the code as it is), and two
- * planted bugs that show I2 and I3 can fail: HOLE_ACQUIRE_IGNORES_MARKER,
- * HOLE_STRICT_WITHOUT_FLOOR.
+ * CFG_SHARD, CFG_TWIN, CFG_REPL. Hole switches (each off unless defined), one per
+ * safety fix: HOLE_TAKEUP_LEFT_LEASE, HOLE_UNLOCK_LIVE_FOREIGN,
+ * HOLE_SHARD_BREAK_BEFORE_MAKE, HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN,
+ * HOLE_DEADLINE_FROM_REPLY, HOLE_PAUSED_CREATE, HOLE_UNCLEAN_BY_RECORDED_UID,
+ * HOLE_PAUSED_KEEPER, HOLE_RENEW_ONLY_REACQUIRE, HOLE_DUPLICATE_IDENTITY,
+ * HOLE_MARKER_UNACKED; a timing assumption: HOLE_SLOW_HANDOVER; the code as it is
+ * (no fix yet): HOLE_IDENTITY_WINDOW; and two planted bugs that show I2 and I3 can
+ * fail: HOLE_ACQUIRE_IGNORES_MARKER, HOLE_STRICT_WITHOUT_FLOOR.
+ *
+ * Invariants: I1 (no two runs work at once), I2 (an occurrence completed once), I3
+ * (Strict fences rise), I4 (no deadline stop of a run the store would confirm, by a
+ * manager that did not ask it), I5 (no key written back for a run that is over).
  *
  * Each step is `atomic { guard -> label: d_step { ... } }`: one indivisible action
  * (the d_step), and a guard that spin's "unreached" report shows when it never
@@ -440,6 +446,11 @@ inline stop_job(t) {
   if :: !(cond) -> printf("MODEL: VIOLATION "); printf(what, arg); printf("\n") :: else fi; \
   assert(cond)
 
+#ifdef TWIN
+#define I1_OTHER "I1: two runs work at once (cluster B's run and the one starting), and neither lost its lease to a data loss or failover"
+#else
+#define I1_OTHER "I1: two runs work at once (the other holder and the one starting), and neither lost its lease to a data loss or failover"
+#endif
 /* I1 when a worker (a Pod, or the other holder) starts while others work: one of
  * the two must have lost its lease to a Redis data loss (acquired in an earlier
  * epoch); that one is then held to its stop bound at every tick. */
@@ -449,7 +460,7 @@ inline i1_start(ep, newovl) {
     if
     :: ALIVE(h_i) ->
        CHECK(t_ep[j_tok[h_i]] != epoch || ep != epoch,
-             "I1: two runs work at once (the Pod of Job t%d and the one starting), and neither lost its lease to a data loss", j_tok[h_i]);
+             "I1: two runs work at once (the Pod of Job t%d and the one starting), and neither lost its lease to a data loss or failover", j_tok[h_i]);
        if :: t_ep[j_tok[h_i]] != epoch -> p_ovl[h_i] = 1 :: else fi;
        if :: ep != epoch -> newovl = 1 :: else fi
     :: else
@@ -457,8 +468,7 @@ inline i1_start(ep, newovl) {
   };
   if
   :: fw ->
-     CHECK(fw_ep != epoch || ep != epoch,
-           "I1: two runs work at once (the other holder and the one starting), and neither lost its lease to a data loss", 0);
+     CHECK(fw_ep != epoch || ep != epoch, I1_OTHER, 0);
      if :: fw_ep != epoch -> fw_ovl = 1 :: else fi;
      if :: ep != epoch -> newovl = 1 :: else fi
   :: else
@@ -669,7 +679,7 @@ active proctype Clock() {
             if
             :: ALIVE(h_i) && p_ovl[h_i] ->
                CHECK(t_vl[j_tok[h_i]] > 0,
-                     "I1: the Pod of Job t%d, whose lease a data loss took, works beside another run past its stop bound", j_tok[h_i])
+                     "I1: the Pod of Job t%d, whose lease a data loss or failover took, works beside another run past its stop bound", j_tok[h_i])
             :: else
             fi
           }
