@@ -1082,8 +1082,10 @@ active proctype Faults() {
 #ifdef PAUSE
   /* the leader pauses, between two steps or just before it sends a Job create; a
    * new leader starts with no memory. The old leader's keeper keeps what it knew
-   * of the lease (a renewal in flight is never answered); while paused it sends
-   * nothing and judges nothing, and its deadline passes. */
+   * of the lease (a renewal in flight is never answered; failing counts as held,
+   * and the I4 ghost starts afresh unless the deadline was reached: neither
+   * matters to a process that no longer leads, whose first renewal is answered);
+   * while paused it sends nothing and judges nothing, and its deadline passes. */
 #define PAUSE_LEADER \
        paused = 1; pst[1] = PAUSED; pst[0] = DOWN; p_left[0] = HANDOVER; \
        k_tok[1] = k_tok[0]; k_dl[1] = k_dl[0]; k_dlr[1] = k_dlr[0]; k_fo[1] = k_fo[0]; \
