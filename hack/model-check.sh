@@ -31,7 +31,8 @@ declare -A probes=(
   [REPL]="complete marker_kept lease_kept"
 )
 # configuration: the steps (labels in the model) it compiles but cannot fire
-# (only the old leader's Jobs are unclaimed; LEFT and UNLOCK never lose a lease)
+# (only the old leader's Jobs are unclaimed; LEFT and UNLOCK never lose a lease; in
+# TWIN cluster B's runs never start; UNLOCK, SHARD and REPL have one occurrence)
 declare -A unfired=(
   [RUN]="stop_unclaimed drop_finalizer"
   [PAUSE]=""
