@@ -22,14 +22,17 @@ hack/ensure-spin.sh
 # configuration: the probes it must reach (name: a state it reaches)
 declare -A probes=(
   [RUN]="complete takeup resume_stop overlap_after_loss floor_after_loss"
-  [PAUSE]="two_runs old_create_deleted"
+  [PAUSE]="two_runs old_create_deleted paused_past_deadline take_back_due"
   [LEFT]="left_to_expire guard_stop trigger_run unlock_refused_ledger"
   [GUARD]="stopped_vanished_pod gate_refuses"
   [UNLOCK]="complete foreign_unlocked"
   [SHARD]="handed_over handover_timeout complete_in_b"
+  [TWIN]="run_goes_on_dup runs_after_dup"
+  [REPL]="complete marker_kept lease_kept"
 )
 # configuration: the steps (labels in the model) it compiles but cannot fire
-# (only the old leader's Jobs are unclaimed; LEFT and UNLOCK never lose a lease)
+# (only the old leader's Jobs are unclaimed; LEFT and UNLOCK never lose a lease; in
+# TWIN cluster B's runs never start; UNLOCK, SHARD and REPL have one occurrence)
 declare -A unfired=(
   [RUN]="stop_unclaimed drop_finalizer"
   [PAUSE]=""
@@ -37,8 +40,10 @@ declare -A unfired=(
   [GUARD]="stop_unclaimed drop_finalizer"
   [UNLOCK]="renew_lost stop_reported stop_stopping stop_unclaimed skip_forbid stop_lost stop_deleted_unrecorded stop_deleted drop_finalizer"
   [SHARD]="stop_unclaimed skip_forbid drop_finalizer"
+  [TWIN]="stop_unclaimed drop_finalizer twin_acquire twin_takeup twin_release"
+  [REPL]="stop_unclaimed skip_forbid drop_finalizer"
 )
-configs=(RUN PAUSE LEFT GUARD UNLOCK SHARD)
+configs=(RUN PAUSE LEFT GUARD UNLOCK SHARD TWIN REPL)
 # hole switch: the configuration that shows it
 declare -A holes=(
   [HOLE_TAKEUP_LEFT_LEASE]=LEFT
@@ -51,10 +56,17 @@ declare -A holes=(
   [HOLE_ACQUIRE_IGNORES_MARKER]=LEFT
   [HOLE_STRICT_WITHOUT_FLOOR]=RUN
   [HOLE_UNCLEAN_BY_RECORDED_UID]=GUARD
+  [HOLE_PAUSED_KEEPER]=PAUSE
+  [HOLE_RENEW_ONLY_REACQUIRE]=PAUSE
+  [HOLE_DUPLICATE_IDENTITY]=TWIN
+  [HOLE_IDENTITY_WINDOW]=TWIN
+  [HOLE_MARKER_UNACKED]=REPL
 )
 hole_order=(HOLE_TAKEUP_LEFT_LEASE HOLE_UNLOCK_LIVE_FOREIGN HOLE_SHARD_BREAK_BEFORE_MAKE
   HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN HOLE_DEADLINE_FROM_REPLY HOLE_PAUSED_CREATE HOLE_SLOW_HANDOVER
-  HOLE_UNCLEAN_BY_RECORDED_UID HOLE_ACQUIRE_IGNORES_MARKER HOLE_STRICT_WITHOUT_FLOOR)
+  HOLE_UNCLEAN_BY_RECORDED_UID HOLE_PAUSED_KEEPER HOLE_RENEW_ONLY_REACQUIRE
+  HOLE_DUPLICATE_IDENTITY HOLE_IDENTITY_WINDOW HOLE_MARKER_UNACKED
+  HOLE_ACQUIRE_IGNORES_MARKER HOLE_STRICT_WITHOUT_FLOOR)
 
 jobs=()
 if (($# == 0)); then

@@ -10,12 +10,18 @@
  * crash falls between any two of them. Timers count down, so the state space is finite.
  *
  * Configurations (define one): CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_GUARD, CFG_UNLOCK,
- * CFG_SHARD. Hole switches (each off unless defined): HOLE_TAKEUP_LEFT_LEASE,
- * HOLE_UNLOCK_LIVE_FOREIGN, HOLE_SHARD_BREAK_BEFORE_MAKE,
- * HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN, HOLE_DEADLINE_FROM_REPLY, HOLE_PAUSED_CREATE,
- * HOLE_SLOW_HANDOVER, HOLE_UNCLEAN_BY_RECORDED_UID (the code as it is), and two
- * planted bugs that show I2 and I3 can fail: HOLE_ACQUIRE_IGNORES_MARKER,
- * HOLE_STRICT_WITHOUT_FLOOR.
+ * CFG_SHARD, CFG_TWIN, CFG_REPL. Hole switches (each off unless defined), one per
+ * safety fix: HOLE_TAKEUP_LEFT_LEASE, HOLE_UNLOCK_LIVE_FOREIGN,
+ * HOLE_SHARD_BREAK_BEFORE_MAKE, HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN,
+ * HOLE_DEADLINE_FROM_REPLY, HOLE_PAUSED_CREATE, HOLE_UNCLEAN_BY_RECORDED_UID,
+ * HOLE_PAUSED_KEEPER, HOLE_RENEW_ONLY_REACQUIRE, HOLE_DUPLICATE_IDENTITY,
+ * HOLE_MARKER_UNACKED, HOLE_IDENTITY_WINDOW; a timing assumption:
+ * HOLE_SLOW_HANDOVER; and two planted bugs that show I2 and I3 can
+ * fail: HOLE_ACQUIRE_IGNORES_MARKER, HOLE_STRICT_WITHOUT_FLOOR.
+ *
+ * Invariants: I1 (no two runs work at once), I2 (an occurrence completed once), I3
+ * (Strict fences rise), I4 (no deadline stop of a run the store would confirm, by a
+ * manager that did not ask it), I5 (no key written back for a run that is over).
  *
  * Each step is `atomic { guard -> label: d_step { ... } }`: one indivisible action
  * (the d_step), and a guard that spin's "unreached" report shows when it never
@@ -39,11 +45,15 @@
 #define FLAKY 1
 #elif defined(CFG_PAUSE)
 /* one cluster: the leader pauses at any step and a new leader takes over; the old
- * leader wakes up and sends the Job create it was about to send; renewals that are
- * slow or unanswered; another holder */
+ * leader wakes up, its keeper renews (alone, renew-only, while it has not exited)
+ * and its stop controller acts on what the keeper reports; it sends the Job create
+ * it was about to send; the second occurrence's run is FailOpen (its renewals take
+ * back a key they find absent); renewals that are slow or unanswered; another
+ * holder */
 #define NOCC 2
 #define PAUSE 1
 #define FLAKY 1
+#define REACQ 1
 #elif defined(CFG_LEFT)
 /* one cluster with the pod guard: runs that end uncleanly leave their lease to
  * expire, a Pod cut off from the API server, history clean-up, a run-now trigger,
@@ -79,8 +89,26 @@
 #define NOCC 1
 #define SHARDS 1
 #define FLAKY 1
+#elif defined(CFG_TWIN)
+/* cluster A and cluster B, restored from one etcd snapshot: the same identity
+ * (cluster name, object UID), one store. B's manager starts at any moment and may
+ * go; its runs are the other holder: one may take the key with a token minted for
+ * A's next occurrence (A may take it up), or take up A's lease; the heartbeat
+ * makes each manager know of the other IDT ticks after B starts (or goes) */
+#define NOCC 2
+#define TWIN 1
+#define FLAKY 1
+#elif defined(CFG_REPL)
+/* one cluster; its store has a replica and minReplicaAcks: acquisitions and
+ * done-markers wait for it (WAIT), other writes may not have reached it yet, and a
+ * failover (at most once) promotes it; one occurrence and a run-now trigger for it;
+ * late and unanswered renewals; another holder */
+#define NOCC 1
+#define TRIGGER 1
+#define REPL 1
+#define FLAKY 1
 #else
-#error "define one of CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD"
+#error "define one of CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL"
 #endif
 
 /* The unlock script refuses a GuardedJob token while its key has a time to live;
@@ -103,6 +131,20 @@
 #define CREATE_SUSPENDED 1
 #endif
 
+/* The second occurrence's run is FailOpen (the policy is recorded per run): its
+ * renewals take the key back when they find it absent. A manager that lost its
+ * leadership stops that before it renews alone (StopReacquiring). */
+#ifdef REACQ
+#define FAILOPEN(t) (t_occ[t] == NOCC)
+#else
+#define FAILOPEN(t) 0
+#endif
+#ifdef HOLE_RENEW_ONLY_REACQUIRE
+#define REACQ_ON(p) (k_fo[p])
+#else
+#define REACQ_ON(p) (k_fo[p] && pst[p] == UP)
+#endif
+
 /* ------------------------------------------------------------------ constants */
 
 /* Timing, in ticks; a tick stands for the stop budget. Rule 1: TTL - GRACE - MARGIN
@@ -122,6 +164,7 @@
 #define HANDOVER 0
 #endif
 #define HT       2          /* shard hand-over timeout */
+#define IDT      1          /* ticks until the heartbeats tell of a second manager (three 5 s beats) */
 
 #define NT 4                /* tokens (leases) that can be minted */
 #define NJ 3                /* Job slots */
@@ -138,6 +181,7 @@
 #define JFAIL 2             /* Failed */
 #define RUNNING  1          /* run phases in status.active */
 #define STOPPING 2
+#define RELEASING 3         /* its Job completed, its completion not yet acknowledged (REPL) */
 #define GONEJ (NJ+1)        /* the run's recorded Job no longer exists */
 #define HELD    0           /* keeper states */
 #define FAILING 1
@@ -162,7 +206,22 @@ byte rkey;                  /* the lock key: 0 absent, a token, FV or FX */
 byte rttl;                  /* its time to live; 0 with a value: no expiry */
 byte rmark[NOCC+1];         /* done-marker per occurrence: the token that wrote it */
 byte rfctr;                 /* the fence counter */
-bit  epoch;                 /* Redis lost its data (at most once) */
+bit  epoch;                 /* Redis lost its data, or writes in a failover (at most once) */
+#ifdef REPL
+/* The replica: one write behind the master while s_lag (its copy of the key and
+ * the done-marker from before the master's last write), else equal to it. */
+byte s_key, s_ttl;
+byte s_mark[NOCC+1];
+bit  s_lag;
+bit  failed_over;
+/* a write: the replica has everything before it, maybe not the write itself */
+#define REP_W   if :: !failed_over -> s_key = rkey; s_ttl = rttl; s_mark[1] = rmark[1]; s_lag = 1 :: else fi
+/* WAIT answered: the replica has every write so far */
+#define REP_SYNC s_lag = 0; s_key = 0; s_ttl = 0; s_mark[1] = 0
+#else
+#define REP_W    skip
+#define REP_SYNC skip
+#endif
 
 /* The GuardedJob's status (cluster A) */
 byte a_tok;                 /* status.active: the run's token, 0 none */
@@ -192,6 +251,7 @@ byte k_st[2];
 bit  k_due[2];              /* a renewal is due now */
 byte k_inf[2];              /* renewal in flight */
 bit  k_dlr[2];              /* the deadline was reached (final) */
+bit  k_fo[2];               /* the lease re-acquires a key it finds absent (a FailOpen run) */
 byte m_pend[2];             /* acquired, not yet recorded: token */
 byte m_pf[2];               /*   and fence */
 bit  m_rel[2];              /* released or completed, status not yet written */
@@ -228,6 +288,30 @@ bit  owner_b;               /* status names shard b as the run's owner */
 byte ho_left;               /* shard a's hand-over countdown */
 bit  ho_stop;               /* shard a gave up waiting and stops the run */
 
+/* A second cluster claiming A's identity (TWIN) */
+#ifdef TWIN
+byte tw_st;                 /* B's manager: 0 not started, 1 running, 2 gone */
+byte tw_tok;                /* the token B's run works under: its own, or A's taken up */
+byte id_left;               /* ticks until the heartbeats tell */
+bit  dup;                   /* each manager knows that another claims its identity */
+bit  gh_dup;                /* probes: dup was set once */
+#define A_MAY (!dup)        /* duplicateIdentity: no run starts, nothing is taken up */
+#if defined(HOLE_IDENTITY_WINDOW)
+#define B_MAY (tw_st == 1 && !dup)          /* the code as it is: B acts before its heartbeat can tell */
+#else
+/* B starts nothing until its heartbeat has had the beats it needs to find another
+ * manager, and found none (HOLE_DUPLICATE_IDENTITY: it never finds one) */
+#define B_MAY (tw_st == 1 && id_left == 0 && !dup)
+#endif
+#else
+#define A_MAY 1
+#endif
+#ifdef TWIN
+#define TW_END tw_tok = 0
+#else
+#define TW_END skip
+#endif
+
 /* Budgets */
 byte crashed;                /* crashes so far */
 bit  paused, lost_data;
@@ -241,6 +325,8 @@ byte lstart;                /* the highest fence handed to work (I3) */
 byte mk_by[NOCC+1];         /* who completed each occurrence (I2) */
 bit  gh_funl;               /* probes: an unlock deleted a foreign value */
 bit  gh_refl;               /*   the ledger refused an unlock the lastRun check would not */
+bit  k_unans[2];            /* I4: a renewal went unanswered or answered late since the last one
+                             * answered at once (kept once the deadline is reached) */
 
 /* Scratch variables of a step, zero between steps (BFS allows no hidden ones). */
 byte h_s, h_t, h_o, h_r, h_f, h_i, h_p;
@@ -306,7 +392,7 @@ inline clear_slot(s) {
 
 inline untrack(p) {
   k_tok[p] = 0; k_dl[p] = 0; k_conf[p] = 0; k_st[p] = HELD; k_due[p] = 0;
-  k_inf[p] = R_NONE; k_dlr[p] = 0
+  k_inf[p] = R_NONE; k_dlr[p] = 0; k_fo[p] = 0; k_unans[p] = 0
 }
 
 inline forget(p) {
@@ -317,7 +403,7 @@ inline forget(p) {
 /* Track a lease this process just acquired: confirmed, its deadline counted from
  * the acquisition's send time (now). */
 inline track_acquired(p, t) {
-  untrack(p); k_tok[p] = t; k_conf[p] = 1; k_dl[p] = DL0
+  untrack(p); k_tok[p] = t; k_conf[p] = 1; k_dl[p] = DL0; k_fo[p] = FAILOPEN(t)
 }
 
 /* Track a lease recorded in status (resumeLeases, firstSight) and renew it now.
@@ -325,7 +411,7 @@ inline track_acquired(p, t) {
  * unless that renewal is answered at once (the code counts from acquiredAt less
  * the clock-skew allowance, which is later: the model is stricter). */
 inline track_resumed(p, t) {
-  untrack(p); k_tok[p] = t; k_due[p] = 1
+  untrack(p); k_tok[p] = t; k_due[p] = 1; k_fo[p] = FAILOPEN(t)
 }
 
 /* A renewal seen to succeed, sent `age` ticks ago. */
@@ -360,6 +446,11 @@ inline stop_job(t) {
   if :: !(cond) -> printf("MODEL: VIOLATION "); printf(what, arg); printf("\n") :: else fi; \
   assert(cond)
 
+#ifdef TWIN
+#define I1_OTHER "I1: two runs work at once (cluster B's run and the one starting), and neither lost its lease to a data loss or failover"
+#else
+#define I1_OTHER "I1: two runs work at once (the other holder and the one starting), and neither lost its lease to a data loss or failover"
+#endif
 /* I1 when a worker (a Pod, or the other holder) starts while others work: one of
  * the two must have lost its lease to a Redis data loss (acquired in an earlier
  * epoch); that one is then held to its stop bound at every tick. */
@@ -369,7 +460,7 @@ inline i1_start(ep, newovl) {
     if
     :: ALIVE(h_i) ->
        CHECK(t_ep[j_tok[h_i]] != epoch || ep != epoch,
-             "I1: two runs work at once (the Pod of Job t%d and the one starting), and neither lost its lease to a data loss", j_tok[h_i]);
+             "I1: two runs work at once (the Pod of Job t%d and the one starting), and neither lost its lease to a data loss or failover", j_tok[h_i]);
        if :: t_ep[j_tok[h_i]] != epoch -> p_ovl[h_i] = 1 :: else fi;
        if :: ep != epoch -> newovl = 1 :: else fi
     :: else
@@ -377,8 +468,7 @@ inline i1_start(ep, newovl) {
   };
   if
   :: fw ->
-     CHECK(fw_ep != epoch || ep != epoch,
-           "I1: two runs work at once (the other holder and the one starting), and neither lost its lease to a data loss", 0);
+     CHECK(fw_ep != epoch || ep != epoch, I1_OTHER, 0);
      if :: fw_ep != epoch -> fw_ovl = 1 :: else fi;
      if :: ep != epoch -> newovl = 1 :: else fi
   :: else
@@ -395,7 +485,7 @@ inline i1_start(ep, newovl) {
 inline acquire(t, o, res, fence) {
   if
   :: MARKED(o) ->
-     if :: rkey == t -> rkey = 0; rttl = 0 :: else fi;
+     if :: rkey == t -> REP_W; rkey = 0; rttl = 0; REP_SYNC :: else fi;
      res = 3
   :: !MARKED(o) && rkey == t -> rttl = TTL; res = 1              /* reentered: PEXPIRE */
   :: !MARKED(o) && rkey != t && rkey != 0 -> res = 2
@@ -407,7 +497,8 @@ inline acquire(t, o, res, fence) {
 #ifndef HOLE_STRICT_WITHOUT_FLOOR
      if :: rfctr <= lfence -> rfctr = lfence + 1 :: else fi;   /* (a planted bug leaves the floor out) */
 #endif
-     fence = rfctr; t_ep[t] = epoch; t_vl[t] = TTL
+     fence = rfctr; t_ep[t] = epoch; t_vl[t] = TTL;
+     REP_SYNC                                  /* with minReplicaAcks, WAIT follows */
   :: else
   fi
 }
@@ -443,7 +534,46 @@ inline acquire_pass(p, o) {
   fi
 }
 
+/* The done-marker of occurrence o, by the run of process p. I2: one run
+ * completes an occurrence (a completion counts once the run takes it for done: a
+ * marker too few replicas acknowledged is written again before it counts). */
+inline write_marker(p, o, counts) {
+  rmark[o] = a_tok;
+  if
+  :: counts && t_ep[a_tok] == epoch ->
+     CHECK(mk_by[o] == 0 || mk_by[o] == a_tok, "I2: occurrence %d completed by a second run", o);
+     mk_by[o] = a_tok
+  :: else
+  fi
+}
+
 /* ------------------------------------------------------------------ processes */
+
+/* A renewal extends the key (compare-token-then-PEXPIRE); a FailOpen lease's
+ * also takes an absent key back. */
+#define RENEWS(p) (rkey == k_tok[p] || rkey == 0 && REACQ_ON(p))
+/* I5: a renewal takes the key back only for a run that is not over */
+inline take_back(p) {
+  if
+  :: rkey == 0 ->
+     CHECK(led[k_tok[p]] != RELD && led[k_tok[p]] != LEFT,
+           "I5: a renewal writes the key back for run t%d, which is over", k_tok[p]);
+     printf("MODEL: p%d renewal finds the key absent and takes it back for t%d\n", p, k_tok[p]);
+     rkey = k_tok[p]
+  :: else
+  fi
+}
+/* The old leader's keeper, awake after its pause, renewing (alone): its renewals
+ * are answered at once (one that is not makes it stop the run, as a resumed
+ * lease's first renewal does; I4 allows that), so the model folds them into the
+ * tick and the wake-up. */
+inline old_renew() {
+  if
+  :: RENEWS(1) -> take_back(1); rttl = TTL; renewed(1, 0); if :: !k_dlr[1] -> k_unans[1] = 0 :: else fi
+  :: else -> lose(1); printf("MODEL: the old leader's renewal of t%d: lost (key %d)\n", k_tok[1], rkey)
+  fi
+}
+
 
 /* Advances time when nothing urgent is left. Keys expire, Pods within their grace
  * die, the keepers count down to their deadlines and get the replies of slow
@@ -457,11 +587,14 @@ active proctype Clock() {
        :: rttl > 0 -> rttl--; if :: rttl == 0 -> rkey = 0 :: else fi
        :: else
        fi;
+#ifdef REPL
+       if :: s_ttl > 0 -> s_ttl--; if :: s_ttl == 0 -> s_key = 0 :: else fi :: else fi;
+#endif
        for (h_i : 1 .. NT) { if :: t_vl[h_i] > 0 -> t_vl[h_i]-- :: else fi };
        if :: l_fl > 0 -> l_fl-- :: else fi;
        /* the other holder stops working by the time its key could expire */
        if
-       :: fw -> fw_left--; if :: fw_left == 0 -> fw = 0; fw_ovl = 0; fw_ep = 0 :: else fi
+       :: fw -> fw_left--; if :: fw_left == 0 -> fw = 0; fw_ovl = 0; fw_ep = 0; TW_END :: else fi
        :: else
        fi;
        /* Pods at the end of their grace are killed */
@@ -479,9 +612,10 @@ active proctype Clock() {
          if
          :: k_tok[h_p] != 0 ->
             if :: k_dl[h_p] > 0 -> k_dl[h_p]-- :: else fi;
-            /* the deadline never waits for a renewal in flight */
+            /* the deadline never waits for a renewal in flight; a paused process
+             * judges nothing until it runs again */
             if
-            :: k_dl[h_p] == 0 && !k_dlr[h_p] && k_st[h_p] != LOST ->
+            :: k_dl[h_p] == 0 && !k_dlr[h_p] && k_st[h_p] != LOST && pst[h_p] != PAUSED ->
                k_dlr[h_p] = 1;
                printf("MODEL: p%d self-fence deadline of t%d\n", h_p, k_tok[h_p])
             :: else
@@ -493,12 +627,39 @@ active proctype Clock() {
             :: else
             fi;
             k_inf[h_p] = R_NONE;
+#ifdef PAUSE
+            /* the old leader awake renews at the tick, answered at once */
+            if
+            :: h_p == 1 -> if :: pst[1] == AWAKE && k_st[1] != LOST -> old_renew() :: else fi
+            :: else -> if :: k_st[h_p] != LOST -> k_due[h_p] = 1 :: else fi
+            fi
+#else
             if :: k_st[h_p] != LOST -> k_due[h_p] = 1 :: else fi    /* renew interval: 1 tick */
+#endif
          :: else
          fi;
          if :: p_left[h_p] > 0 -> p_left[h_p]-- :: else fi
        };
        if :: ho_left > 0 -> ho_left-- :: else fi;
+#ifdef TWIN
+       /* the heartbeats: each manager finds the other's value over its own beat
+        * after beat (or its own again, beat after beat, once B has gone) */
+       if
+       :: id_left > 0 ->
+          id_left--;
+          if
+          :: id_left == 0 ->
+#ifndef HOLE_DUPLICATE_IDENTITY
+             dup = (tw_st == 1);
+             if :: dup -> gh_dup = 1; printf("MODEL: each manager knows that the other claims its identity\n") :: else fi
+#else
+             skip
+#endif
+          :: else
+          fi
+       :: else
+       fi;
+#endif
 #ifdef GUARD
        /* the pod guard: a Pod whose lease is not its own, or could expire within
         * its grace, stops its workload */
@@ -518,7 +679,7 @@ active proctype Clock() {
             if
             :: ALIVE(h_i) && p_ovl[h_i] ->
                CHECK(t_vl[j_tok[h_i]] > 0,
-                     "I1: the Pod of Job t%d, whose lease a data loss took, works beside another run past its stop bound", j_tok[h_i])
+                     "I1: the Pod of Job t%d, whose lease a data loss or failover took, works beside another run past its stop bound", j_tok[h_i])
             :: else
             fi
           }
@@ -529,21 +690,24 @@ active proctype Clock() {
   od
 }
 
-/* The keeper renews its lease every tick (compare-token-then-PEXPIRE). A lease
- * whose deadline has passed (a resumed one, without evidence) is reported at once
- * when its renewal is not answered at once (the code waits 0.5 s). */
+/* The keeper renews its lease every tick (compare-token-then-PEXPIRE; a FailOpen
+ * lease also takes an absent key back). A lease whose deadline has passed (a
+ * resumed one, without evidence; or one whose deadline passed while this process
+ * was paused) is reported at once when its renewal is not answered at once (the
+ * code waits 0.5 s). */
 #define KSEND(p) LIVEP(p) && k_due[p]
 #define PASSED(p) if :: k_dl[p] == 0 && !k_dlr[p] -> k_dlr[p] = 1 :: else fi
 proctype Keeper(byte p) {
   do
-  :: atomic { KSEND(p) && rkey == k_tok[p] -> renew: d_step {  k_due[p] = 0; rttl = TTL; renewed(p, 0) } }
-  :: atomic { KSEND(p) && rkey != k_tok[p] -> renew_lost: d_step { k_due[p] = 0; lose(p);
+  :: atomic { KSEND(p) && RENEWS(p) -> renew: d_step {  k_due[p] = 0; REP_W; take_back(p); rttl = TTL; renewed(p, 0);
+              if :: !k_dlr[p] -> k_unans[p] = 0 :: else fi } }
+  :: atomic { KSEND(p) && !RENEWS(p) -> renew_lost: d_step { k_due[p] = 0; lose(p);
               printf("MODEL: p%d renewal of t%d: lost (key %d)\n", p, k_tok[p], rkey) } }
 #ifdef FLAKY
-  :: atomic { KSEND(p) && rkey == k_tok[p] -> renew_late: d_step { k_due[p] = 0; rttl = TTL; k_inf[p] = R_SLOW; PASSED(p);
+  :: atomic { KSEND(p) && RENEWS(p) -> renew_late: d_step { k_due[p] = 0; REP_W; take_back(p); rttl = TTL; k_inf[p] = R_SLOW; k_unans[p] = 1; PASSED(p);
               printf("MODEL: p%d renewal of t%d applied, its reply comes late\n", p, k_tok[p]) } }
-  :: atomic { KSEND(p) && rkey != k_tok[p] -> renew_late_lost: d_step { k_due[p] = 0; k_inf[p] = R_SLOWLOST; PASSED(p) } }
-  :: atomic { KSEND(p) -> renew_unanswered: d_step { k_due[p] = 0; k_inf[p] = R_TIMEOUT; PASSED(p);
+  :: atomic { KSEND(p) && !RENEWS(p) -> renew_late_lost: d_step { k_due[p] = 0; k_inf[p] = R_SLOWLOST; k_unans[p] = 1; PASSED(p) } }
+  :: atomic { KSEND(p) -> renew_unanswered: d_step { k_due[p] = 0; k_inf[p] = R_TIMEOUT; k_unans[p] = 1; PASSED(p);
               printf("MODEL: p%d renewal of t%d unanswered\n", p, k_tok[p]) } }
 #endif
   od
@@ -555,6 +719,11 @@ proctype Stopper(byte p) {
   do
   :: atomic { OWES(p) -> stop_reported: d_step {
        printf("MODEL: p%d stops the Job of t%d (lease lost or at its deadline)\n", p, k_tok[p]);
+       /* I4: a deadline stops a running Job whose lease the key holds, with more
+        * than the stop budget left, only after this keeper's own renewal went
+        * unanswered or answered late */
+       CHECK(!(k_dlr[p] && k_st[p] != LOST && JOBBUSY(k_tok[p]) && rkey == k_tok[p] && rttl > SB) || k_unans[p],
+             "I4: the Job of t%d is stopped at a self-fence deadline while the key holds its lease, and no renewal of this manager went unanswered", k_tok[p]);
        stop_job(k_tok[p]); END_STEP } }
   :: atomic { LEADS(p) && a_ph == STOPPING && JOBBUSY(a_tok) -> stop_stopping: d_step {
        printf("MODEL: p%d stops the Job of the stopping run t%d\n", p, a_tok);
@@ -573,13 +742,13 @@ proctype Stopper(byte p) {
 proctype Reconciler(byte p) {
   do
   /* recordIntent + acquire for the next scheduled occurrence */
-  :: atomic { LEADS(p) && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && tnext <= NT -> acquire_next: d_step {
+  :: atomic { LEADS(p) && A_MAY && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && tnext <= NT -> acquire_next: d_step {
 
        acquire_pass(p, onext);
        if :: h_r != 1 -> LASTRUN(0, 0); onext++ :: else fi;
        END_STEP } }
   /* an occurrence due while a run is active: concurrencyPolicy Forbid skips it */
-  :: atomic { LEADS(p) && a_tok != 0 && onext <= NOCC -> skip_forbid: d_step {
+  :: atomic { LEADS(p) && A_MAY && a_tok != 0 && onext <= NOCC -> skip_forbid: d_step {
        printf("MODEL: occurrence %d skipped (Forbid): lastRun overwritten\n", onext);
        LASTRUN(0, 0); onext++ } }
 #ifdef TRIGGER
@@ -640,51 +809,60 @@ proctype Reconciler(byte p) {
   /* release: the Job finished, or the run stopped and no Pod of it is seen */
   :: atomic { LEADS(p) && a_tok != 0 && !m_rel[p] &&
               (a_ph == RUNNING && a_slot != 0 && a_slot != GONEJ && j_cond[a_slot - 1] != JRUN ||
-               a_ph == STOPPING && !PODSOF(a_tok) && !JOBBUSY(a_tok)) -> release: d_step {
+               a_ph == STOPPING && !PODSOF(a_tok) && !JOBBUSY(a_tok) || a_ph == RELEASING) -> release: d_step {
        h_o = t_occ[a_tok];
 #ifdef GUARD
        /* guardedEndUnclean: a Pod may still run where the API server does not show
         * it, unless the run's Job completed cleanly or the run never had a Job */
 #ifdef HOLE_UNCLEAN_BY_RECORDED_UID
-       /* the code today: a run whose Job UID status has not recorded had no Job */
+       /* the hole: a run whose Job UID status has not recorded had no Job */
        if
        :: a_slot != 0 && (a_slot == GONEJ || j_cond[a_slot - 1] != JOK) -> m_left[p] = 1
        :: else
        fi;
 #else
        /* a Job of the run's name (the lease finalizer keeps it until the release)
-        * decides; with none, a recorded UID says it existed */
+        * decides; with none left, nothing says that no Pod of it ran */
        job_of(a_tok, h_s);
        if
-       :: h_s < NJ && j_cond[h_s] != JOK || h_s == NJ && a_slot != 0 -> m_left[p] = 1
+       :: h_s == NJ || j_cond[h_s] != JOK -> m_left[p] = 1
        :: else
        fi;
 #endif
 #endif
        if
        :: m_left[p] -> printf("MODEL: p%d leaves the lease of t%d to expire\n", p, a_tok)
-       :: !m_left[p] && a_ph == RUNNING && j_cond[a_slot - 1] == JOK ->
+       :: !m_left[p] && (a_ph == RUNNING || a_ph == RELEASING) && j_cond[a_slot - 1] == JOK ->
           /* complete.lua: the marker when the key is ours or absent, then DEL */
           if
           :: rkey == a_tok || rkey == 0 ->
              printf("MODEL: p%d completes occurrence %d with t%d\n", p, h_o, a_tok);
-             rmark[h_o] = a_tok;
-             if :: rkey == a_tok -> rkey = 0; rttl = 0 :: else fi;
-             /* I2: one run completes an occurrence */
-             if
-             :: t_ep[a_tok] == epoch ->
-                CHECK(mk_by[h_o] == 0 || mk_by[h_o] == a_tok, "I2: occurrence %d completed by a second run", h_o);
-                mk_by[h_o] = a_tok
-             :: else
-             fi
-          :: else
+             REP_W; write_marker(p, h_o, 1);
+#if defined(REPL) && !defined(HOLE_MARKER_UNACKED)
+             /* with minReplicaAcks: the marker with the lease kept, WAIT answered,
+              * then release.lua (complete_unacked: WAIT not answered) */
+             REP_SYNC;
+             if :: rkey == a_tok -> REP_W; rkey = 0; rttl = 0 :: else fi
+#else
+             if :: rkey == a_tok -> rkey = 0; rttl = 0 :: else fi
+#endif
+          :: else -> printf("MODEL: p%d: the key is another's, the done-marker of occurrence %d is not written\n", p, h_o)
           fi
        :: else ->
           printf("MODEL: p%d releases t%d\n", p, a_tok);
-          if :: rkey == a_tok -> rkey = 0; rttl = 0 :: else fi     /* release.lua */
+          if :: rkey == a_tok -> REP_W; rkey = 0; rttl = 0 :: else fi     /* release.lua */
        fi;
        untrack(p); m_rel[p] = 1;
        END_STEP } }
+#if defined(REPL) && !defined(HOLE_MARKER_UNACKED)
+  /* a completion whose WAIT too few replicas answer: the marker is written, the
+   * lease kept (and renewed); the completion is tried again */
+  :: atomic { LEADS(p) && a_tok != 0 && !m_rel[p] && (a_ph == RUNNING || a_ph == RELEASING) && a_slot != 0 && a_slot != GONEJ &&
+              j_cond[a_slot - 1] == JOK && (rkey == a_tok || rkey == 0) -> complete_unacked: d_step {
+       h_o = t_occ[a_tok];
+       printf("MODEL: p%d writes the marker of occurrence %d, too few replicas acknowledge it: the lease is kept\n", p, h_o);
+       REP_W; write_marker(p, h_o, 0); a_ph = RELEASING; END_STEP } }
+#endif
   /* the run moves to lastRun, the ledger keeps its lease, the finalizer goes */
   :: atomic { LEADS(p) && m_rel[p] -> finish: d_step {
        if :: m_left[p] -> led[a_tok] = LEFT :: else -> led[a_tok] = RELD fi;
@@ -851,11 +1029,37 @@ active proctype Kube() {
 /* The other holder of the key. */
 active proctype Other() {
   do
+#ifndef TWIN
   :: atomic { rkey == 0 && !fw -> other_acquire: d_step {
        printf("MODEL: the other holder takes the key and works\n");
        i1_start(epoch, fw_ovl);
-       rkey = FV; rttl = TTL; fw = 1; fw_left = TTL; fw_ep = epoch;
+       REP_W; rkey = FV; rttl = TTL; fw = 1; fw_left = TTL; fw_ep = epoch;
        END_STEP } }
+#else
+  /* cluster B: its manager starts, and goes */
+  :: atomic { tw_st == 0 -> twin_start: d_step {
+       printf("MODEL: cluster B's manager starts, claiming A's identity\n"); tw_st = 1; id_left = IDT } }
+  :: atomic { tw_st == 1 && !fw -> twin_leave: d_step {
+       printf("MODEL: cluster B's manager goes\n"); tw_st = 2; id_left = IDT } }
+  /* a run of B takes the free key with a token minted for A's next occurrence:
+   * the same cluster name, object UID and occurrence */
+  :: atomic { B_MAY && !fw && rkey == 0 && onext <= NOCC && !MARKED(onext) && tnext <= NT -> twin_acquire: d_step {
+       h_t = tnext; tnext++; t_occ[h_t] = onext; t_ep[h_t] = epoch; t_vl[h_t] = TTL;
+       printf("MODEL: cluster B acquires t%d for occurrence %d and works\n", h_t, onext);
+       i1_start(epoch, fw_ovl);
+       rkey = h_t; rttl = TTL; fw = 1; fw_left = TTL; fw_ep = epoch; tw_tok = h_t;
+       END_STEP } }
+  /* B's take-up: the key holds a token minted for its run that B's status never
+   * recorded (A recorded it after the snapshot) and whose Job B does not have */
+  :: atomic { B_MAY && !fw && ISTOK(rkey) && t_occ[rkey] != 0 && !MARKED(t_occ[rkey]) -> twin_takeup: d_step {
+       printf("MODEL: cluster B takes up t%d and works\n", rkey);
+       i1_start(epoch, fw_ovl);
+       tw_tok = rkey; rttl = TTL; fw = 1; fw_left = TTL; fw_ep = epoch;
+       END_STEP } }
+  :: atomic { fw -> twin_release: d_step {
+       if :: rkey == tw_tok -> rkey = 0; rttl = 0 :: else fi;
+       fw = 0; fw_left = 0; fw_ep = 0; fw_ovl = 0; tw_tok = 0 } }
+#endif
 #ifdef STALE_VALUE
   /* done early: compare-and-DEL; or it crashed and its key expires */
   :: atomic { fw -> other_release: d_step { fw = 0; fw_left = 0; fw_ep = 0; fw_ovl = 0; if :: rkey == FV -> rkey = 0; rttl = 0 :: else fi } }
@@ -867,7 +1071,7 @@ active proctype Other() {
 
 /* Faults: a manager crash (at any step: every step is atomic), the leader's pause
  * (a new leader takes over), the restart, Redis losing its data, the move. */
-#if defined(CRASH) || defined(PAUSE) || defined(DATALOSS) || defined(SHARDS)
+#if defined(CRASH) || defined(PAUSE) || defined(DATALOSS) || defined(SHARDS) || defined(REPL)
 active proctype Faults() {
   do
 #ifdef CRASH
@@ -877,17 +1081,36 @@ active proctype Faults() {
 #endif
 #ifdef PAUSE
   /* the leader pauses, between two steps or just before it sends a Job create; a
-   * new leader starts with no memory. The old leader's keeper is left out: its
-   * compare-token renewals only extend a key that still holds its run's token
-   * (which the new leader renews too), and its stops only delete Jobs. */
+   * new leader starts with no memory. The old leader's keeper keeps what it knew
+   * of the lease (a renewal in flight is never answered; failing counts as held,
+   * and the I4 ghost starts afresh unless the deadline was reached: neither
+   * matters to a process that no longer leads, whose first renewal is answered);
+   * while paused it sends nothing and judges nothing, and its deadline passes. */
 #define PAUSE_LEADER \
-       paused = 1; pst[1] = PAUSED; pst[0] = DOWN; p_left[0] = HANDOVER; forget(0)
+       paused = 1; pst[1] = PAUSED; pst[0] = DOWN; p_left[0] = HANDOVER; \
+       k_tok[1] = k_tok[0]; k_dl[1] = k_dl[0]; k_dlr[1] = k_dlr[0]; k_fo[1] = k_fo[0]; \
+       k_st[1] = (k_st[0] == LOST -> LOST : HELD); k_unans[1] = k_dlr[0] && k_unans[0]; \
+       forget(0)
   :: atomic { !paused && pst[0] == UP -> pause: d_step {
        printf("MODEL: the leader pauses; a new leader takes over\n"); PAUSE_LEADER } }
   :: atomic { !paused && pst[0] == UP && a_ph == RUNNING && a_slot == 0 && !HASJOB(a_tok) && CONFIRMED(0, a_tok) -> pause_before_create: d_step {
        printf("MODEL: the leader pauses just before it creates Job t%d; a new leader takes over\n", a_tok);
        m_cre[1] = a_tok; m_cf[1] = a_f; PAUSE_LEADER } }
-  :: atomic { pst[1] == PAUSED -> wake: d_step {  printf("MODEL: the old leader wakes up\n"); pst[1] = AWAKE } }
+  /* the old leader wakes up. Its keeper notices the pause and renews before it
+   * judges a deadline that passed meanwhile (the renewal is due: it is urgent);
+   * a manager that lost its leadership stops taking keys back before it renews
+   * alone (REACQ_ON). */
+  :: atomic { pst[1] == PAUSED -> wake: d_step {  printf("MODEL: the old leader wakes up\n"); pst[1] = AWAKE;
+#ifdef HOLE_PAUSED_KEEPER
+       /* the hole: it judges the deadlines first, with evidence as old as the pause */
+       if
+       :: k_tok[1] != 0 && k_st[1] != LOST && k_dl[1] == 0 && !k_dlr[1] ->
+          k_dlr[1] = 1; printf("MODEL: the old leader's keeper reports t%d at its deadline before it renews\n", k_tok[1])
+       :: else
+       fi;
+#endif
+       if :: k_tok[1] != 0 && k_st[1] != LOST -> old_renew() :: else fi
+     } }
   /* it finds out that it lost the leadership and exits */
   :: atomic { pst[1] == AWAKE -> exit: d_step { pst[1] = GONE; forget(1) } }
 #endif
@@ -905,6 +1128,21 @@ active proctype Faults() {
        rkey = 0; rttl = 0; rfctr = 0;
        for (h_i : 1 .. NOCC) { rmark[h_i] = 0; mk_by[h_i] = 0 };
        END_STEP } }
+#endif
+#ifdef REPL
+  /* the replica catches up */
+  :: atomic { s_lag -> replicate: d_step { REP_SYNC } }
+  /* the replica is promoted: the master's last write is lost if it had not
+   * reached it */
+  :: atomic { !failed_over -> failover: d_step {
+       failed_over = 1;
+       if
+       :: s_lag ->
+          printf("MODEL: failover: the new master lacks the last write (key %d, marker %d)\n", s_key, s_mark[1]);
+          rkey = s_key; rttl = s_ttl; rmark[1] = s_mark[1]; epoch = 1
+       :: else -> printf("MODEL: failover: the new master has every write\n")
+       fi;
+       REP_SYNC } }
 #endif
 #ifdef SHARDS
   /* the GuardedJob is relabelled into shard b */
@@ -974,8 +1212,11 @@ init {
   };
   atomic {
     run Keeper(0); run Stopper(0); run Reconciler(0);
+#if defined(SHARDS)
+    run Keeper(1);
+#endif
 #if defined(PAUSE) || defined(SHARDS)
-    run Keeper(1); run Stopper(1); run Reconciler(1);
+    run Stopper(1); run Reconciler(1);      /* the old leader's renewals: old_renew */
 #endif
   }
 }
@@ -994,6 +1235,8 @@ ltl probe_floor_after_loss   { [] !(a_tok != 0 && t_ep[a_tok] == 1 && a_f >= 2 &
 #elif defined(CFG_PAUSE)
 ltl probe_two_runs           { [] !(lstart >= 2) }
 ltl probe_old_create_deleted { [] !(pst[1] == AWAKE && m_cre[1] == 0 && (j_susp[0] && j_del[0] || j_susp[1] && j_del[1] || j_susp[2] && j_del[2])) }
+ltl probe_paused_past_deadline { [] !(pst[1] == PAUSED && k_tok[1] == a_tok && k_dl[1] == 0 && !k_dlr[1] && JOBBUSY(a_tok) && rkey == a_tok && rttl > SB) }
+ltl probe_take_back_due      { [] !(pst[0] == UP && k_fo[0] && k_due[0] && rkey == 0 && k_st[0] != LOST) }
 #elif defined(CFG_LEFT)
 ltl probe_left_to_expire     { [] !(led[1] == LEFT && rkey == 1 && (p_inv[0] && ALIVE(0))) }
 ltl probe_guard_stop         { [] !(p_inv[0] && p_st[0] == PTERM || p_inv[1] && p_st[1] == PTERM) }
@@ -1005,6 +1248,13 @@ ltl probe_gate_refuses       { [] !(j_cond[0] == JFAIL && p_st[0] == PDEAD && j_
 #elif defined(CFG_UNLOCK)
 ltl probe_complete           { [] !(rmark[1] != 0) }
 ltl probe_foreign_unlocked   { [] !(gh_funl && ISTOK(rkey)) }
+#elif defined(CFG_TWIN)
+ltl probe_run_goes_on_dup    { [] !(dup && a_tok != 0 && JOBBUSY(a_tok)) }
+ltl probe_runs_after_dup     { [] !(gh_dup && !dup && tw_st == 2 && m_pend[0] != 0) }
+#elif defined(CFG_REPL)
+ltl probe_complete           { [] !(rmark[1] != 0 && a_tok == 0 && !failed_over) }
+ltl probe_marker_kept        { [] !(failed_over && epoch && ISTOK(rkey) && rmark[1] == rkey) }
+ltl probe_lease_kept         { [] !(failed_over && epoch && rmark[1] == 0 && a_ph == RELEASING && rkey == a_tok) }
 #elif defined(CFG_SHARD)
 ltl probe_handed_over        { [] !(moved && owner_b && k_tok[0] == 0 && k_tok[1] != 0 && a_tok != 0) }
 ltl probe_handover_timeout   { [] !(ho_stop) }
