@@ -14,8 +14,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -522,7 +522,7 @@ func TestEveryActor_AManagerJustStartedNeverTakesUpATwinsLease(t *testing.T) {
 		}
 	}()
 
-	h.trigger(gj) // waiting for the manager as it starts
+	h.trigger(gj)                // waiting for the manager as it starts
 	h.identityBeat = time.Second // as the twin's: a few seconds before either could know of the other
 	h.start()
 	g.Consistently(func() []batchv1alpha1.ActiveRun { return h.get(gj).Status.Active }).WithTimeout(5*time.Second).

@@ -57,9 +57,11 @@ type IdentityCheck struct {
 
 	mu     sync.Mutex
 	recent []bool // the last beats' outcomes, true: another manager's value
-	clear  int
-	other  string
-	dup    bool
+	// down is set while the store does not answer the heartbeat.
+	down  bool
+	clear int
+	other string
+	dup   bool
 }
 
 // NewIdentityCheck returns the check of identity (cluster name and leader
@@ -94,12 +96,12 @@ func (c *IdentityCheck) Run(ctx context.Context) error {
 }
 
 func (c *IdentityCheck) beat(ctx context.Context, logf func(string, ...any)) {
-	prev, err := c.store.Swap(ctx, c.key, c.value, identityStrikes*c.interval+c.interval)
-	if err != nil {
-		return // the store's outage is reported elsewhere; the count goes on at the next beat
-	}
+	prev, err := c.store.Swap(ctx, c.key, c.value, identityWindow*c.interval+c.interval)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.down = err != nil; c.down {
+		return // the store's outage is reported elsewhere; the count goes on at the next beat
+	}
 	other := prev != "" && prev != c.value
 	c.recent = append(c.recent, other)
 	if len(c.recent) > identityWindow {
@@ -138,6 +140,11 @@ func (c *IdentityCheck) Settled() bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.down && !c.dup {
+		// Nothing can be taken up while the store does not answer, and a FailOpen
+		// run must still start unguarded. Once it answers again, the beats count.
+		return true
+	}
 	if c.dup || len(c.recent) < identityStrikes {
 		return false
 	}

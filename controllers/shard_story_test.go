@@ -55,7 +55,7 @@ func (h *harness) startShard(selector string) *shardManager {
 	h.g.Expect(err).NotTo(HaveOccurred())
 	parts, err := controllers.Setup(mgr, controllers.ManagerOptions{
 		Store: h.store, RESTConfig: cfg, ClusterName: "cluster-a", ClockSkew: time.Second, Namespace: h.ns, Selector: sel,
-		HandoverTimeout: cmp.Or(h.handoverTimeout, time.Minute), Clock: h.clock, IdentityBeat: 100 * time.Millisecond,
+		HandoverTimeout: cmp.Or(h.handoverTimeout, time.Minute), Clock: h.clock, IdentityBeat: 100 * time.Millisecond, LeaderElectionID: "shard " + selector,
 	})
 	h.g.Expect(err).NotTo(HaveOccurred())
 	keeper := parts.Keeper

@@ -288,7 +288,7 @@ type runner struct {
 	faults    bool
 	seed      int64
 	unplanted bool
-	copyDir string
+	copyDir   string
 }
 
 func (r *runner) run(ms []mutant) error {
