@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,7 +54,7 @@ func (r *GuardedJobReconciler) applySuspension(ctx context.Context, s *scope) er
 				return err
 			}
 			msg := fmt.Sprintf("resumed at %s: spec.suspendNote.until %s passed (suspended%s)",
-				s.now.UTC().Format(time.RFC3339), was.Until.UTC().Format(time.RFC3339), noteText(&was))
+				s.now.UTC().Format(time.RFC3339), was.Until.UTC().Format(time.RFC3339), was.Suffix())
 			setCondition(gj, batchv1alpha1.SuspendedCondition, metav1.ConditionFalse, batchv1alpha1.SuspendExpiredReason, msg, s.now)
 			r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.SuspendExpiredReason, "Resumed: spec.suspendNote.until %s passed", was.Until.UTC().Format(time.RFC3339))
 		}
@@ -107,29 +106,7 @@ func setSuspendedCondition(gj *batchv1alpha1.GuardedJob, now time.Time) {
 // suspendedMessage is the message of Ready (reason Suspended) and of Suspended:
 // "suspended: no new runs are scheduled (by alice, until 2026-12-01T06:00:00Z): db migration".
 func suspendedMessage(gj *batchv1alpha1.GuardedJob) string {
-	return "suspended: no new runs are scheduled" + noteText(gj.Spec.SuspendNoteOf())
-}
-
-// noteText writes a suspend note as " (by X, until T): reason", or "".
-func noteText(note *batchv1alpha1.SuspendNote) string {
-	if note == nil {
-		return ""
-	}
-	var who []string
-	if note.By != "" {
-		who = append(who, "by "+note.By)
-	}
-	if note.Until != nil {
-		who = append(who, "until "+note.Until.UTC().Format(time.RFC3339))
-	}
-	out := ""
-	if len(who) > 0 {
-		out = " (" + strings.Join(who, ", ") + ")"
-	}
-	if note.Reason != "" {
-		out += ": " + note.Reason
-	}
-	return out
+	return "suspended: no new runs are scheduled" + gj.Spec.SuspendNoteOf().Suffix()
 }
 
 // noteRunEnd is told of every run that leaves status.active (finishRun): the

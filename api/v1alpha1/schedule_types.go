@@ -17,6 +17,7 @@ limitations under the License.
 package v1alpha1
 
 import (
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,6 +47,29 @@ type SuspendNote struct {
 	// Suspended=False, reason SuspendExpired, and an event). RFC 3339.
 	// +optional
 	Until *metav1.Time `json:"until,omitempty"`
+}
+
+// Suffix writes the note as " (by X, until T): reason", the way the condition
+// message, the plugin and its status show it after "suspended"; "" for no note.
+func (n *SuspendNote) Suffix() string {
+	if n == nil {
+		return ""
+	}
+	var who []string
+	if n.By != "" {
+		who = append(who, "by "+n.By)
+	}
+	if n.Until != nil {
+		who = append(who, "until "+n.Until.UTC().Format(time.RFC3339))
+	}
+	out := ""
+	if len(who) > 0 {
+		out = " (" + strings.Join(who, ", ") + ")"
+	}
+	if n.Reason != "" {
+		out += ": " + n.Reason
+	}
+	return out
 }
 
 // FailurePolicy pauses a GuardedJob whose runs keep failing.

@@ -260,7 +260,7 @@ func setSuspend(ctx context.Context, o *options, name string, suspend bool, note
 	}
 	verb := "resumed"
 	if suspend {
-		verb = "suspended" + noteText(note)
+		verb = "suspended" + note.Suffix()
 		if n := len(gj.Status.Active); n > 0 {
 			verb += fmt.Sprintf(" (%d active run(s) go on; delete their Jobs to stop them)", n)
 		}

@@ -126,7 +126,7 @@ func printSummary(o *options, gj *batchv1alpha1.GuardedJob) {
 	}
 	row("Name", "%s/%s", gj.Namespace, gj.Name)
 	row("Schedule", "%s (%s)", gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault())
-	row("Suspend", "%t%s", gj.Spec.Suspended(), noteText(gj.Spec.SuspendNoteOf()))
+	row("Suspend", "%t%s", gj.Spec.Suspended(), gj.Spec.SuspendNoteOf().Suffix())
 	row("Lock key", "%s", gj.Spec.Lock.Key)
 	if t := gj.Status.LastScheduleTime; t != nil {
 		row("Last schedule", "%s", t.UTC().Format(time.RFC3339))

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -53,26 +52,4 @@ func (o *options) whoAmI(ctx context.Context) string {
 		return ""
 	}
 	return review.Status.UserInfo.Username
-}
-
-// noteText writes a suspend note as " (by X, until T): reason", or "".
-func noteText(note *batchv1alpha1.SuspendNote) string {
-	if note == nil {
-		return ""
-	}
-	var who []string
-	if note.By != "" {
-		who = append(who, "by "+note.By)
-	}
-	if note.Until != nil {
-		who = append(who, "until "+note.Until.UTC().Format(time.RFC3339))
-	}
-	out := ""
-	if len(who) > 0 {
-		out = " (" + strings.Join(who, ", ") + ")"
-	}
-	if note.Reason != "" {
-		out += ": " + note.Reason
-	}
-	return out
 }
