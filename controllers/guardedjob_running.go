@@ -84,12 +84,7 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 		switch {
 		case st.State == lockclient.StateLost:
 			holder := lockclient.HolderOf(st.Holder)
-			msg := "lock " + run.Key + " was lost"
-			if holder != "" {
-				msg += ": it is held by " + holder
-			} else {
-				msg += ": the key is gone"
-			}
+			msg := "lock " + run.Key + " was lost: " + heldByOr(holder, "the key is gone")
 			return r.beginStop(s, run, batchv1alpha1.RunResultLockLost, msg, batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, holder)
 		case st.DeadlineReached:
 			return r.beginStop(s, run, batchv1alpha1.RunResultStoreUnavailable,
@@ -305,12 +300,8 @@ func (r *GuardedJobReconciler) openGate(ctx context.Context, s *scope, run *batc
 	case errors.As(err, &nh):
 		s.recordLater = false
 		holder := lockclient.HolderOf(nh.Holder)
-		msg := "lock " + run.Key + " was lost before the Job's Pods could start: "
-		if holder != "" {
-			msg += "it is held by " + holder
-		} else {
-			msg += "the key is gone (the run may have been completed by another manager)"
-		}
+		msg := "lock " + run.Key + " was lost before the Job's Pods could start: " +
+			heldByOr(holder, "the key is gone (the run may have been completed by another manager)")
 		return r.beginStop(s, run, batchv1alpha1.RunResultLockLost, msg, batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, holder)
 	case err != nil:
 		s.requeueAfter(confirmRetry)
@@ -365,4 +356,12 @@ func jobFailureMessage(job *batchv1.Job) string {
 		}
 	}
 	return ""
+}
+
+// heldByOr says who holds a lost key, or gone when nobody does.
+func heldByOr(holder, gone string) string {
+	if holder != "" {
+		return "it is held by " + holder
+	}
+	return gone
 }
