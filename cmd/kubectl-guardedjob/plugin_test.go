@@ -269,7 +269,8 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 			return stdout
 		}).WithTimeout(30 * time.Second).Should(And(
 			MatchRegexp(`lock\s+default:settle\s+free`),
-			MatchRegexp(`done-marker\s+default:settle:done:\d+\s+done by `+clusterName+`/default/`+jobName)))
+			MatchRegexp(`done-marker\s+default:settle:done:\d+\s+done by `+clusterName+`/default/`+jobName),
+			MatchRegexp(`Last occurrence done:\s+\S+Z by `+clusterName+`/default/`+jobName+` at `)))
 
 		code, stdout, stderr := w.plugin("", nil, "run", "settle", "-n", "default", "--wait", "--timeout", "60s")
 		g.Expect(code).To(Equal(1), "the run did not succeed: exit 1")

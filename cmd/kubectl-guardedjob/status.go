@@ -145,6 +145,9 @@ func printSummary(o *options, gj *batchv1alpha1.GuardedJob) {
 		}
 		row("Last run", "%s %s%s fence=%d %s", lr.JobName, lr.Result, finished, lr.Fence, lr.Message)
 	}
+	if d := gj.Status.LastOccurrenceDone; d != nil {
+		row("Last occurrence done", "%s by %s at %s", d.ScheduledTime.UTC().Format(time.RFC3339), dash(d.By), d.At.UTC().Format(time.RFC3339))
+	}
 	if u := gj.Status.LastUnlock; u != nil {
 		row("Last unlock", "%s %s %s at %s: %s", u.Result, u.Key, u.Holder, u.FinishedAt.UTC().Format(time.RFC3339), u.Message)
 	}
