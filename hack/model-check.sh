@@ -8,8 +8,9 @@
 # Each configuration must verify with no violation, search its whole state space
 # (no depth limit hit) and fire every step of the model at least once; each probe
 # (a situation the configuration must be able to reach) must be reached; each hole
-# switch must produce a violation, whose shortest trail is printed. Anything else
-# fails. MODEL_JOBS (default 2) verifiers run at once; MODEL_KEEP=DIR keeps the
+# switch must produce a violation, whose shortest trail is printed; a switch of the
+# Job-first order (shown in a JOBFIRST_ configuration) must also leave the verifier
+# of the configuration without Job-first unchanged. Anything else fails. MODEL_JOBS (default 2) verifiers run at once; MODEL_KEEP=DIR keeps the
 # generated verifiers and trails in DIR; MODEL_DEFINES adds spin defines, e.g.
 # MODEL_DEFINES=-DCRASHES=2 (a deeper search than CI's, minutes).
 set -euo pipefail
@@ -29,10 +30,15 @@ declare -A probes=(
   [SHARD]="handed_over handover_timeout complete_in_b"
   [TWIN]="run_goes_on_dup runs_after_dup"
   [REPL]="complete marker_kept lease_kept"
+  [JOBFIRST_RUN]="complete takeup resume_stop overlap_after_loss floor_after_loss adopted unrecorded_stopped"
+  [JOBFIRST_PAUSE]="two_runs old_create_deleted paused_past_deadline take_back_due adopted unrecorded_stopped"
+  [JOBFIRST_GUARD]="stopped_vanished_pod gate_refuses adopted unrecorded_stopped"
 )
 # configuration: the steps (labels in the model) it compiles but cannot fire
 # (only the old leader's Jobs are unclaimed; LEFT and UNLOCK never lose a lease; in
-# TWIN cluster B's runs never start; UNLOCK, SHARD and REPL have one occurrence)
+# TWIN cluster B's runs never start; UNLOCK, SHARD and REPL have one occurrence; in
+# the Job-first order a run is recorded with its Job, and no leader opens the gate of
+# a run whose status write failed)
 declare -A unfired=(
   [RUN]="stop_unclaimed drop_finalizer"
   [PAUSE]=""
@@ -42,8 +48,11 @@ declare -A unfired=(
   [SHARD]="stop_unclaimed skip_forbid drop_finalizer"
   [TWIN]="stop_unclaimed drop_finalizer twin_acquire twin_takeup twin_release"
   [REPL]="stop_unclaimed skip_forbid drop_finalizer"
+  [JOBFIRST_RUN]="adopt"
+  [JOBFIRST_PAUSE]="paused_confirm"
+  [JOBFIRST_GUARD]="adopt"
 )
-configs=(RUN PAUSE LEFT GUARD UNLOCK SHARD TWIN REPL)
+configs=(RUN PAUSE LEFT GUARD UNLOCK SHARD TWIN REPL JOBFIRST_RUN JOBFIRST_PAUSE JOBFIRST_GUARD)
 # hole switch: the configuration that shows it
 declare -A holes=(
   [HOLE_TAKEUP_LEFT_LEASE]=LEFT
@@ -61,12 +70,16 @@ declare -A holes=(
   [HOLE_DUPLICATE_IDENTITY]=TWIN
   [HOLE_IDENTITY_WINDOW]=TWIN
   [HOLE_MARKER_UNACKED]=REPL
+  [HOLE_JOBFIRST_GATE_EARLY]=JOBFIRST_RUN
+  [HOLE_JOBFIRST_ADOPT_ANY]=JOBFIRST_PAUSE
+  [HOLE_JOBFIRST_NO_FLOOR]=JOBFIRST_RUN
 )
 hole_order=(HOLE_TAKEUP_LEFT_LEASE HOLE_UNLOCK_LIVE_FOREIGN HOLE_SHARD_BREAK_BEFORE_MAKE
   HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN HOLE_DEADLINE_FROM_REPLY HOLE_PAUSED_CREATE HOLE_SLOW_HANDOVER
   HOLE_UNCLEAN_BY_RECORDED_UID HOLE_PAUSED_KEEPER HOLE_RENEW_ONLY_REACQUIRE
   HOLE_DUPLICATE_IDENTITY HOLE_IDENTITY_WINDOW HOLE_MARKER_UNACKED
-  HOLE_ACQUIRE_IGNORES_MARKER HOLE_STRICT_WITHOUT_FLOOR)
+  HOLE_ACQUIRE_IGNORES_MARKER HOLE_STRICT_WITHOUT_FLOOR
+  HOLE_JOBFIRST_ADOPT_ANY HOLE_JOBFIRST_GATE_EARLY HOLE_JOBFIRST_NO_FLOOR)
 
 jobs=()
 if (($# == 0)); then
@@ -170,7 +183,18 @@ run_hole() {
     return 1
   fi
   steps=$(sed -n 's/.*(at depth \([0-9]*\)).*/\1/p' "$out" | head -1)
-  echo "PASS hole $hole: config $cfg violates $what (trail of $steps steps)"
+  local off=""
+  if [[ $cfg == JOBFIRST_* ]]; then
+    # without Job-first the switch must change nothing: the same verifier
+    local base=${cfg#JOBFIRST_}
+    build "$dir/off" "$base" && (cd "$dir/off" && mv pan.c pan_plain.c) && build "$dir/off" "$base" -D"$hole" || return 1
+    if ! cmp -s "$dir/off/pan.c" "$dir/off/pan_plain.c"; then
+      echo "FAIL hole $hole: it changes configuration $base, which is not Job-first"
+      return 1
+    fi
+    off="; no effect in $base"
+  fi
+  echo "PASS hole $hole: config $cfg violates $what (trail of $steps steps$off)"
   echo "    shortest trail (spin -DCFG_$cfg -D$hole -t -k TRAIL model/run.pml):"
   while IFS= read -r line; do echo "      $line"; done <<<"$trail"
 }

@@ -10,14 +10,28 @@
  * crash falls between any two of them. Timers count down, so the state space is finite.
  *
  * Configurations (define one): CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_GUARD, CFG_UNLOCK,
- * CFG_SHARD, CFG_TWIN, CFG_REPL. Hole switches (each off unless defined), one per
- * safety fix: HOLE_TAKEUP_LEFT_LEASE, HOLE_UNLOCK_LIVE_FOREIGN,
+ * CFG_SHARD, CFG_TWIN, CFG_REPL; CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE and
+ * CFG_JOBFIRST_GUARD are RUN, PAUSE and GUARD in the Job-first run order (JOB_FIRST,
+ * which any configuration may also be given: below). Hole switches (each off unless
+ * defined), one per safety fix: HOLE_TAKEUP_LEFT_LEASE, HOLE_UNLOCK_LIVE_FOREIGN,
  * HOLE_SHARD_BREAK_BEFORE_MAKE, HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN,
  * HOLE_DEADLINE_FROM_REPLY, HOLE_PAUSED_CREATE, HOLE_UNCLEAN_BY_RECORDED_UID,
  * HOLE_PAUSED_KEEPER, HOLE_RENEW_ONLY_REACQUIRE, HOLE_DUPLICATE_IDENTITY,
  * HOLE_MARKER_UNACKED, HOLE_IDENTITY_WINDOW; a timing assumption:
  * HOLE_SLOW_HANDOVER; and two planted bugs that show I2 and I3 can
- * fail: HOLE_ACQUIRE_IGNORES_MARKER, HOLE_STRICT_WITHOUT_FLOOR.
+ * fail: HOLE_ACQUIRE_IGNORES_MARKER, HOLE_STRICT_WITHOUT_FLOOR. Holes of the
+ * Job-first order (no effect without JOB_FIRST): HOLE_JOBFIRST_GATE_EARLY,
+ * HOLE_JOBFIRST_ADOPT_ANY, HOLE_JOBFIRST_NO_FLOOR. Not a hole: JOBFIRST_STOP_PENDING
+ * (the stop controller also stops a Job that is pending adoption) verifies clean; it
+ * costs liveness only.
+ *
+ * The run order. As the code does it: acquire, record (status.active: token, fence,
+ * occurrence), create the Job (suspended, its start gate closed), confirm the lease
+ * and open the gate. JOB_FIRST, the planned order (issue 30; not the code yet):
+ * acquire, create the Job (suspended, carrying token, fence and occurrence), record
+ * status from the Job; a Job no status records is adopted when the key still holds
+ * its token (and the ledger does not record its run as over), stopped otherwise; the
+ * gate opens only for a recorded run.
  *
  * Invariants: I1 (no two runs work at once), I2 (an occurrence completed once), I3
  * (Strict fences rise), I4 (no deadline stop of a run the store would confirm, by a
@@ -32,6 +46,18 @@
  */
 
 /* ------------------------------------------------------------------ configuration */
+
+/* RUN, PAUSE and GUARD in the Job-first order */
+#if defined(CFG_JOBFIRST_RUN)
+#define CFG_RUN 1
+#define JOB_FIRST 1
+#elif defined(CFG_JOBFIRST_PAUSE)
+#define CFG_PAUSE 1
+#define JOB_FIRST 1
+#elif defined(CFG_JOBFIRST_GUARD)
+#define CFG_GUARD 1
+#define JOB_FIRST 1
+#endif
 
 #if defined(CFG_RUN)
 /* one cluster: crash and restart at every step, take-up of an unrecorded lease,
@@ -108,7 +134,7 @@
 #define REPL 1
 #define FLAKY 1
 #else
-#error "define one of CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL"
+#error "define one of CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD"
 #endif
 
 /* The unlock script refuses a GuardedJob token while its key has a time to live;
@@ -129,6 +155,21 @@
 #define CREATE_SUSPENDED 0
 #else
 #define CREATE_SUSPENDED 1
+#endif
+
+/* The Job-first order: JF. Strict's floor is then the max of status.lastFence and
+ * the fences the Jobs carry, and the status write that adopts a Job raises lastFence
+ * to the Job's fence (HOLE_JOBFIRST_NO_FLOOR: it records the fence in the run only;
+ * the floor still reads the Jobs that exist). */
+#ifdef JOB_FIRST
+#define JF 1
+#else
+#define JF 0
+#endif
+#if defined(JOB_FIRST) && !defined(HOLE_JOBFIRST_NO_FLOOR)
+#define ADOPT_RAISES_FLOOR 1
+#else
+#define ADOPT_RAISES_FLOOR 0
 #endif
 
 /* The second occurrence's run is FailOpen (the policy is recorded per run): its
@@ -327,6 +368,9 @@ bit  gh_funl;               /* probes: an unlock deleted a foreign value */
 bit  gh_refl;               /*   the ledger refused an unlock the lastRun check would not */
 bit  k_unans[2];            /* I4: a renewal went unanswered or answered late since the last one
                              * answered at once (kept once the deadline is reached) */
+#ifdef JOB_FIRST
+bit  gh_adopt;              /* probes: a run was recorded by adopting its Job */
+#endif
 
 /* Scratch variables of a step, zero between steps (BFS allows no hidden ones). */
 byte h_s, h_t, h_o, h_r, h_f, h_i, h_p;
@@ -366,6 +410,26 @@ byte h_s, h_t, h_o, h_r, h_f, h_i, h_p;
                       (NOTDEL(0, k_tok[p]) || NOTDEL(1, k_tok[p]) || NOTDEL(2, k_tok[p])))
 #define URGENT_P(p) (LIVEP(p) && k_due[p] || OWES(p))
 #define URGENT (URGENT_P(0) || URGENT_P(1) || pst[0] == DOWN && p_left[0] == 0)
+
+/* Job-first. UNREC: a Job that no status records and that may still start (busy).
+ * HOLDS: the key holds its token and the ledger never recorded it (a manager died
+ * between the Job and the status write, or is about to write it), or the ledger
+ * records it as held; never a token the ledger records as released or left to
+ * expire. Such a Job is adopted into status (ADOPTS); the stop controller leaves it
+ * to that while it is suspended, and stops every other unrecorded Job. */
+#define UNREC(s) (BUSYJ(s, j_tok[s]) && j_tok[s] != a_tok)
+#define HOLDS(s) (rkey == j_tok[s] && led[j_tok[s]] == 0 || led[j_tok[s]] == LIVE)
+#ifdef HOLE_JOBFIRST_ADOPT_ANY
+#define ADOPTS(s) (UNREC(s))                      /* the hole: whatever the key and the ledger say */
+#else
+#define ADOPTS(s) (UNREC(s) && HOLDS(s))
+#endif
+#define ADOPTABLE (ADOPTS(0) || ADOPTS(1) || ADOPTS(2))
+#ifdef JOBFIRST_STOP_PENDING
+#define PENDING(s) 0            /* the stop controller stops a Job pending adoption too (costs only liveness) */
+#else
+#define PENDING(s) (JF && j_susp[s] && HOLDS(s))
+#endif
 
 /* s := the slot of the Job named t, NJ if none */
 inline job_of(t, s) {
@@ -496,6 +560,12 @@ inline acquire(t, o, res, fence) {
      rfctr++;                                  /* fence = max(INCR, floor + 1), written back */
 #ifndef HOLE_STRICT_WITHOUT_FLOOR
      if :: rfctr <= lfence -> rfctr = lfence + 1 :: else fi;   /* (a planted bug leaves the floor out) */
+#if JF
+     /* Job-first: and above the fence every Job carries (a Job that is gone has 0) */
+     if :: rfctr <= j_fence[0] -> rfctr = j_fence[0] + 1 :: else fi;
+     if :: rfctr <= j_fence[1] -> rfctr = j_fence[1] + 1 :: else fi;
+     if :: rfctr <= j_fence[2] -> rfctr = j_fence[2] + 1 :: else fi;
+#endif
 #endif
      fence = rfctr; t_ep[t] = epoch; t_vl[t] = TTL;
      REP_SYNC                                  /* with minReplicaAcks, WAIT follows */
@@ -728,21 +798,35 @@ proctype Stopper(byte p) {
   :: atomic { LEADS(p) && a_ph == STOPPING && JOBBUSY(a_tok) -> stop_stopping: d_step {
        printf("MODEL: p%d stops the Job of the stopping run t%d\n", p, a_tok);
        stop_job(a_tok); END_STEP } }
-  /* a Job that no active run claims (StaleJob) */
-  :: atomic { LEADS(p) && BUSYJ(0, j_tok[0]) && j_tok[0] != a_tok -> stop_unclaimed: d_step {
+  /* a Job that no active run claims (StaleJob); Job-first: but one pending adoption */
+  :: atomic { LEADS(p) && BUSYJ(0, j_tok[0]) && j_tok[0] != a_tok && !PENDING(0) -> stop_unclaimed: d_step {
        printf("MODEL: p%d stops Job t%d, which no run claims\n", p, j_tok[0]); stop_job(j_tok[0]); END_STEP } }
-  :: atomic { LEADS(p) && BUSYJ(1, j_tok[1]) && j_tok[1] != a_tok -> d_step {
+  :: atomic { LEADS(p) && BUSYJ(1, j_tok[1]) && j_tok[1] != a_tok && !PENDING(1) -> d_step {
        printf("MODEL: p%d stops Job t%d, which no run claims\n", p, j_tok[1]); stop_job(j_tok[1]); END_STEP } }
-  :: atomic { LEADS(p) && BUSYJ(2, j_tok[2]) && j_tok[2] != a_tok -> d_step {
+  :: atomic { LEADS(p) && BUSYJ(2, j_tok[2]) && j_tok[2] != a_tok && !PENDING(2) -> d_step {
        printf("MODEL: p%d stops Job t%d, which no run claims\n", p, j_tok[2]); stop_job(j_tok[2]); END_STEP } }
   od
 }
 
+#ifdef JOB_FIRST
+/* Job-first: record the run of the Job in slot s, found with no status (ADOPTS),
+ * from its annotations: token (its name), fence, occurrence (t_occ: the token was
+ * minted for it). The status write resumes the lease, as a restart does. */
+inline adopt_job(p, s) {
+  a_tok = j_tok[s]; a_ph = RUNNING; a_f = j_fence[s]; a_slot = s + 1; led[a_tok] = LIVE;
+  if :: ADOPT_RAISES_FLOOR && a_f > lfence -> lfence = a_f :: else fi;
+  if :: t_occ[a_tok] == onext -> onext++ :: else -> trig = 1 fi;
+  track_resumed(p, a_tok); gh_adopt = 1;
+  printf("MODEL: p%d adopts Job t%d (fence %d), which no status recorded (key %d)\n", p, a_tok, a_f, rkey)
+}
+#endif
+
 /* The GuardedJob reconciler of process p: each step of a run is one action. */
 proctype Reconciler(byte p) {
   do
-  /* recordIntent + acquire for the next scheduled occurrence */
-  :: atomic { LEADS(p) && A_MAY && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && tnext <= NT -> acquire_next: d_step {
+  /* recordIntent + acquire for the next scheduled occurrence (Job-first: once status
+   * has adopted the Jobs it can) */
+  :: atomic { LEADS(p) && A_MAY && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && tnext <= NT && !(JF && ADOPTABLE) -> acquire_next: d_step {
 
        acquire_pass(p, onext);
        if :: h_r != 1 -> LASTRUN(0, 0); onext++ :: else fi;
@@ -763,6 +847,7 @@ proctype Reconciler(byte p) {
        printf("MODEL: run-now trigger skipped: lastRun overwritten\n");
        LASTRUN(0, 0); trig = 1 } }
 #endif
+#if !JF
   /* record: the run and its fence in status, the lease in the ledger */
   :: atomic { LEADS(p) && m_pend[p] != 0 -> record: d_step {
        a_tok = m_pend[p]; a_ph = RUNNING; a_f = m_pf[p]; a_slot = 0; led[a_tok] = LIVE;
@@ -777,6 +862,48 @@ proctype Reconciler(byte p) {
        m_jc[p] = h_s + 1;           /* jobsCreated: recorded in status by a later pass */
        printf("MODEL: p%d created Job t%d (fence %d)\n", p, a_tok, a_f);
        END_STEP } }
+#else
+  /* Job-first. createJob right after the acquisition, on the lease this process
+   * confirmed: suspended, its name the token, the fence and occurrence annotated */
+  :: atomic { LEADS(p) && m_pend[p] != 0 && !HASJOB(m_pend[p]) && CONFIRMED(p, m_pend[p]) && FREESLOT -> create_first: d_step {
+       free_slot(h_s);
+       j_tok[h_s] = m_pend[p]; j_ex[h_s] = 1; j_susp[h_s] = CREATE_SUSPENDED; j_fin[h_s] = 1; j_fence[h_s] = m_pf[p];
+       printf("MODEL: p%d created Job t%d (fence %d), no status records it yet\n", p, m_pend[p], m_pf[p]);
+       END_STEP } }
+  /* record: status from the Job (its UID, token, fence, occurrence), lastFence, the
+   * lease in the ledger; a Job of the name with another fence: StaleJob. A lease lost
+   * before its Job exists is recorded with no Job, and stops. */
+  :: atomic { LEADS(p) && m_pend[p] != 0 && (HASJOB(m_pend[p]) || k_st[p] == LOST || k_dlr[p]) -> record_job: d_step {
+       a_tok = m_pend[p]; a_ph = RUNNING; a_f = m_pf[p]; led[a_tok] = LIVE;
+       if :: a_f > lfence -> lfence = a_f :: else fi;
+       if :: t_occ[a_tok] == onext -> onext++ :: else -> trig = 1 fi;
+       job_of(a_tok, h_s);
+       if
+       :: h_s < NJ ->
+          a_slot = h_s + 1;
+          printf("MODEL: p%d recorded run t%d (fence %d) with its Job\n", p, a_tok, a_f);
+          if :: j_fence[h_s] != a_f -> a_ph = STOPPING; printf("MODEL: p%d finds Job t%d with another fence: StaleJob\n", p, a_tok) :: else fi
+       :: else -> printf("MODEL: p%d recorded run t%d (fence %d), lease lost before its Job\n", p, a_tok, a_f)
+       fi;
+       m_pend[p] = 0; m_pf[p] = 0;
+       END_STEP } }
+  /* adopt a Job no status records (a manager died between the Job and the status
+   * write, or an old leader created it): when the key holds its token and the ledger
+   * does not record its run as over; the run is recorded from the Job's annotations
+   * (fence into lastFence) and its lease resumed. Every other unrecorded Job is left
+   * to the stop controller. */
+  :: atomic { LEADS(p) && A_MAY && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && ADOPTS(0) -> adopt_unrecorded: d_step { adopt_job(p, 0) } }
+  :: atomic { LEADS(p) && A_MAY && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && ADOPTS(1) -> d_step { adopt_job(p, 1) } }
+  :: atomic { LEADS(p) && A_MAY && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && ADOPTS(2) -> d_step { adopt_job(p, 2) } }
+#ifdef HOLE_JOBFIRST_GATE_EARLY
+  /* the hole: the pass that created the Job confirms the lease and opens its gate
+   * before the status write */
+  :: atomic { LEADS(p) && m_pend[p] != 0 && HASSUSP(m_pend[p]) && rkey == m_pend[p] && rttl > SB -> gate_early: d_step {
+       job_of(m_pend[p], h_s); j_susp[h_s] = 0;
+       printf("MODEL: p%d confirmed t%d in the store: Job unsuspended before status records it\n", p, m_pend[p]);
+       END_STEP } }
+#endif
+#endif
   /* unsuspend the run's Job once its lease is confirmed in the store; a Job whose
    * lease is not confirmed is deleted, never unsuspended */
   :: atomic { LEADS(p) && a_ph == RUNNING && HASSUSP(a_tok) -> unsuspend: d_step {
@@ -801,9 +928,11 @@ proctype Reconciler(byte p) {
   :: atomic { LEADS(p) && a_ph == RUNNING && k_tok[p] == a_tok && (k_st[p] == LOST || k_dlr[p]) -> stop_lost: d_step {
        printf("MODEL: p%d marks run t%d Stopping (lease lost or at its deadline)\n", p, a_tok); a_ph = STOPPING;
        if :: a_slot == 0 && m_jc[p] != 0 -> a_slot = m_jc[p]; m_jc[p] = 0 :: else fi } }
+#if !JF
   :: atomic { LEADS(p) && a_ph == RUNNING && a_slot == 0 && m_jc[p] != 0 && j_del[m_jc[p] - 1] -> stop_deleted_unrecorded: d_step {
        printf("MODEL: p%d marks run t%d Stopping (its Job is deleted)\n", p, a_tok); a_ph = STOPPING;
        a_slot = m_jc[p]; m_jc[p] = 0 } }
+#endif
   :: atomic { LEADS(p) && a_ph == RUNNING && a_slot != 0 && (a_slot == GONEJ || j_del[a_slot - 1]) -> stop_deleted: d_step {
        printf("MODEL: p%d marks run t%d Stopping (its Job is deleted)\n", p, a_tok); a_ph = STOPPING } }
   /* release: the Job finished, or the run stopped and no Pod of it is seen */
@@ -919,7 +1048,7 @@ proctype Reconciler(byte p) {
        :: !HASJOB(h_t) && FREESLOT ->
           free_slot(h_s);
           j_tok[h_s] = h_t; j_ex[h_s] = 1; j_susp[h_s] = CREATE_SUSPENDED; j_fin[h_s] = 1; j_fence[h_s] = m_cf[1];
-          m_crd = CREATE_SUSPENDED
+          m_crd = (CREATE_SUSPENDED && !JF)   /* Job-first: its status write comes next, and fails; the gate stays closed */
        :: else
        fi;
        if :: !m_crd -> m_cre[1] = 0; m_cf[1] = 0 :: else fi;
@@ -1093,9 +1222,16 @@ active proctype Faults() {
        forget(0)
   :: atomic { !paused && pst[0] == UP -> pause: d_step {
        printf("MODEL: the leader pauses; a new leader takes over\n"); PAUSE_LEADER } }
+#if !JF
   :: atomic { !paused && pst[0] == UP && a_ph == RUNNING && a_slot == 0 && !HASJOB(a_tok) && CONFIRMED(0, a_tok) -> pause_before_create: d_step {
        printf("MODEL: the leader pauses just before it creates Job t%d; a new leader takes over\n", a_tok);
        m_cre[1] = a_tok; m_cf[1] = a_f; PAUSE_LEADER } }
+#else
+  /* Job-first: the create follows the acquisition, before any status write */
+  :: atomic { !paused && pst[0] == UP && m_pend[0] != 0 && !HASJOB(m_pend[0]) && CONFIRMED(0, m_pend[0]) -> pause_before_create: d_step {
+       printf("MODEL: the leader pauses just before it creates Job t%d; a new leader takes over\n", m_pend[0]);
+       m_cre[1] = m_pend[0]; m_cf[1] = m_pf[0]; PAUSE_LEADER } }
+#endif
   /* the old leader wakes up. Its keeper notices the pause and renews before it
    * judges a deadline that passed meanwhile (the renewal is due: it is urgent);
    * a manager that lost its leadership stops taking keys back before it renews
@@ -1226,17 +1362,28 @@ init {
 /* Situations each configuration must reach, so that a verification without a
  * violation is not one of a model that never gets there: make model-check runs
  * each claim (pan -N probe_...) and fails unless it is violated. */
+
+/* Job-first: a Job whose run no status ever recorded, deleted */
+#define NEVERREC_DEL (j_del[0] && led[j_tok[0]] == 0 || j_del[1] && led[j_tok[1]] == 0 || j_del[2] && led[j_tok[2]] == 0)
 #if defined(CFG_RUN)
 ltl probe_complete           { [] !(rmark[1] != 0 && rmark[2] != 0) }
 ltl probe_takeup             { [] !(a_tok == 1 && a_f == 2 && !lost_data) }      /* t1 acquired twice: taken up */
 ltl probe_resume_stop        { [] !(crashed > 0 && pst[0] == UP && k_dlr[0]) }
 ltl probe_overlap_after_loss { [] !(fw && (ALIVE(0) || ALIVE(1) || ALIVE(2)) || ALIVE(0) && (ALIVE(1) || ALIVE(2)) || ALIVE(1) && ALIVE(2)) }
 ltl probe_floor_after_loss   { [] !(a_tok != 0 && t_ep[a_tok] == 1 && a_f >= 2 && rfctr == a_f && lfence >= 1) }
+#ifdef JOB_FIRST
+ltl probe_adopted            { [] !(gh_adopt && crashed > 0 && a_tok != 0 && PODSOF(a_tok)) }
+ltl probe_unrecorded_stopped { [] !(crashed > 0 && NEVERREC_DEL) }
+#endif
 #elif defined(CFG_PAUSE)
 ltl probe_two_runs           { [] !(lstart >= 2) }
 ltl probe_old_create_deleted { [] !(pst[1] == AWAKE && m_cre[1] == 0 && (j_susp[0] && j_del[0] || j_susp[1] && j_del[1] || j_susp[2] && j_del[2])) }
 ltl probe_paused_past_deadline { [] !(pst[1] == PAUSED && k_tok[1] == a_tok && k_dl[1] == 0 && !k_dlr[1] && JOBBUSY(a_tok) && rkey == a_tok && rttl > SB) }
 ltl probe_take_back_due      { [] !(pst[0] == UP && k_fo[0] && k_due[0] && rkey == 0 && k_st[0] != LOST) }
+#ifdef JOB_FIRST
+ltl probe_adopted            { [] !(gh_adopt && paused && a_tok != 0 && PODSOF(a_tok)) }
+ltl probe_unrecorded_stopped { [] !(paused && NEVERREC_DEL) }
+#endif
 #elif defined(CFG_LEFT)
 ltl probe_left_to_expire     { [] !(led[1] == LEFT && rkey == 1 && (p_inv[0] && ALIVE(0))) }
 ltl probe_guard_stop         { [] !(p_inv[0] && p_st[0] == PTERM || p_inv[1] && p_st[1] == PTERM) }
@@ -1245,6 +1392,10 @@ ltl probe_unlock_refused_ledger { [] !(gh_refl) }
 #elif defined(CFG_GUARD)
 ltl probe_stopped_vanished_pod { [] !(a_ph == STOPPING && k_dlr[0] && (p_inv[0] && ALIVE(0) || p_inv[1] && ALIVE(1))) }
 ltl probe_gate_refuses       { [] !(j_cond[0] == JFAIL && p_st[0] == PDEAD && j_tok[0] != 0 && !p_inv[0] && rkey != j_tok[0]) }
+#ifdef JOB_FIRST
+ltl probe_adopted            { [] !(gh_adopt && crashed > 0 && a_tok != 0 && PODSOF(a_tok)) }
+ltl probe_unrecorded_stopped { [] !(crashed > 0 && NEVERREC_DEL) }
+#endif
 #elif defined(CFG_UNLOCK)
 ltl probe_complete           { [] !(rmark[1] != 0) }
 ltl probe_foreign_unlocked   { [] !(gh_funl && ISTOK(rkey)) }
