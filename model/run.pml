@@ -27,7 +27,7 @@
  *
  * The run order. As the code does it: acquire, record (status.active: token, fence,
  * occurrence), create the Job (suspended, its start gate closed), confirm the lease
- * and open the gate. JOB_FIRST, the planned order (issue 30; not the code yet):
+ * and open the gate. JOB_FIRST, the planned order (not the code yet):
  * acquire, create the Job (suspended, carrying token, fence and occurrence), record
  * status from the Job; a Job no status records is adopted when the key still holds
  * its token (and the ledger does not record its run as over), stopped otherwise; the
