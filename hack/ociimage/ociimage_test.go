@@ -227,6 +227,12 @@ func TestTheImageHoldsTheBinariesAndWhatDistrolessStaticGivesThem(t *testing.T) 
 				g.Expect(os.WriteFile(path, files["/"+bin].data, 0o755)).To(Succeed())
 				out, err := exec.Command(path, "--version").CombinedOutput()
 				g.Expect(err).NotTo(HaveOccurred(), "/%s --version: %s", bin, out)
+				if built.version == "dev" {
+					// "dev" is the Makefile's unset version: a binary built from a clean
+					// checkout says the pseudo-version Go stamps instead.
+					g.Expect(strings.TrimSpace(string(out))).To(HaveSuffix(" (commit "+built.revision+")"), "/%s --version", bin)
+					continue
+				}
 				g.Expect(strings.TrimSpace(string(out))).To(Equal(built.version+" (commit "+built.revision+")"), "/%s --version", bin)
 			}
 		})
