@@ -100,7 +100,10 @@ func (c *IdentityCheck) beat(ctx context.Context, logf func(string, ...any)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.down = err != nil; c.down {
-		return // the store's outage is reported elsewhere; the count goes on at the next beat
+		// A twin may start unseen while the store does not answer: settled again
+		// only after a few answered beats. The outage is reported elsewhere.
+		c.recent = c.recent[:0]
+		return
 	}
 	other := prev != "" && prev != c.value
 	c.recent = append(c.recent, other)
@@ -140,11 +143,6 @@ func (c *IdentityCheck) Settled() bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.down && !c.dup {
-		// Nothing can be taken up while the store does not answer, and a FailOpen
-		// run must still start unguarded. Once it answers again, the beats count.
-		return true
-	}
 	if c.dup || len(c.recent) < identityStrikes {
 		return false
 	}
@@ -154,6 +152,16 @@ func (c *IdentityCheck) Settled() bool {
 		}
 	}
 	return true
+}
+
+// storeDown says whether the last beat found the store not answering.
+func (c *IdentityCheck) storeDown() bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.down
 }
 
 // Duplicate says whether another live manager claims this identity, and what it
@@ -192,8 +200,12 @@ func (r *GuardedJobReconciler) duplicateIdentity(s *scope) bool {
 // manager that has just started or become the leader cannot know yet whether a
 // twin runs the same occurrences, and a twin's lease would look like one of its
 // own that a crashed manager never recorded. Runs already recorded go on.
+// While the store does not answer the heartbeat, new runs are not held back: a
+// FailOpen run must still start unguarded and a FailClosed one waits for the
+// store anyway. Take-up checks Settled itself, so a store that answers again
+// between two beats still takes nothing up before the beats have settled.
 func (r *GuardedJobReconciler) identitySettled(s *scope) bool {
-	if r.Identity.Settled() {
+	if r.Identity.Settled() || r.Identity.storeDown() {
 		return true
 	}
 	s.requeueAfter(r.Identity.interval)

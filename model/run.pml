@@ -17,7 +17,7 @@
  * HOLE_SHARD_BREAK_BEFORE_MAKE, HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN,
  * HOLE_DEADLINE_FROM_REPLY, HOLE_PAUSED_CREATE, HOLE_UNCLEAN_BY_RECORDED_UID,
  * HOLE_PAUSED_KEEPER, HOLE_RENEW_ONLY_REACQUIRE, HOLE_DUPLICATE_IDENTITY,
- * HOLE_MARKER_UNACKED, HOLE_IDENTITY_WINDOW; a timing assumption:
+ * HOLE_MARKER_UNACKED, HOLE_IDENTITY_WINDOW, HOLE_IDENTITY_OUTAGE; a timing assumption:
  * HOLE_SLOW_HANDOVER; and two planted bugs that show I2 and I3 can
  * fail: HOLE_ACQUIRE_IGNORES_MARKER, HOLE_STRICT_WITHOUT_FLOOR. Holes of the
  * Job-first order (no effect without JOB_FIRST): HOLE_JOBFIRST_GATE_EARLY,
@@ -336,13 +336,19 @@ byte tw_tok;                /* the token B's run works under: its own, or A's ta
 byte id_left;               /* ticks until the heartbeats tell */
 bit  dup;                   /* each manager knows that another claims its identity */
 bit  gh_dup;                /* probes: dup was set once */
+bit  hb_out;                /* B's heartbeat has found the store down */
+bit  b_settled;             /* HOLE_IDENTITY_OUTAGE: B took the outage for settled */
 #define A_MAY (!dup)        /* duplicateIdentity: no run starts, nothing is taken up */
 #if defined(HOLE_IDENTITY_WINDOW)
 #define B_MAY (tw_st == 1 && !dup)          /* the code as it is: B acts before its heartbeat can tell */
 #else
 /* B starts nothing until its heartbeat has had the beats it needs to find another
  * manager, and found none (HOLE_DUPLICATE_IDENTITY: it never finds one) */
+#if defined(HOLE_IDENTITY_OUTAGE)
+#define B_MAY (tw_st == 1 && (id_left == 0 || b_settled) && !dup)
+#else
 #define B_MAY (tw_st == 1 && id_left == 0 && !dup)
+#endif
 #endif
 #else
 #define A_MAY 1
@@ -1170,6 +1176,17 @@ active proctype Other() {
        printf("MODEL: cluster B's manager starts, claiming A's identity\n"); tw_st = 1; id_left = IDT } }
   :: atomic { tw_st == 1 && !fw -> twin_leave: d_step {
        printf("MODEL: cluster B's manager goes\n"); tw_st = 2; id_left = IDT } }
+  /* B's heartbeat finds the store down once (A's may be written over meanwhile):
+   * the beats count from zero again (HOLE_IDENTITY_OUTAGE: an outage counted as
+   * settled, so B acts as soon as the store answers) */
+  :: atomic { tw_st == 1 && !dup && !hb_out -> twin_beat_down: d_step {
+       printf("MODEL: cluster B's heartbeat finds the store down\n"); hb_out = 1;
+#ifdef HOLE_IDENTITY_OUTAGE
+       b_settled = 1
+#else
+       id_left = IDT
+#endif
+       } }
   /* a run of B takes the free key with a token minted for A's next occurrence:
    * the same cluster name, object UID and occurrence */
   :: atomic { B_MAY && !fw && rkey == 0 && onext <= NOCC && !MARKED(onext) && tnext <= NT -> twin_acquire: d_step {

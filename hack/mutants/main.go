@@ -226,9 +226,19 @@ var mutants = []mutant{
 		bug:  "a manager that has just started takes up leases before its identity heartbeat could have seen a twin",
 		file: "controllers/identity.go",
 		find: "if c.dup || len(c.recent) < identityStrikes {\n\t\treturn false\n\t}",
-		repl: "if c.dup || len(c.recent) < 0 {\n\t\treturn false\n\t}",
+		repl: "if c.dup {\n\t\treturn false\n\t}\n\tif len(c.recent) < identityStrikes {\n\t\treturn true\n\t}",
 		catchers: []catcher{
 			{"./controllers/", []string{"TestEveryActor_AManagerJustStartedNeverTakesUpATwinsLease"}},
+		},
+	},
+	{
+		name: "identity-outage-keeps-beats",
+		bug:  "beats from before a store outage still settle the identity, so a take-up right after it cannot have seen a twin that started meanwhile",
+		file: "controllers/identity.go",
+		find: "\t\tc.recent = c.recent[:0]\n",
+		repl: "",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestIdentityAStoreThatAnswersAgainBetweenBeatsIsNotSettled"}},
 		},
 	},
 	{
