@@ -31,6 +31,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -357,7 +358,23 @@ func TestShardMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(jobs.Items) != 1 || jobs.Items[0].UID != run.JobUID {
-		t.Errorf("Jobs of the moved GuardedJob: %d, want only the run's %s", len(jobs.Items), run.JobName)
+		t.Errorf("Jobs of the moved GuardedJob: %d, want only the run's %s\n%s\n%s", len(jobs.Items), run.JobName, eventsAbout(ctx, c.client, gj.Name), logs())
 	}
 	t.Logf("moved run %s: lowest PTTL %s, ended %s after the move", run.JobName, minPTTL, endedAt.Sub(movedAt).Round(time.Second))
+}
+
+// eventsAbout lists the namespace's events about a GuardedJob and its Jobs, for a
+// failure's message.
+func eventsAbout(ctx context.Context, c client.Client, name string) string {
+	list := &eventsv1.EventList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return "events: " + err.Error()
+	}
+	var b strings.Builder
+	for _, e := range list.Items {
+		if strings.HasPrefix(e.Regarding.Name, name) {
+			fmt.Fprintf(&b, "%s %s %s/%s %s: %s\n", e.CreationTimestamp.Format(time.RFC3339), e.ReportingInstance, e.Regarding.Kind, e.Regarding.Name, e.Reason, e.Note)
+		}
+	}
+	return b.String()
 }
