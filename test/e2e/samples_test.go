@@ -181,6 +181,8 @@ func TestEverySampleRunsUnderTheDefaultInstall(t *testing.T) {
 					t.Fatalf("%v\nmanager log:\n%s", err, mgr.Tail(30))
 				}
 			}
+			// What the user sees once every sample has run.
+			t.Logf("kubectl get guardedjobs -A -o wide:\n%s", command(t, root, kubectl, "--kubeconfig", c.adminKubeconfig, "get", "guardedjobs", "-A", "-o", "wide"))
 		})
 	}
 }
