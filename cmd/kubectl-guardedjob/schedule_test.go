@@ -70,11 +70,13 @@ func TestPluginSchedules(t *testing.T) {
 		g.Expect(note).To(And(Not(BeNil()), HaveField("By", "admin"), HaveField("Reason", "ledger migration")))
 		g.Expect(note.Until.Time).To(BeTemporally("~", time.Now().Add(2*time.Hour), time.Minute))
 
+		var status string
 		g.Eventually(func() string {
-			_, stdout, _ := w.plugin("", nil, "status", "paused", "-n", "default")
-			return stdout
+			_, status, _ = w.plugin("", nil, "status", "paused", "-n", "default")
+			return status
 		}).Should(And(MatchRegexp(`Suspend:\s+true \(by admin, until [^)]+\): ledger migration`),
 			MatchRegexp(`Condition Suspended:\s+True SuspendRequested suspended: no new runs are scheduled \(by admin`)))
+		t.Logf("kubectl guardedjob status paused:\n%s", status)
 
 		code, _, stderr = w.plugin("", nil, "suspend", "paused", "-n", "default", "--until", "yesterday")
 		g.Expect(code).To(Equal(2))
@@ -106,6 +108,7 @@ func TestPluginSchedules(t *testing.T) {
 		g.Expect(code).To(Equal(0), stderr)
 		g.Expect(stdout).To(ContainSubstring("parameters: REGION=us-east-1"))
 		g.Expect(stdout).To(MatchRegexp(`job.batch/params-\S+ started`))
+		t.Logf("kubectl guardedjob run params --param REGION=us-east-1:\n%s", stdout)
 		jobs := &batchv1.JobList{}
 		g.Expect(w.k8s.List(ctx, jobs, client.InNamespace("default"), client.MatchingLabels{batchv1alpha1.GuardedJobLabel: "params"})).To(Succeed())
 		g.Expect(jobs.Items).To(HaveLen(1))
@@ -157,6 +160,7 @@ func TestPluginSchedules(t *testing.T) {
 		g.Expect(stdout).To(ContainSubstring("accepted: 3 occurrence(s)"))
 		g.Expect(stdout).To(MatchRegexp(`Running: 0/3 done \(succeeded 0, skipped 0, failed 0\), remaining 3; now: \S+ \(job.batch/history-`))
 		g.Expect(stdout).To(HaveSuffix("Complete: 3/3 done (succeeded 3, skipped 0, failed 0), remaining 0\n"))
+		t.Logf("kubectl guardedjob backfill history --from %s --wait:\n%s", from.Format(time.RFC3339), stdout)
 
 		// The same range again: every occurrence is done already.
 		code, stdout, stderr = w.plugin("", nil, "backfill", "history", "-n", "default", "--from", from.Format(time.RFC3339), "--wait")
