@@ -232,6 +232,16 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "stop-trusts-cached-job",
+		bug:  "the stop controller stops a Job no run claims as its cache read it, before its GuardedJob: a run that ended in between loses its finished Job",
+		file: "controllers/stop_controller.go",
+		find: "\tif err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {\n\t\treturn ctrl.Result{}, client.IgnoreNotFound(err)\n\t}\n",
+		repl: "",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestAJobThatCompletesBetweenTheStopControllersReadsIsNotStopped"}},
+		},
+	},
+	{
 		name: "identity-outage-keeps-beats",
 		bug:  "beats from before a store outage still settle the identity, so a take-up right after it cannot have seen a twin that started meanwhile",
 		file: "controllers/identity.go",
