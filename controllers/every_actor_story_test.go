@@ -331,6 +331,52 @@ func TestEveryActor_AShardMoveKeepsTheLeaseUntilTheNewShardHoldsIt(t *testing.T)
 	g.Expect(rival.stop()).To(BeZero(), "nobody else got the key")
 }
 
+// TestEveryActor_ANewShardWhoseQueueIsBusyTakesAMovedRunOverOnSight: the new
+// shard's work queue is stuck behind another object's pass when a running
+// GuardedJob moves into it. Its leases are renewed the moment its cache sees the
+// object, from a context that outlives the watch event that announced it: the
+// run's first renewal in the new shard succeeds, so a lease whose recorded
+// evidence is older than its self-fence deadline is not taken for lost, and the
+// healthy run is not stopped.
+func TestEveryActor_ANewShardWhoseQueueIsBusyTakesAMovedRunOverOnSight(t *testing.T) {
+	h := newHarness(t)
+	h.handoverTimeout = time.Hour
+	ctx := context.Background()
+	g := h.g
+	_, gj, run, job, _ := h.movedRun("onsight")
+
+	// Shard b has one worker, and the pass of its other object never ends.
+	blocked, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { close(release) })
+	h.shardWorkers = 1
+	h.shardIntercept = &interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if _, ok := obj.(*batchv1alpha1.GuardedJob); ok && key.Name == "busy" {
+			once.Do(func() { close(blocked) })
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return c.Get(ctx, key, obj, opts...)
+	}}
+	shardB := h.startShard(batchv1alpha1.ShardLabel + "=b")
+	busy := h.guardedJob("busy", h.ns+":busy")
+	busy.Labels = map[string]string{batchv1alpha1.ShardLabel: "b"}
+	h.create(busy)
+	g.Eventually(blocked).WithTimeout(20 * time.Second).Should(BeClosed())
+
+	// The run's recorded evidence (its acquisition) is past its self-fence
+	// deadline by now: only a renewal the new shard sends itself confirms it.
+	ttl, grace := gj.Spec.Lock.TTL.Duration, gj.Spec.PodGracePeriod()
+	time.Sleep(time.Until(run.AcquiredAt.Add(ttl - grace - leasetiming.StopMargin + time.Second)))
+	h.relabel(gj, "b")
+	g.Eventually(func() bool { ok, _ := shardB.renews(run.Token); return ok }).WithTimeout(5*time.Second).Should(BeTrue(),
+		"the new shard renews the moved run's lease while its queue is busy")
+	g.Consistently(func() bool { return h.jobDeleted(job) }).WithTimeout(3*time.Second).Should(BeFalse(), "and the healthy run goes on")
+	g.Expect(h.rdb.Get(ctx, run.Key).Val()).To(Equal(run.Token))
+}
+
 // TestEveryActor_AShardMoveToAShardThatNeverComesStopsTheRunBeforeItsLeaseExpires:
 // when the new shard does not take the run over within the hand-over timeout,
 // the old shard stops the run (its Job and Pods) while it still renews the

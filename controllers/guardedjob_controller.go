@@ -109,6 +109,8 @@ type GuardedJobReconciler struct {
 	// for it, until status records it: a run whose Job vanished before that is
 	// seen as such, never given a second Job.
 	jobsCreated sync.Map
+	// takeOvers carries the objects that moved into this shard to runTakeOvers.
+	takeOvers chan types.NamespacedName
 
 	// objectLocks holds a *sync.Mutex per GuardedJob: a pass holds it, and so does
 	// a take-over outside the work queue (takeOverOnSight), so that the latter
@@ -218,6 +220,10 @@ func (r *GuardedJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(manager.RunnableFunc(r.watchHandovers)); err != nil {
 		return err
 	}
+	r.takeOvers = make(chan types.NamespacedName, takeOverQueue)
+	if err := mgr.Add(manager.RunnableFunc(r.runTakeOvers)); err != nil {
+		return err
+	}
 	if r.Identity != nil {
 		if err := mgr.Add(manager.RunnableFunc(r.Identity.Run)); err != nil {
 			return err
@@ -238,9 +244,9 @@ func (r *GuardedJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A GuardedJob that moved into this shard has its leases renewed the
 		// moment the cache sees it, not when the work queue gets to it.
 		Watches(&batchv1alpha1.GuardedJob{}, handler.Funcs{
-			CreateFunc: func(ctx context.Context, e event.CreateEvent, _ workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			CreateFunc: func(_ context.Context, e event.CreateEvent, _ workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 				if gj, ok := e.Object.(*batchv1alpha1.GuardedJob); ok {
-					r.takeOverOnSight(ctx, gj)
+					r.takeOverOnSight(gj)
 				}
 			},
 		}).

@@ -124,41 +124,70 @@ func (r *GuardedJobReconciler) ensureTracked(ctx context.Context, gj *batchv1alp
 	}
 	started := r.Clock.Now()
 	lost, failed := 0, 0
+	var storeErr error
 	for _, err := range r.Keeper.ResumeAll(ctx, reqs) {
 		switch {
 		case errors.Is(err, lockclient.ErrNotHeld):
 			lost++
 		case err != nil:
 			failed++
+			storeErr = err
 		}
 	}
-	ctrl.LoggerFrom(ctx).Info("Resumed the leases of a GuardedJob new to this manager", "guardedjob", gj.Namespace+"/"+gj.Name,
+	log := ctrl.LoggerFrom(ctx).WithValues("guardedjob", gj.Namespace+"/"+gj.Name)
+	if storeErr != nil {
+		log = log.WithValues("storeError", storeErr.Error())
+	}
+	log.Info("Resumed the leases of a GuardedJob new to this manager",
 		"runs", len(reqs), "lost", lost, "storeErrors", failed, "took", r.Clock.Since(started).Round(time.Millisecond).String())
 }
 
-// takeOverOnSight renews the leases of a GuardedJob the cache has just added (a
-// move into this shard), on its own goroutine, so that the take-over never
-// waits for a slot in the work queue. Objects added before the start-up resume
-// has run are its to renew.
-func (r *GuardedJobReconciler) takeOverOnSight(ctx context.Context, added *batchv1alpha1.GuardedJob) {
-	if len(added.Status.Active) == 0 {
+// takeOverOnSight asks for the leases of a GuardedJob the cache has just added
+// (a move into this shard) to be renewed at once, so that the take-over never
+// waits for a slot in the work queue. The event handler that calls it gets a
+// context that ends when it returns, so the take-over runs on takeOvers, which
+// lives as long as the manager leads. A full queue leaves the take-over to the
+// object's pass.
+func (r *GuardedJobReconciler) takeOverOnSight(added *batchv1alpha1.GuardedJob) {
+	if len(added.Status.Active) == 0 || r.takeOvers == nil {
 		return
 	}
-	key := client.ObjectKeyFromObject(added)
-	go func() {
-		if r.waitResumed(ctx) != nil {
-			return
+	select {
+	case r.takeOvers <- client.ObjectKeyFromObject(added):
+	default:
+	}
+}
+
+// takeOverQueue is how many take-overs may wait for takeOvers at once.
+const takeOverQueue = 1024
+
+// runTakeOvers renews, each on its own goroutine, the leases of the objects
+// takeOverOnSight names. Objects added before the start-up resume has run are
+// its to renew.
+func (r *GuardedJobReconciler) runTakeOvers(ctx context.Context) error {
+	if r.waitResumed(ctx) != nil {
+		return nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case key := <-r.takeOvers:
+			go r.takeOver(ctx, key)
 		}
-		// As a pass does: from the cache as it is now, and not from a version
-		// this manager has written over (a pass may have ended a run since).
-		unlock := r.lockObject(key)
-		defer unlock()
-		gj := &batchv1alpha1.GuardedJob{}
-		if err := r.Get(ctx, key, gj); err != nil || r.cacheBehind(key, gj.ResourceVersion) {
-			return // the object's next pass takes the leases over
-		}
-		r.ensureTracked(ctx, gj)
-	}()
+	}
+}
+
+func (r *GuardedJobReconciler) takeOver(ctx context.Context, key types.NamespacedName) {
+	// As a pass does: from the cache as it is now, and not from a version this
+	// manager has written over (a pass may have ended a run since).
+	unlock := r.lockObject(key)
+	defer unlock()
+	gj := &batchv1alpha1.GuardedJob{}
+	if err := r.Get(ctx, key, gj); err != nil || r.cacheBehind(key, gj.ResourceVersion) {
+		return // the object's next pass takes the leases over
+	}
+	r.ensureTracked(ctx, gj)
 }
 
 // shardName is this manager's shard as status.shard names it: its

@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -49,6 +50,16 @@ func (h *harness) startShard(selector string) *shardManager {
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	}
+	if h.shardIntercept != nil {
+		funcs := *h.shardIntercept
+		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			c, err := client.NewWithWatch(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			return interceptor.NewClient(c, funcs), nil
+		}
+	}
 	cfg := rest.CopyConfig(restCfg)
 	cfg.Wrap(apiCalls.Wrap)
 	mgr, err := ctrl.NewManager(cfg, opts)
@@ -56,6 +67,7 @@ func (h *harness) startShard(selector string) *shardManager {
 	parts, err := controllers.Setup(mgr, controllers.ManagerOptions{
 		Store: h.store, RESTConfig: cfg, ClusterName: "cluster-a", ClockSkew: time.Second, Namespace: h.ns, Selector: sel,
 		HandoverTimeout: cmp.Or(h.handoverTimeout, time.Minute), Clock: h.clock, IdentityBeat: 100 * time.Millisecond, LeaderElectionID: "shard " + selector,
+		MaxConcurrentReconciles: h.shardWorkers,
 	})
 	h.g.Expect(err).NotTo(HaveOccurred())
 	keeper := parts.Keeper

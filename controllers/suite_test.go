@@ -142,6 +142,10 @@ type harness struct {
 	identityBeat time.Duration
 	// handoverTimeout is the shard managers' --shard-handover-timeout; zero: a minute.
 	handoverTimeout time.Duration
+	// shardIntercept, when set, wraps the client of the shard managers started
+	// from now on; shardWorkers, when set, is their MaxConcurrentReconciles.
+	shardIntercept *interceptor.Funcs
+	shardWorkers   int
 	// keeperOutlives runs the keeper on a context of its own, as cmd/manager
 	// does, so that it goes on renewing after stop (until the test ends).
 	keeperOutlives bool

@@ -232,6 +232,16 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "takeover-ended-context",
+		bug:  "a shard takes a moved run over with the watch event's context, which has ended by then: the first renewal fails and a healthy run is stopped, or the take-over waits for the work queue",
+		file: "controllers/shard.go",
+		find: "\tr.ensureTracked(ctx, gj)\n}\n\n// shardName",
+		repl: "\tended, cancel := context.WithCancel(ctx)\n\tcancel()\n\tr.ensureTracked(ended, gj)\n}\n\n// shardName",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestEveryActor_ANewShardWhoseQueueIsBusyTakesAMovedRunOverOnSight"}},
+		},
+	},
+	{
 		name: "stop-trusts-cached-job",
 		bug:  "the stop controller stops a Job no run claims as its cache read it, before its GuardedJob: a run that ended in between loses its finished Job",
 		file: "controllers/stop_controller.go",
