@@ -15,7 +15,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -51,14 +50,7 @@ func (h *harness) startShard(selector string) *shardManager {
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	}
 	if h.shardIntercept != nil {
-		funcs := *h.shardIntercept
-		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(cfg, o)
-			if err != nil {
-				return nil, err
-			}
-			return interceptor.NewClient(c, funcs), nil
-		}
+		opts.NewClient = interceptedClient(*h.shardIntercept)
 	}
 	cfg := rest.CopyConfig(restCfg)
 	cfg.Wrap(apiCalls.Wrap)

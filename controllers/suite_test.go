@@ -213,14 +213,7 @@ func (h *harness) start() {
 		opts.Logger = h.logger
 	}
 	if h.intercept != nil {
-		funcs := *h.intercept
-		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(cfg, o)
-			if err != nil {
-				return nil, err
-			}
-			return interceptor.NewClient(c, funcs), nil
-		}
+		opts.NewClient = interceptedClient(*h.intercept)
 	}
 	cfg := rest.CopyConfig(restCfg)
 	cfg.Wrap(apiCalls.Wrap)
@@ -264,6 +257,17 @@ func (h *harness) start() {
 	}()
 	h.stopMgr, h.done = cancel, done
 	h.t.Cleanup(h.stop)
+}
+
+// interceptedClient makes the manager's clients with funcs wrapped around them.
+func interceptedClient(funcs interceptor.Funcs) client.NewClientFunc {
+	return func(cfg *rest.Config, o client.Options) (client.Client, error) {
+		c, err := client.NewWithWatch(cfg, o)
+		if err != nil {
+			return nil, err
+		}
+		return interceptor.NewClient(c, funcs), nil
+	}
 }
 
 // testGuardImage is the pod guard image the test managers put into guarded Pods.
