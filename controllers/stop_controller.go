@@ -300,13 +300,17 @@ func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.Guarde
 	case !inShard(r.Selector, fresh):
 		return ctrl.Result{}, nil // moved to another shard, which judges its Jobs now
 	}
+	// The live GuardedJob's reconciler drops a finished Job's finalizer once its
+	// Pods are gone.
+	if _, finished := jobFinished(job); finished {
+		return ctrl.Result{}, nil
+	}
 	// The Job was read from the cache before its GuardedJob: it may have completed,
 	// and its run been recorded as ended, in between. A run's end is written only
 	// after its Job finished, so the Job as the API server has it now says which.
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	// The live GuardedJob's reconciler drops its finalizer once its Pods are gone.
 	if _, finished := jobFinished(job); finished {
 		return ctrl.Result{}, nil
 	}
