@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"sync"
 	"testing"
@@ -402,23 +403,24 @@ func TestEveryActor_AShardMoveToAShardThatNeverComesStopsTheRunBeforeItsLeaseExp
 }
 
 // TestEveryActor_APausedOldLeaderNeverStartsTheJobOfARunThatAlreadyCompleted: an
-// old leader records a run (fence and all), checks its lease, and is paused
-// before its Job create reaches the API server. Meanwhile a new leader runs the
-// run to completion: marker written, key released, run recorded as done, Job
-// deleted. Then the old leader resumes and its create lands. A create has no
-// precondition, so the Job exists again; it must never get a Pod: the manager
-// creates a run's Job suspended and lets it start only after confirming, with a
-// call sent after the create, that the run still holds its lease.
+// old leader acquires a run's lease, checks it, and is paused before its Job
+// create reaches the API server. Meanwhile a new leader runs the occurrence to
+// completion: marker written, key released, run recorded as done. Then the old
+// leader resumes and its create lands. A create has no precondition, so the Job
+// exists, and no status records it; it must never get a Pod: the manager
+// creates a run's Job suspended, lets it start only once status records the run
+// and a store call sent after the create confirms the lease, and adopts a Job
+// no status records only while the key holds the token minted for it.
 func TestEveryActor_APausedOldLeaderNeverStartsTheJobOfARunThatAlreadyCompleted(t *testing.T) {
 	h := newHarness(t)
-	paused, resume := make(chan struct{}), make(chan struct{})
+	paused, resume := make(chan *batchv1.Job, 1), make(chan struct{})
 	var once sync.Once
 	h.intercept = &interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-		if _, ok := obj.(*batchv1.Job); ok {
+		if job, ok := obj.(*batchv1.Job); ok {
 			first := false
 			once.Do(func() { first = true })
 			if first {
-				close(paused)
+				paused <- job.DeepCopy()
 				<-resume
 			}
 		}
@@ -430,28 +432,43 @@ func TestEveryActor_APausedOldLeaderNeverStartsTheJobOfARunThatAlreadyCompleted(
 	key := h.ns + ":paused"
 	gj := h.create(h.guardedJob("paused", key))
 	h.trigger(gj)
-	g.Eventually(paused).WithTimeout(20 * time.Second).Should(BeClosed())
-	run := h.get(gj).Status.Active[0]
-	g.Expect(run.Fence).To(BeNumerically(">", 0), "the run and its fence were recorded before the create")
+	var creating *batchv1.Job
+	g.Eventually(paused).WithTimeout(20 * time.Second).Should(Receive(&creating))
+	g.Expect(h.get(gj).Status.Active).To(BeEmpty(), "the Job is created before status records its run")
+	token := h.rdb.Get(ctx, key).Val()
+	g.Expect(token).To(HavePrefix("cluster-a/"+h.ns+"/"+creating.Name+"#"), "its lease is taken")
+	var rec batchv1alpha1.ActiveRun
+	g.Expect(json.Unmarshal([]byte(creating.Annotations[batchv1alpha1.RunAnnotation]), &rec)).To(Succeed())
 
 	// The new leader's run completed: done-marker, key released, run recorded.
-	g.Expect(h.rdb.Set(ctx, run.OccurrenceKey, run.Token, time.Hour).Err()).To(Succeed())
+	g.Expect(h.rdb.Set(ctx, rec.OccurrenceKey, token, time.Hour).Err()).To(Succeed())
 	g.Expect(h.rdb.Del(ctx, key).Err()).To(Succeed())
 	g.Eventually(func() error {
 		cur := h.get(gj)
-		cur.Status.Active = nil
-		cur.Status.LastRun = &batchv1alpha1.RunRecord{JobName: run.JobName, Result: batchv1alpha1.RunResultSucceeded, FinishedAt: &metav1.Time{Time: time.Now()}}
+		now := metav1.Now()
+		cur.Status.LastRun = &batchv1alpha1.RunRecord{JobName: creating.Name, Result: batchv1alpha1.RunResultSucceeded, FinishedAt: &now}
+		cur.Status.LastRunNow = cur.Annotations[batchv1alpha1.RunNowAnnotation]
+		cur.Status.Leases = []batchv1alpha1.LeaseRecord{{Holder: rec.Holder, Key: key, State: batchv1alpha1.LeaseReleased, Since: &now}}
 		return k8s.Status().Update(ctx, cur)
 	}).Should(Succeed())
 
 	close(resume) // the old leader's create lands now
-	job := &batchv1.Job{}
-	g.Eventually(func() error { return k8s.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: run.JobName}, job) }).Should(Succeed())
-	g.Eventually(func() bool { return h.jobDeleted(job) }).Should(BeTrue(), "the stale Job is stopped")
-	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(job), job)).To(Succeed())
-	g.Expect(job.Spec.Suspend).To(HaveValue(BeTrue()), "created suspended, so the Job controller never made a Pod")
-	g.Expect(job.Annotations).To(HaveKeyWithValue(batchv1alpha1.StartGateAnnotation, batchv1alpha1.StartGateLease),
-		"and never let go: it still waits at its start gate")
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(
+		HavePrefix("StaleJob: Deleted Job "+creating.Name+", which was created before its run was recorded and never started")),
+		"the old leader's Job is deleted")
+	g.Eventually(func() bool {
+		cur := &batchv1.Job{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(creating), cur); err != nil {
+			g.Expect(client.IgnoreNotFound(err)).To(Succeed())
+			return true
+		}
+		g.Expect(cur.Spec.Suspend).To(HaveValue(BeTrue()), "created suspended, so the Job controller never made a Pod")
+		g.Expect(cur.Annotations).To(HaveKeyWithValue(batchv1alpha1.StartGateAnnotation, batchv1alpha1.StartGateLease),
+			"and never let go: it still waits at its start gate")
+		return !cur.DeletionTimestamp.IsZero()
+	}).Should(BeTrue(), "the stale Job is deleted")
+	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("RunAdopted:")))
+	g.Expect(h.get(gj).Status.Active).To(BeEmpty(), "no run is recorded from it")
 	g.Expect(h.rdb.Exists(ctx, key).Val()).To(BeZero(), "nobody took the released key back")
 }
 

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
@@ -15,11 +16,24 @@ import (
 	"github.com/guardedjob/guardedjob/internal/schedule"
 )
 
-// acquire takes the lease of a run whose intent is recorded. On success it records
-// the fence (phase Running) before any Job exists, then goes on to create the Job
+// acquire takes the lease of a run. On success it creates the run's Job
+// (suspended behind its start gate, carrying the run: createFirst), then
+// records the run with its fence and Job (phase Running), and opens the gate
 // with the object that write returned.
 func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	gj := s.gj
+	unrecorded := s.unrecorded == run.JobName
+	if !unrecorded {
+		// A recorded run waiting to acquire again (busy, store down) whose
+		// earlier pass created its Job and then failed its status write.
+		job, err := r.jobWaitingFor(ctx, s, run)
+		if err != nil || job != nil {
+			if err == nil {
+				_, err = r.adoptUnrecorded(ctx, s, job, run)
+			}
+			return err
+		}
+	}
 	deadline := runStartDeadline(gj, run)
 	if !s.now.Before(deadline) && !acquireAttempted(gj, run) {
 		// The manager was down (or far behind) when the run was due.
@@ -41,7 +55,6 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		done     *lockclient.DoneError
 		storeErr *lockclient.StoreError
 	)
-	unrecorded := s.unrecorded == run.JobName
 	var ledgerNote string
 	if unrecorded && errors.As(err, &busy) {
 		took, refused, terr := r.takeUpOrphan(ctx, s, run, busy.Holder)
@@ -68,11 +81,25 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		gj.Status.LastFence = max(gj.Status.LastFence, lease.Fence)
 		setLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, lease.Fence)
 		setLockHeld(gj, "", "", s.now)
+		job, warnings, rejected := r.createFirst(ctx, s, run)
+		if rejected != "" {
+			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.JobRejectedReason, "%s", rejected)
+			run.Phase = batchv1alpha1.RunPhaseReleasing
+			setStop(run, batchv1alpha1.RunResultFailed, rejected)
+			return r.release(ctx, s, run, store)
+		}
+		if job != nil {
+			run.JobUID = job.UID
+		}
 		if err := r.writeGuarded(ctx, s); err != nil {
 			if unrecorded {
 				// No status names the run: stop renewing, but leave the lease
-				// to the pass that takes it up (or to its ttl).
+				// (and its Job, if created) to the next pass, which takes it
+				// up or adopts the Job (or to its ttl).
 				r.Keeper.Untrack(run.Token)
+			}
+			if job != nil {
+				r.pendingAdoption.add(client.ObjectKeyFromObject(gj), job.Name)
 			}
 			return err
 		}
@@ -89,6 +116,9 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		if lease.FenceRaised {
 			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.FenceRaisedReason,
 				"The fence counter %s was at or below the last fence %d (the store lost data?); raised to %d", run.FenceKey, floor, lease.Fence)
+		}
+		if job != nil {
+			return r.jobCreatedFirst(ctx, s, run, job, warnings, store)
 		}
 		// The fence is durable: the Job follows in this pass.
 		return r.running(ctx, s, run, store)

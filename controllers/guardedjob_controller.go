@@ -109,6 +109,9 @@ type GuardedJobReconciler struct {
 	// for it, until status records it: a run whose Job vanished before that is
 	// seen as such, never given a second Job.
 	jobsCreated sync.Map
+	// pendingAdoption: Jobs created ahead of a status write that failed
+	// (guardedjob_jobfirst.go).
+	pendingAdoption unrecordedJobs
 	// takeOvers carries the objects that moved into this shard to runTakeOvers.
 	takeOvers chan types.NamespacedName
 
@@ -275,6 +278,9 @@ type scope struct {
 	// does not have yet: its first status write records its intent with the
 	// result of its acquisition.
 	unrecorded string
+	// runNow is the run-now value that started the unrecorded run, if any: its
+	// Job carries it (RunAnnotation) for a pass that adopts the Job.
+	runNow string
 	// recordLater is set when the pass created its run's Job: the pass ends
 	// without a status write, and the pass the Job's own watch event brings
 	// records it (adoptJob). That pass is queued behind every run due now, so

@@ -21,8 +21,8 @@ import (
 func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *compiledSpec) error {
 	gj := s.gj
 	deadline := gj.Spec.StartingDeadline()
-	unclaimed, err := r.reapUnclaimedJobs(ctx, s)
-	if err != nil {
+	unclaimed, adopting, err := r.reapUnclaimedJobs(ctx, s)
+	if err != nil || s.guardedWriteFailed {
 		return err
 	}
 	triggerValue, triggered, manual, triggerAt := r.pendingTrigger(s, spec)
@@ -84,6 +84,9 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 			}
 			return nil
 		}
+	}
+	if adopting {
+		return nil // a Job created for a run waits for its adoption: it may be this occurrence's
 	}
 	if unclaimed != "" {
 		// A Job no run claims may still have Pods running without a lease: it
@@ -210,6 +213,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 	r.claimShard(gj)
 	if triggered {
 		gj.Status.LastRunNow = triggerValue
+		s.runNow = triggerValue
 	}
 	if gj.Status.LastScheduleTime == nil || occurrence.After(gj.Status.LastScheduleTime.Time) {
 		gj.Status.LastScheduleTime = &metav1.Time{Time: occurrence}
@@ -226,37 +230,51 @@ func (r *GuardedJobReconciler) runIdentity(gj *batchv1alpha1.GuardedJob, occurre
 }
 
 // reapUnclaimedJobs handles Jobs of this GuardedJob that no active run claims:
-// finished ones lose the lease finalizer once their Pods are gone (their run is
-// over); running ones are stopped by the stop controller, which re-reads the
-// object before it acts and records why. It returns the name of one such Job whose Pods may still
-// run, or "".
-func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) (string, error) {
+// one created ahead of its run's status write is adopted or deleted
+// (adoptUnrecorded); finished ones lose the lease finalizer once their Pods are
+// gone (their run is over); running ones are stopped by the stop controller,
+// which re-reads the object before it acts and records why. It returns the
+// name of one such Job whose Pods may still run, or "", and whether a Job
+// still waits for its adoption.
+func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) (running string, adopting bool, err error) {
 	jobs, err := r.ownedJobs(ctx, s.gj)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	running := ""
+	pending, err := r.unrecordedJobsOf(ctx, s, jobs)
+	if err != nil {
+		return "", false, err
+	}
+	handled := map[string]bool{}
+	for i := range pending {
+		waiting, err := r.adoptUnrecorded(ctx, s, &pending[i], nil)
+		if err != nil || s.guardedWriteFailed {
+			return "", false, err
+		}
+		adopting = adopting || waiting
+		handled[pending[i].Name] = true
+	}
 	for i := range jobs {
 		job := &jobs[i]
-		if runByName(s.gj, job.Name) != nil {
+		if runByName(s.gj, job.Name) != nil || handled[job.Name] {
 			continue
 		}
 		if _, finished := jobFinished(job); finished {
 			// Complete or Failed: the Job controller saw every Pod end (the Pod
 			// objects stay, finished, until the Job goes).
 			if err := r.dropLeaseFinalizer(ctx, job.Namespace, job.Name); err != nil {
-				return "", err
+				return "", false, err
 			}
 			continue
 		}
 		if !job.DeletionTimestamp.IsZero() {
 			left, err := r.podsLeft(ctx, job.Namespace, job.Name)
 			if err != nil {
-				return "", err
+				return "", false, err
 			}
 			if left == 0 {
 				if err := r.dropLeaseFinalizer(ctx, job.Namespace, job.Name); err != nil {
-					return "", err
+					return "", false, err
 				}
 				continue
 			}
@@ -266,5 +284,5 @@ func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) 
 		running = job.Name
 		r.pokeStopper(job.Namespace, job.Name) // it stops the Job and says so
 	}
-	return running, nil
+	return running, adopting, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -63,34 +64,9 @@ func (l *writeLog) reset() {
 	l.mu.Unlock()
 }
 
-// TestTwoWrites_ARunReachesItsJobWithOneStatusWriteAndTheJobCreate: a run takes
-// its lease first, then records intent and fence in one status write (with a
-// resourceVersion precondition), then creates its Job: two API writes up to the
-// Job, where recording the intent before the lease took three.
-func TestTwoWrites_ARunReachesItsJobWithOneStatusWriteAndTheJobCreate(t *testing.T) {
-	h := newHarness(t)
-	log := &writeLog{}
-	h.restWrap = log.wrap
-	h.start()
-	gj := h.create(h.guardedJob("twowrites", h.ns+":twowrites"))
-	// The first pass adds the finalizer and the status; then the trigger.
-	h.g.Eventually(func() *batchv1alpha1.GuardedJobStatus { return &h.get(gj).Status }).Should(HaveField("NextScheduleTime", Not(BeNil())))
-	log.reset()
-	h.trigger(gj)
-	job := h.waitJobs(1)[0]
-	h.waitRecorded(gj)
-	h.g.Expect(log.upToJob()).To(Equal([]string{"update guardedjobs/status", "create jobs"}),
-		"one status write (intent and fence), then the Job")
-	run := h.get(gj).Status.Active[0]
-	h.g.Expect(run.Phase).To(Equal(batchv1alpha1.RunPhaseRunning))
-	h.g.Expect(run.JobUID).To(Equal(job.UID))
-	h.g.Expect(envOf(&job, "GUARDEDJOB_FENCE")).To(Equal("1"))
-	h.g.Expect(h.rdb.Get(context.Background(), h.ns+":twowrites").Val()).To(Equal(run.Token))
-}
-
 // TestTwoWrites_AManagerThatDiesBetweenAcquiringAndRecordingLeavesALeaseTheNextOneTakesUp:
 // the lease is taken before anything is written, so a manager can die holding a
-// lease that no status records. The next manager finds the key held by a token
+// lease that no status records and that has no Job yet. The next manager finds the key held by a token
 // minted for this very object, occurrence and cluster, takes it up (a new fence,
 // the same token and Job name) and runs the occurrence: one Job, no Busy, no
 // lease left behind.
@@ -106,6 +82,11 @@ func TestTwoWrites_AManagerThatDiesBetweenAcquiringAndRecordingLeavesALeaseTheNe
 			}
 		}
 		return c.SubResource(sub).Update(ctx, obj, opts...)
+	}, Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if _, ok := obj.(*batchv1.Job); ok {
+			return errors.New("injected: the manager dies before its Job create")
+		}
+		return c.Create(ctx, obj, opts...)
 	}}
 	h.start()
 	key := h.ns + ":orphan"

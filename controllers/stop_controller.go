@@ -314,6 +314,12 @@ func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.Guarde
 	if _, finished := jobFinished(job); finished {
 		return ctrl.Result{}, nil
 	}
+	// A Job created ahead of its run's status write has never had a Pod: the
+	// GuardedJob's reconciler adopts it, or deletes it when its run may not
+	// start (adoptUnrecorded); its Job event brings that pass.
+	if waitsForAdoption(fresh, job) {
+		return ctrl.Result{}, nil
+	}
 	if job.DeletionTimestamp.IsZero() && r.Recorder != nil {
 		why := "status lost or restored from a backup?"
 		if says := ledgerSays(fresh, job.Annotations[batchv1alpha1.HolderAnnotation], r.clock().Now()); says != "" {

@@ -66,6 +66,13 @@ const (
 	// HolderAnnotation on a run's Job holds the run's holder
 	// ("<cluster>/<namespace>/<job>"), never the token.
 	HolderAnnotation = "batch.guardedjob.dev/holder"
+
+	// RunAnnotation on a run's Job holds the run as status.active records it
+	// (JSON; never the token), written before status records the run: a manager
+	// that dies between creating the Job and recording its run leaves a Job the
+	// next pass adopts from it, once the lock key shows that the Job's run still
+	// holds its lease. Only on the Job, never on its Pods.
+	RunAnnotation = "batch.guardedjob.dev/run"
 )
 
 // Fixed values that are not fields.
@@ -243,6 +250,10 @@ const (
 	LockAcquiredReason = "LockAcquired"
 	// JobCreatedReason (Normal): a run's Job was created.
 	JobCreatedReason = "JobCreated"
+	// RunAdoptedReason (Normal): a Job created before its run was recorded (the
+	// manager stopped, or its status write failed, in between) was adopted: its
+	// lock key still holds its run's token.
+	RunAdoptedReason = "RunAdopted"
 	// LockBusyReason (Normal): the key is held by another holder; the message names it,
 	// its fence if known and when it expires. Also a LockHeld=False reason.
 	LockBusyReason = "LockBusy"

@@ -1,0 +1,345 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/jobbuild"
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runtoken"
+)
+
+// The Job-first order: a run's Job is created right after its acquisition,
+// before status records the run, and status is then written from it. The Job
+// is suspended behind its start gate and carries the run (RunAnnotation), so a
+// manager that dies between the two leaves a Job that never had a Pod and that
+// the next pass adopts: when the lock key still holds the token minted for
+// that Job, the fence counter still shows the Job's fence, and the lease
+// ledger does not record the run as over. Every other such Job is deleted.
+// The gate opens only for a run status records. docs/reliability.md maps this
+// to the protocol model.
+
+// jobRun is what RunAnnotation holds: the run without its token, and the
+// run-now value that started it.
+type jobRun struct {
+	batchv1alpha1.ActiveRun
+	RunNow string `json:"runNow,omitempty"`
+}
+
+// annotateRun writes the run into the Job it is about to create.
+func annotateRun(job *batchv1.Job, run *batchv1alpha1.ActiveRun, runNow string) error {
+	rec := jobRun{ActiveRun: *run.DeepCopy(), RunNow: runNow}
+	rec.Token, rec.JobUID, rec.Phase, rec.StopResult, rec.StopReason = "", "", "", "", ""
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode run of job %s: %w", job.Name, err)
+	}
+	if job.Annotations == nil {
+		job.Annotations = map[string]string{}
+	}
+	job.Annotations[batchv1alpha1.RunAnnotation] = string(b)
+	return nil
+}
+
+// unrecordedJobs remembers, per GuardedJob, the Jobs this manager created whose
+// run's status write then failed: the next pass adopts them even when its
+// cache has not seen them yet.
+type unrecordedJobs struct {
+	mu   sync.Mutex
+	jobs map[types.NamespacedName]map[string]bool
+}
+
+func (u *unrecordedJobs) add(gj types.NamespacedName, job string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.jobs == nil {
+		u.jobs = map[types.NamespacedName]map[string]bool{}
+	}
+	if u.jobs[gj] == nil {
+		u.jobs[gj] = map[string]bool{}
+	}
+	u.jobs[gj][job] = true
+}
+
+func (u *unrecordedJobs) done(gj types.NamespacedName, job string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.jobs[gj], job)
+	if len(u.jobs[gj]) == 0 {
+		delete(u.jobs, gj)
+	}
+}
+
+func (u *unrecordedJobs) of(gj types.NamespacedName) []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var names []string
+	for name := range u.jobs[gj] {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// createFirst creates the Job of a run whose lease this pass has just
+// acquired, before status records the run. It returns nil (and no error) when
+// the run goes on in the status-first order instead: its Job would not wait at
+// the manager's start gate (a pod guard, a queue), its lease is not confirmed
+// with room to stop the Pods, a Job of its name exists already, or the API
+// server did not answer; status then records the run without a Job,
+// and running() creates or judges it as for any recorded run. rejected is the
+// API server's refusal of an invalid or forbidden Job.
+func (r *GuardedJobReconciler) createFirst(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun) (job *batchv1.Job, warnings []jobbuild.Warning, rejected string) {
+	if run.Unguarded || !r.leaseConfirmed(s.gj, run) {
+		return nil, nil, ""
+	}
+	job, warnings = jobbuild.Build(s.gj, run)
+	if !jobbuild.Gated(job) {
+		// Its Pods would start at once (a pod guard's Pods confirm the lease
+		// themselves; a queue starts a Job that asks to be suspended): no Job
+		// may exist before status records its run.
+		return nil, nil, ""
+	}
+	shardLabelOnJob(s.gj, job)
+	if err := annotateRun(job, run, s.runNow); err != nil {
+		log.FromContext(ctx).Error(err, "creating the Job after status records the run", "job", run.JobName)
+		return nil, nil, ""
+	}
+	if err := r.Create(ctx, job); err != nil {
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			return nil, nil, "the API server rejected the Job: " + err.Error()
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			log.FromContext(ctx).Info("creating the Job after status records the run", "job", run.JobName, "error", err.Error())
+		}
+		return nil, nil, ""
+	}
+	return job, warnings, ""
+}
+
+// jobCreatedFirst finishes the pass that created a run's Job before recording
+// it, once status records it: the events, then the start gate.
+func (r *GuardedJobReconciler) jobCreatedFirst(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, job *batchv1.Job, warnings []jobbuild.Warning, store *lockclient.Client) error {
+	observeScheduleSkew(s.now.Sub(runDueTime(s.gj, run)))
+	for _, w := range warnings {
+		r.event(s.gj, job, corev1.EventTypeWarning, w.Reason, "%s", w.Message)
+	}
+	r.event(s.gj, job, corev1.EventTypeNormal, batchv1alpha1.JobCreatedReason, "Created Job %s%s", job.Name, fenceSuffix(run.Fence))
+	setLockHeld(s.gj, "", "", s.now)
+	return r.openGate(ctx, s, run, job, store)
+}
+
+// adoptionRetry is how soon a pass looks again at a Job waiting for adoption
+// whose store did not answer.
+const adoptionRetry = storeRetry
+
+// unrecordedJobsOf returns the Jobs of this GuardedJob that are waiting for
+// adoption: created by a run's acquisition pass (gated, carrying their run)
+// and recorded by no status. jobs are the owned Jobs the cache lists; a Job
+// this manager created and failed to record is read from the API server when
+// the cache has not seen it yet.
+func (r *GuardedJobReconciler) unrecordedJobsOf(ctx context.Context, s *scope, jobs []batchv1.Job) ([]batchv1.Job, error) {
+	var pending []batchv1.Job
+	listed := map[string]bool{}
+	for i := range jobs {
+		listed[jobs[i].Name] = true
+		if waitsForAdoption(s.gj, &jobs[i]) {
+			pending = append(pending, jobs[i])
+		}
+	}
+	key := client.ObjectKeyFromObject(s.gj)
+	for _, name := range r.pendingAdoption.of(key) {
+		if listed[name] || runByName(s.gj, name) != nil {
+			r.pendingAdoption.done(key, name)
+			continue
+		}
+		job := &batchv1.Job{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.gj.Namespace, Name: name}, job)
+		switch {
+		case apierrors.IsNotFound(err):
+			r.pendingAdoption.done(key, name)
+		case err != nil:
+			return nil, fmt.Errorf("get job %s: %w", name, err)
+		case waitsForAdoption(s.gj, job):
+			pending = append(pending, *job)
+		default:
+			r.pendingAdoption.done(key, name)
+		}
+	}
+	return pending, nil
+}
+
+// waitsForAdoption says whether a Job of this GuardedJob was created ahead of
+// its run's status write and no status records it: it never had a Pod.
+func waitsForAdoption(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) bool {
+	return metav1.IsControlledBy(job, gj) && job.DeletionTimestamp.IsZero() && jobbuild.Gated(job) &&
+		job.Annotations[batchv1alpha1.RunAnnotation] != "" && runByName(gj, job.Name) == nil
+}
+
+// jobWaitingFor returns the Job of a recorded run that has none yet, when one
+// was created for it ahead of a status write that failed, or nil.
+func (r *GuardedJobReconciler) jobWaitingFor(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun) (*batchv1.Job, error) {
+	if run.JobUID != "" {
+		return nil, nil
+	}
+	job := &batchv1.Job{}
+	key := client.ObjectKey{Namespace: s.gj.Namespace, Name: run.JobName}
+	err := r.Get(ctx, key, job)
+	if apierrors.IsNotFound(err) && slices.Contains(r.pendingAdoption.of(client.ObjectKeyFromObject(s.gj)), run.JobName) {
+		err = r.APIReader.Get(ctx, key, job)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get job %s: %w", run.JobName, err)
+	}
+	if !metav1.IsControlledBy(job, s.gj) || !job.DeletionTimestamp.IsZero() || !jobbuild.Gated(job) || job.Annotations[batchv1alpha1.RunAnnotation] == "" {
+		return nil, nil
+	}
+	return job, nil
+}
+
+// adoptUnrecorded adopts a Job waiting for adoption into status, or deletes
+// it. recorded is the run's record when status has it (waiting to acquire
+// again), else nil. It returns whether the Job still waits (its store did not
+// answer).
+func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, job *batchv1.Job, recorded *batchv1alpha1.ActiveRun) (waiting bool, err error) {
+	gj := s.gj
+	var rec jobRun
+	why := ""
+	if err := json.Unmarshal([]byte(job.Annotations[batchv1alpha1.RunAnnotation]), &rec); err != nil {
+		why = "its " + batchv1alpha1.RunAnnotation + " annotation does not parse"
+	}
+	run := &rec.ActiveRun
+	if why == "" && (run.JobName != job.Name || run.OwnerUID != gj.UID || run.Cluster != r.ClusterName) {
+		why = fmt.Sprintf("its run was recorded by cluster %q for object %s", run.Cluster, run.OwnerUID)
+	}
+	var store *lockclient.Client
+	if why == "" {
+		store, err = r.runStore(ctx, gj, run)
+		if err != nil {
+			why = "its run's store cannot be resolved: " + err.Error()
+		}
+	}
+	var token string
+	if why == "" {
+		keys := lockclient.Keys{Lock: run.Key}
+		if run.Fence > 0 {
+			keys.Fence = run.FenceKey
+		}
+		st, err := store.Inspect(ctx, keys)
+		var storeErr *lockclient.StoreError
+		if errors.As(err, &storeErr) {
+			setStoreReachable(gj, err, s.now)
+			s.requeueAfter(adoptionRetry)
+			return true, nil
+		}
+		token = st.Holder
+		why = adoptable(gj, run, st, err, r.runIdentity(gj, run.ScheduledTime.Time))
+		if why == "" && recorded != nil && token != recorded.Token {
+			why = "lock " + run.Key + " holds another token of its run"
+		}
+	}
+	if why != "" && recorded != nil {
+		// The recorded run lost its lease before its Job could start: it
+		// stops (the Job is deleted) and its lease is released.
+		recorded.JobUID, recorded.Phase = job.UID, batchv1alpha1.RunPhaseRunning
+		return false, r.beginStop(s, recorded, batchv1alpha1.RunResultLockLost, "its Job was created before the run was recorded, and cannot start: "+why,
+			batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, "")
+	}
+	if why != "" {
+		return false, r.deleteUnadopted(ctx, s, job, why)
+	}
+
+	run.Token, run.JobUID, run.Phase = token, job.UID, batchv1alpha1.RunPhaseRunning
+	if recorded != nil {
+		run.Backfill, run.Parameters = recorded.Backfill, recorded.Parameters
+		*recorded = *run
+		run = recorded
+	} else {
+		gj.Status.Active = append(gj.Status.Active, *run)
+		run = &gj.Status.Active[len(gj.Status.Active)-1]
+	}
+	gj.Status.LastFence = max(gj.Status.LastFence, run.Fence)
+	recordLease(gj, run, s.now)
+	if rec.RunNow != "" && gj.Annotations[batchv1alpha1.RunNowAnnotation] == rec.RunNow {
+		gj.Status.LastRunNow = rec.RunNow
+	}
+	if gj.Status.LastScheduleTime == nil || run.ScheduledTime.After(gj.Status.LastScheduleTime.Time) {
+		gj.Status.LastScheduleTime = &metav1.Time{Time: run.ScheduledTime.Time}
+	}
+	gj.Status.Buffered = slices.DeleteFunc(gj.Status.Buffered, func(b batchv1alpha1.BufferedRun) bool { return b.ScheduledTime.Equal(&run.ScheduledTime) })
+	if len(gj.Status.Buffered) == 0 {
+		gj.Status.Buffered = nil
+	}
+	r.claimShard(gj)
+	setStoreReachable(gj, nil, s.now)
+	setLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, run.Fence)
+	setLockHeld(gj, "", "", s.now)
+	r.track(gj, run, store, resumed)
+	if err := r.writeGuarded(ctx, s); err != nil {
+		if recorded == nil {
+			r.Keeper.Untrack(token)
+		}
+		return false, err
+	}
+	r.pendingAdoption.done(client.ObjectKeyFromObject(gj), job.Name)
+	if run = runByName(s.gj, job.Name); run == nil {
+		return false, nil
+	}
+	r.event(s.gj, job, corev1.EventTypeNormal, batchv1alpha1.RunAdoptedReason,
+		"Adopted Job %s, created before its run was recorded: lock %s still holds its lease%s", job.Name, run.Key, fenceSuffix(run.Fence))
+	return false, r.openGate(ctx, s, run, job, store)
+}
+
+// adoptable says why a Job waiting for adoption may not be adopted, or "":
+// the lock key must hold the token minted for this very Job (its holder alone
+// is not enough), the fence counter must still be at the Job's fence (nobody
+// acquired the key since), and the lease ledger must not record the run as
+// released or left to expire.
+func adoptable(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, st lockclient.KeyState, inspectErr error, identity runtoken.Run) string {
+	if inspectErr != nil {
+		return "its lock key cannot be read: " + inspectErr.Error()
+	}
+	if st.Holder == "" {
+		return "lock " + run.Key + " is free: its lease expired or was released"
+	}
+	holder := lockclient.HolderOf(st.Holder)
+	if name, ok := runtoken.MintedFor(st.Holder, identity); !ok || name != run.JobName || holder != run.Holder {
+		return "lock " + run.Key + " is held by " + holder
+	}
+	if run.Fence > 0 && st.Fence != run.Fence {
+		return fmt.Sprintf("the fence counter %s is at %d, not at the Job's fence %d: the key was acquired again since", run.FenceKey, st.Fence, run.Fence)
+	}
+	if rec := ledgerRecord(gj, holder); rec != nil && rec.State != batchv1alpha1.LeaseLive {
+		return "status.leases records its lease as " + string(rec.State)
+	}
+	return ""
+}
+
+// deleteUnadopted deletes a Job that waited for adoption and may not run. It
+// never had a Pod (its start gate never opened); its lease finalizer goes once
+// it is being deleted (reapUnclaimedJobs).
+func (r *GuardedJobReconciler) deleteUnadopted(ctx context.Context, s *scope, job *batchv1.Job, why string) error {
+	if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &job.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete job %s: %w", job.Name, err)
+	}
+	r.pendingAdoption.done(client.ObjectKeyFromObject(s.gj), job.Name)
+	r.event(s.gj, job, corev1.EventTypeWarning, batchv1alpha1.StaleJobReason,
+		"Deleted Job %s, which was created before its run was recorded and never started: %s", job.Name, why)
+	return nil
+}

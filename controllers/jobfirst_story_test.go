@@ -1,0 +1,188 @@
+package controllers_test
+
+// Stories of the Job-first run order: lease, then the Job (suspended behind its
+// start gate, carrying the run), then status, then the gate. Each is named
+// after its row in docs/failure-semantics.md.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/jobbuild"
+)
+
+// failRunWrites makes every status write that records a run fail, as a manager
+// that dies (or whose writes conflict) right before it records its run.
+func failRunWrites() *interceptor.Funcs {
+	return &interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		if gj, ok := obj.(*batchv1alpha1.GuardedJob); ok && len(gj.Status.Active) > 0 {
+			return errors.New("injected: the manager dies before it records the run")
+		}
+		return c.SubResource(sub).Update(ctx, obj, opts...)
+	}}
+}
+
+// unrecordedJob starts a run whose manager dies between creating the run's Job
+// and recording the run, and returns the Job as it was left, and the key's
+// value then.
+func (h *harness) unrecordedJob(name string) (*batchv1alpha1.GuardedJob, batchv1.Job, string) {
+	h.t.Helper()
+	ctx := context.Background()
+	h.intercept = failRunWrites()
+	h.start()
+	key := h.ns + ":" + name
+	gj := h.create(h.guardedJob(name, key))
+	h.trigger(gj)
+	job := h.waitJobs(1)[0]
+	h.g.Eventually(func() string { return h.rdb.Get(ctx, key).Val() }).ShouldNot(BeEmpty())
+	h.stop()
+	h.intercept = nil
+	g := h.g
+	g.Expect(h.get(gj).Status.Active).To(BeEmpty(), "no status records the run")
+	job = h.waitJobs(1)[0]
+	g.Expect(jobbuild.Gated(&job)).To(BeTrue(), "a Job no status records stays suspended behind its start gate")
+	return gj, job, h.rdb.Get(ctx, key).Val()
+}
+
+// TestJobFirst_ARunCreatesItsJobBeforeItsFirstStatusWrite: a run takes its
+// lease, creates its Job (suspended, carrying its fence and its run without the
+// token), records the run with the Job's UID, then opens the Job's start gate:
+// the Job create is the only API write before the Job exists.
+func TestJobFirst_ARunCreatesItsJobBeforeItsFirstStatusWrite(t *testing.T) {
+	h := newHarness(t)
+	log := &writeLog{}
+	h.restWrap = log.wrap
+	h.start()
+	ctx := context.Background()
+	gj := h.create(h.guardedJob("jobfirst", h.ns+":jobfirst"))
+	h.g.Eventually(func() *batchv1alpha1.GuardedJobStatus { return &h.get(gj).Status }).Should(HaveField("NextScheduleTime", Not(BeNil())))
+	log.reset()
+	h.trigger(gj)
+	job := h.waitJobs(1)[0]
+	h.waitRecorded(gj)
+	g := h.g
+	g.Expect(log.upToJob()).To(Equal([]string{"create jobs"}), "the Job is the first write of a run")
+	g.Eventually(func() []string {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		return append([]string(nil), log.writes...)
+	}).Should(HaveExactElements("create jobs", "update guardedjobs/status", "patch jobs"),
+		"then the status write that records the run, then the start gate; nothing more")
+	run := h.get(gj).Status.Active[0]
+	g.Expect(run.Phase).To(Equal(batchv1alpha1.RunPhaseRunning))
+	g.Expect(run.JobUID).To(Equal(job.UID))
+	g.Expect(envOf(&job, "GUARDEDJOB_FENCE")).To(Equal("1"))
+	g.Expect(job.Annotations).To(HaveKeyWithValue(batchv1alpha1.FenceAnnotation, "1"))
+	var rec map[string]any
+	g.Expect(json.Unmarshal([]byte(job.Annotations[batchv1alpha1.RunAnnotation]), &rec)).To(Succeed())
+	g.Expect(rec).To(HaveKeyWithValue("jobName", job.Name))
+	g.Expect(rec).To(HaveKeyWithValue("key", run.Key))
+	g.Expect(rec).NotTo(HaveKey("token"))
+	g.Expect(job.Annotations[batchv1alpha1.RunAnnotation]).NotTo(ContainSubstring(run.Token[len(run.Token)-16:]), "never the token")
+	g.Expect(job.Spec.Template.Annotations).NotTo(HaveKey(batchv1alpha1.RunAnnotation), "the run is on the Job only")
+	g.Eventually(func() bool {
+		cur := &batchv1.Job{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(&job), cur)).To(Succeed())
+		return jobbuild.Gated(cur)
+	}).Should(BeFalse(), "the start gate opens once status records the run")
+	g.Expect(h.rdb.Get(ctx, h.ns+":jobfirst").Val()).To(Equal(run.Token))
+}
+
+// TestJobFirst_AManagerThatDiesBetweenTheJobAndTheStatusWriteLeavesAJobTheNextOneAdopts:
+// the next manager finds a Job that no status records, whose lock key still
+// holds the token minted for it and whose fence the counter still shows: it
+// records the run from the Job (the same Job, token and fence; status.lastFence
+// raised to it), resumes the lease, and opens the gate. The stop controller
+// leaves the Job alone meanwhile.
+func TestJobFirst_AManagerThatDiesBetweenTheJobAndTheStatusWriteLeavesAJobTheNextOneAdopts(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	gj, job, token := h.unrecordedJob("adopted")
+	g := h.g
+	g.Expect(token).To(HavePrefix("cluster-a/" + h.ns + "/" + job.Name + "#"))
+	fence := job.Annotations[batchv1alpha1.FenceAnnotation]
+
+	h.start()
+	h.waitRecorded(gj)
+	st := h.get(gj).Status
+	g.Expect(st.Active).To(ConsistOf(And(HaveField("JobName", job.Name), HaveField("JobUID", job.UID), HaveField("Token", token),
+		HaveField("Phase", batchv1alpha1.RunPhaseRunning), HaveField("Fence", WithTransform(itoa, Equal(fence))))),
+		"the run is recorded from the Job it found")
+	g.Expect(itoa(st.LastFence)).To(Equal(fence), "status.lastFence is raised to the adopted Job's fence")
+	g.Expect(st.Leases).To(ContainElement(And(HaveField("Holder", st.Active[0].Holder), HaveField("State", batchv1alpha1.LeaseLive))))
+	g.Eventually(func() bool {
+		cur := &batchv1.Job{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(&job), cur)).To(Succeed())
+		return jobbuild.Gated(cur)
+	}).Should(BeFalse(), "its start gate opens once status records it")
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("RunAdopted: Adopted Job " + job.Name)))
+	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("StaleJob:")))
+	g.Expect(h.rdb.Get(ctx, h.ns+":adopted").Val()).To(Equal(token), "the lease is the run's own, renewed")
+	g.Consistently(h.jobs).WithTimeout(2*time.Second).Should(ConsistOf(HaveField("UID", job.UID)), "no second Job")
+
+	h.complete(&job)
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
+		HaveField("Result", batchv1alpha1.RunResultSucceeded), HaveField("JobName", job.Name)))
+	g.Expect(h.rdb.Exists(ctx, h.ns+":adopted").Val()).To(BeZero(), "released when the Job completed")
+}
+
+// TestJobFirst_AJobLeftUnrecordedWhoseLeaseExpiredIsDeletedNeverStarted: the
+// lease of a Job that no status records expired before a manager came back. The
+// Job never had a Pod; it is deleted, never started, and the occurrence runs
+// with a new lease and a new Job.
+func TestJobFirst_AJobLeftUnrecordedWhoseLeaseExpiredIsDeletedNeverStarted(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	gj, job, _ := h.unrecordedJob("expired")
+	g := h.g
+	g.Expect(h.rdb.Del(ctx, h.ns+":expired").Err()).To(Succeed(), "the lease expires while no manager runs")
+
+	h.start()
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(And(
+		HavePrefix("StaleJob: Deleted Job "+job.Name+", which was created before its run was recorded and never started"),
+		ContainSubstring("is free"))))
+	g.Eventually(func() bool {
+		cur := &batchv1.Job{}
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(&job), cur)
+		if err != nil {
+			g.Expect(client.IgnoreNotFound(err)).To(Succeed())
+			return true
+		}
+		g.Expect(jobbuild.Gated(cur)).To(BeTrue(), "never started")
+		return !cur.DeletionTimestamp.IsZero()
+	}).Should(BeTrue(), "the Job is deleted")
+	h.waitRecorded(gj)
+	run := h.get(gj).Status.Active[0]
+	g.Expect(run.JobName).NotTo(Equal(job.Name), "the occurrence runs with a new lease and a new Job")
+	g.Expect(h.rdb.Get(ctx, h.ns+":expired").Val()).To(Equal(run.Token))
+	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("RunAdopted:")))
+}
+
+// TestJobFirst_AJobLeftUnrecordedWhoseKeyWasAcquiredAgainIsNotAdopted: the key
+// holds the token minted for the Job, but the fence counter has moved past the
+// Job's fence (the key was acquired again since, and a run may have worked with
+// that fence): the Job is deleted, never started.
+func TestJobFirst_AJobLeftUnrecordedWhoseKeyWasAcquiredAgainIsNotAdopted(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	gj, job, _ := h.unrecordedJob("moved")
+	g := h.g
+	g.Expect(h.rdb.Incr(ctx, h.ns+":moved:fence").Err()).To(Succeed(), "another acquisition took a fence meanwhile")
+
+	h.start()
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(And(
+		HavePrefix("StaleJob: Deleted Job "+job.Name), ContainSubstring("the key was acquired again since"))))
+	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("RunAdopted:")))
+	for _, r := range h.get(gj).Status.Active {
+		g.Expect(r.JobName).NotTo(Equal(job.Name))
+	}
+}
