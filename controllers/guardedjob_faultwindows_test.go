@@ -178,10 +178,15 @@ func TestWindowJobVanishesBeforeItsUIDIsRecorded_TheRunEndsAndGetsNoSecondJob(t 
 	}
 	h.start()
 	ctx := context.Background()
-	gj := h.create(h.guardedJob("vanish", h.ns+":vanish"))
+	// A run whose Job is created after status records the run (the status-first
+	// order): here its Job asks to be suspended, for a queue to start it.
+	vanish := h.guardedJob("vanish", h.ns+":vanish")
+	vanish.Spec.JobTemplate.Spec.Suspend = ptr.To(true)
+	gj := h.create(vanish)
 	h.trigger(gj)
 	job := h.waitJobs(1)[0]
 	g := h.g
+	g.Expect(h.get(gj).Status.Active).To(HaveLen(1), "status records the run before its Job")
 	g.Consistently(func() types.UID { return h.get(gj).Status.Active[0].JobUID }).WithTimeout(time.Second).Should(BeEmpty())
 
 	// The Job goes (its finalizer removed by hand) before status records it.

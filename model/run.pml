@@ -25,9 +25,10 @@
  * (the stop controller also stops a Job that is pending adoption) verifies clean; it
  * costs liveness only.
  *
- * The run order. As the code does it: acquire, record (status.active: token, fence,
+ * The run order. Status first: acquire, record (status.active: token, fence,
  * occurrence), create the Job (suspended, its start gate closed), confirm the lease
- * and open the gate. JOB_FIRST, the planned order (not the code yet):
+ * and open the gate (the code's order for a run with a pod guard, a queue, a failed
+ * create). JOB_FIRST, the code's order for every other run:
  * acquire, create the Job (suspended, carrying token, fence and occurrence), record
  * status from the Job; a Job no status records is adopted when the key still holds
  * its token (and the ledger does not record its run as over), stopped otherwise; the

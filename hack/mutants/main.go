@@ -252,6 +252,36 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "jobfirst-gate-early",
+		bug:  "the pass that creates a run's Job opens its start gate before status records the run: a manager that dies in between leaves a working Pod whose lease nobody renews",
+		file: "controllers/guardedjob_acquire.go",
+		find: "\t\tif job != nil {\n\t\t\trun.JobUID = job.UID\n\t\t}\n",
+		repl: "\t\tif job != nil {\n\t\t\trun.JobUID = job.UID\n\t\t\tif err := r.openGate(ctx, s, run, job, store); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t}\n",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestJobFirst_ARunCreatesItsJobBeforeItsFirstStatusWrite", "TestJobFirst_AManagerThatDiesBetweenTheJobAndTheStatusWriteLeavesAJobTheNextOneAdopts"}},
+		},
+	},
+	{
+		name: "jobfirst-adopt-any",
+		bug:  "a Job no status records is adopted whatever its lock key, fence counter and the lease ledger say: an old leader's late Job of a completed run starts",
+		file: "controllers/guardedjob_jobfirst.go",
+		find: "\t\twhy = adoptable(gj, run, st, err, r.runIdentity(gj, run.ScheduledTime.Time))\n",
+		repl: "\t\twhy = \"\"\n",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestJobFirst_AJobLeftUnrecordedWhoseLeaseExpiredIsDeletedNeverStarted", "TestEveryActor_APausedOldLeaderNeverStartsTheJobOfARunThatAlreadyCompleted"}},
+		},
+	},
+	{
+		name: "jobfirst-no-floor",
+		bug:  "adopting a Job records its fence in the run but does not raise status.lastFence: once the history limit deletes the Job, a data loss hands its fence out again",
+		file: "controllers/guardedjob_jobfirst.go",
+		find: "\tgj.Status.LastFence = max(gj.Status.LastFence, run.Fence)\n",
+		repl: "",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestJobFirst_AManagerThatDiesBetweenTheJobAndTheStatusWriteLeavesAJobTheNextOneAdopts"}},
+		},
+	},
+	{
 		name: "identity-outage-keeps-beats",
 		bug:  "beats from before a store outage still settle the identity, so a take-up right after it cannot have seen a twin that started meanwhile",
 		file: "controllers/identity.go",
