@@ -47,7 +47,7 @@ func (b *bench) floorCRDs(ctx context.Context) error {
 			return err
 		}
 		b.logf("floorcrd round %d: %s", round+1, v.name)
-		r, err := b.floorRound(ctx)
+		r, err := b.floorRound(ctx, max(1, b.floorStatusWrites))
 		if err != nil {
 			return err
 		}

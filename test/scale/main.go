@@ -76,7 +76,7 @@ func main() {
 	flag.DurationVar(&b.idleWindow, "idle-window", time.Minute, "How long the idle phase measures.")
 	flag.IntVar(&b.writers, "writers", 32, "Parallel writers of the floor (and of the benchmark's object creation).")
 	flag.StringVar(&b.floorCRD, "floor-crd", "", "A GuardedJob CRD file the floorcrd phase compares with the checkout's (e.g. an older release's).")
-	flag.IntVar(&b.floorStatusWrites, "floor-status-writes", 1, "Status updates per run in the floor, before its Job create: the manager's (1: intent and fence together).")
+	flag.IntVar(&b.floorStatusWrites, "floor-status-writes", 0, "Status updates per run in the floor, before its Job create: the manager's (0: the Job first; the floorcrd phase makes at least 1).")
 	flag.IntVar(&b.floorRounds, "floor-rounds", 3, "Rounds of the floor's writes under each CRD in the floorcrd phase.")
 	phases := flag.String("phases", "floor,cronjob,guardedjob,idle,stop,keeper", "Phases to run, in this order.")
 	assets := flag.String("assets", os.Getenv("KUBEBUILDER_ASSETS"), "Directory with etcd, kube-apiserver and kube-controller-manager (hack/build-control-plane.sh --demo).")

@@ -36,7 +36,7 @@ type results struct {
 // updates of a GuardedJob, each with the resourceVersion the previous one
 // returned, and a Job create), from 32 writers without a client-side limit.
 func (b *bench) floor(ctx context.Context) error {
-	r, err := b.floorRound(ctx)
+	r, err := b.floorRound(ctx, b.floorStatusWrites)
 	if err != nil {
 		return err
 	}
@@ -62,9 +62,9 @@ type floorResult struct {
 	apiCPU time.Duration   // kube-apiserver's CPU time over the writes (0 if unknown)
 }
 
-// floorRound creates N suspended GuardedJobs, makes each run's writes (its status
-// updates, then its Job) and removes what it made.
-func (b *bench) floorRound(ctx context.Context) (floorResult, error) {
+// floorRound creates N suspended GuardedJobs, makes each run's writes (statusWrites
+// status updates, then its Job) and removes what it made.
+func (b *bench) floorRound(ctx context.Context, statusWrites int) (floorResult, error) {
 	n := b.n
 	objs := make([]*batchv1alpha1.GuardedJob, n)
 	if err := parallel(ctx, n, b.writers, func(ctx context.Context, i int) error {
@@ -75,7 +75,7 @@ func (b *bench) floorRound(ctx context.Context) (floorResult, error) {
 	}); err != nil {
 		return floorResult{}, fmt.Errorf("create floor objects: %w", err)
 	}
-	sw := max(1, b.floorStatusWrites)
+	sw := statusWrites
 	r := floorResult{runs: make([]time.Duration, n), status: make([]time.Duration, sw*n)}
 	cpu0, cpuErr := b.w.apiServerCPU()
 	start := time.Now()
