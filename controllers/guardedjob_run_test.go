@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -248,7 +249,11 @@ func TestACrashBetweenCreatingTheJobAndRecordingItLeavesExactlyOneJob(t *testing
 		return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 	}}
 	h.start()
-	gj := h.create(h.guardedJob("crash2", h.ns+":crash2"))
+	// A run whose Job is created after status records the run (the status-first
+	// order): here its Job asks to be suspended, for a queue to start it.
+	crash := h.guardedJob("crash2", h.ns+":crash2")
+	crash.Spec.JobTemplate.Spec.Suspend = ptr.To(true)
+	gj := h.create(crash)
 	h.trigger(gj)
 	job := h.waitJobs(1)[0]
 	h.g.Consistently(func() string {

@@ -345,15 +345,23 @@ func (h *harness) startMany(n int, prefix string, ttl, interval time.Duration, s
 		objs = append(objs, h.create(gj))
 	}
 	h.clock.SetTime(time.Now().Add(2 * time.Second))
-	h.g.Eventually(func() int {
-		started := 0
+	var waiting []*batchv1alpha1.GuardedJob
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
+		waiting = waiting[:0]
 		for _, gj := range objs {
-			if a := h.get(gj).Status.Active; len(a) == 1 && a[0].JobUID != "" {
-				started++
+			if a := h.get(gj).Status.Active; len(a) != 1 || a[0].JobUID == "" {
+				waiting = append(waiting, gj)
 			}
 		}
-		return started
-	}).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Equal(n))
+		if len(waiting) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, gj := range waiting {
+		st := h.get(gj).Status
+		h.t.Logf("%s has not started: active %+v, lastRun %+v, events %q", gj.Name, st.Active, st.LastRun, h.events(gj))
+	}
+	h.g.Expect(waiting).To(BeEmpty(), "every run started within 3 minutes")
 }
 
 // leaseValidUntil waits until key's lease has more than atLeast left and returns

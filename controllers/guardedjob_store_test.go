@@ -45,6 +45,7 @@ func TestAStoreRefRunsTheLeaseInTheTenantsOwnRedisWithAnyKey(t *testing.T) {
 	h.annotate(gj, h.clock.Now().UTC().Format(time.RFC3339))
 
 	job := h.waitJobs(1)[0]
+	h.waitRecorded(gj)
 	st := h.get(gj).Status
 	g.Expect(tenantRDB.Get(ctx, "lock:tenant-settlement").Result()).To(Equal(st.Active[0].Token))
 	g.Expect(h.rdb.Exists(ctx, "lock:tenant-settlement").Result()).To(BeZero(), "nothing in the manager's own store")
@@ -54,7 +55,6 @@ func TestAStoreRefRunsTheLeaseInTheTenantsOwnRedisWithAnyKey(t *testing.T) {
 		g.Expect(e).NotTo(ContainSubstring(password))
 	}
 
-	h.waitRecorded(gj)
 	h.complete(&job)
 	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(
 		Not(BeNil()), HaveField("Result", batchv1alpha1.RunResultSucceeded)))
@@ -154,7 +154,6 @@ func TestARotatedStoreSecretIsUsedByTheNextRunAndTheOldClientIsClosed(t *testing
 	h.create(gj)
 	h.trigger(gj)
 	job := h.waitJobs(1)[0]
-	h.waitRecorded(gj)
 	h.complete(&job)
 	h.g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(HaveField("Result", batchv1alpha1.RunResultSucceeded))
 	before, err := storeClients(ctx, admin)

@@ -320,6 +320,22 @@ func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.Guarde
 	if waitsForAdoption(fresh, job) {
 		return ctrl.Result{}, nil
 	}
+	// Its gate may have opened after the GuardedJob was read: a gate opens only
+	// after the status write that records the run, so a GuardedJob read now
+	// claims the Job, unless its run has ended since, which it does only after
+	// the Job finished.
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(gj), fresh); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if runByName(fresh, job.Name) != nil {
+		return ctrl.Result{}, nil
+	}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if _, finished := jobFinished(job); finished {
+		return ctrl.Result{}, nil
+	}
 	if job.DeletionTimestamp.IsZero() && r.Recorder != nil {
 		why := "status lost or restored from a backup?"
 		if says := ledgerSays(fresh, job.Annotations[batchv1alpha1.HolderAnnotation], r.clock().Now()); says != "" {

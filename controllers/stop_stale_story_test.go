@@ -71,3 +71,51 @@ func (r reasonRecorder) Eventf(_ runtime.Object, _ runtime.Object, _, reason, _,
 func (r reasonRecorder) AnnotatedEventf(_ runtime.Object, _ runtime.Object, _ map[string]string, _, reason, _, _ string, _ ...any) {
 	*r.reasons = append(*r.reasons, reason)
 }
+
+// staleObjectReader answers the first n Gets of one GuardedJob with an older copy
+// of it (a cache, or a read that raced a status write), and everything else as it
+// is.
+type staleObjectReader struct {
+	client.Reader
+	old *batchv1alpha1.GuardedJob
+	n   *int
+}
+
+func (r staleObjectReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if gj, ok := obj.(*batchv1alpha1.GuardedJob); ok && key == client.ObjectKeyFromObject(r.old) && *r.n > 0 {
+		*r.n--
+		r.old.DeepCopyInto(gj)
+		return nil
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// TestJobFirst_AJobWhoseGateOpensBetweenTheStopControllersReadsIsNotStopped: a
+// run's Job exists before the status write that records the run, and its gate
+// opens right after that write. The stop controller reads the GuardedJob from
+// before the write (no run claims the Job) and the Job after the gate opened
+// (not waiting for adoption any more): the Job is its run's, working, and must
+// not be stopped as one no run claims.
+func TestJobFirst_AJobWhoseGateOpensBetweenTheStopControllersReadsIsNotStopped(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	gj := h.guardedJob("gate", h.ns+":gate")
+	job, _ := h.runningJob(gj)
+	before := h.get(gj)
+	before.Status.Active = nil // as it was when the Job was created
+
+	var warned []string
+	cached, direct := 1<<30, 1
+	stop := &controllers.StopReconciler{
+		Reader:    staleObjectReader{Reader: k8s, old: before, n: &cached},
+		APIReader: staleObjectReader{Reader: k8s, old: before, n: &direct},
+		Writer:    k8s, Keeper: h.keeper, Recorder: reasonRecorder{reasons: &warned},
+	}
+	_, err := stop.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(job)})
+	g := h.g
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(direct).To(BeZero(), "the stop controller read the GuardedJob from before the run was recorded")
+	g.Expect(h.jobDeleted(job)).To(BeFalse(), "the run's working Job is kept")
+	g.Expect(warned).To(BeEmpty(), "no StaleJob warning")
+	g.Expect(h.get(gj).Status.Active).To(ConsistOf(HaveField("JobUID", job.UID)))
+}

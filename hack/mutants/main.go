@@ -282,6 +282,16 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "stop-gate-race",
+		bug:  "the stop controller judges a Job no run claims from a GuardedJob read before the Job's gate opened: a run recorded in between loses its working Job",
+		file: "controllers/stop_controller.go",
+		find: "\tif err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(gj), fresh); err != nil {\n\t\treturn ctrl.Result{}, client.IgnoreNotFound(err)\n\t}\n\tif runByName(fresh, job.Name) != nil {\n\t\treturn ctrl.Result{}, nil\n\t}\n",
+		repl: "",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestJobFirst_AJobWhoseGateOpensBetweenTheStopControllersReadsIsNotStopped"}},
+		},
+	},
+	{
 		name: "identity-outage-keeps-beats",
 		bug:  "beats from before a store outage still settle the identity, so a take-up right after it cannot have seen a twin that started meanwhile",
 		file: "controllers/identity.go",
