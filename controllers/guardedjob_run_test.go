@@ -67,8 +67,8 @@ func TestASucceededRunMarksTheOccurrenceDoneAndReleasesTheLease(t *testing.T) {
 	gj := h.create(h.guardedJob("report", key))
 	h.trigger(gj)
 	job := h.waitJobs(1)[0]
-	token := h.get(gj).Status.Active[0].Token
 	h.waitRecorded(gj)
+	token := h.get(gj).Status.Active[0].Token
 
 	h.complete(&job)
 

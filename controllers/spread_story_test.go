@@ -72,6 +72,7 @@ func TestScheduleJitterStartsAnOccurrenceAtItsOwnOffset(t *testing.T) {
 	h.poke(gj)
 	job := h.waitJobs(1)[0]
 	g.Expect(job.Annotations).To(HaveKeyWithValue(batchv1alpha1.ScheduledTimeAnnotation, occurrence.Format(time.RFC3339)))
+	h.waitRecorded(gj)
 	st := h.get(gj).Status
 	g.Expect(st.LastScheduleTime.Time).To(BeTemporally("==", occurrence))
 	g.Expect(st.Active).To(ConsistOf(HaveField("StartDeadline.Time", BeTemporally("==", start.Add(gj.Spec.StartingDeadline()).Truncate(time.Second)))), "last run: %+v", st.LastRun)
