@@ -453,21 +453,7 @@ func TestEveryActor_APausedOldLeaderNeverStartsTheJobOfARunThatAlreadyCompleted(
 	}).Should(Succeed())
 
 	close(resume) // the old leader's create lands now
-	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(
-		HavePrefix("StaleJob: Deleted Job "+creating.Name+", which was created before its run was recorded and never started")),
-		"the old leader's Job is deleted")
-	g.Eventually(func() bool {
-		cur := &batchv1.Job{}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(creating), cur); err != nil {
-			g.Expect(client.IgnoreNotFound(err)).To(Succeed())
-			return true
-		}
-		g.Expect(cur.Spec.Suspend).To(HaveValue(BeTrue()), "created suspended, so the Job controller never made a Pod")
-		g.Expect(cur.Annotations).To(HaveKeyWithValue(batchv1alpha1.StartGateAnnotation, batchv1alpha1.StartGateLease),
-			"and never let go: it still waits at its start gate")
-		return !cur.DeletionTimestamp.IsZero()
-	}).Should(BeTrue(), "the stale Job is deleted")
-	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("RunAdopted:")))
+	h.unadoptedDeleted(gj, creating, "is free")
 	g.Expect(h.get(gj).Status.Active).To(BeEmpty(), "no run is recorded from it")
 	g.Expect(h.rdb.Exists(ctx, key).Val()).To(BeZero(), "nobody took the released key back")
 }

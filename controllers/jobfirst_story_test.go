@@ -71,12 +71,14 @@ func TestJobFirst_ARunCreatesItsJobBeforeItsFirstStatusWrite(t *testing.T) {
 	h.waitRecorded(gj)
 	g := h.g
 	g.Expect(log.upToJob()).To(Equal([]string{"create jobs"}), "the Job is the first write of a run")
-	g.Eventually(func() []string {
+	writes := func() []string {
 		log.mu.Lock()
 		defer log.mu.Unlock()
 		return append([]string(nil), log.writes...)
-	}).Should(HaveExactElements("create jobs", "update guardedjobs/status", "patch jobs"),
-		"then the status write that records the run, then the start gate; nothing more")
+	}
+	g.Eventually(writes).Should(HaveExactElements("create jobs", "update guardedjobs/status", "patch jobs"),
+		"then the status write that records the run, then the start gate")
+	g.Consistently(writes).WithTimeout(2*time.Second).Should(HaveLen(3), "and nothing more while the run works")
 	run := h.get(gj).Status.Active[0]
 	g.Expect(run.Phase).To(Equal(batchv1alpha1.RunPhaseRunning))
 	g.Expect(run.JobUID).To(Equal(job.UID))
@@ -147,24 +149,35 @@ func TestJobFirst_AJobLeftUnrecordedWhoseLeaseExpiredIsDeletedNeverStarted(t *te
 	g.Expect(h.rdb.Del(ctx, h.ns+":expired").Err()).To(Succeed(), "the lease expires while no manager runs")
 
 	h.start()
-	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(And(
-		HavePrefix("StaleJob: Deleted Job "+job.Name+", which was created before its run was recorded and never started"),
-		ContainSubstring("is free"))))
-	g.Eventually(func() bool {
-		cur := &batchv1.Job{}
-		err := k8s.Get(ctx, client.ObjectKeyFromObject(&job), cur)
-		if err != nil {
-			g.Expect(client.IgnoreNotFound(err)).To(Succeed())
-			return true
-		}
-		g.Expect(jobbuild.Gated(cur)).To(BeTrue(), "never started")
-		return !cur.DeletionTimestamp.IsZero()
-	}).Should(BeTrue(), "the Job is deleted")
+	h.unadoptedDeleted(gj, &job, "is free")
 	h.waitRecorded(gj)
 	run := h.get(gj).Status.Active[0]
 	g.Expect(run.JobName).NotTo(Equal(job.Name), "the occurrence runs with a new lease and a new Job")
 	g.Expect(h.rdb.Get(ctx, h.ns+":expired").Val()).To(Equal(run.Token))
+}
+
+// unadoptedDeleted waits until the manager has deleted a Job that no status
+// records, saying why, and checks that it never started and was never adopted.
+func (h *harness) unadoptedDeleted(gj *batchv1alpha1.GuardedJob, job *batchv1.Job, why string) {
+	h.t.Helper()
+	g := h.g
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(And(
+		HavePrefix("StaleJob: Deleted Job "+job.Name+", which was created before its run was recorded and never started"),
+		ContainSubstring(why))))
+	g.Eventually(func() bool {
+		cur := &batchv1.Job{}
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(job), cur)
+		if err != nil {
+			g.Expect(client.IgnoreNotFound(err)).To(Succeed())
+			return true
+		}
+		g.Expect(jobbuild.Gated(cur)).To(BeTrue(), "never started: still suspended at its start gate")
+		return !cur.DeletionTimestamp.IsZero()
+	}).Should(BeTrue(), "the Job is deleted")
 	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("RunAdopted:")))
+	for _, r := range h.get(gj).Status.Active {
+		g.Expect(r.JobName).NotTo(Equal(job.Name), "no run is recorded from it")
+	}
 }
 
 // TestJobFirst_AJobLeftUnrecordedWhoseKeyWasAcquiredAgainIsNotAdopted: the key
@@ -179,10 +192,5 @@ func TestJobFirst_AJobLeftUnrecordedWhoseKeyWasAcquiredAgainIsNotAdopted(t *test
 	g.Expect(h.rdb.Incr(ctx, h.ns+":moved:fence").Err()).To(Succeed(), "another acquisition took a fence meanwhile")
 
 	h.start()
-	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(And(
-		HavePrefix("StaleJob: Deleted Job "+job.Name), ContainSubstring("the key was acquired again since"))))
-	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("RunAdopted:")))
-	for _, r := range h.get(gj).Status.Active {
-		g.Expect(r.JobName).NotTo(Equal(job.Name))
-	}
+	h.unadoptedDeleted(gj, &job, "the key was acquired again since")
 }

@@ -2,11 +2,11 @@ package controllers_test
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,21 +15,26 @@ import (
 	"github.com/guardedjob/guardedjob/controllers"
 )
 
-// staleJobReader is a cache that read a Job just before the Job controller
-// marked it complete: Gets of that Job return the old copy, everything else is
-// read as it is.
-type staleJobReader struct {
+// staleObjectReader answers the first n Gets of one object with an older copy of
+// it (a cache that read it a moment ago, or a read that raced a write), and
+// everything else as it is.
+type staleObjectReader struct {
 	client.Reader
-	job *batchv1.Job
+	old client.Object
+	n   *int
 }
 
-func (r staleJobReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if j, ok := obj.(*batchv1.Job); ok && key == client.ObjectKeyFromObject(r.job) {
-		r.job.DeepCopyInto(j)
+func (r staleObjectReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if reflect.TypeOf(obj) == reflect.TypeOf(r.old) && key == client.ObjectKeyFromObject(r.old) && *r.n > 0 {
+		*r.n--
+		reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(r.old.DeepCopyObject()).Elem())
 		return nil
 	}
 	return r.Reader.Get(ctx, key, obj, opts...)
 }
+
+// always is a count of stale reads that does not run out.
+func always() *int { n := 1 << 30; return &n }
 
 // The stop controller reads a Job, then its GuardedJob. Between the two reads the
 // Job may complete and the run be recorded as ended: the GuardedJob then claims
@@ -50,7 +55,7 @@ func TestAJobThatCompletesBetweenTheStopControllersReadsIsNotStopped(t *testing.
 
 	var warned []string
 	stop := &controllers.StopReconciler{
-		Reader: staleJobReader{Reader: k8s, job: running}, APIReader: k8s, Writer: k8s, Keeper: h.keeper,
+		Reader: staleObjectReader{Reader: k8s, old: running, n: always()}, APIReader: k8s, Writer: k8s, Keeper: h.keeper,
 		Recorder: reasonRecorder{reasons: &warned},
 	}
 	_, err := stop.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(job)})
@@ -72,24 +77,6 @@ func (r reasonRecorder) AnnotatedEventf(_ runtime.Object, _ runtime.Object, _ ma
 	*r.reasons = append(*r.reasons, reason)
 }
 
-// staleObjectReader answers the first n Gets of one GuardedJob with an older copy
-// of it (a cache, or a read that raced a status write), and everything else as it
-// is.
-type staleObjectReader struct {
-	client.Reader
-	old *batchv1alpha1.GuardedJob
-	n   *int
-}
-
-func (r staleObjectReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if gj, ok := obj.(*batchv1alpha1.GuardedJob); ok && key == client.ObjectKeyFromObject(r.old) && *r.n > 0 {
-		*r.n--
-		r.old.DeepCopyInto(gj)
-		return nil
-	}
-	return r.Reader.Get(ctx, key, obj, opts...)
-}
-
 // TestJobFirst_AJobWhoseGateOpensBetweenTheStopControllersReadsIsNotStopped: a
 // run's Job exists before the status write that records the run, and its gate
 // opens right after that write. The stop controller reads the GuardedJob from
@@ -105,9 +92,9 @@ func TestJobFirst_AJobWhoseGateOpensBetweenTheStopControllersReadsIsNotStopped(t
 	before.Status.Active = nil // as it was when the Job was created
 
 	var warned []string
-	cached, direct := 1<<30, 1
+	direct := 1
 	stop := &controllers.StopReconciler{
-		Reader:    staleObjectReader{Reader: k8s, old: before, n: &cached},
+		Reader:    staleObjectReader{Reader: k8s, old: before, n: always()},
 		APIReader: staleObjectReader{Reader: k8s, old: before, n: &direct},
 		Writer:    k8s, Keeper: h.keeper, Recorder: reasonRecorder{reasons: &warned},
 	}
