@@ -76,9 +76,17 @@ func TestJobFirst_ARunCreatesItsJobBeforeItsFirstStatusWrite(t *testing.T) {
 		defer log.mu.Unlock()
 		return append([]string(nil), log.writes...)
 	}
-	g.Eventually(writes).Should(HaveExactElements("create jobs", "update guardedjobs/status", "patch jobs"),
-		"then the status write that records the run, then the start gate")
-	g.Consistently(writes).WithTimeout(2*time.Second).Should(HaveLen(3), "and nothing more while the run works")
+	// A busy API server may make the gate's patch go again; nothing else follows.
+	afterStatus := func() []string {
+		w := writes()
+		if len(w) < 2 {
+			return nil
+		}
+		g.Expect(w[:2]).To(HaveExactElements("create jobs", "update guardedjobs/status"), "then the status write that records the run")
+		return w[2:]
+	}
+	g.Eventually(afterStatus).Should(Not(BeEmpty()), "then the start gate")
+	g.Consistently(afterStatus).WithTimeout(2*time.Second).Should(HaveEach("patch jobs"), "and nothing more while the run works")
 	run := h.get(gj).Status.Active[0]
 	g.Expect(run.Phase).To(Equal(batchv1alpha1.RunPhaseRunning))
 	g.Expect(run.JobUID).To(Equal(job.UID))
