@@ -308,7 +308,7 @@ func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.Guarde
 	// The Job was read from the cache before its GuardedJob: it may have completed,
 	// and its run been recorded as ended, in between. A run's end is written only
 	// after its Job finished, so the Job as the API server has it now says which.
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+	if err := r.readLive(ctx, job); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if _, finished := jobFinished(job); finished {
@@ -330,7 +330,7 @@ func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.Guarde
 	if runByName(fresh, job.Name) != nil {
 		return ctrl.Result{}, nil
 	}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+	if err := r.readLive(ctx, job); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if _, finished := jobFinished(job); finished {
@@ -345,6 +345,12 @@ func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.Guarde
 			"Stopping Job %s: no active run of this GuardedJob claims it (%s)", job.Name, why)
 	}
 	return ctrl.Result{}, r.stop(ctx, job, fresh.Spec.PodGracePeriod())
+}
+
+// readLive replaces a Job read from the cache with the Job as the API server has
+// it now.
+func (r *StopReconciler) readLive(ctx context.Context, job *batchv1.Job) error {
+	return r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), job)
 }
 
 // orphanRecheck is how often a stopped Job that no run claims is looked at until
