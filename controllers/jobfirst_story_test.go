@@ -42,13 +42,13 @@ func (h *harness) unrecordedJob(name string) (*batchv1alpha1.GuardedJob, batchv1
 	key := h.ns + ":" + name
 	gj := h.create(h.guardedJob(name, key))
 	h.trigger(gj)
-	job := h.waitJobs(1)[0]
+	h.waitJobs(1)
 	h.g.Eventually(func() string { return h.rdb.Get(ctx, key).Val() }).ShouldNot(BeEmpty())
 	h.stop()
 	h.intercept = nil
 	g := h.g
 	g.Expect(h.get(gj).Status.Active).To(BeEmpty(), "no status records the run")
-	job = h.waitJobs(1)[0]
+	job := h.waitJobs(1)[0]
 	g.Expect(jobbuild.Gated(&job)).To(BeTrue(), "a Job no status records stays suspended behind its start gate")
 	return gj, job, h.rdb.Get(ctx, key).Val()
 }
