@@ -152,14 +152,22 @@ func (w *world) job(g Gomega, name string) *batchv1.Job {
 	return job
 }
 
-// complete plays the Job controller: the Job succeeded.
+// complete plays the Job controller: the Job succeeded. The manager may still be
+// opening the Job's start gate, so, like the Job controller, it writes onto the
+// latest copy.
 func (w *world) complete(g Gomega, job *batchv1.Job) {
-	now := metav1.Now()
-	job.Status = batchv1.JobStatus{StartTime: &now, CompletionTime: &now, Succeeded: 1, Conditions: []batchv1.JobCondition{
-		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
-	}}
-	g.Expect(w.k8s.Status().Update(context.Background(), job)).To(Succeed())
+	ctx := context.Background()
+	g.Eventually(func() error {
+		if err := w.k8s.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		job.Status = batchv1.JobStatus{StartTime: &now, CompletionTime: &now, Succeeded: 1, Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		}}
+		return w.k8s.Status().Update(ctx, job)
+	}).Should(Succeed())
 }
 
 func activeJob(g Gomega, w *world) string {
