@@ -212,16 +212,17 @@ type Target struct {
 const (
 	TargetFloorRatio  = 1.3
 	TargetCronFactor  = 5.0
+	TargetCronEqual   = 1.2
 	TargetRestObjects = 10000
 	TargetRestRSS     = 256 << 20
-	TargetWritesRun   = 2
+	TargetWritesRun   = 1
 )
 
 // Targets checks the run against the targets: skew p99 within 1.3x the API
 // server's floor for the same writes, at least 5x better than CronJob at its
-// defaults and no worse than CronJob at the manager's own limits, 10,000
+// defaults and within 1.2x CronJob at the manager's own limits, 10,000
 // GuardedJobs at rest in 256 MiB with no API request, no request per renewal,
-// and two writes per run up to its Job.
+// and one write per run up to its Job (the Job: status follows it).
 func (r *Report) Targets() []Target {
 	var out []Target
 	add := func(name, result string, met *bool) { out = append(out, Target{Name: name, Result: result, Met: met}) }
@@ -238,11 +239,12 @@ func (r *Report) Targets() []Target {
 			fmt.Sprintf("%.1f× (%s / %s)", f, Secs(c.P99Seconds), Secs(gj.P99Seconds)), is(f >= TargetCronFactor && c.Created == c.Due))
 	}
 	if c := r.CronJobVariant(CronEqualLimits); gj != nil && c != nil {
-		add("skew p99 no worse than CronJob at the manager's own limits and workers",
-			fmt.Sprintf("%s vs %s (%s)", Secs(gj.P99Seconds), Secs(c.P99Seconds), c.Limits), is(gj.P99Seconds <= c.P99Seconds && gj.Created == gj.Due))
+		add(fmt.Sprintf("skew p99 ≤ %.1f× CronJob's at the manager's own limits and workers", TargetCronEqual),
+			fmt.Sprintf("%.2f× (%s / %s; %s)", gj.P99Seconds/c.P99Seconds, Secs(gj.P99Seconds), Secs(c.P99Seconds), c.Limits),
+			is(gj.P99Seconds <= TargetCronEqual*c.P99Seconds && gj.Created == gj.Due))
 	}
 	if gj != nil {
-		add(fmt.Sprintf("≤ %d API writes per run up to and including its Job, events aside", TargetWritesRun),
+		add(fmt.Sprintf("%d API write per run up to and including its Job, events aside", TargetWritesRun),
 			fmt.Sprintf("%d (min %d, max %d)", gj.WritesPerRun.Median, gj.WritesPerRun.Min, gj.WritesPerRun.Max), is(gj.WritesPerRun.Max <= TargetWritesRun))
 		add("no API request per renewal", fmt.Sprintf("%d requests while %d leases were renewed", gj.RequestsRenewing, gj.Renewals),
 			is(gj.RequestsRenewing == 0 && gj.Renewals > 0))
