@@ -286,6 +286,14 @@ func (r *StopReconciler) firstStop(token string) bool {
 // it. The cache may simply not have the status that claims a brand-new Job yet,
 // so the API server is asked before anything is stopped.
 func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.GuardedJob, job *batchv1.Job) (ctrl.Result, error) {
+	// Every run's Job is seen here first, created a moment before the status
+	// write that records its run: one that waits at its start gate has never
+	// had a Pod and is the reconciler's to adopt or delete, with no read of the
+	// API server in the middle of a burst. If its gate has opened since, the
+	// Job's update brings it back here.
+	if waitsForAdoption(gj, job) {
+		return ctrl.Result{}, nil
+	}
 	fresh := &batchv1alpha1.GuardedJob{}
 	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(gj), fresh)
 	switch {
