@@ -83,6 +83,12 @@ func (u *unrecordedJobs) done(gj types.NamespacedName, job string) {
 	}
 }
 
+func (u *unrecordedJobs) has(gj types.NamespacedName, job string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.jobs[gj][job]
+}
+
 func (u *unrecordedJobs) of(gj types.NamespacedName) []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -198,7 +204,7 @@ func (r *GuardedJobReconciler) jobWaitingFor(ctx context.Context, s *scope, run 
 	job := &batchv1.Job{}
 	key := client.ObjectKey{Namespace: s.gj.Namespace, Name: run.JobName}
 	err := r.Get(ctx, key, job)
-	if apierrors.IsNotFound(err) && slices.Contains(r.pendingAdoption.of(client.ObjectKeyFromObject(s.gj)), run.JobName) {
+	if apierrors.IsNotFound(err) && r.pendingAdoption.has(client.ObjectKeyFromObject(s.gj), run.JobName) {
 		err = r.APIReader.Get(ctx, key, job)
 	}
 	switch {

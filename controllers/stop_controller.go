@@ -322,12 +322,6 @@ func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.Guarde
 	if _, finished := jobFinished(job); finished {
 		return ctrl.Result{}, nil
 	}
-	// A Job created ahead of its run's status write has never had a Pod: the
-	// GuardedJob's reconciler adopts it, or deletes it when its run may not
-	// start (adoptUnrecorded); its Job event brings that pass.
-	if waitsForAdoption(fresh, job) {
-		return ctrl.Result{}, nil
-	}
 	// Its gate may have opened after the GuardedJob was read: a gate opens only
 	// after the status write that records the run, so a GuardedJob read now
 	// claims the Job, unless its run has ended since, which it does only after
