@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -205,4 +206,48 @@ func TestJobFirst_AJobLeftUnrecordedWhoseKeyWasAcquiredAgainIsNotAdopted(t *test
 
 	h.start()
 	h.unadoptedDeleted(gj, &job, "the key was acquired again since")
+}
+
+// TestJobFirst_ARunWaitingForItsKeyAdoptsTheJobItsFailedStatusWriteLeft: a run
+// recorded while it waits for a busy key (onBusy Retry) takes the key, creates
+// its Job, and its status write fails. The next pass finds that Job under the
+// recorded run's name: it records the run from the Job (same Job, same fence,
+// the recorded token still in the key) instead of acquiring again and getting
+// a fence the Job does not carry.
+func TestJobFirst_ARunWaitingForItsKeyAdoptsTheJobItsFailedStatusWriteLeft(t *testing.T) {
+	h := newHarness(t)
+	var failOnce atomic.Bool
+	failOnce.Store(true)
+	h.intercept = &interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		if gj, ok := obj.(*batchv1alpha1.GuardedJob); ok && len(gj.Status.Active) > 0 &&
+			gj.Status.Active[0].Phase == batchv1alpha1.RunPhaseRunning && failOnce.CompareAndSwap(true, false) {
+			return errors.New("injected: the status write after the Job fails")
+		}
+		return c.SubResource(sub).Update(ctx, obj, opts...)
+	}}
+	h.start()
+	ctx := context.Background()
+	g := h.g
+	key := h.ns + ":waiting"
+	gj := h.minutely("waiting", key)
+	gj.Spec.Lock.OnBusy = batchv1alpha1.OnBusyRetry
+	h.create(gj)
+	foreign := "cluster-b/" + h.ns + "/waiting-1-abcdef#ffffffffffffffffffffffffffffffff"
+	g.Expect(h.rdb.Set(ctx, key, foreign, 4*time.Second).Err()).To(Succeed())
+	h.triggerAt(gj, h.occurrence(gj, 1).Add(2*time.Second))
+	g.Eventually(func() []batchv1alpha1.ActiveRun { return h.get(gj).Status.Active }).Should(
+		ConsistOf(HaveField("Phase", batchv1alpha1.RunPhaseAcquiring)), "recorded while it waits for the key")
+	waiting := h.get(gj).Status.Active[0]
+
+	// The foreign key expires; a retry takes it, creates the Job, and fails its write.
+	run, _ := h.recordedRun(gj)
+	g.Expect(failOnce.Load()).To(BeFalse(), "the status write after the Job failed once")
+	job := h.waitJobs(1)[0]
+	g.Expect(run.Token).To(Equal(waiting.Token))
+	g.Expect(run.JobUID).To(Equal(job.UID), "the Job its failed write left")
+	g.Expect(itoa(run.Fence)).To(Equal(job.Annotations[batchv1alpha1.FenceAnnotation]), "with the fence the Job carries")
+	g.Expect(h.rdb.Get(ctx, key+":fence").Val()).To(Equal(itoa(run.Fence)), "no second acquisition")
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(run.Token))
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("RunAdopted: Adopted Job " + job.Name)))
+	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("StaleJob:")))
 }

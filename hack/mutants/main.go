@@ -282,6 +282,16 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "jobfirst-recorded-reacquires",
+		bug:  "a run recorded while it waited for its key acquires again although its earlier pass created its Job: the new fence is not the Job's, and the run is stopped as StaleJob",
+		file: "controllers/guardedjob_jobfirst.go",
+		find: "\tif run.JobUID != \"\" {\n\t\treturn nil, nil\n\t}\n\tjob := &batchv1.Job{}\n",
+		repl: "\tif run.JobUID != \"\" || true {\n\t\treturn nil, nil\n\t}\n\tjob := &batchv1.Job{}\n",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestJobFirst_ARunWaitingForItsKeyAdoptsTheJobItsFailedStatusWriteLeft"}},
+		},
+	},
+	{
 		name: "stop-gate-race",
 		bug:  "the stop controller judges a Job no run claims from a GuardedJob read before the Job's gate opened: a run recorded in between loses its working Job",
 		file: "controllers/stop_controller.go",
