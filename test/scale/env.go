@@ -130,6 +130,7 @@ type world struct {
 	redis   *redisServer
 	manager *testproc.Proc
 	metrics string // the manager's metrics URL
+	pprof   string // the manager's /debug/pprof base URL, when it serves it
 	kcm     *testproc.Proc
 	kcmKube string
 	mgrKube string
@@ -293,17 +294,26 @@ func (w *world) startRedis(ctx context.Context, name string) (*redisServer, erro
 
 // startManager starts the manager binary against the control plane and Redis,
 // with its metrics on a loopback port.
-func (w *world) startManager(ctx context.Context, bin string, extra []string) error {
+func (w *world) startManager(ctx context.Context, bin string, extra []string, pprof bool) error {
 	port, err := testproc.FreePort()
 	if err != nil {
 		return err
 	}
 	w.metrics = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
-	args := append([]string{
+	args := []string{
 		"--kubeconfig=" + w.mgrKube, "--redis-url=redis://" + w.redis.addr, "--cluster-name=bench",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port), "--metrics-secure=false",
 		"--health-probe-bind-address=0",
-	}, extra...)
+	}
+	if pprof {
+		pp, err := testproc.FreePort()
+		if err != nil {
+			return err
+		}
+		w.pprof = fmt.Sprintf("http://127.0.0.1:%d", pp)
+		args = append(args, fmt.Sprintf("--pprof-bind-address=127.0.0.1:%d", pp))
+	}
+	args = append(args, extra...)
 	p, err := testproc.Start("manager", filepath.Join(w.dir, "manager.log"), bin, args...)
 	if err != nil {
 		return err
@@ -391,6 +401,15 @@ func (w *world) stop() {
 }
 
 func numCPU() int { return goruntime.NumCPU() }
+
+// adminRaw is the admin client's config for non-resource paths.
+func (w *world) adminRaw() *rest.Config {
+	cfg := rest.CopyConfig(w.admin)
+	cfg.GroupVersion = nil
+	cfg.APIPath = ""
+	cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+	return cfg
+}
 
 // apiServerCPU is the CPU time kube-apiserver has used so far. envtest does not
 // say which process it started: it is the kube-apiserver whose arguments name this

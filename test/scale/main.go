@@ -56,6 +56,8 @@ type bench struct {
 	rep                             *report.Report
 	floorStatusWrites               int
 	cronVariants                    []string
+	profileDir                      string
+	profileFor                      time.Duration
 	out                             io.Writer
 }
 
@@ -93,6 +95,8 @@ func main() {
 	serverCPUs, clientCPUs := defaultPinning(numCPU())
 	flag.StringVar(&b.serverCPUs, "server-cpus", serverCPUs, "CPU list (taskset -c) for etcd and kube-apiserver; empty: no pinning.")
 	flag.StringVar(&b.clientCPUs, "client-cpus", clientCPUs, "CPU list for everything else: the floor's writers, kube-controller-manager, the manager, Redis and this process.")
+	flag.StringVar(&b.profileDir, "profile-dir", "", "Take CPU profiles of the API server (and the manager) over each burst into this directory.")
+	flag.DurationVar(&b.profileFor, "profile-seconds", 15*time.Second, "How long each burst's profiles run from the due time.")
 	flag.Parse()
 	if b.serverCPUs != "" && b.clientCPUs == "" {
 		fatal(errors.New("-server-cpus needs -client-cpus: every client must run off the API server's CPUs"))
@@ -211,7 +215,7 @@ func (b *bench) run(ctx context.Context, phases []string, managerBin string, man
 			return err
 		}
 		b.logf("Starting the manager %s %s", managerBin, strings.Join(managerArgs, " "))
-		if err := b.w.startManager(ctx, managerBin, managerArgs); err != nil {
+		if err := b.w.startManager(ctx, managerBin, managerArgs, b.profileDir != ""); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -208,20 +209,46 @@ func (b *bench) cronjobVariant(ctx context.Context, variant string, limits repor
 		return fmt.Errorf("create cronjobs: %w", err)
 	}
 	b.logf("CronJob: %d CronJobs due at %s", n, due.Format(time.TimeOnly))
+	profiled := b.profileBurst(ctx, "cronjob-"+strings.ReplaceAll(variant, " ", "-"), due, false)
+	time.Sleep(time.Until(due))
+	cpu0, cpuErr := b.w.apiServerCPU()
 	first, err := b.waitJobs(ctx, kcmUser, nsCron, 1, due, n, 10*time.Minute)
 	if err != nil {
 		return err
 	}
+	var last time.Time
+	for _, t := range first {
+		if t.After(last) {
+			last = t
+		}
+	}
+	// The status write of the last run follows its Job.
+	settle := last.Add(2 * time.Second)
+	time.Sleep(time.Until(settle))
+	cpu1, cpuErr1 := b.w.apiServerCPU()
+	profiled()
+	if err := b.w.audit.refresh(); err != nil {
+		return err
+	}
+	size := b.objectBytes(ctx, &batchv1.CronJob{}, nsCron, "cron-0")
+	steps, _ := runSteps(b.w.audit.query(between(kcmUser, due.Add(-time.Second), settle)), due,
+		runShape{ns: nsCron, jobSuffix: 1, status: "cronjobs/status", controller: "the rest of the sync"})
 	skews := skewsOf(first, due)
 	p50, p99 := percentile(skews, 0.5), percentile(skews, 0.99)
 	if variant == report.CronDefaults {
 		b.res.cronP50, b.res.cronP99, b.res.cronMissed = p50, p99, n-len(first)
 	}
 	b.rep.CronJob = append(b.rep.CronJob, report.CronJob{Variant: variant, Limits: limits, Due: n, Created: len(first),
-		P50Seconds: p50.Seconds(), P99Seconds: p99.Seconds(), LastSeconds: percentile(skews, 1).Seconds()})
+		P50Seconds: p50.Seconds(), P99Seconds: p99.Seconds(), LastSeconds: percentile(skews, 1).Seconds(), Steps: steps})
+	rep := &b.rep.CronJob[len(b.rep.CronJob)-1]
+	rep.ObjectBytes = size
+	if cpuErr == nil && cpuErr1 == nil {
+		rep.APIServerCPUSeconds = (cpu1 - cpu0).Seconds()
+	}
 	b.printf("\n### CronJob (kube-controller-manager, cronjob controller only, %s: %s)\n\n", variant, limits)
 	b.printf("| CronJobs due in one minute | Jobs created | skew p50 | skew p99 | last |\n|---|---|---|---|---|\n")
-	b.printf("| %d | %d | %s | %s | %s |\n", n, len(first), secs(p50), secs(p99), secs(percentile(skews, 1)))
+	b.printf("| %d | %d | %s | %s | %s |\n\n", n, len(first), secs(p50), secs(p99), secs(percentile(skews, 1)))
+	b.printSteps(steps, rep.APIServerCPUSeconds, settle.Sub(due), n, size)
 	return nil
 }
 
@@ -253,6 +280,36 @@ func (b *bench) waitJobs(ctx context.Context, user, ns string, suffixParts int, 
 	return first, nil
 }
 
+// printSteps prints a burst's steps and the API server's CPU over it.
+func (b *bench) printSteps(steps []report.Step, apiCPU float64, window time.Duration, n, size int) {
+	if size > 0 {
+		b.printf("One object after its run, as JSON (managedFields included): %d bytes.\n\n", size)
+	}
+	if apiCPU > 0 {
+		b.printf("API server CPU from the due time over %s: %.2f s (%.1f ms per run, %.0f%% of its CPU).\n\n",
+			secs(window), apiCPU, 1000*apiCPU/float64(max(1, n)), 100*apiCPU/window.Seconds())
+	}
+	b.printf("A run's steps, from the audit log:\n\n| step | runs | p50 | p99 |\n|---|---|---|---|\n")
+	for _, st := range steps {
+		b.printf("| %s | %d | %.3f s | %.3f s |\n", st.Name, st.Runs, st.P50Seconds, st.P99Seconds)
+	}
+	b.printf("\n")
+}
+
+// objectBytes is the size of one owner object as JSON, as the API server
+// keeps it (managedFields included), or 0 when it cannot be read.
+func (b *bench) objectBytes(ctx context.Context, obj client.Object, ns, name string) int {
+	if err := b.w.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+		b.logf("WARNING: size of %s/%s: %v", ns, name, err)
+		return 0
+	}
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return 0
+	}
+	return len(data)
+}
+
 func skewsOf(first map[string]time.Time, due time.Time) []time.Duration {
 	out := make([]time.Duration, 0, len(first))
 	for _, t := range first {
@@ -276,10 +333,13 @@ func (b *bench) guardedJobs(ctx context.Context) error {
 	if err := b.waitIdle(ctx, nsGJ, n, time.Until(due)); err != nil {
 		b.logf("WARNING: not every GuardedJob was reconciled before its due time: %v", err)
 	}
+	profiled := b.profileBurst(ctx, "guardedjob", due, true)
+	time.Sleep(time.Until(due))
 	before, err := procUsage(b.w.manager.PID())
 	if err != nil {
 		return err
 	}
+	cpu0, cpuErr := b.w.apiServerCPU()
 	m0, err := b.w.scrape(ctx)
 	if err != nil {
 		return err
@@ -303,6 +363,7 @@ func (b *bench) guardedJobs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	cpu1, cpuErr1 := b.w.apiServerCPU()
 	m1, err := b.w.scrape(ctx)
 	if err != nil {
 		return err
@@ -355,6 +416,27 @@ func (b *bench) guardedJobs(ctx context.Context) error {
 		b.printf("API writes per run up to and including its Job's creation (events aside): min %d, median %d, max %d.\n\n",
 			counts[0], counts[len(counts)/2], counts[len(counts)-1])
 	}
+	profiled()
+	steps, started := runSteps(window, due, runShape{ns: nsGJ, jobSuffix: 2, status: "guardedjobs/status", gated: true, controller: "the rest of the pass"})
+	if len(started) > 0 {
+		starts := skewsOf(started, due)
+		gjRep.StartP50Seconds, gjRep.StartP99Seconds = percentile(starts, 0.5).Seconds(), percentile(starts, 0.99).Seconds()
+		gjRep.StartLastSeconds = percentile(starts, 1).Seconds()
+		b.printf("Each run's Job could start (its gate opened) at: p50 %s, p99 %s, last %s after the due time (%d runs).\n\n",
+			secs(percentile(starts, 0.5)), secs(percentile(starts, 0.99)), secs(percentile(starts, 1)), len(started))
+	}
+	gjRep.Steps = steps
+	if cpuErr == nil && cpuErr1 == nil {
+		gjRep.APIServerCPUSeconds = (cpu1 - cpu0).Seconds()
+	}
+	passes := sumMetric(m1, "controller_runtime_reconcile_time_seconds_count", `controller="guardedjob"`) - sumMetric(m0, "controller_runtime_reconcile_time_seconds_count", `controller="guardedjob"`)
+	if passes > 0 {
+		gjRep.PassSeconds = (sumMetric(m1, "controller_runtime_reconcile_time_seconds_sum", `controller="guardedjob"`) -
+			sumMetric(m0, "controller_runtime_reconcile_time_seconds_sum", `controller="guardedjob"`)) / passes
+		b.printf("One pass of the manager in the burst took %.3f s on average (%0.f passes).\n\n", gjRep.PassSeconds, passes)
+	}
+	gjRep.ObjectBytes = b.objectBytes(ctx, &batchv1alpha1.GuardedJob{}, nsGJ, "gj-0")
+	b.printSteps(steps, gjRep.APIServerCPUSeconds, settle.Sub(due), n, gjRep.ObjectBytes)
 	b.printf("Manager requests from the due time to 5 s after the last Job, per run (%s):\n\n| verb resource | total | per run |\n|---|---|---|\n",
 		secs(settle.Sub(due)))
 	verbs := byVerb(window)
