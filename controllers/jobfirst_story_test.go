@@ -15,6 +15,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -249,5 +250,78 @@ func TestJobFirst_ARunWaitingForItsKeyAdoptsTheJobItsFailedStatusWriteLeft(t *te
 	g.Expect(h.rdb.Get(ctx, key+":fence").Val()).To(Equal(itoa(run.Fence)), "no second acquisition")
 	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(run.Token))
 	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("RunAdopted: Adopted Job " + job.Name)))
+	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("StaleJob:")))
+}
+
+// TestJobFirst_AStoreThatDoesNotAnswerTheAdoptionStartsNoRunBesideTheJob: a
+// manager dies between a run's Job and its status write, and the next one
+// comes back while the store does not answer. The run-now annotation that
+// started the run is still unanswered in status, and the GuardedJob fails
+// open; but until the store says whether the Job waiting for adoption holds
+// its lease, no run starts beside it (a FailOpen run would start without a
+// lease). Once the store answers, the Job is adopted.
+func TestJobFirst_AStoreThatDoesNotAnswerTheAdoptionStartsNoRunBesideTheJob(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	proxy := h.storeViaProxy()
+	h.intercept = failRunWrites()
+	h.start()
+	key := h.ns + ":blind"
+	gj := h.guardedJob("blind", key)
+	gj.Spec.Lock.StoreFailurePolicy = batchv1alpha1.FailOpen
+	gj = h.create(gj)
+	h.trigger(gj)
+	h.waitJobs(1)
+	g := h.g
+	g.Eventually(func() string { return h.rdb.Get(ctx, key).Val() }).ShouldNot(BeEmpty())
+	h.stop()
+	h.intercept = nil
+	g.Expect(h.get(gj).Status.Active).To(BeEmpty(), "no status records the run")
+	job := h.waitJobs(1)[0]
+
+	proxy.Blackhole()
+	h.start()
+	g.Eventually(func() *metav1.Condition { return h.condition(gj, batchv1alpha1.StoreReachableCondition) }).Should(
+		HaveField("Status", metav1.ConditionFalse), "a pass tried to adopt the Job and the store did not answer")
+	g.Consistently(func(g Gomega) {
+		g.Expect(h.jobs()).To(ConsistOf(HaveField("UID", job.UID)), "no run starts beside the Job waiting for adoption")
+		cur := &batchv1.Job{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(&job), cur)).To(Succeed())
+		g.Expect(jobbuild.Gated(cur)).To(BeTrue(), "and that Job stays at its gate")
+	}).WithTimeout(4 * time.Second).Should(Succeed())
+	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("Unguarded:")))
+	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("StaleJob:")))
+
+	proxy.Restore(t)
+	h.waitRecorded(gj)
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("RunAdopted: Adopted Job " + job.Name)))
+	g.Expect(h.get(gj).Status.Active).To(ConsistOf(HaveField("JobUID", job.UID)))
+	g.Expect(h.jobs()).To(ConsistOf(HaveField("UID", job.UID)), "the Job it adopted is the only one")
+}
+
+// TestJobFirst_AnUnlockOfTheLeaseOfAJobWaitingForAdoptionIsRefused: a tenant
+// asks to unlock the key of a run whose manager died between its Job and its
+// status write, and the next manager serves the request before it adopts the
+// Job. The Job exists and the lease is live: the unlock is refused, and the Job
+// is adopted with its lease.
+func TestJobFirst_AnUnlockOfTheLeaseOfAJobWaitingForAdoptionIsRefused(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	gj, job, token := h.unrecordedJob("tenant")
+	g := h.g
+	key := h.ns + ":tenant"
+	holder := token[:strings.LastIndexByte(token, '#')]
+	value := h.requestValue()
+	h.request(gj, map[string]string{batchv1alpha1.UnlockAnnotation: value,
+		batchv1alpha1.UnlockKeyAnnotation: key, batchv1alpha1.UnlockHolderAnnotation: holder})
+
+	h.start()
+	g.Eventually(func() *batchv1alpha1.UnlockRecord { return h.get(gj).Status.LastUnlock }).Should(And(Not(BeNil()),
+		HaveField("Request", value), HaveField("Result", batchv1alpha1.UnlockRefused)), "the lease of a Job that exists is never unlocked")
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("UnlockRefused: Refused " + batchv1alpha1.UnlockAnnotation + "=" + value)))
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(token))
+	h.waitRecorded(gj)
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("RunAdopted: Adopted Job " + job.Name)))
+	g.Expect(h.get(gj).Status.Active).To(ConsistOf(And(HaveField("JobUID", job.UID), HaveField("Token", token))))
 	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("StaleJob:")))
 }

@@ -292,6 +292,16 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "jobfirst-blind-schedule",
+		bug:  "a pass whose store does not answer the adoption of a Job waiting at its gate schedules anyway: the unanswered run-now starts a FailOpen run without a lease beside that Job",
+		file: "controllers/guardedjob_intent.go",
+		find: "\tif adopting {\n\t\treturn nil // a Job created for a run waits for its adoption: it may be this occurrence's\n",
+		repl: "\tif adopting && false {\n\t\treturn nil\n",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestJobFirst_AStoreThatDoesNotAnswerTheAdoptionStartsNoRunBesideTheJob"}},
+		},
+	},
+	{
 		name: "stop-gate-race",
 		bug:  "the stop controller judges a Job no run claims from a GuardedJob read before the Job's gate opened: a run recorded in between loses its working Job",
 		file: "controllers/stop_controller.go",
