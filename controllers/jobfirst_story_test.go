@@ -325,3 +325,45 @@ func TestJobFirst_AnUnlockOfTheLeaseOfAJobWaitingForAdoptionIsRefused(t *testing
 	g.Expect(h.get(gj).Status.Active).To(ConsistOf(And(HaveField("JobUID", job.UID), HaveField("Token", token))))
 	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("StaleJob:")))
 }
+
+// TestJobFirst_AJobWaitingForAdoptionIsAdoptedByTheShardItsGuardedJobMovedTo:
+// a shard creates a run's Job and cannot record the run (every status write of
+// it fails), and the GuardedJob is moved to another shard. The new shard adopts
+// the Job with the lease the key still holds; the old one renews nothing of it
+// and there is one Job.
+func TestJobFirst_AJobWaitingForAdoptionIsAdoptedByTheShardItsGuardedJobMovedTo(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	h.shardIntercept = failRunWrites()
+	shardA := h.startShard(batchv1alpha1.ShardLabel + "=a")
+	h.shardIntercept = nil
+	key := h.ns + ":moving"
+	gj := h.guardedJob("moving", key)
+	gj.Labels = map[string]string{batchv1alpha1.ShardLabel: "a"}
+	gj = h.create(gj)
+	h.trigger(gj)
+	job := h.waitJobs(1)[0]
+	g := h.g
+	g.Eventually(func() string { return h.rdb.Get(ctx, key).Val() }).ShouldNot(BeEmpty())
+	token := h.rdb.Get(ctx, key).Val()
+	g.Consistently(func() []batchv1alpha1.ActiveRun { return h.get(gj).Status.Active }).WithTimeout(time.Second).Should(BeEmpty(),
+		"the first shard cannot record the run")
+
+	h.relabel(gj, "b")
+	h.startShard(batchv1alpha1.ShardLabel + "=b")
+	h.waitRecorded(gj)
+	g.Expect(h.get(gj).Status.Active).To(ConsistOf(And(HaveField("JobUID", job.UID), HaveField("Token", token))),
+		"the new shard records the run from the Job, with the lease the key holds")
+	g.Expect(h.get(gj).Status.Shard).To(Equal(batchv1alpha1.ShardLabel + "=b"))
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("RunAdopted: Adopted Job " + job.Name)))
+	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("StaleJob:")))
+	g.Eventually(func() bool {
+		cur := &batchv1.Job{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(&job), cur)).To(Succeed())
+		return jobbuild.Gated(cur)
+	}).Should(BeFalse(), "its gate opens")
+	_, renewedByA := shardA.keeper.Get(token)
+	g.Expect(renewedByA).To(BeFalse(), "the first shard renews nothing of a run it never recorded")
+	g.Consistently(h.jobs).WithTimeout(2*time.Second).Should(ConsistOf(HaveField("UID", job.UID)), "one Job")
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(token))
+}
