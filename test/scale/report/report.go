@@ -304,6 +304,21 @@ func (r *Report) Targets() []Target {
 	return out
 }
 
+// burstRows writes the rows that take a burst's runs apart: one object's size,
+// the API server's CPU from the due time until settle after the last Job, and
+// the runs' steps.
+func burstRows(p func(string, ...any), kind, settle string, size int, apiCPU float64, runs int, steps []Step) {
+	if size > 0 {
+		p("| one %s after its run, JSON with managedFields | %d bytes |\n", kind, size)
+	}
+	if apiCPU > 0 {
+		p("| API server CPU, due time to %s after the last Job | %s (%.1f ms per run) |\n", settle, Secs(apiCPU), 1000*apiCPU/float64(max(1, runs)))
+	}
+	for _, st := range steps {
+		p("| %s, p50 / p99 over %d runs | %s / %s |\n", st.Name, st.Runs, Short(st.P50Seconds), Short(st.P99Seconds))
+	}
+}
+
 // Secs formats seconds as "12.34 s".
 func Secs(s float64) string { return fmt.Sprintf("%.2f s", s) }
 
@@ -378,15 +393,7 @@ func (r *Report) Markdown() string {
 			continue
 		}
 		p("| CronJob run of %d, %s | figure |\n| --- | --- |\n", c.Due, c.Variant)
-		if c.ObjectBytes > 0 {
-			p("| one CronJob after its run, JSON with managedFields | %d bytes |\n", c.ObjectBytes)
-		}
-		if c.APIServerCPUSeconds > 0 {
-			p("| API server CPU, due time to 2 s after the last Job | %s (%.1f ms per run) |\n", Secs(c.APIServerCPUSeconds), 1000*c.APIServerCPUSeconds/float64(max(1, c.Created)))
-		}
-		for _, st := range c.Steps {
-			p("| %s, p50 / p99 over %d runs | %s / %s |\n", st.Name, st.Runs, Short(st.P50Seconds), Short(st.P99Seconds))
-		}
+		burstRows(p, "CronJob", "2 s", c.ObjectBytes, c.APIServerCPUSeconds, c.Created, c.Steps)
 		p("\n")
 	}
 	if g := r.GuardedJob; g != nil {
@@ -408,15 +415,7 @@ func (r *Report) Markdown() string {
 		if g.PassSeconds > 0 {
 			p("| one pass of the manager in the burst, mean | %s |\n", Secs(g.PassSeconds))
 		}
-		if g.ObjectBytes > 0 {
-			p("| one GuardedJob after its run, JSON with managedFields | %d bytes |\n", g.ObjectBytes)
-		}
-		if g.APIServerCPUSeconds > 0 {
-			p("| API server CPU, due time to 5 s after the last Job | %s (%.1f ms per run) |\n", Secs(g.APIServerCPUSeconds), 1000*g.APIServerCPUSeconds/float64(max(1, g.Created)))
-		}
-		for _, st := range g.Steps {
-			p("| %s, p50 / p99 over %d runs | %s / %s |\n", st.Name, st.Runs, Short(st.P50Seconds), Short(st.P99Seconds))
-		}
+		burstRows(p, "GuardedJob", "5 s", g.ObjectBytes, g.APIServerCPUSeconds, g.Created, g.Steps)
 		p("| renewals with every run active | %d in %s, %d API requests meanwhile |\n\n", g.Renewals, Secs(g.RenewWindowSeconds), g.RequestsRenewing)
 	}
 	if a := r.AtRest; a != nil {
