@@ -220,13 +220,20 @@ type Keeper struct {
 	// or maxHold it saw); an answered renewal wakes it only if it moves the
 	// lease's next renewal before that.
 	planned time.Time
-	// pausedUntil is set when the run loop woke much later than it planned: it
-	// was not running (the process was paused or starved). Until then a lease
-	// whose self-fence deadline passed during the pause gets its renewal's
-	// answer before the deadline is judged: another replica (a new leader) may
-	// have renewed the same token meanwhile, and what this process knows of the
-	// lease is as old as the pause.
-	pausedUntil time.Time
+	// wokeAt is set when the run loop woke much later than it planned: it was
+	// not running (the process was paused or starved). What this process knows
+	// of a lease from before then is as old as the pause, and another replica (a
+	// new leader) may have renewed the same token meanwhile: every lease whose
+	// evidence predates the wake is renewed again at once, and its self-fence
+	// deadline waits for that renewal's answer until resumeAnswerAllowance after
+	// the wake (not after a send that was in flight across the pause).
+	wokeAt time.Time
+	// mayReacquire, when set, says whether renewals may take back a key they
+	// find absent (ReacquireIfAbsent) at the moment they are sent: a manager
+	// that is not known to lead never writes a key back.
+	mayReacquire func() bool
+	// onPause, when set, is told at once of every pause the run loop sees.
+	onPause func(at time.Time)
 
 	wake   chan struct{}
 	queued chan struct{}
@@ -263,6 +270,18 @@ type KeeperOption func(*Keeper)
 
 // WithKeeperClock sets the clock that schedules renewals and deadlines (tests).
 func WithKeeperClock(c clock.WithTicker) KeeperOption { return func(k *Keeper) { k.clock = c } }
+
+// WithReacquireGate makes renewals take back a key they find absent
+// (TrackRequest.ReacquireIfAbsent) only while allowed() says so, asked when
+// each renewal is sent: a manager that is not known to lead never writes a key
+// back (a new leader may have released it).
+func WithReacquireGate(allowed func() bool) KeeperOption {
+	return func(k *Keeper) { k.mayReacquire = allowed }
+}
+
+// WithPauseHook tells f of every pause of the process the Keeper sees (its run
+// loop woke much later than it planned), with the time it woke.
+func WithPauseHook(f func(at time.Time)) KeeperOption { return func(k *Keeper) { k.onPause = f } }
 
 // WithStopRate tells the Keeper how many runs per second its caller can stop
 // (delete their Jobs and Pods) when many leases are at risk at once. With many
@@ -420,6 +439,20 @@ func (k *Keeper) ExtendMaxHold(lastContact time.Time) {
 	k.poke()
 }
 
+// NotePause tells the Keeper of a pause of the process that ended at at, seen by
+// someone else (the manager's watchdog): the Keeper itself sees one only when a
+// timer of its own fires late. Every lease whose evidence predates it is
+// renewed again at once, and a key taken back by a renewal sent before it is
+// lost (see wokeAt).
+func (k *Keeper) NotePause(at time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if at.After(k.wokeAt) {
+		k.wokeAt = at
+		k.poke()
+	}
+}
+
 // Get returns the state of one tracked lease.
 func (k *Keeper) Get(token string) (LeaseStatus, bool) {
 	k.mu.Lock()
@@ -550,8 +583,9 @@ func (k *Keeper) Run(ctx context.Context) error {
 // and returns when it needs to look again.
 func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 	k.mu.Lock()
-	if !k.planned.IsZero() && now.Sub(k.planned) > pauseThreshold {
-		k.pausedUntil = now.Add(resumeAnswerAllowance)
+	paused := !k.planned.IsZero() && now.Sub(k.planned) > pauseThreshold
+	if paused {
+		k.wokeAt = now
 	}
 	next := now.Add(time.Minute)
 	earliest := func(t time.Time) {
@@ -566,9 +600,11 @@ func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 			continue
 		}
 		// Renewals first: a renewal due at the deadline itself goes out before the
-		// deadline is judged.
+		// deadline is judged. A lease whose evidence predates a pause is renewed
+		// again at once.
+		stale := e.lastRenewed.Before(k.wokeAt)
 		if !e.inflight {
-			if !e.nextRenew.After(now.Add(renewCoalesce)) {
+			if stale && e.inflightSince.Before(k.wokeAt) || !e.nextRenew.After(now.Add(renewCoalesce)) {
 				e.startInflight(now)
 				batches[e.client] = append(batches[e.client], e)
 			} else {
@@ -577,11 +613,16 @@ func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 		}
 		if e.req.SelfFence && !e.deadlineReached {
 			d := e.deadline()
-			if e.inflight && (!e.confirmed || e.inflightSince.Before(k.pausedUntil)) {
-				// The first renewal of a resumed lease, or the first after a
-				// pause of this process, gets a moment to answer before stale
-				// evidence stops a healthy run.
+			if e.inflight && !e.confirmed {
+				// The first renewal of a resumed lease gets a moment to answer
+				// before stale evidence stops a healthy run.
 				d = latest(d, e.inflightSince.Add(resumeAnswerAllowance))
+			}
+			if stale {
+				// So does the first renewal sent after a pause of this
+				// process, counted from the wake: a renewal sent before the
+				// pause has had its allowance spent by the pause.
+				d = latest(d, k.wokeAt.Add(resumeAnswerAllowance))
 			}
 			switch {
 			case !now.Before(d):
@@ -604,6 +645,9 @@ func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 	k.stopAheadLocked(now, atRisk, earliest)
 	k.planned = next
 	k.mu.Unlock()
+	if paused && k.onPause != nil {
+		k.onPause(now) // before this round's renewals are sent: re-acquiring stops now
+	}
 	for c, es := range batches {
 		k.wg.Add(1)
 		go func() {
@@ -665,8 +709,9 @@ func (k *Keeper) renewBatch(ctx context.Context, c *Client, es []*entry) []error
 		chunk := es[start:min(start+renewBatchSize, len(es))]
 		items := make([]renewItem, len(chunk))
 		k.mu.Lock() // Quiesce may turn re-acquiring off meanwhile
+		reacquire := k.mayReacquire == nil || k.mayReacquire()
 		for i, e := range chunk {
-			items[i] = renewItem{lease: e.req.Lease, reacquire: e.req.ReacquireIfAbsent}
+			items[i] = renewItem{lease: e.req.Lease, reacquire: e.req.ReacquireIfAbsent && reacquire}
 		}
 		k.mu.Unlock()
 		sent := k.clock.Now()
@@ -704,6 +749,14 @@ func (k *Keeper) applyLocked(e *entry, sent, now time.Time, err error) {
 	}
 	var nh *NotHeldError
 	switch {
+	case errors.Is(err, errReacquired) && sent.Before(k.wokeAt):
+		// A renewal sent before a pause took the key back after it: a new
+		// leader may have released the lease meanwhile, and the key it wrote
+		// back is nobody's. It is never renewed again, and expires within its
+		// ttl.
+		k.stats.RenewalsLost++
+		e.state, e.holder, e.lastErr, e.lostAt = StateLost, "", err, now
+		k.reportLocked(e, ReportLost)
 	case err == nil || errors.Is(err, errReacquired):
 		k.stats.RenewalsOK++
 		if e.state == StateFailing {
@@ -716,6 +769,9 @@ func (k *Keeper) applyLocked(e *entry, sent, now time.Time, err error) {
 		e.confirmed = true
 		e.lastRenewed = sent
 		e.nextRenew = sent.Add(e.interval)
+		if sent.Before(k.wokeAt) {
+			e.nextRenew = now // sent before a pause: it proves little, renew again
+		}
 	case errors.As(err, &nh):
 		k.stats.RenewalsLost++
 		e.state, e.holder, e.lastErr, e.lostAt = StateLost, nh.Holder, err, now

@@ -53,6 +53,10 @@ type Client struct {
 	// redlock, when set, holds the independent masters of a Redlock store
 	// (redlock.go); rdb is then its first node.
 	redlock *redlock
+	// writeGate, when set, is asked before every write other than a renewal
+	// (acquire, complete, release, unlock, swap): its error refuses the call
+	// before anything is sent.
+	writeGate func() error
 }
 
 // ClientOption configures a Client made by New.
@@ -69,6 +73,26 @@ func WithTimeout(d time.Duration) ClientOption {
 
 // WithClock sets the clock used to stamp Lease.SentAt (tests).
 func WithClock(clk clock.PassiveClock) ClientOption { return func(c *Client) { c.clock = clk } }
+
+// WithWriteGate makes every write other than a renewal (Acquire, Complete,
+// Release, Unlock, Swap) ask gate first, and fail with its error, sending
+// nothing, when it refuses: a manager that is not known to lead writes nothing
+// but its own renewals.
+func WithWriteGate(gate func() error) ClientOption { return func(c *Client) { c.writeGate = gate } }
+
+// SetWriteGate is WithWriteGate for a client made before its gate.
+func (c *Client) SetWriteGate(gate func() error) { c.writeGate = gate }
+
+// allowWrite asks the write gate, if any, about an operation on key.
+func (c *Client) allowWrite(op, key string) error {
+	if c.writeGate == nil {
+		return nil
+	}
+	if err := c.writeGate(); err != nil {
+		return fmt.Errorf("%s %s: %w", op, key, err)
+	}
+	return nil
+}
 
 // WithIdentity sets the store identity reported by Identity.
 func WithIdentity(id string) ClientOption { return func(c *Client) { c.identity = id } }
@@ -140,6 +164,9 @@ func (c *Client) checkSlots(keys ...string) error {
 // Acquire takes the lock for req.Token, or reports why not: *BusyError,
 // *DoneError, *StoreError or an ErrInvalid error.
 func (c *Client) Acquire(ctx context.Context, req AcquireRequest) (Lease, error) {
+	if err := c.allowWrite("acquire", req.Keys.Lock); err != nil {
+		return Lease{}, err
+	}
 	if c.redlock != nil {
 		return c.redlock.acquire(ctx, c, req)
 	}
@@ -268,6 +295,9 @@ var errReacquired = errors.New("lease re-acquired after the key was lost")
 // holds the key nothing is written and the error is *NotHeldError. A lease without
 // an occurrence key is only released.
 func (c *Client) Complete(ctx context.Context, l Lease, markerTTL time.Duration) (bool, error) {
+	if err := c.allowWrite("complete", l.Keys.Lock); err != nil {
+		return false, err
+	}
 	if c.redlock != nil && l.Keys.Occurrence != "" {
 		return c.redlock.complete(ctx, l, markerTTL)
 	}
@@ -323,6 +353,9 @@ func completeResult(key string, res []any) (bool, error) {
 // *NotHeldError with an empty Holder; callers that only want the key gone may
 // treat that as success.
 func (c *Client) Release(ctx context.Context, l Lease) error {
+	if err := c.allowWrite("release", l.Keys.Lock); err != nil {
+		return err
+	}
 	if c.redlock != nil {
 		return c.redlock.release(ctx, l)
 	}
@@ -372,6 +405,9 @@ const (
 // Holder when the key is absent, and for a lock key *LiveLeaseError when its
 // value is a GuardedJob lease with time to live; nothing is deleted then.
 func (c *Client) Unlock(ctx context.Context, key, holder string, kind UnlockKind) error {
+	if err := c.allowWrite("unlock", key); err != nil {
+		return err
+	}
 	if c.redlock != nil {
 		return c.redlock.unlock(ctx, key, holder, kind)
 	}
@@ -404,6 +440,9 @@ func (c *Client) Unlock(ctx context.Context, key, holder string, kind UnlockKind
 // ("" when the key was absent), in one command (SET ... GET). On a Redlock store
 // it uses the first node. The manager's cluster identity heartbeat uses it.
 func (c *Client) Swap(ctx context.Context, key, value string, ttl time.Duration) (string, error) {
+	if err := c.allowWrite("swap", key); err != nil {
+		return "", err
+	}
 	if c.redlock != nil {
 		return c.redlock.nodes[0].Swap(ctx, key, value, ttl)
 	}

@@ -1,0 +1,160 @@
+package lockclient_test
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
+	"github.com/guardedjob/guardedjob/internal/testutil/tcpproxy"
+)
+
+// The keeper of a manager that may have lost its leadership: after a pause of
+// the process a new leader may renew the same token, or have released it.
+
+// TestKeeperARenewalInFlightAcrossAPauseDoesNotStopAHealthyRun: a renewal is
+// sent, and the process is paused before its answer comes back, past the
+// lease's self-fence deadline. Meanwhile a new leader renewed the same token.
+// At the wake, what the keeper knows is as old as the pause: it must renew
+// again, counting the answer's allowance from the wake, and report nothing,
+// instead of judging the deadline with an allowance the pause has spent.
+func TestKeeperARenewalInFlightAcrossAPauseDoesNotStopAHealthyRun(t *testing.T) {
+	const ttl, interval, budget = 30 * time.Second, 10 * time.Second, 12 * time.Second
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	px := tcpproxy.Start(t, srv.Addr())
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := dialConfig(t, lockclient.Config{URL: "redis://" + px.Addr(), Timeout: 5 * time.Second}, lockclient.WithClock(clk))
+	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
+	startKeeper(t, k)
+	l := acquire(t, c, keys("inflight"), ttl)
+	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: interval, SelfFence: true, StopBudget: budget})).To(Succeed())
+	g.Eventually(clk.HasWaiters).Should(BeTrue())
+
+	px.HoldReplies()
+	clk.Step(interval) // the renewal goes out; its answer is held
+	g.Eventually(k.InFlight).Should(BeNumerically(">", 0))
+	// The process is stopped for longer than the rest of the lease's
+	// self-fence deadline; the new leader renews the same token meanwhile.
+	g.Expect(srv.Client(t).PExpire(context.Background(), l.Keys.Lock, ttl).Err()).To(Succeed())
+	clk.Step(ttl - budget)
+	px.UnholdReplies()
+	var reports []lockclient.ReportKind
+	collect := func() {
+		for {
+			select {
+			case r := <-k.Reports():
+				reports = append(reports, r.Kind)
+			default:
+				return
+			}
+		}
+	}
+	stepUntil(t, k, clk, 100*time.Millisecond, 2*time.Second, func() bool {
+		collect()
+		st, _ := k.Get(l.Token)
+		return st.LastRenewed.After(l.SentAt.Add(interval)) || slices.Contains(reports, lockclient.ReportDeadlineReached)
+	})
+	collect()
+	g.Expect(reports).NotTo(ContainElement(lockclient.ReportDeadlineReached), "no stop of a run the store confirms")
+	st, _ := k.Get(l.Token)
+	g.Expect(st.DeadlineReached).To(BeFalse())
+	g.Expect(st.LastRenewed).To(BeTemporally(">", l.SentAt.Add(interval)), "a renewal sent after the wake answered")
+}
+
+// TestKeeperTellsItsPauseHookBeforeItRenews: the keeper's run loop that wakes
+// much later than it planned tells the manager at once, so that nothing else
+// (its own re-acquiring renewals included) acts on what it knew before.
+func TestKeeperTellsItsPauseHookBeforeItRenews(t *testing.T) {
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := dialConfig(t, lockclient.Config{URL: srv.URL(), Timeout: time.Second}, lockclient.WithClock(clk))
+	var pausedAt atomic.Value
+	var leading atomic.Bool
+	leading.Store(true)
+	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk), lockclient.WithReacquireGate(leading.Load),
+		lockclient.WithPauseHook(func(at time.Time) { pausedAt.Store(at); leading.Store(false) }))
+	startKeeper(t, k)
+	ctx := context.Background()
+	l := acquire(t, c, keys("hook"), 30*time.Second)
+	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: 10 * time.Second, ReacquireIfAbsent: true})).To(Succeed())
+	g.Eventually(clk.HasWaiters).Should(BeTrue())
+	g.Expect(srv.Client(t).Del(ctx, l.Keys.Lock).Err()).To(Succeed()) // released by a new leader
+	clk.Step(25 * time.Second)                                        // the renewal, 15 s late
+	g.Eventually(pausedAt.Load).ShouldNot(BeNil())
+	g.Expect(pausedAt.Load()).To(Equal(clk.Now()))
+	g.Eventually(func() lockclient.LeaseState { st, _ := k.Get(l.Token); return st.State }).Should(Equal(lockclient.StateLost),
+		"the renewal that woke late was sent after the hook: it did not take the key back")
+	g.Expect(srv.Client(t).Exists(ctx, l.Keys.Lock).Val()).To(BeZero())
+}
+
+// TestKeeperTakesAKeyBackOnlyWhileItsGateAllows: a FailOpen lease's renewal
+// takes an absent key back, but never while the manager is not known to lead:
+// a new leader may have released the lease.
+func TestKeeperTakesAKeyBackOnlyWhileItsGateAllows(t *testing.T) {
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	rdb := srv.Client(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := dialConfig(t, lockclient.Config{URL: srv.URL(), Timeout: time.Second}, lockclient.WithClock(clk))
+	var leading atomic.Bool
+	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk), lockclient.WithReacquireGate(leading.Load))
+	startKeeper(t, k)
+	ctx := context.Background()
+
+	leading.Store(true)
+	l := acquire(t, c, keys("gate"), 30*time.Second)
+	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: 10 * time.Second, ReacquireIfAbsent: true})).To(Succeed())
+	g.Eventually(clk.HasWaiters).Should(BeTrue())
+	g.Expect(rdb.Del(ctx, l.Keys.Lock).Err()).To(Succeed()) // Redis lost it
+	stepUntil(t, k, clk, time.Second, 11*time.Second, func() bool { return rdb.Get(ctx, l.Keys.Lock).Val() == l.Token })
+	st, _ := k.Get(l.Token)
+	g.Expect(st.State).To(Equal(lockclient.StateHeld), "taken back while leading")
+
+	leading.Store(false)
+	g.Expect(rdb.Del(ctx, l.Keys.Lock).Err()).To(Succeed()) // a new leader released it
+	stepUntil(t, k, clk, time.Second, 11*time.Second, func() bool { st, _ := k.Get(l.Token); return st.State == lockclient.StateLost })
+	g.Expect(rdb.Exists(ctx, l.Keys.Lock).Val()).To(BeZero(), "not written back")
+}
+
+// TestKeeperAKeyTakenBackByARenewalSentBeforeAPauseIsLost: the renewal of a
+// FailOpen lease leaves while the manager leads, and the process is paused
+// before the store has it; a new leader releases the lease meanwhile, and the
+// renewal, arriving late, writes the key back. That key is nobody's: the keeper
+// takes the lease for lost and never renews it again, so it expires.
+func TestKeeperAKeyTakenBackByARenewalSentBeforeAPauseIsLost(t *testing.T) {
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	rdb := srv.Client(t)
+	px := tcpproxy.Start(t, srv.Addr())
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := dialConfig(t, lockclient.Config{URL: "redis://" + px.Addr(), Timeout: 5 * time.Second}, lockclient.WithClock(clk))
+	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
+	startKeeper(t, k)
+	ctx := context.Background()
+	l := acquire(t, c, keys("ghost"), 30*time.Second)
+	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: 10 * time.Second, ReacquireIfAbsent: true})).To(Succeed())
+	g.Eventually(clk.HasWaiters).Should(BeTrue())
+
+	px.Hold() // the renewal leaves, and is held on its way
+	clk.Step(10 * time.Second)
+	g.Eventually(k.InFlight).Should(BeNumerically(">", 0))
+	g.Expect(rdb.Del(ctx, l.Keys.Lock).Err()).To(Succeed()) // the new leader released the lease
+	clk.Step(20 * time.Second)                              // the pause, which the manager's watchdog sees
+	k.NotePause(clk.Now())
+	px.Unhold()
+	g.Eventually(func() lockclient.LeaseState { st, _ := k.Get(l.Token); return st.State }).WithTimeout(10*time.Second).
+		Should(Equal(lockclient.StateLost), "a key taken back across a pause is not this process's lease")
+	g.Expect(rdb.Get(ctx, l.Keys.Lock).Val()).To(Equal(l.Token), "the late renewal did write it back")
+	ttl := rdb.PTTL(ctx, l.Keys.Lock).Val()
+	clk.Step(10 * time.Second) // renewals would be due again
+	g.Consistently(func() time.Duration { return rdb.PTTL(ctx, l.Keys.Lock).Val() }).WithTimeout(500*time.Millisecond).
+		Should(BeNumerically("<=", ttl), "never renewed again: it expires within its ttl")
+}
