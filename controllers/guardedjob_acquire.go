@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/leadership"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/runtoken"
 	"github.com/guardedjob/guardedjob/internal/schedule"
@@ -68,6 +69,8 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		}
 	}
 	switch {
+	case errors.Is(err, leadership.ErrNotLeading):
+		return err // nothing was sent; the pass ends and writes nothing
 	case err == nil:
 		if waitedBusy(gj, run) {
 			observeLockWait(lockWaitAcquired, s.now.Sub(runDueTime(gj, run)))

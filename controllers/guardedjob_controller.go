@@ -35,6 +35,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/keys"
+	"github.com/guardedjob/guardedjob/internal/leadership"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/specerror"
 )
@@ -89,6 +90,11 @@ type GuardedJobReconciler struct {
 	// (--shard-handover-timeout) before it stops them.
 	Handovers       *Handovers
 	HandoverTimeout time.Duration
+
+	// Guard says whether this manager is known to lead: a pass of a manager that
+	// is not does nothing, and every side effect asks it again (the clients,
+	// the stores and the recorder are wrapped with it). Nil: always leads.
+	Guard *leadership.Guard
 
 	// Identity detects another live manager claiming this manager's cluster
 	// identity in its store; while one does, no run starts and nothing is taken
@@ -269,6 +275,9 @@ type scope struct {
 	gj   *batchv1alpha1.GuardedJob
 	orig *batchv1alpha1.GuardedJob
 	now  time.Time
+	// spec is the object's spec compiled, or nil while it is not valid (or
+	// the object is being deleted).
+	spec *compiledSpec
 	// requeue is the earliest time the pass wants to look again.
 	requeue time.Time
 	// guardedWriteFailed is set when a resourceVersion-guarded write failed: the
@@ -376,6 +385,11 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.waitResumed(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
+	if r.Guard.Err() != nil {
+		// Not known to lead (paused, or deposed): a pass on a cache from before
+		// a pause would act on what another leader has changed since.
+		return ctrl.Result{RequeueAfter: notLeadingRetry}, nil
+	}
 	gj := &batchv1alpha1.GuardedJob{}
 	if err := r.Get(ctx, req.NamespacedName, gj); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -439,6 +453,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 
 	spec, specErr := r.compile(ctx, gj)
+	s.spec = spec
 	if _, dup := r.Identity.Duplicate(); !dup || specErr != nil {
 		setReady(gj, specErr, s.now) // a duplicate identity holds Ready at DuplicateClusterName
 	}
@@ -479,6 +494,11 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	r.watchOccurrence(ctx, s, spec) // a Busy run's occurrence done by another cluster? (guardedjob_occurrence.go)
 	return ctrl.Result{}, nil
 }
+
+// notLeadingRetry is how soon a pass, or a stop, that found this manager not
+// known to lead looks again: a false alarm (a short pause) ends with the next
+// leader-election renewal, a deposition with the manager's exit.
+const notLeadingRetry = time.Second
 
 // recordLaterBackstop is when a pass that created a Job looks again if the
 // Job's watch event has not brought a pass before.

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/guardedjob/guardedjob/internal/keys"
+	"github.com/guardedjob/guardedjob/internal/leadership"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
@@ -57,6 +58,11 @@ type ManagerOptions struct {
 	Recorder, StopRecorder recorder.EventRecorder
 	// KeeperOptions are added to the keeper's (tests inject its clock).
 	KeeperOptions []lockclient.KeeperOption
+
+	// Guard says whether this manager is known to lead; every side effect asks
+	// it first (internal/leadership). Nil: the manager always leads (no leader
+	// election).
+	Guard *leadership.Guard
 }
 
 // Controllers are the parts Setup made. The caller runs Keeper (on a context
@@ -75,7 +81,18 @@ func Setup(mgr ctrl.Manager, o ManagerOptions) (*Controllers, error) {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	keeper := lockclient.NewKeeper(o.Store, append([]lockclient.KeeperOption{lockclient.WithStopRate(o.StopRate)}, o.KeeperOptions...)...)
+	// Every side effect asks the guard first: the API client's writes, the
+	// stop controller's deletes, events, and the stores' writes other than
+	// renewals (the keeper takes a key back only while the manager leads, and
+	// tells the guard of every pause it sees).
+	guard := o.Guard
+	keeperOpts := []lockclient.KeeperOption{lockclient.WithStopRate(o.StopRate)}
+	if guard != nil {
+		keeperOpts = append(keeperOpts, lockclient.WithReacquireGate(guard.Leading), lockclient.WithPauseHook(guard.Paused))
+		o.Store.SetWriteGate(guard.Err)
+	}
+	keeper := lockclient.NewKeeper(o.Store, append(keeperOpts, o.KeeperOptions...)...)
+	guard.OnPause(keeper.NotePause)
 	stopWriter, err := NewStopClient(o.RESTConfig, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
 		return nil, fmt.Errorf("create stop client: %w", err)
@@ -87,16 +104,17 @@ func Setup(mgr ctrl.Manager, o ManagerOptions) (*Controllers, error) {
 	if stopRec == nil {
 		stopRec = mgr.GetEventRecorder("guardedjob-stop")
 	}
+	rec, stopRec = guard.Recorder(rec), guard.Recorder(stopRec)
 	handovers := NewHandovers()
 	stopper := &StopReconciler{
-		Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: stopWriter, Keeper: keeper,
+		Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Writer: guard.Client(stopWriter), Keeper: keeper, Guard: guard,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles, Recorder: stopRec, Selector: o.Selector, Handovers: handovers,
 	}
 	if err := stopper.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up stop controller: %w", err)
 	}
 	r := &GuardedJobReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: clk,
+		Client: guard.Client(mgr.GetClient()), APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: clk, Guard: guard,
 		Store: o.Store, Keeper: keeper, ClusterName: o.ClusterName, KeyGrants: o.KeyGrants, StoreAllow: o.StoreAllow,
 		ClockSkew: o.ClockSkew, Namespace: o.Namespace, Selector: o.Selector, GuardImage: o.GuardImage,
 		LeaderElection: o.LeaderElection, LeaderLeaseDuration: o.LeaderLeaseDuration, LeaderRetryPeriod: o.LeaderRetryPeriod,

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/leadership"
 	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
@@ -43,6 +44,9 @@ type StopReconciler struct {
 	// Writer deletes Jobs and Pods.
 	Writer client.Writer
 	Keeper *lockclient.Keeper
+	// Guard says whether this manager is known to lead: a manager that is not
+	// stops nothing (its Writer refuses too).
+	Guard *leadership.Guard
 	// Clock times the stops the keeper asked for (real time when nil).
 	Clock clock.Clock
 	// Recorder, when set, records why a Job no run claims is stopped.
@@ -163,6 +167,9 @@ func (r *StopReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 }
 
 func (r *StopReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if r.Guard.Err() != nil {
+		return ctrl.Result{RequeueAfter: notLeadingRetry}, nil
+	}
 	job := &batchv1.Job{}
 	if err := r.Reader.Get(ctx, req.NamespacedName, job); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)

@@ -105,7 +105,7 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 		return c, false, nil
 	}
 	cfg.Timeout, cfg.Tenant, cfg.Allow = r.storeTimeout(), true, r.StoreAllow
-	c, err := lockclient.Dial(cfg, lockclient.WithIdentity(identity))
+	c, err := lockclient.Dial(cfg, lockclient.WithIdentity(identity), lockclient.WithWriteGate(r.Guard.Err))
 	if err != nil {
 		return nil, false, &specerror.Error{Reason: batchv1alpha1.StoreSecretInvalidReason,
 			Message: fmt.Sprintf("spec.lock.storeRef: Secret %s/%s: %v", gj.Namespace, ref.Name, err)}
@@ -158,6 +158,11 @@ func (r *GuardedJobReconciler) storeTimeout() time.Duration {
 func (r *GuardedJobReconciler) runStore(ctx context.Context, gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (*lockclient.Client, error) {
 	if run.Store == "" || run.Store == r.Store.Identity() {
 		return r.Store, nil
+	}
+	// A tenant store is always a Secret of the object's own namespace: no run
+	// ever reaches another namespace's store.
+	if !strings.HasPrefix(run.Store, "secret:"+gj.Namespace+"/") {
+		return nil, &lockclient.StoreError{Op: "resolve store", Err: fmt.Errorf("run %s names a store outside namespace %s", run.JobName, gj.Namespace)}
 	}
 	r.stores.mu.Lock()
 	r.stores.init()

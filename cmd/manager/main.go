@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,6 +37,7 @@ import (
 	"github.com/guardedjob/guardedjob/internal/buildinfo"
 	"github.com/guardedjob/guardedjob/internal/clustername"
 	"github.com/guardedjob/guardedjob/internal/keys"
+	"github.com/guardedjob/guardedjob/internal/leadership"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/storeconfig"
 )
@@ -208,6 +211,18 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
+	// With leader election, every side effect asks the guard whether this
+	// replica still leads; its watchdog runs for the life of the process, so
+	// that a pause is seen whenever it happens.
+	var guard *leadership.Guard
+	var leaderLease resourcelock.Interface
+	if o.leaderElect {
+		guard = leadership.New(clock.RealClock{}, o.renewDeadline)
+		if leaderLease, err = leaderLock(cfg, o.leaderElectionNamespace, o.leaderElectionID, o.renewDeadline, guard); err != nil {
+			return err
+		}
+		go func() { _ = guard.Run(ctx) }()
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   controllers.CacheOptionsFor(shard),
@@ -217,9 +232,11 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        o.leaderElectionID,
 		LeaderElectionNamespace: o.leaderElectionNamespace,
-		LeaseDuration:           &o.leaseDuration,
-		RenewDeadline:           &o.renewDeadline,
-		RetryPeriod:             &o.retryPeriod,
+		// The lease lock as controller-runtime makes it, seen by the guard.
+		LeaderElectionResourceLockInterface: leaderLease,
+		LeaseDuration:                       &o.leaseDuration,
+		RenewDeadline:                       &o.renewDeadline,
+		RetryPeriod:                         &o.retryPeriod,
 		// On SIGTERM, give the leadership up at once so the next leader resumes the
 		// leases; this process renews them until then.
 		LeaderElectionReleaseOnCancel: true,
@@ -247,6 +264,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		LeaderElection: o.leaderElect, LeaderLeaseDuration: o.leaseDuration, LeaderRetryPeriod: o.retryPeriod, LeaderElectionID: o.leaderElectionID,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles, StopRate: o.stopRate, HandoverTimeout: o.shardHandoverTimeout,
 		Recorder: evts.recorder("guardedjob-controller"), StopRecorder: evts.recorder("guardedjob-stop"),
+		Guard: guard,
 	})
 	if err != nil {
 		return err

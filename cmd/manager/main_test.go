@@ -107,6 +107,13 @@ type controlPlane struct {
 
 func startControlPlane(t *testing.T) *controlPlane {
 	t.Helper()
+	return startControlPlaneWith(t, nil)
+}
+
+// startControlPlaneWith is startControlPlane with configure applied to the
+// environment before it starts (nil: none).
+func startControlPlaneWith(t *testing.T, configure func(*envtest.Environment)) *controlPlane {
+	t.Helper()
 	g := NewWithT(t)
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
@@ -115,6 +122,9 @@ func startControlPlane(t *testing.T) *controlPlane {
 	env := &envtest.Environment{
 		CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
+	}
+	if configure != nil {
+		configure(env)
 	}
 	cfg, err := env.Start()
 	g.Expect(err).NotTo(HaveOccurred())
