@@ -171,7 +171,7 @@ func (r *GuardedJobReconciler) pendingTrigger(s *scope, spec *compiledSpec) (val
 // occurrence and cluster it was minted for, and the next pass takes it up.
 func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec *compiledSpec, occurrence, due time.Time, triggered bool, triggerValue string, extras runExtras) error {
 	gj := s.gj
-	keys, err := spec.keys(r, gj, occurrence)
+	run, err := r.runFromSpec(gj, spec, occurrence)
 	if err != nil {
 		var se *specerror.Error
 		if errors.As(err, &se) {
@@ -185,30 +185,11 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 	if err != nil {
 		return err
 	}
-	holder := lockclient.HolderOf(token)
-	gj.Status.Active = append(gj.Status.Active, batchv1alpha1.ActiveRun{
-		JobName:            jobName,
-		Phase:              batchv1alpha1.RunPhaseAcquiring,
-		ScheduledTime:      metav1.Time{Time: occurrence},
-		Key:                keys.Lock,
-		OccurrenceKey:      keys.Occurrence,
-		FenceKey:           keys.Fence,
-		Store:              spec.store.Identity(),
-		Holder:             holder,
-		Token:              token,
-		Cluster:            r.ClusterName,
-		OwnerUID:           gj.UID,
-		TTL:                metav1.Duration{Duration: gj.Spec.Lock.TTLOrDefault()},
-		RenewInterval:      metav1.Duration{Duration: gj.Spec.Lock.RenewIntervalOrDefault()},
-		MaxHold:            metav1.Duration{Duration: gj.Spec.Lock.MaxHoldOrDefault()},
-		EnvName:            gj.Spec.Fencing.EnvNameOrDefault(),
-		FencingPolicy:      gj.Spec.Fencing.PolicyOrDefault(),
-		StoreFailurePolicy: gj.Spec.Lock.StoreFailurePolicyOrDefault(),
-		StartDeadline:      &metav1.Time{Time: due.Add(gj.Spec.StartingDeadline())},
-		PodGuard:           spec.guard.DeepCopy(),
-		Backfill:           extras.backfill,
-		Parameters:         extras.parameters,
-	})
+	run.JobName, run.Phase = jobName, batchv1alpha1.RunPhaseAcquiring
+	run.Holder, run.Token = lockclient.HolderOf(token), token
+	run.StartDeadline = &metav1.Time{Time: due.Add(gj.Spec.StartingDeadline())}
+	run.Backfill, run.Parameters = extras.backfill, extras.parameters
+	gj.Status.Active = append(gj.Status.Active, run)
 	recordLease(gj, &gj.Status.Active[len(gj.Status.Active)-1], s.now)
 	r.claimShard(gj)
 	if triggered {
@@ -221,6 +202,35 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 	s.requeueAfter(activeResync)
 	s.unrecorded = jobName
 	return r.advanceRun(ctx, s, runByName(gj, jobName))
+}
+
+// runFromSpec is what the spec says a run of the occurrence at scheduled holds
+// (its keys, store and lease timing), before it has a token, a Job or a phase:
+// the snapshot a run takes when it starts, and what a run found elsewhere (a
+// Job's annotation, which anyone who may create Jobs can write) must match. The
+// keys are checked against the namespace's grants. Errors are
+// *specerror.Error, or store errors.
+func (r *GuardedJobReconciler) runFromSpec(gj *batchv1alpha1.GuardedJob, spec *compiledSpec, scheduled time.Time) (batchv1alpha1.ActiveRun, error) {
+	keys, err := spec.keys(r, gj, scheduled)
+	if err != nil {
+		return batchv1alpha1.ActiveRun{}, err
+	}
+	return batchv1alpha1.ActiveRun{
+		ScheduledTime:      metav1.Time{Time: scheduled},
+		Key:                keys.Lock,
+		OccurrenceKey:      keys.Occurrence,
+		FenceKey:           keys.Fence,
+		Store:              spec.store.Identity(),
+		Cluster:            r.ClusterName,
+		OwnerUID:           gj.UID,
+		TTL:                metav1.Duration{Duration: gj.Spec.Lock.TTLOrDefault()},
+		RenewInterval:      metav1.Duration{Duration: gj.Spec.Lock.RenewIntervalOrDefault()},
+		MaxHold:            metav1.Duration{Duration: gj.Spec.Lock.MaxHoldOrDefault()},
+		EnvName:            gj.Spec.Fencing.EnvNameOrDefault(),
+		FencingPolicy:      gj.Spec.Fencing.PolicyOrDefault(),
+		StoreFailurePolicy: gj.Spec.Lock.StoreFailurePolicyOrDefault(),
+		PodGuard:           spec.guard.DeepCopy(),
+	}, nil
 }
 
 // runIdentity is what a run's token is minted for: this cluster, the object and

@@ -10,6 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -81,12 +82,6 @@ func (u *unrecordedJobs) done(gj types.NamespacedName, job string) {
 	if len(u.jobs[gj]) == 0 {
 		delete(u.jobs, gj)
 	}
-}
-
-func (u *unrecordedJobs) has(gj types.NamespacedName, job string) bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.jobs[gj][job]
 }
 
 func (u *unrecordedJobs) of(gj types.NamespacedName) []string {
@@ -204,7 +199,10 @@ func (r *GuardedJobReconciler) jobWaitingFor(ctx context.Context, s *scope, run 
 	job := &batchv1.Job{}
 	key := client.ObjectKey{Namespace: s.gj.Namespace, Name: run.JobName}
 	err := r.Get(ctx, key, job)
-	if apierrors.IsNotFound(err) && r.pendingAdoption.has(client.ObjectKeyFromObject(s.gj), run.JobName) {
+	if apierrors.IsNotFound(err) {
+		// The cache may not have seen it (created by this manager's own failed
+		// pass moments ago, or the cache is older than the world): a run about
+		// to give up or acquire again must not miss its Job.
 		err = r.APIReader.Get(ctx, key, job)
 	}
 	switch {
@@ -230,9 +228,9 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 	if err := json.Unmarshal([]byte(job.Annotations[batchv1alpha1.RunAnnotation]), &rec); err != nil {
 		why = "its " + batchv1alpha1.RunAnnotation + " annotation does not parse"
 	}
-	run := &rec.ActiveRun
-	if why == "" && (run.JobName != job.Name || run.OwnerUID != gj.UID || run.Cluster != r.ClusterName) {
-		why = fmt.Sprintf("its run was recorded by cluster %q for object %s", run.Cluster, run.OwnerUID)
+	var run *batchv1alpha1.ActiveRun
+	if why == "" {
+		run, why = r.trustedRun(s, job, &rec.ActiveRun, recorded)
 	}
 	var store *lockclient.Client
 	if why == "" {
@@ -273,7 +271,6 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 
 	run.Token, run.JobUID, run.Phase = token, job.UID, batchv1alpha1.RunPhaseRunning
 	if recorded != nil {
-		run.Backfill, run.Parameters = recorded.Backfill, recorded.Parameters
 		*recorded = *run
 		run = recorded
 	} else {
@@ -310,6 +307,80 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 	r.event(s.gj, job, corev1.EventTypeNormal, batchv1alpha1.RunAdoptedReason,
 		"Adopted Job %s, created before its run was recorded: lock %s still holds its lease%s", job.Name, run.Key, fenceSuffix(run.Fence))
 	return false, r.openGate(ctx, s, run, job, store)
+}
+
+// trustedRun returns the run a Job waiting for adoption would be adopted as, or
+// why it may not be. Its run annotation is a hint: anyone who may create Jobs
+// in the namespace can write one. So everything the manager acts on (the keys,
+// the store, the lease timing, the pod guard) comes from status when status
+// records the run, or else from the spec for the occurrence the annotation
+// names (its keys checked against the namespace's grants), and the annotation
+// must say the same; no store is asked about anything else. From the
+// annotation come only the fence (which the store's fence counter must show),
+// the acquisition time (never later than the Job's creation, which the API
+// server stamps), the holder (which the key must hold, minted for this very
+// Job), and, for a run no status records, its backfill and parameters.
+func (r *GuardedJobReconciler) trustedRun(s *scope, job *batchv1.Job, hint, recorded *batchv1alpha1.ActiveRun) (*batchv1alpha1.ActiveRun, string) {
+	gj := s.gj
+	if hint.JobName != job.Name || hint.OwnerUID != gj.UID || hint.Cluster != r.ClusterName {
+		return nil, fmt.Sprintf("its run was recorded by cluster %q for object %s", hint.Cluster, hint.OwnerUID)
+	}
+	if hint.Unguarded {
+		return nil, "its run claims to hold no lease, and such a run's Job is never gated"
+	}
+	var want batchv1alpha1.ActiveRun
+	source := "the run status records"
+	switch {
+	case recorded != nil:
+		want = *recorded.DeepCopy()
+	case s.spec == nil:
+		return nil, "the spec is not valid now, so the run its annotation names cannot be checked against it"
+	default:
+		var err error
+		if want, err = r.runFromSpec(gj, s.spec, hint.ScheduledTime.Time); err != nil {
+			return nil, "the spec gives its occurrence no keys this GuardedJob may use: " + err.Error()
+		}
+		source = "the spec for its occurrence"
+		want.Backfill, want.Parameters, want.StartDeadline = hint.Backfill, hint.Parameters, hint.StartDeadline
+	}
+	if field := runDiffers(&want, hint); field != "" {
+		return nil, "its " + batchv1alpha1.RunAnnotation + " annotation does not match " + source + " (" + field + ")"
+	}
+	run := want
+	run.JobName, run.Holder, run.Fence = job.Name, hint.Holder, hint.Fence
+	run.AcquiredAt = hint.AcquiredAt
+	if created := job.CreationTimestamp; run.AcquiredAt == nil || created.Before(run.AcquiredAt) {
+		run.AcquiredAt = created.DeepCopy() // the lease was taken before its Job was created
+	}
+	return &run, ""
+}
+
+// runDiffers names the first field the manager acts on in which a run found
+// in a Job's annotation differs from the trusted one, or "". It names fields,
+// never values: the annotation is anyone's to write.
+func runDiffers(want, hint *batchv1alpha1.ActiveRun) string {
+	for _, f := range []struct {
+		name string
+		same bool
+	}{
+		{"scheduledTime", want.ScheduledTime.Equal(&hint.ScheduledTime)},
+		{"key", want.Key == hint.Key},
+		{"occurrenceKey", want.OccurrenceKey == hint.OccurrenceKey},
+		{"fenceKey", want.FenceKey == hint.FenceKey},
+		{"store", want.Store == hint.Store},
+		{"ttl", want.TTL == hint.TTL},
+		{"renewInterval", want.RenewInterval == hint.RenewInterval},
+		{"maxHold", want.MaxHold == hint.MaxHold},
+		{"envName", want.EnvName == hint.EnvName},
+		{"fencingPolicy", want.FencingPolicy == hint.FencingPolicy},
+		{"storeFailurePolicy", want.StoreFailurePolicy == hint.StoreFailurePolicy},
+		{"podGuard", equality.Semantic.DeepEqual(want.PodGuard, hint.PodGuard)},
+	} {
+		if !f.same {
+			return f.name
+		}
+	}
+	return ""
 }
 
 // adoptable says why a Job waiting for adoption may not be adopted, or "":

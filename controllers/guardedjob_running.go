@@ -43,13 +43,19 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 		return fmt.Errorf("get job %s: %w", run.JobName, err)
 	}
 	exists := err == nil
-	if !exists && run.JobUID != "" {
-		// The cache may simply not have seen the Job yet: ask the API server before
-		// treating it as deleted.
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: run.JobName}, job); err == nil {
-			s.requeueAfter(cacheLagRetry)
+	if !exists {
+		// The cache may not have seen the Job yet (created moments ago, or this
+		// manager's cache is older than the world): ask the API server before
+		// treating it as missing, whatever status says of its UID. A run skipped,
+		// stopped or released on a cached "not found" could leave a Pod working
+		// without its lease.
+		switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: run.JobName}, job); {
+		case err == nil && run.JobUID != "":
+			s.requeueAfter(cacheLagRetry) // a recorded Job: the cache catches up
 			return nil
-		} else if !apierrors.IsNotFound(err) {
+		case err == nil:
+			exists = true // its UID is recorded below (adoptJob)
+		case !apierrors.IsNotFound(err):
 			return fmt.Errorf("get job %s: %w", run.JobName, err)
 		}
 	}

@@ -1,0 +1,105 @@
+package controllers_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/jobbuild"
+)
+
+// Stories of input a tenant can write: a Job of its own making, or an
+// annotation it changed, is a hint to the manager, never an input.
+
+// forgedJob is a Job a tenant created in its namespace that looks like a run's
+// Job waiting for adoption: gated, owned by gj, carrying run.
+func (h *harness) forgedJob(gj *batchv1alpha1.GuardedJob, run batchv1alpha1.ActiveRun) *batchv1.Job {
+	h.t.Helper()
+	job, _ := jobbuild.Build(gj, &run)
+	raw, err := json.Marshal(run)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	job.Annotations[batchv1alpha1.RunAnnotation] = string(raw)
+	h.g.Expect(jobbuild.Gated(job)).To(BeTrue())
+	h.g.Expect(k8s.Create(context.Background(), job)).To(Succeed())
+	return job
+}
+
+// TestUntrusted_ATenantsJobNamingAnotherNamespacesKeyNeverMakesTheManagerReadIt:
+// a tenant who may create Jobs in its namespace creates one that looks like a
+// run's Job waiting for adoption, whose run annotation names a key of another
+// namespace in the shared store. The manager must never ask the store about
+// that key (the keys of a run come from the spec, checked against the
+// namespace's grants, before any store call), and no event may repeat that
+// key's value: the Job is deleted, saying only that it does not match.
+func TestUntrusted_ATenantsJobNamingAnotherNamespacesKeyNeverMakesTheManagerReadIt(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	g := h.g
+	gj := h.create(h.guardedJob("mine", h.ns+":mine"))
+	g.Eventually(func() *metav1.Time { return h.get(gj).Status.NextScheduleTime }).ShouldNot(BeNil())
+	gj = h.get(gj)
+	const victim, secret = "victim:payroll", "s3cr3t-payroll-value"
+	g.Expect(h.rdb.Set(ctx, victim, secret, time.Hour).Err()).To(Succeed())
+	store := h.redis.Monitor(t)
+
+	scheduled := time.Now().Truncate(time.Minute)
+	name := jobbuild.Name(gj.Name, scheduled, "abcdef")
+	forged := h.forgedJob(gj, batchv1alpha1.ActiveRun{
+		JobName: name, ScheduledTime: metav1.Time{Time: scheduled}, Key: victim, OccurrenceKey: victim + ":done", FenceKey: victim + ":fence",
+		Holder: "cluster-a/" + h.ns + "/" + name, Cluster: "cluster-a", OwnerUID: gj.UID, Fence: 1,
+		TTL: metav1.Duration{Duration: time.Minute}, RenewInterval: metav1.Duration{Duration: 20 * time.Second},
+		MaxHold: metav1.Duration{Duration: 24 * time.Hour}, EnvName: batchv1alpha1.DefaultFenceEnvName,
+		FencingPolicy: batchv1alpha1.FencingInject, StoreFailurePolicy: batchv1alpha1.FailClosed,
+	})
+	g.Eventually(func() bool { return h.jobDeleted(forged) }).Should(BeTrue(), "the forged Job is deleted")
+	g.Expect(h.events(gj)).To(ContainElement(And(HavePrefix("StaleJob: Deleted Job "+name), ContainSubstring("does not match"))))
+	store.Stop()
+	g.Expect(store.Mentioning(victim)).To(BeEmpty(), "the store was never asked about another namespace's key")
+	for _, e := range h.eventsAll() {
+		g.Expect(e).NotTo(ContainSubstring(secret), "no event repeats another key's value")
+	}
+	g.Expect(h.rdb.Get(ctx, victim).Val()).To(Equal(secret))
+	g.Expect(h.get(gj).Status.Active).To(BeEmpty(), "nothing was adopted")
+}
+
+// TestUntrusted_AnAnnotationThatLengthensTheLeaseIsNeverAdopted: a run's Job
+// waits for adoption after its manager died before recording the run; a
+// tenant edits the Job's run annotation to a ttl of an hour and a maxHold of a
+// month. Adopted as written, the run's renewals would keep the key an hour
+// past any crash and its run past the spec's maxHold. The lease timing of a run
+// comes from the spec: the Job is not adopted and its key is not renewed with
+// the tenant's timing.
+func TestUntrusted_AnAnnotationThatLengthensTheLeaseIsNeverAdopted(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	g := h.g
+	gj, job, token := h.unrecordedJob("lengthened")
+	key := h.ns + ":lengthened"
+
+	var run batchv1alpha1.ActiveRun
+	g.Expect(json.Unmarshal([]byte(job.Annotations[batchv1alpha1.RunAnnotation]), &run)).To(Succeed())
+	run.TTL = metav1.Duration{Duration: time.Hour}
+	run.MaxHold = metav1.Duration{Duration: 30 * 24 * time.Hour}
+	raw, err := json.Marshal(run)
+	g.Expect(err).NotTo(HaveOccurred())
+	patch := client.MergeFrom(job.DeepCopy())
+	job.Annotations[batchv1alpha1.RunAnnotation] = string(raw)
+	g.Expect(k8s.Patch(ctx, &job, patch)).To(Succeed())
+
+	h.start()
+	h.unadoptedDeleted(gj, &job, "does not match")
+	g.Expect(h.rdb.PTTL(ctx, key).Val()).To(BeNumerically("<=", gj.Spec.Lock.TTLOrDefault()), "never renewed with the tenant's ttl")
+	if v := h.rdb.Get(ctx, key).Val(); v != "" {
+		g.Expect(v).To(Equal(token), "nobody else took it")
+	}
+	g.Expect(ptr.Deref(job.Spec.Suspend, false)).To(BeTrue())
+}
