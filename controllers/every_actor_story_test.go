@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -459,8 +460,9 @@ func TestEveryActor_APausedOldLeaderNeverStartsTheJobOfARunThatAlreadyCompleted(
 }
 
 // TestEveryActor_AGuardedRunStoppedBeforeItsJobUIDWasRecordedLeavesItsLeaseToExpire:
-// the manager dies after creating a guarded run's Job and before recording its
-// UID. The next manager starts cut off from Redis: the resumed lease reaches its
+// a guarded run's first Job create fails (the API server times out), so the run
+// is recorded first and its Job created by the next step; the manager dies after
+// creating the Job and before recording its UID. The next manager starts cut off from Redis: the resumed lease reaches its
 // self-fence deadline and the run is stopped while status still names no Job
 // UID. Its Pod's node is cut off too and the Pod is force-deleted. Such a run did
 // have a Job: its lease must be left to expire (so the Pod's guard stops it
@@ -468,12 +470,21 @@ func TestEveryActor_APausedOldLeaderNeverStartsTheJobOfARunThatAlreadyCompleted(
 func TestEveryActor_AGuardedRunStoppedBeforeItsJobUIDWasRecordedLeavesItsLeaseToExpire(t *testing.T) {
 	h := newHarness(t)
 	proxy := h.storeViaProxy()
-	h.intercept = &interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-		if gj, ok := obj.(*batchv1alpha1.GuardedJob); ok && len(gj.Status.Active) > 0 && gj.Status.Active[0].JobUID != "" {
-			return errors.New("injected: the manager dies before it records the Job's UID")
-		}
-		return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-	}}
+	var creates atomic.Int32
+	h.intercept = &interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*batchv1.Job); ok && creates.Add(1) == 1 {
+				return apierrors.NewServerTimeout(batchv1.Resource("jobs"), "create", 1)
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if gj, ok := obj.(*batchv1alpha1.GuardedJob); ok && len(gj.Status.Active) > 0 && gj.Status.Active[0].JobUID != "" {
+				return errors.New("injected: the manager dies before it records the Job's UID")
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	}
 	h.start()
 	h.guardSecret("guard-redis")
 	ctx := context.Background()

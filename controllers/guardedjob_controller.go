@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/jobbuild"
 	"github.com/guardedjob/guardedjob/internal/keys"
 	"github.com/guardedjob/guardedjob/internal/leadership"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
@@ -144,7 +145,7 @@ type GuardedJobReconciler struct {
 // +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs/status,verbs=update;patch
 // +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;delete;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get,resourceNames=kube-system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -245,9 +246,13 @@ func (r *GuardedJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&batchv1alpha1.GuardedJob{}).
 		Watches(&batchv1.Job{}, byLabel).
 		Watches(&corev1.Pod{}, byLabel, builder.WithPredicates(predicate.Funcs{
-			// A Pod's disappearance moves a stopping run on, and a pod guard that
-			// stopped its workload moves its run on.
-			CreateFunc: func(event.CreateEvent) bool { return false },
+			// A Pod's disappearance moves a stopping run on, a pod guard that
+			// stopped its workload moves its run on, and a Pod waiting at the
+			// lease's scheduling gate has its run confirm its lease.
+			CreateFunc: func(e event.CreateEvent) bool {
+				pod, ok := e.Object.(*corev1.Pod)
+				return ok && jobbuild.PodGated(pod)
+			},
 			UpdateFunc: guardExitChanged,
 		})).
 		// A GuardedJob that moved into this shard has its leases renewed the

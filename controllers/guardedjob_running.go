@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -140,6 +141,9 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 	if r.noteQueued(s, run, job) { // suspended by a queue: podStartTimeout waits (guardedjob_queued.go)
 		setLockHeld(gj, "", "", s.now)
 		return nil
+	}
+	if err := r.openPodGates(ctx, s, run, job, store); err != nil || run.Phase != batchv1alpha1.RunPhaseRunning {
+		return err
 	}
 	if msg, err := r.podsNotStarted(ctx, s, job); err != nil || msg != "" {
 		if err != nil {
@@ -322,6 +326,53 @@ func (r *GuardedJobReconciler) openGate(ctx context.Context, s *scope, run *batc
 			return nil
 		}
 		return fmt.Errorf("start job %s: %w", job.Name, err)
+	}
+	return nil
+}
+
+// openPodGates lets the Pods of a queue's Job be scheduled (see
+// jobbuild.PodGated): it confirms in the store, with a renewal sent after the
+// Pods existed, that the run still holds its lease, then removes the lease's
+// scheduling gate from each of them (a patch with a resourceVersion
+// precondition). A lease found lost stops the run: its Pods were never
+// scheduled. A store that does not answer keeps them gated until the next pass.
+func (r *GuardedJobReconciler) openPodGates(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, job *batchv1.Job, store *lockclient.Client) error {
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		return fmt.Errorf("list pods of job %s: %w", job.Name, err)
+	}
+	var gated []*corev1.Pod
+	for i := range pods.Items {
+		if p := &pods.Items[i]; jobbuild.PodGated(p) && p.DeletionTimestamp.IsZero() && metav1.IsControlledBy(p, job) {
+			gated = append(gated, p)
+		}
+	}
+	if len(gated) == 0 {
+		return nil
+	}
+	err := store.Renew(ctx, leaseOf(run))
+	var nh *lockclient.NotHeldError
+	switch {
+	case errors.As(err, &nh):
+		holder := lockclient.HolderOf(nh.Holder)
+		msg := "lock " + run.Key + " was lost before the Job's Pods could be scheduled: " + heldByOr(holder, "the key is gone")
+		return r.beginStop(s, run, batchv1alpha1.RunResultLockLost, msg, batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, holder)
+	case err != nil:
+		s.requeueAfter(confirmRetry)
+		return nil
+	}
+	for _, pod := range gated {
+		patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		pod.Spec.SchedulingGates = slices.DeleteFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
+			return g.Name == batchv1alpha1.LeaseSchedulingGate
+		})
+		if err := r.Patch(ctx, pod, patch); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				s.requeueAfter(cacheLagRetry)
+				continue
+			}
+			return fmt.Errorf("open the scheduling gate of pod %s: %w", pod.Name, err)
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,11 +11,13 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/jobbuild"
 )
 
 // A GuardedJob whose Jobs a queue starts (jobTemplate.spec.suspend: true, as
@@ -96,4 +99,94 @@ func TestQueued_AJobKeptSuspendedByItsQueueIsQueuedAndPodStartTimeoutCountsFromI
 	}
 	g.Expect(queuedEvents).To(HaveExactElements(And(ContainSubstring("Job "+job.Name+" is suspended, waiting for its queue batch to start it"),
 		ContainSubstring("holds its lease "+key))))
+}
+
+// TestQueued_APodOfAQueuesJobIsScheduledOnlyOnceItsRunsLeaseIsConfirmed: a
+// queue may start a Job whenever it admits it: also a Job a paused manager
+// created after its run ended, or one admitted while the manager is cut off
+// from the API server. So the Pods of a Job a queue starts wait at the lease's
+// scheduling gate; the manager lets a Pod be scheduled only once it confirmed,
+// after the Pod existed, that the Pod's run still holds its lease. A Job no
+// run claims keeps its Pods gated until the stop controller deletes it.
+func TestQueued_APodOfAQueuesJobIsScheduledOnlyOnceItsRunsLeaseIsConfirmed(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	g := h.g
+	ctx := context.Background()
+	key := h.ns + ":queuegate"
+	gj := h.guardedJob("queuegate", key)
+	gj.Spec.JobTemplate.Spec.Suspend = ptr.To(true)
+	h.create(gj)
+	h.trigger(gj)
+	job := h.waitJobs(1)[0]
+	h.waitRecorded(gj)
+	g.Expect(job.Spec.Template.Spec.SchedulingGates).To(ContainElement(corev1.PodSchedulingGate{Name: batchv1alpha1.LeaseSchedulingGate}),
+		"the Pods of a Job a queue starts wait for the manager")
+	run := h.get(gj).Status.Active[0]
+
+	h.queueStarts(&job)
+	pod := h.gatedPodFor(&job)
+	g.Eventually(func() []corev1.PodSchedulingGate { return h.podNow(pod).Spec.SchedulingGates }).
+		ShouldNot(ContainElement(corev1.PodSchedulingGate{Name: batchv1alpha1.LeaseSchedulingGate}), "the run's lease confirmed: scheduled")
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(run.Token))
+
+	// The run ends. A Job of the same template that no run claims (created
+	// late by a manager that was paused) is started by the queue: its Pod is
+	// never scheduled, and the Job is stopped.
+	h.complete(&job)
+	g.Eventually(func() []batchv1alpha1.ActiveRun { return h.get(gj).Status.Active }).Should(BeEmpty())
+	late, _ := jobbuild.Build(h.get(gj), &run)
+	late.Name = run.JobName + "-late"
+	g.Expect(k8s.Create(ctx, late)).To(Succeed())
+	h.queueStarts(late)
+	latePod := h.gatedPodFor(late)
+	stillGated := func() bool {
+		cur := &corev1.Pod{}
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(latePod), cur)
+		if apierrors.IsNotFound(err) {
+			return true // deleted before it was ever scheduled
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		return slices.Contains(cur.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: batchv1alpha1.LeaseSchedulingGate})
+	}
+	g.Consistently(stillGated).WithTimeout(2*time.Second).Should(BeTrue(), "its Pod is never let through")
+	g.Eventually(func() bool { return h.jobDeleted(late) }).Should(BeTrue(), "the stop controller stops a Job no run claims")
+	g.Expect(stillGated()).To(BeTrue())
+}
+
+// queueStarts plays the queue: it unsuspends the Job.
+func (h *harness) queueStarts(job *batchv1.Job) {
+	h.t.Helper()
+	cur := &batchv1.Job{}
+	h.g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(job), cur)).To(Succeed())
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Spec.Suspend = ptr.To(false)
+	h.g.Expect(k8s.Patch(context.Background(), cur, patch)).To(Succeed())
+}
+
+// gatedPodFor plays the Job controller: a Pod of the Job, with the template's
+// scheduling gates, not yet bound to a node.
+func (h *harness) gatedPodFor(job *batchv1.Job) *corev1.Pod {
+	h.t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: job.Name + "-pod", Namespace: h.ns,
+			Labels: map[string]string{
+				batchv1.JobNameLabel:          job.Name,
+				batchv1alpha1.GuardedJobLabel: job.Labels[batchv1alpha1.GuardedJobLabel],
+			},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
+		},
+		Spec: *job.Spec.Template.Spec.DeepCopy(),
+	}
+	h.g.Expect(k8s.Create(context.Background(), pod)).To(Succeed())
+	return pod
+}
+
+// podNow reads a Pod as the API server has it.
+func (h *harness) podNow(pod *corev1.Pod) *corev1.Pod {
+	h.t.Helper()
+	cur := &corev1.Pod{}
+	h.g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(pod), cur)).To(Succeed())
+	return cur
 }

@@ -63,6 +63,14 @@ const (
 	// StartGateLease is the StartGateAnnotation value.
 	StartGateLease = "lease"
 
+	// LeaseSchedulingGate is the scheduling gate on the Pods of a Job that a
+	// queue starts (its template sets suspend: true, as Kueue asks): the manager
+	// removes it from a Pod only once it has confirmed, with a store call sent
+	// after the Pod existed, that the Pod's run still holds its lease. A queue
+	// that starts a Job whose run has ended, or starts one while the manager is
+	// cut off, gets Pods that are never scheduled.
+	LeaseSchedulingGate = "batch.guardedjob.dev/lease"
+
 	// HolderAnnotation on a run's Job holds the run's holder
 	// ("<cluster>/<namespace>/<job>"), never the token.
 	HolderAnnotation = "batch.guardedjob.dev/holder"

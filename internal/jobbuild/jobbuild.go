@@ -128,16 +128,48 @@ func Build(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (*batchv1
 // annotation: the manager lets it start only after it has confirmed, after the
 // create, that the run still holds its lease (a create has no precondition, and
 // a manager may be paused between its lease check and its create for as long as
-// it takes another to complete the run). A pod guard's start gate does that in
-// the Pod; a FailOpen run started without a lease has nothing to confirm; a
-// template that asks for suspend itself (a queue such as Kueue starts it) is
-// left as it is.
+// it takes another to complete the run). A run with a pod guard is gated too:
+// the guard's own start gate in the Pod would accept a lease its run, ended,
+// left to expire. A FailOpen run started without a lease has nothing to
+// confirm; a template that asks for suspend itself (a queue such as Kueue
+// starts it) gets a scheduling gate on its Pods instead (QueueGate).
 func gate(job *batchv1.Job, run *batchv1alpha1.ActiveRun) {
-	if run.Unguarded || run.PodGuard != nil || ptr.Deref(job.Spec.Suspend, false) {
+	if run.Unguarded {
+		return
+	}
+	if ptr.Deref(job.Spec.Suspend, false) {
+		queueGate(job)
 		return
 	}
 	job.Spec.Suspend = ptr.To(true)
 	job.Annotations[batchv1alpha1.StartGateAnnotation] = batchv1alpha1.StartGateLease
+}
+
+// queueGate gives the Pods of a Job a queue starts (its template asks for
+// suspend: the queue unsuspends it when it admits it) a scheduling gate: no Pod
+// of it is scheduled until the manager has confirmed, after the Pod exists,
+// that its run still holds its lease, and removed the gate from that Pod. A
+// queue may start such a Job at any time, also after the manager lost sight of
+// it: a late create by a paused manager, or a queue that admits a Job while the
+// manager is cut off from the API server.
+func queueGate(job *batchv1.Job) {
+	spec := &job.Spec.Template.Spec
+	for _, g := range spec.SchedulingGates {
+		if g.Name == batchv1alpha1.LeaseSchedulingGate {
+			return
+		}
+	}
+	spec.SchedulingGates = append(spec.SchedulingGates, corev1.PodSchedulingGate{Name: batchv1alpha1.LeaseSchedulingGate})
+}
+
+// PodGated says whether a Pod waits at the lease's scheduling gate (QueueGate).
+func PodGated(pod *corev1.Pod) bool {
+	for _, g := range pod.Spec.SchedulingGates {
+		if g.Name == batchv1alpha1.LeaseSchedulingGate {
+			return true
+		}
+	}
+	return false
 }
 
 // Gated says whether a Job waits at the start gate for its lease to be confirmed.
