@@ -2,6 +2,7 @@ package lockclient_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -157,4 +158,42 @@ func TestKeeperAKeyTakenBackByARenewalSentBeforeAPauseIsLost(t *testing.T) {
 	clk.Step(10 * time.Second) // renewals would be due again
 	g.Consistently(func() time.Duration { return rdb.PTTL(ctx, l.Keys.Lock).Val() }).WithTimeout(500*time.Millisecond).
 		Should(BeNumerically("<=", ttl), "never renewed again: it expires within its ttl")
+}
+
+// TestAClientWhoseWriteGateRefusesWritesNothingButRenewals: a manager that is
+// not known to lead sends no acquire, complete, release, unlock or heartbeat;
+// it still renews the leases it holds, so that a run the new leader adopts is
+// never left to lapse.
+func TestAClientWhoseWriteGateRefusesWritesNothingButRenewals(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	srv := redisserver.Start(t)
+	var leading atomic.Bool
+	leading.Store(true)
+	errDeposed := errors.New("not leading")
+	c := dialConfig(t, lockclient.Config{URL: "redis://" + srv.Addr(), Timeout: 5 * time.Second}, lockclient.WithWriteGate(func() error {
+		if leading.Load() {
+			return nil
+		}
+		return errDeposed
+	}))
+	held := acquire(t, c, keys("held"), 30*time.Second)
+	leading.Store(false)
+
+	k := keys("refused")
+	_, err := c.Acquire(ctx, acquireReq(k, token(t, "job"), 30*time.Second))
+	g.Expect(err).To(MatchError(errDeposed), "acquire")
+	_, err = c.Complete(ctx, held, time.Minute)
+	g.Expect(err).To(MatchError(errDeposed), "complete")
+	g.Expect(c.Release(ctx, held)).To(MatchError(errDeposed), "release")
+	g.Expect(c.Unlock(ctx, held.Keys.Lock, held.Token, lockclient.UnlockLock)).To(MatchError(errDeposed), "unlock")
+	_, err = c.Swap(ctx, "_guardedjob:identity:x", "beat", time.Minute)
+	g.Expect(err).To(MatchError(errDeposed), "swap")
+	rdb := srv.Client(t)
+	n, err := rdb.Exists(ctx, k.Lock, k.Fence, held.Keys.Occurrence, "_guardedjob:identity:x").Result()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(n).To(BeZero(), "no key written")
+	g.Expect(rdb.Get(ctx, held.Keys.Lock).Val()).To(Equal(held.Token), "the held lease is still held")
+
+	g.Expect(c.Renew(ctx, held)).To(Succeed(), "a renewal of its own lease goes through")
 }
