@@ -158,10 +158,9 @@
 #define CREATE_SUSPENDED 1
 #endif
 
-/* The Job-first order: JF. Strict's floor is then the max of status.lastFence and
- * the fences the Jobs carry, and the status write that adopts a Job raises lastFence
- * to the Job's fence (HOLE_JOBFIRST_NO_FLOOR: it records the fence in the run only;
- * the floor still reads the Jobs that exist). */
+/* The Job-first order: JF. Strict's floor is status.lastFence, as the code computes
+ * it (it reads no Job's fence): the status write that adopts a Job raises lastFence
+ * to the Job's fence (HOLE_JOBFIRST_NO_FLOOR: it records the fence in the run only). */
 #ifdef JOB_FIRST
 #define JF 1
 #else
@@ -567,12 +566,6 @@ inline acquire(t, o, res, fence) {
      rfctr++;                                  /* fence = max(INCR, floor + 1), written back */
 #ifndef HOLE_STRICT_WITHOUT_FLOOR
      if :: rfctr <= lfence -> rfctr = lfence + 1 :: else fi;   /* (a planted bug leaves the floor out) */
-#if JF
-     /* Job-first: and above the fence every Job carries (a Job that is gone has 0) */
-     if :: rfctr <= j_fence[0] -> rfctr = j_fence[0] + 1 :: else fi;
-     if :: rfctr <= j_fence[1] -> rfctr = j_fence[1] + 1 :: else fi;
-     if :: rfctr <= j_fence[2] -> rfctr = j_fence[2] + 1 :: else fi;
-#endif
 #endif
      fence = rfctr; t_ep[t] = epoch; t_vl[t] = TTL;
      REP_SYNC                                  /* with minReplicaAcks, WAIT follows */
