@@ -24,6 +24,7 @@ hack/ensure-spin.sh
 declare -A probes=(
   [RUN]="complete takeup resume_stop overlap_after_loss floor_after_loss"
   [PAUSE]="two_runs old_create_deleted paused_past_deadline take_back_due"
+  [DEPOSED]="stale_reacquire stale_release lapse_expired skipped_late inflight_ghost"
   [LEFT]="left_to_expire guard_stop trigger_run unlock_refused_ledger"
   [GUARD]="stopped_vanished_pod gate_refuses"
   [UNLOCK]="complete foreign_unlocked"
@@ -41,7 +42,8 @@ declare -A probes=(
 # a run whose status write failed)
 declare -A unfired=(
   [RUN]="stop_unclaimed drop_finalizer"
-  [PAUSE]=""
+  [PAUSE]="paused_confirm"
+  [DEPOSED]="skip_forbid paused_confirm"
   [LEFT]="renew_lost stop_reported stop_stopping stop_unclaimed stop_lost stop_deleted_unrecorded stop_deleted drop_finalizer unlock_foreign"
   [GUARD]="stop_unclaimed drop_finalizer"
   [UNLOCK]="renew_lost stop_reported stop_stopping stop_unclaimed skip_forbid stop_lost stop_deleted_unrecorded stop_deleted drop_finalizer"
@@ -52,7 +54,7 @@ declare -A unfired=(
   [JOBFIRST_PAUSE]="paused_confirm"
   [JOBFIRST_GUARD]="adopt"
 )
-configs=(RUN PAUSE LEFT GUARD UNLOCK SHARD TWIN REPL JOBFIRST_RUN JOBFIRST_PAUSE JOBFIRST_GUARD)
+configs=(RUN PAUSE DEPOSED LEFT GUARD UNLOCK SHARD TWIN REPL JOBFIRST_RUN JOBFIRST_PAUSE JOBFIRST_GUARD)
 # hole switch: the configuration that shows it
 declare -A holes=(
   [HOLE_TAKEUP_LEFT_LEASE]=LEFT
@@ -74,13 +76,18 @@ declare -A holes=(
   [HOLE_JOBFIRST_GATE_EARLY]=JOBFIRST_RUN
   [HOLE_JOBFIRST_ADOPT_ANY]=JOBFIRST_PAUSE
   [HOLE_JOBFIRST_NO_FLOOR]=JOBFIRST_RUN
+  [HOLE_NOT_LEADING]=DEPOSED
+  [HOLE_INFLIGHT_REACQUIRE_RENEWED]=DEPOSED
+  [HOLE_SKIP_ON_STALE_CACHE]=DEPOSED
+  [HOLE_GATE_STALE_CONFIRM]=DEPOSED
 )
 hole_order=(HOLE_TAKEUP_LEFT_LEASE HOLE_UNLOCK_LIVE_FOREIGN HOLE_SHARD_BREAK_BEFORE_MAKE
   HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN HOLE_DEADLINE_FROM_REPLY HOLE_PAUSED_CREATE HOLE_SLOW_HANDOVER
   HOLE_UNCLEAN_BY_RECORDED_UID HOLE_PAUSED_KEEPER HOLE_RENEW_ONLY_REACQUIRE
   HOLE_DUPLICATE_IDENTITY HOLE_IDENTITY_WINDOW HOLE_IDENTITY_OUTAGE HOLE_MARKER_UNACKED
   HOLE_ACQUIRE_IGNORES_MARKER HOLE_STRICT_WITHOUT_FLOOR
-  HOLE_JOBFIRST_ADOPT_ANY HOLE_JOBFIRST_GATE_EARLY HOLE_JOBFIRST_NO_FLOOR)
+  HOLE_JOBFIRST_ADOPT_ANY HOLE_JOBFIRST_GATE_EARLY HOLE_JOBFIRST_NO_FLOOR
+  HOLE_NOT_LEADING HOLE_INFLIGHT_REACQUIRE_RENEWED HOLE_SKIP_ON_STALE_CACHE HOLE_GATE_STALE_CONFIRM)
 
 jobs=()
 if (($# == 0)); then
