@@ -9,7 +9,7 @@
  * request) may come arbitrarily late, or never. Every step is one atomic action: a
  * crash falls between any two of them. Timers count down, so the state space is finite.
  *
- * Configurations (define one): CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_LEFT, CFG_GUARD, CFG_UNLOCK,
+ * Configurations (define one): CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_LEFT, CFG_GUARD, CFG_UNLOCK,
  * CFG_SHARD, CFG_TWIN, CFG_REPL; CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE and
  * CFG_JOBFIRST_GUARD are RUN, PAUSE and GUARD in the Job-first run order (JOB_FIRST,
  * which any configuration may also be given: below). Hole switches (each off unless
@@ -18,7 +18,8 @@
  * HOLE_DEADLINE_FROM_REPLY, HOLE_PAUSED_CREATE, HOLE_UNCLEAN_BY_RECORDED_UID,
  * HOLE_PAUSED_KEEPER, HOLE_RENEW_ONLY_REACQUIRE, HOLE_DUPLICATE_IDENTITY,
  * HOLE_MARKER_UNACKED, HOLE_IDENTITY_WINDOW, HOLE_IDENTITY_OUTAGE, HOLE_NOT_LEADING,
- * HOLE_INFLIGHT_REACQUIRE_RENEWED, HOLE_SKIP_ON_STALE_CACHE, HOLE_GATE_STALE_CONFIRM;
+ * HOLE_INFLIGHT_REACQUIRE_RENEWED, HOLE_SKIP_ON_STALE_CACHE, HOLE_GATE_STALE_CONFIRM,
+ * HOLE_MARKER_EXPIRES_EARLY;
  * a timing assumption:
  * HOLE_SLOW_HANDOVER; and two planted bugs that show I2 and I3 can
  * fail: HOLE_ACQUIRE_IGNORES_MARKER, HOLE_STRICT_WITHOUT_FLOOR. Holes of the
@@ -101,6 +102,13 @@
 #define STALE 1
 #define REACQ 1             /* its run is FailOpen */
 #define INFLIGHT 1          /* the pause may fall while a renewal is in flight */
+#elif defined(CFG_MARKER)
+/* two clusters, one occurrence: cluster A runs it; cluster B's run of the same
+ * occurrence (the other holder) may start as late as the occurrence's latest start
+ * (it waits for B's run ahead, or retries while the key is busy), never later;
+ * done-markers expire */
+#define NOCC 1
+#define MARKEXP 1
 #elif defined(CFG_LEFT)
 /* one cluster with the pod guard: runs that end uncleanly leave their lease to
  * expire, a Pod cut off from the API server, history clean-up, a run-now trigger,
@@ -155,7 +163,7 @@
 #define REPL 1
 #define FLAKY 1
 #else
-#error "define one of CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD"
+#error "define one of CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD"
 #endif
 
 /* The unlock script refuses a GuardedJob token while its key has a time to live;
@@ -254,6 +262,18 @@
 #endif
 #define HT       2          /* shard hand-over timeout */
 #define IDT      1          /* ticks until the heartbeats tell of a second manager (three 5 s beats) */
+/* Done-marker lifetime (MARKEXP), in ticks from the occurrence: the latest start of
+ * a run of it is the next occurrence + startingDeadline + jitter + the buffered
+ * runs ahead x (maxHold + stop budget); no run of it starts later (but a backfill),
+ * and its marker lives at least that long. HOLE_MARKER_EXPIRES_EARLY: the marker
+ * lives until the next occurrence + startingDeadline + 5 min, ignoring the wait
+ * behind buffered runs. */
+#define LATEST   4
+#ifdef HOLE_MARKER_EXPIRES_EARLY
+#define MK_UNTIL 2
+#else
+#define MK_UNTIL LATEST
+#endif
 
 #define NT 4                /* tokens (leases) that can be minted */
 #define NJ 3                /* Job slots */
@@ -416,11 +436,23 @@ bit  b_settled;             /* HOLE_IDENTITY_OUTAGE: B took the outage for settl
 #else
 #define TW_END skip
 #endif
+#ifdef MARKEXP
+#define B_END b_done = 1
+#else
+#define B_END skip
+#endif
 
 /* Budgets */
 byte crashed;                /* crashes so far */
 bit  paused, lost_data;
 bit  lapsed;                 /* the pause was a lapse: nobody took over */
+#ifdef MARKEXP
+byte age;                   /* ticks since the occurrence (up to LATEST + 1) */
+bit  b_done;                /* cluster B's run of it is over (or skipped, or refused) */
+#define START_OK (age <= LATEST)      /* a run starts no later than the latest start */
+#else
+#define START_OK 1
+#endif
 bit  gh_late;                /* probes: a run was skipped late */
 
 /* Ghosts */
@@ -727,10 +759,14 @@ active proctype Clock() {
        if :: s_ttl > 0 -> s_ttl--; if :: s_ttl == 0 -> s_key = 0 :: else fi :: else fi;
 #endif
        for (h_i : 1 .. NT) { if :: t_vl[h_i] > 0 -> t_vl[h_i]-- :: else fi };
+#ifdef MARKEXP
+       if :: age <= LATEST -> age++ :: else fi;
+       if :: rmark[1] != 0 && age > MK_UNTIL -> rmark[1] = 0; printf("MODEL: the done-marker of occurrence 1 expires\n") :: else fi;
+#endif
        if :: l_fl > 0 -> l_fl-- :: else fi;
        /* the other holder stops working by the time its key could expire */
        if
-       :: fw -> fw_left--; if :: fw_left == 0 -> fw = 0; fw_ovl = 0; fw_ep = 0; TW_END :: else fi
+       :: fw -> fw_left--; if :: fw_left == 0 -> fw = 0; fw_ovl = 0; fw_ep = 0; TW_END; B_END :: else fi
        :: else
        fi;
        /* Pods at the end of their grace are killed */
@@ -895,7 +931,7 @@ proctype Reconciler(byte p) {
   do
   /* recordIntent + acquire for the next scheduled occurrence (Job-first: once status
    * has adopted the Jobs it can) */
-  :: atomic { LEADS(p) && A_MAY && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && tnext <= NT && !(JF && ADOPTABLE) -> acquire_next: d_step {
+  :: atomic { LEADS(p) && A_MAY && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && tnext <= NT && !(JF && ADOPTABLE) && START_OK -> acquire_next: d_step {
 
        acquire_pass(p, onext);
        if :: h_r != 1 -> LASTRUN(0, 0); onext++ :: else fi;
@@ -1276,13 +1312,33 @@ active proctype Kube() {
 /* The other holder of the key. */
 active proctype Other() {
   do
-#ifndef TWIN
+#if defined(MARKEXP)
+  /* cluster B's run of occurrence 1 (its token FV): it starts late, but never past
+   * the latest start; a done-marker makes it Skipped; a busy key makes it wait */
+  :: atomic { !b_done && !fw && START_OK && (rkey == 0 || MARKED(1)) -> b_acquire: d_step {
+       if
+       :: MARKED(1) -> b_done = 1; printf("MODEL: cluster B finds occurrence 1 done: Skipped\n")
+       :: else ->
+          printf("MODEL: cluster B acquires occurrence 1 and works\n");
+          i1_start(epoch, fw_ovl);
+          rkey = FV; rttl = TTL; fw = 1; fw_left = TTL; fw_ep = epoch
+       fi;
+       END_STEP } }
+  /* it completes: the done-marker (I2), then DEL */
+  :: atomic { fw && rkey == FV -> b_complete: d_step {
+       printf("MODEL: cluster B completes occurrence 1\n");
+       rmark[1] = FV;
+       CHECK(mk_by[1] == 0 || mk_by[1] == FV, "I2: occurrence %d completed by a second run", 1);
+       mk_by[1] = FV;
+       rkey = 0; rttl = 0; fw = 0; fw_left = 0; fw_ep = 0; fw_ovl = 0; b_done = 1 } }
+#elif !defined(TWIN)
   :: atomic { rkey == 0 && !fw -> other_acquire: d_step {
        printf("MODEL: the other holder takes the key and works\n");
        i1_start(epoch, fw_ovl);
        REP_W; rkey = FV; rttl = TTL; fw = 1; fw_left = TTL; fw_ep = epoch;
        END_STEP } }
-#else
+#endif
+#ifdef TWIN
   /* cluster B: its manager starts, and goes */
   :: atomic { tw_st == 0 -> twin_start: d_step {
        printf("MODEL: cluster B's manager starts, claiming A's identity\n"); tw_st = 1; id_left = IDT } }
@@ -1588,6 +1644,9 @@ ltl probe_stale_release      { [] !(pst[1] == AWAKE && c_tok != 0 && c_slot == 0
 ltl probe_lapse_expired      { [] !(lapsed && pst[0] == UP && a_tok != 0 && rkey != a_tok && HASSUSP(a_tok)) }
 ltl probe_skipped_late       { [] !(gh_late && paused && !lapsed) }
 ltl probe_inflight_ghost     { [] !(fl_st == 2 && fl_res == FL_REACQ && led[fl_tok] == RELD && pst[1] == AWAKE) }
+#elif defined(CFG_MARKER)
+ltl probe_late_skipped       { [] !(b_done && mk_by[1] != 0 && mk_by[1] != FV && age >= LATEST && rmark[1] != 0) }
+ltl probe_marker_expired     { [] !(age > LATEST && rmark[1] == 0 && mk_by[1] != 0) }
 #elif defined(CFG_LEFT)
 ltl probe_left_to_expire     { [] !(led[1] == LEFT && rkey == 1 && (p_inv[0] && ALIVE(0))) }
 ltl probe_guard_stop         { [] !(p_inv[0] && p_st[0] == PTERM || p_inv[1] && p_st[1] == PTERM) }
