@@ -25,6 +25,7 @@ declare -A probes=(
   [RUN]="complete takeup resume_stop overlap_after_loss floor_after_loss"
   [PAUSE]="two_runs old_create_deleted paused_past_deadline take_back_due"
   [MARKER]="late_skipped marker_expired"
+  [ADOPT]="forged_stopped"
   [DEPOSED]="stale_reacquire stale_release lapse_expired skipped_late inflight_ghost"
   [LEFT]="left_to_expire guard_stop trigger_run unlock_refused_ledger"
   [GUARD]="stopped_vanished_pod gate_refuses"
@@ -37,14 +38,17 @@ declare -A probes=(
   [JOBFIRST_GUARD]="stopped_vanished_pod gate_refuses adopted unrecorded_stopped"
 )
 # configuration: the steps (labels in the model) it compiles but cannot fire
-# (only the old leader's Jobs are unclaimed; LEFT, UNLOCK and MARKER never lose a lease; in
-# TWIN cluster B's runs never start; UNLOCK, SHARD and REPL have one occurrence; in
-# the Job-first order a run is recorded with its Job, and no leader opens the gate of
-# a run whose status write failed)
+# (only the old leader's and the tenant's Jobs are unclaimed; LEFT, UNLOCK, MARKER and
+# ADOPT never lose a lease; in TWIN cluster B's runs never start; UNLOCK, SHARD, REPL,
+# DEPOSED, MARKER and ADOPT have one occurrence; the leadership guard keeps a deposed
+# leader from confirming its late Job; in the Job-first order a run is recorded with
+# its Job, and no leader opens the gate of a run whose status write failed; in ADOPT
+# only the tenant's Job is unrecorded, and it is never adopted)
 declare -A unfired=(
   [RUN]="stop_unclaimed drop_finalizer"
   [PAUSE]="paused_confirm"
   [DEPOSED]="skip_forbid paused_confirm"
+  [ADOPT]="renew_lost stop_reported stop_stopping skip_forbid stop_lost stop_deleted drop_finalizer adopt_unrecorded adopt"
   [MARKER]="renew_lost stop_reported stop_stopping stop_unclaimed skip_forbid stop_lost stop_deleted_unrecorded stop_deleted drop_finalizer"
   [LEFT]="renew_lost stop_reported stop_stopping stop_unclaimed stop_lost stop_deleted_unrecorded stop_deleted drop_finalizer unlock_foreign"
   [GUARD]="stop_unclaimed drop_finalizer"
@@ -56,7 +60,7 @@ declare -A unfired=(
   [JOBFIRST_PAUSE]="paused_confirm"
   [JOBFIRST_GUARD]="adopt"
 )
-configs=(RUN PAUSE DEPOSED MARKER LEFT GUARD UNLOCK SHARD TWIN REPL JOBFIRST_RUN JOBFIRST_PAUSE JOBFIRST_GUARD)
+configs=(RUN PAUSE DEPOSED MARKER ADOPT LEFT GUARD UNLOCK SHARD TWIN REPL JOBFIRST_RUN JOBFIRST_PAUSE JOBFIRST_GUARD)
 # hole switch: the configuration that shows it
 declare -A holes=(
   [HOLE_TAKEUP_LEFT_LEASE]=LEFT
@@ -83,6 +87,7 @@ declare -A holes=(
   [HOLE_SKIP_ON_STALE_CACHE]=DEPOSED
   [HOLE_GATE_STALE_CONFIRM]=DEPOSED
   [HOLE_MARKER_EXPIRES_EARLY]=MARKER
+  [HOLE_ADOPT_TRUSTS_ANNOTATION]=ADOPT
 )
 hole_order=(HOLE_TAKEUP_LEFT_LEASE HOLE_UNLOCK_LIVE_FOREIGN HOLE_SHARD_BREAK_BEFORE_MAKE
   HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN HOLE_DEADLINE_FROM_REPLY HOLE_PAUSED_CREATE HOLE_SLOW_HANDOVER
@@ -91,7 +96,7 @@ hole_order=(HOLE_TAKEUP_LEFT_LEASE HOLE_UNLOCK_LIVE_FOREIGN HOLE_SHARD_BREAK_BEF
   HOLE_ACQUIRE_IGNORES_MARKER HOLE_STRICT_WITHOUT_FLOOR
   HOLE_JOBFIRST_ADOPT_ANY HOLE_JOBFIRST_GATE_EARLY HOLE_JOBFIRST_NO_FLOOR
   HOLE_NOT_LEADING HOLE_INFLIGHT_REACQUIRE_RENEWED HOLE_SKIP_ON_STALE_CACHE HOLE_GATE_STALE_CONFIRM
-  HOLE_MARKER_EXPIRES_EARLY)
+  HOLE_MARKER_EXPIRES_EARLY HOLE_ADOPT_TRUSTS_ANNOTATION)
 
 jobs=()
 if (($# == 0)); then

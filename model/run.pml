@@ -9,7 +9,7 @@
  * request) may come arbitrarily late, or never. Every step is one atomic action: a
  * crash falls between any two of them. Timers count down, so the state space is finite.
  *
- * Configurations (define one): CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_LEFT, CFG_GUARD, CFG_UNLOCK,
+ * Configurations (define one): CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_LEFT, CFG_GUARD, CFG_UNLOCK,
  * CFG_SHARD, CFG_TWIN, CFG_REPL; CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE and
  * CFG_JOBFIRST_GUARD are RUN, PAUSE and GUARD in the Job-first run order (JOB_FIRST,
  * which any configuration may also be given: below). Hole switches (each off unless
@@ -19,7 +19,7 @@
  * HOLE_PAUSED_KEEPER, HOLE_RENEW_ONLY_REACQUIRE, HOLE_DUPLICATE_IDENTITY,
  * HOLE_MARKER_UNACKED, HOLE_IDENTITY_WINDOW, HOLE_IDENTITY_OUTAGE, HOLE_NOT_LEADING,
  * HOLE_INFLIGHT_REACQUIRE_RENEWED, HOLE_SKIP_ON_STALE_CACHE, HOLE_GATE_STALE_CONFIRM,
- * HOLE_MARKER_EXPIRES_EARLY;
+ * HOLE_MARKER_EXPIRES_EARLY, HOLE_ADOPT_TRUSTS_ANNOTATION;
  * a timing assumption:
  * HOLE_SLOW_HANDOVER; and two planted bugs that show I2 and I3 can
  * fail: HOLE_ACQUIRE_IGNORES_MARKER, HOLE_STRICT_WITHOUT_FLOOR. Holes of the
@@ -109,6 +109,13 @@
  * done-markers expire */
 #define NOCC 1
 #define MARKEXP 1
+#elif defined(CFG_ADOPT)
+/* one cluster in the Job-first order, one occurrence; a tenant creates a Job
+ * naming the GuardedJob, waiting at its gate, with the annotations it chooses: a
+ * run token of its own, and a key of its own that holds it; another holder */
+#define NOCC 1
+#define JOB_FIRST 1
+#define FORGE 1
 #elif defined(CFG_LEFT)
 /* one cluster with the pod guard: runs that end uncleanly leave their lease to
  * expire, a Pod cut off from the API server, history clean-up, a run-now trigger,
@@ -163,7 +170,7 @@
 #define REPL 1
 #define FLAKY 1
 #else
-#error "define one of CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD"
+#error "define one of CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD"
 #endif
 
 /* The unlock script refuses a GuardedJob token while its key has a time to live;
@@ -280,6 +287,23 @@
 #define FV (NT+1)           /* another holder's value (with expiry) */
 #define FX (NT+2)           /* a value written without expiry */
 #define ISTOK(v) ((v) >= 1 && (v) <= NT)
+/* FORGE: the tenant's Job carries token XT, which the manager never mints, and
+ * names as its key one of the tenant's that always holds XT. Adoption takes the
+ * key, the store and the lease timing from status or the spec, never from a Job
+ * (HOLE_ADOPT_TRUSTS_ANNOTATION: from the Job's annotation, so the run's lease is
+ * the tenant's key: its renewals and its gate read that key). */
+#ifdef FORGE
+#define XT NT
+#define MINT_OK (tnext < XT)
+#ifdef HOLE_ADOPT_TRUSTS_ANNOTATION
+#define XKEY(t) ((t) == XT)
+#else
+#define XKEY(t) 0
+#endif
+#else
+#define MINT_OK (tnext <= NT)
+#define XKEY(t) 0
+#endif
 
 #define PNONE 0             /* Pod states */
 #define PRUN  1
@@ -517,7 +541,7 @@ byte h_s, h_t, h_o, h_r, h_f, h_i, h_p;
  * expire. Such a Job is adopted into status (ADOPTS); the stop controller leaves it
  * to that while it is suspended, and stops every other unrecorded Job. */
 #define UNREC(s) (BUSYJ(s, j_tok[s]) && j_tok[s] != a_tok)
-#define HOLDS(s) (rkey == j_tok[s] && led[j_tok[s]] == 0 || led[j_tok[s]] == LIVE)
+#define HOLDS(s) ((rkey == j_tok[s] || XKEY(j_tok[s])) && led[j_tok[s]] == 0 || led[j_tok[s]] == LIVE)
 #ifdef HOLE_JOBFIRST_ADOPT_ANY
 #define ADOPTS(s) (UNREC(s))                      /* the hole: whatever the key and the ledger say */
 #else
@@ -716,7 +740,12 @@ inline write_marker(p, o, counts) {
 
 /* A renewal extends the key (compare-token-then-PEXPIRE); a FailOpen lease's
  * also takes an absent key back. */
-#define RENEWS(p) (rkey == k_tok[p] || rkey == 0 && REACQ_ON(p))
+#define RENEWS(p) (rkey == k_tok[p] || rkey == 0 && REACQ_ON(p) || XKEY(k_tok[p]))
+#ifdef FORGE
+#define EXTEND(p) if :: !XKEY(k_tok[p]) -> rttl = TTL :: else fi     /* the tenant's key is not the spec's */
+#else
+#define EXTEND(p) rttl = TTL
+#endif
 /* I5: a renewal takes the key back only for a run that is not over */
 inline take_back(p) {
   if
@@ -874,7 +903,7 @@ active proctype Clock() {
 #define PASSED(p) if :: k_dl[p] == 0 && !k_dlr[p] -> k_dlr[p] = 1 :: else fi
 proctype Keeper(byte p) {
   do
-  :: atomic { KSEND(p) && RENEWS(p) -> renew: d_step {  k_due[p] = 0; REP_W; take_back(p); rttl = TTL; renewed(p, 0);
+  :: atomic { KSEND(p) && RENEWS(p) -> renew: d_step {  k_due[p] = 0; REP_W; take_back(p); EXTEND(p); renewed(p, 0);
               if :: !k_dlr[p] -> k_unans[p] = 0 :: else fi } }
   :: atomic { KSEND(p) && !RENEWS(p) -> renew_lost: d_step { k_due[p] = 0; lose(p);
               printf("MODEL: p%d renewal of t%d: lost (key %d)\n", p, k_tok[p], rkey) } }
@@ -931,7 +960,7 @@ proctype Reconciler(byte p) {
   do
   /* recordIntent + acquire for the next scheduled occurrence (Job-first: once status
    * has adopted the Jobs it can) */
-  :: atomic { LEADS(p) && A_MAY && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && tnext <= NT && !(JF && ADOPTABLE) && START_OK -> acquire_next: d_step {
+  :: atomic { LEADS(p) && A_MAY && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && MINT_OK && !(JF && ADOPTABLE) && START_OK -> acquire_next: d_step {
 
        acquire_pass(p, onext);
        if :: h_r != 1 -> LASTRUN(0, 0); onext++ :: else fi;
@@ -1014,7 +1043,7 @@ proctype Reconciler(byte p) {
    * confirmed is deleted, never unsuspended */
   :: atomic { LEADS(p) && a_ph == RUNNING && HASSUSP(a_tok) && g_tok[p] != a_tok -> confirm: d_step {
        if
-       :: rkey == a_tok && rttl > SB -> g_tok[p] = a_tok; printf("MODEL: p%d confirmed t%d in the store\n", p, a_tok)
+       :: rkey == a_tok && rttl > SB || XKEY(a_tok) -> g_tok[p] = a_tok; printf("MODEL: p%d confirmed t%d in the store\n", p, a_tok)
        :: else -> stop_job(a_tok); printf("MODEL: p%d could not confirm t%d: Job deleted\n", p, a_tok)
        fi;
        END_STEP } }
@@ -1383,6 +1412,21 @@ active proctype Other() {
   od
 }
 
+#ifdef FORGE
+/* The tenant forges, once, a Job naming the GuardedJob: waiting at the manager's
+ * gate, its token XT, a fence of its choice, occurrence 1, its own key. */
+bit forged;
+active proctype Forger() {
+  do
+  :: atomic { !forged && FREESLOT -> forge_job: d_step {
+       free_slot(h_s);
+       j_tok[h_s] = XT; j_ex[h_s] = 1; j_susp[h_s] = 1; j_fence[h_s] = rfctr + 1; t_occ[XT] = 1; forged = 1;
+       printf("MODEL: the tenant creates Job t%d naming the GuardedJob: its own token and key, fence %d\n", XT, rfctr + 1);
+       END_STEP } }
+  od
+}
+#endif
+
 /* Faults: a manager crash (at any step: every step is atomic), the leader's pause
  * (a new leader takes over), the restart, Redis losing its data, the move. */
 #if defined(CRASH) || defined(PAUSE) || defined(DATALOSS) || defined(SHARDS) || defined(REPL)
@@ -1647,6 +1691,8 @@ ltl probe_inflight_ghost     { [] !(fl_st == 2 && fl_res == FL_REACQ && led[fl_t
 #elif defined(CFG_MARKER)
 ltl probe_late_skipped       { [] !(b_done && mk_by[1] != 0 && mk_by[1] != FV && age >= LATEST && rmark[1] != 0) }
 ltl probe_marker_expired     { [] !(age > LATEST && rmark[1] == 0 && mk_by[1] != 0) }
+#elif defined(CFG_ADOPT)
+ltl probe_forged_stopped     { [] !(forged && (j_tok[0] == XT && j_del[0] && p_st[0] == PNONE || j_tok[1] == XT && j_del[1] && p_st[1] == PNONE) && rmark[1] != 0) }
 #elif defined(CFG_LEFT)
 ltl probe_left_to_expire     { [] !(led[1] == LEFT && rkey == 1 && (p_inv[0] && ALIVE(0))) }
 ltl probe_guard_stop         { [] !(p_inv[0] && p_st[0] == PTERM || p_inv[1] && p_st[1] == PTERM) }
