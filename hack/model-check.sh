@@ -24,6 +24,9 @@ hack/ensure-spin.sh
 declare -A probes=(
   [RUN]="complete takeup resume_stop overlap_after_loss floor_after_loss"
   [PAUSE]="two_runs old_create_deleted paused_past_deadline take_back_due"
+  [MARKER]="late_skipped marker_expired"
+  [ADOPT]="forged_stopped"
+  [DEPOSED]="stale_reacquire stale_release lapse_expired skipped_late inflight_ghost"
   [LEFT]="left_to_expire guard_stop trigger_run unlock_refused_ledger"
   [GUARD]="stopped_vanished_pod gate_refuses"
   [UNLOCK]="complete foreign_unlocked"
@@ -35,13 +38,18 @@ declare -A probes=(
   [JOBFIRST_GUARD]="stopped_vanished_pod gate_refuses adopted unrecorded_stopped"
 )
 # configuration: the steps (labels in the model) it compiles but cannot fire
-# (only the old leader's Jobs are unclaimed; LEFT and UNLOCK never lose a lease; in
-# TWIN cluster B's runs never start; UNLOCK, SHARD and REPL have one occurrence; in
-# the Job-first order a run is recorded with its Job, and no leader opens the gate of
-# a run whose status write failed)
+# (only the old leader's and the tenant's Jobs are unclaimed; LEFT, UNLOCK, MARKER and
+# ADOPT never lose a lease; in TWIN cluster B's runs never start; UNLOCK, SHARD, REPL,
+# DEPOSED, MARKER and ADOPT have one occurrence; the leadership guard keeps a deposed
+# leader from confirming its late Job; in the Job-first order a run is recorded with
+# its Job, and no leader opens the gate of a run whose status write failed; in ADOPT
+# only the tenant's Job is unrecorded, and it is never adopted)
 declare -A unfired=(
   [RUN]="stop_unclaimed drop_finalizer"
-  [PAUSE]=""
+  [PAUSE]="paused_confirm"
+  [DEPOSED]="skip_forbid paused_confirm"
+  [ADOPT]="renew_lost stop_reported stop_stopping skip_forbid stop_lost stop_deleted drop_finalizer adopt_unrecorded adopt"
+  [MARKER]="renew_lost stop_reported stop_stopping stop_unclaimed skip_forbid stop_lost stop_deleted_unrecorded stop_deleted drop_finalizer"
   [LEFT]="renew_lost stop_reported stop_stopping stop_unclaimed stop_lost stop_deleted_unrecorded stop_deleted drop_finalizer unlock_foreign"
   [GUARD]="stop_unclaimed drop_finalizer"
   [UNLOCK]="renew_lost stop_reported stop_stopping stop_unclaimed skip_forbid stop_lost stop_deleted_unrecorded stop_deleted drop_finalizer"
@@ -52,7 +60,7 @@ declare -A unfired=(
   [JOBFIRST_PAUSE]="paused_confirm"
   [JOBFIRST_GUARD]="adopt"
 )
-configs=(RUN PAUSE LEFT GUARD UNLOCK SHARD TWIN REPL JOBFIRST_RUN JOBFIRST_PAUSE JOBFIRST_GUARD)
+configs=(RUN PAUSE DEPOSED MARKER ADOPT LEFT GUARD UNLOCK SHARD TWIN REPL JOBFIRST_RUN JOBFIRST_PAUSE JOBFIRST_GUARD)
 # hole switch: the configuration that shows it
 declare -A holes=(
   [HOLE_TAKEUP_LEFT_LEASE]=LEFT
@@ -74,13 +82,21 @@ declare -A holes=(
   [HOLE_JOBFIRST_GATE_EARLY]=JOBFIRST_RUN
   [HOLE_JOBFIRST_ADOPT_ANY]=JOBFIRST_PAUSE
   [HOLE_JOBFIRST_NO_FLOOR]=JOBFIRST_RUN
+  [HOLE_NOT_LEADING]=DEPOSED
+  [HOLE_INFLIGHT_REACQUIRE_RENEWED]=DEPOSED
+  [HOLE_SKIP_ON_STALE_CACHE]=DEPOSED
+  [HOLE_GATE_STALE_CONFIRM]=DEPOSED
+  [HOLE_MARKER_EXPIRES_EARLY]=MARKER
+  [HOLE_ADOPT_TRUSTS_ANNOTATION]=ADOPT
 )
 hole_order=(HOLE_TAKEUP_LEFT_LEASE HOLE_UNLOCK_LIVE_FOREIGN HOLE_SHARD_BREAK_BEFORE_MAKE
   HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN HOLE_DEADLINE_FROM_REPLY HOLE_PAUSED_CREATE HOLE_SLOW_HANDOVER
   HOLE_UNCLEAN_BY_RECORDED_UID HOLE_PAUSED_KEEPER HOLE_RENEW_ONLY_REACQUIRE
   HOLE_DUPLICATE_IDENTITY HOLE_IDENTITY_WINDOW HOLE_IDENTITY_OUTAGE HOLE_MARKER_UNACKED
   HOLE_ACQUIRE_IGNORES_MARKER HOLE_STRICT_WITHOUT_FLOOR
-  HOLE_JOBFIRST_ADOPT_ANY HOLE_JOBFIRST_GATE_EARLY HOLE_JOBFIRST_NO_FLOOR)
+  HOLE_JOBFIRST_ADOPT_ANY HOLE_JOBFIRST_GATE_EARLY HOLE_JOBFIRST_NO_FLOOR
+  HOLE_NOT_LEADING HOLE_INFLIGHT_REACQUIRE_RENEWED HOLE_SKIP_ON_STALE_CACHE HOLE_GATE_STALE_CONFIRM
+  HOLE_MARKER_EXPIRES_EARLY HOLE_ADOPT_TRUSTS_ANNOTATION)
 
 jobs=()
 if (($# == 0)); then
@@ -104,7 +120,8 @@ fi
 
 # The verifier: exhaustive, states stored whole (COLLAPSE compresses them
 # losslessly), safety only; memory bounded. The breadth-first verifiers of the
-# probes and holes stop early: compiling them fast matters more.
+# probes and holes stop early: compiling them fast matters more, and a smaller hash
+# table (-w20) spares clearing memory they never use.
 cc_flags=(-O1 -w -DCOLLAPSE -DSAFETY -DMEMLIM=3072)
 cc_quick=(-O0 -w -DCOLLAPSE -DSAFETY -DMEMLIM=3072 -DBFS)
 
@@ -153,7 +170,7 @@ run_config() {
   fi
   local missed=() p
   for p in ${probes[$cfg]}; do
-    (cd "$dir" && ./pan_bfs -N "probe_$p" >"probe_$p.out" 2>&1) || true
+    (cd "$dir" && ./pan_bfs -w20 -N "probe_$p" >"probe_$p.out" 2>&1) || true
     grep -q 'errors: 1$' "$dir/probe_$p.out" || missed+=("$p")
   done
   if ((${#missed[@]} > 0)); then
@@ -167,7 +184,7 @@ run_hole() {
   local hole=$1 cfg=${holes[$1]} dir=$work/$1 out
   build "$dir" "$cfg" -D"$hole" || return 1
   (cd "$dir" && gcc "${cc_quick[@]}" -DNOCLAIM -o pan pan.c) || return 1
-  (cd "$dir" && ./pan >pan.out 2>&1) || true
+  (cd "$dir" && ./pan -w20 >pan.out 2>&1) || true
   out=$dir/pan.out
   if ! grep -q 'violated' "$out" || [[ ! -f "$dir/run.pml.trail" ]]; then
     echo "FAIL hole $hole: the model finds no violation with the hole in (config $cfg)"

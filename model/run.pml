@@ -9,7 +9,7 @@
  * request) may come arbitrarily late, or never. Every step is one atomic action: a
  * crash falls between any two of them. Timers count down, so the state space is finite.
  *
- * Configurations (define one): CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_GUARD, CFG_UNLOCK,
+ * Configurations (define one): CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_LEFT, CFG_GUARD, CFG_UNLOCK,
  * CFG_SHARD, CFG_TWIN, CFG_REPL; CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE and
  * CFG_JOBFIRST_GUARD are RUN, PAUSE and GUARD in the Job-first run order (JOB_FIRST,
  * which any configuration may also be given: below). Hole switches (each off unless
@@ -17,7 +17,10 @@
  * HOLE_SHARD_BREAK_BEFORE_MAKE, HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN,
  * HOLE_DEADLINE_FROM_REPLY, HOLE_PAUSED_CREATE, HOLE_UNCLEAN_BY_RECORDED_UID,
  * HOLE_PAUSED_KEEPER, HOLE_RENEW_ONLY_REACQUIRE, HOLE_DUPLICATE_IDENTITY,
- * HOLE_MARKER_UNACKED, HOLE_IDENTITY_WINDOW, HOLE_IDENTITY_OUTAGE; a timing assumption:
+ * HOLE_MARKER_UNACKED, HOLE_IDENTITY_WINDOW, HOLE_IDENTITY_OUTAGE, HOLE_NOT_LEADING,
+ * HOLE_INFLIGHT_REACQUIRE_RENEWED, HOLE_SKIP_ON_STALE_CACHE, HOLE_GATE_STALE_CONFIRM,
+ * HOLE_MARKER_EXPIRES_EARLY, HOLE_ADOPT_TRUSTS_ANNOTATION;
+ * a timing assumption:
  * HOLE_SLOW_HANDOVER; and two planted bugs that show I2 and I3 can
  * fail: HOLE_ACQUIRE_IGNORES_MARKER, HOLE_STRICT_WITHOUT_FLOOR. Holes of the
  * Job-first order (no effect without JOB_FIRST): HOLE_JOBFIRST_GATE_EARLY,
@@ -27,7 +30,8 @@
  *
  * The run order. Status first: acquire, record (status.active: token, fence,
  * occurrence), create the Job (suspended, its start gate closed), confirm the lease
- * and open the gate (the code's order for a run with a pod guard, a queue, a failed
+ * (a renewal) and open the gate (a patch: within the stop budget of the
+ * confirmation, by a manager not paused since it) (the code's order for a run with a pod guard, a queue, a failed
  * create). JOB_FIRST, the code's order for every other run:
  * acquire, create the Job (suspended, carrying token, fence and occurrence), record
  * status from the Job; a Job no status records is adopted when the key still holds
@@ -36,7 +40,10 @@
  *
  * Invariants: I1 (no two runs work at once), I2 (an occurrence completed once), I3
  * (Strict fences rise), I4 (no deadline stop of a run the store would confirm, by a
- * manager that did not ask it), I5 (no key written back for a run that is over).
+ * manager that did not ask it), I5 (no key written back, by a renewal or an
+ * acquisition, or renewed for a run that is over, but once by a renewal in flight
+ * across a pause, which is then Lost), I6 (a manager that does not lead releases no
+ * lease the leader's run holds).
  *
  * Each step is `atomic { guard -> label: d_step { ... } }`: one indivisible action
  * (the d_step), and a guard that spin's "unreached" report shows when it never
@@ -81,6 +88,34 @@
 #define PAUSE 1
 #define FLAKY 1
 #define REACQ 1
+#elif defined(CFG_DEPOSED)
+/* one cluster, one occurrence: the leader pauses once, and either a new leader
+ * takes over (the old one wakes up deposed, its cache as of before the pause) or
+ * nobody does (it wakes up still leading: a lapse, its lease maybe expired
+ * meanwhile); the run is FailOpen, and the pause may fall while a renewal of it
+ * is in flight; a pass may find no Job in its cache for a run status records with
+ * no Job UID and skip it late; another holder */
+#define NOCC 1
+#define PAUSE 1
+#define LAPSE 1
+#define LATE 1
+#define STALE 1
+#define REACQ 1             /* its run is FailOpen */
+#define INFLIGHT 1          /* the pause may fall while a renewal is in flight */
+#elif defined(CFG_MARKER)
+/* two clusters, one occurrence: cluster A runs it; cluster B's run of the same
+ * occurrence (the other holder) may start as late as the occurrence's latest start
+ * (it waits for B's run ahead, or retries while the key is busy), never later;
+ * done-markers expire */
+#define NOCC 1
+#define MARKEXP 1
+#elif defined(CFG_ADOPT)
+/* one cluster in the Job-first order, one occurrence; a tenant creates a Job
+ * naming the GuardedJob, waiting at its gate, with the annotations it chooses: a
+ * run token of its own, and a key of its own that holds it; another holder */
+#define NOCC 1
+#define JOB_FIRST 1
+#define FORGE 1
 #elif defined(CFG_LEFT)
 /* one cluster with the pod guard: runs that end uncleanly leave their lease to
  * expire, a Pod cut off from the API server, history clean-up, a run-now trigger,
@@ -135,7 +170,7 @@
 #define REPL 1
 #define FLAKY 1
 #else
-#error "define one of CFG_RUN, CFG_PAUSE, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD"
+#error "define one of CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD"
 #endif
 
 /* The unlock script refuses a GuardedJob token while its key has a time to live;
@@ -158,10 +193,9 @@
 #define CREATE_SUSPENDED 1
 #endif
 
-/* The Job-first order: JF. Strict's floor is then the max of status.lastFence and
- * the fences the Jobs carry, and the status write that adopts a Job raises lastFence
- * to the Job's fence (HOLE_JOBFIRST_NO_FLOOR: it records the fence in the run only;
- * the floor still reads the Jobs that exist). */
+/* The Job-first order: JF. Strict's floor is status.lastFence, as the code computes
+ * it (it reads no Job's fence): the status write that adopts a Job raises lastFence
+ * to the Job's fence (HOLE_JOBFIRST_NO_FLOOR: it records the fence in the run only). */
 #ifdef JOB_FIRST
 #define JF 1
 #else
@@ -187,6 +221,34 @@
 #define REACQ_ON(p) (k_fo[p] && pst[p] == UP)
 #endif
 
+/* The leadership guard: a manager not known to lead (after a pause, until a
+ * renewal of its leader lease succeeds again) performs no side effect but the
+ * renewals of its own leases: no Job create, patch or delete, no status or store
+ * write, no stop. A process that leads is UP; the old leader, awake after its
+ * pause, is not (a request it had sent before the pause still lands: its late Job
+ * create). HOLE_NOT_LEADING: the guard is absent, and the deposed leader acts on
+ * what it knew before its pause. HOLE_PAUSED_KEEPER takes the guard off its stop
+ * controller too: the keeper's own fix is what that switch shows. */
+#if defined(HOLE_NOT_LEADING)
+#define NOT_LEADING_ACTS 1
+#else
+#define NOT_LEADING_ACTS 0
+#endif
+#if defined(HOLE_NOT_LEADING) || defined(HOLE_PAUSED_KEEPER)
+#define ACTS(p) (LIVEP(p))
+#else
+#define ACTS(p) (pst[p] == UP)
+#endif
+
+/* A renewal the leader sent just before its pause, answered after it (PAUSE): a
+ * FailOpen lease's takes the key back if it finds it absent when it lands (that
+ * cannot be called back). Its reply proves nothing fresh: the keeper renews again,
+ * and a key it took back is Lost, never renewed again (it expires within its
+ * ttl). HOLE_INFLIGHT_REACQUIRE_RENEWED: the reply counts as a renewal. */
+#define FL_OK    1
+#define FL_REACQ 2
+#define FL_LOST  3
+
 /* ------------------------------------------------------------------ constants */
 
 /* Timing, in ticks; a tick stands for the stop budget. Rule 1: TTL - GRACE - MARGIN
@@ -207,12 +269,41 @@
 #endif
 #define HT       2          /* shard hand-over timeout */
 #define IDT      1          /* ticks until the heartbeats tell of a second manager (three 5 s beats) */
+/* Done-marker lifetime (MARKEXP), in ticks from the occurrence: the latest start of
+ * a run of it is the next occurrence + startingDeadline + jitter + the buffered
+ * runs ahead x (maxHold + stop budget); no run of it starts later (but a backfill),
+ * and its marker lives at least that long. HOLE_MARKER_EXPIRES_EARLY: the marker
+ * lives until the next occurrence + startingDeadline + 5 min, ignoring the wait
+ * behind buffered runs. */
+#define LATEST   4
+#ifdef HOLE_MARKER_EXPIRES_EARLY
+#define MK_UNTIL 2
+#else
+#define MK_UNTIL LATEST
+#endif
 
 #define NT 4                /* tokens (leases) that can be minted */
 #define NJ 3                /* Job slots */
 #define FV (NT+1)           /* another holder's value (with expiry) */
 #define FX (NT+2)           /* a value written without expiry */
 #define ISTOK(v) ((v) >= 1 && (v) <= NT)
+/* FORGE: the tenant's Job carries token XT, which the manager never mints, and
+ * names as its key one of the tenant's that always holds XT. Adoption takes the
+ * key, the store and the lease timing from status or the spec, never from a Job
+ * (HOLE_ADOPT_TRUSTS_ANNOTATION: from the Job's annotation, so the run's lease is
+ * the tenant's key: its renewals and its gate read that key). */
+#ifdef FORGE
+#define XT NT
+#define MINT_OK (tnext < XT)
+#ifdef HOLE_ADOPT_TRUSTS_ANNOTATION
+#define XKEY(t) ((t) == XT)
+#else
+#define XKEY(t) 0
+#endif
+#else
+#define MINT_OK (tnext <= NT)
+#define XKEY(t) 0
+#endif
 
 #define PNONE 0             /* Pod states */
 #define PRUN  1
@@ -302,6 +393,16 @@ byte m_cre[2];              /* old leader: the Job create it was about to send *
 byte m_cf[2];
 bit  m_crd;                 /*   sent, suspended; the confirmation is next */
 byte m_jc[2];               /* jobsCreated: the slot + 1 of the Job this process created, UID not yet recorded */
+byte g_tok[2];              /* the start gate: the token whose lease this process has just confirmed */
+byte fl_st;                 /* a renewal in flight across the pause: 0 none, 1 sent, 2 answered */
+byte fl_tok;                /*   its lease */
+byte fl_res;                /*   its outcome: FL_OK, FL_REACQ, FL_LOST */
+#ifdef STALE
+/* the old leader's cache, as of before its pause: status.active and the Job list */
+byte c_tok, c_ph, c_f, c_slot;
+bit  c_job;                 /* its Job is in the cache */
+byte c_pend;                /* the run it had acquired, status not yet written (its intent) */
+#endif
 
 /* Jobs and their Pods (one Pod per Job) */
 byte j_tok[NJ];             /* the Job's name (its run's token); 0: slot free */
@@ -359,10 +460,24 @@ bit  b_settled;             /* HOLE_IDENTITY_OUTAGE: B took the outage for settl
 #else
 #define TW_END skip
 #endif
+#ifdef MARKEXP
+#define B_END b_done = 1
+#else
+#define B_END skip
+#endif
 
 /* Budgets */
 byte crashed;                /* crashes so far */
 bit  paused, lost_data;
+bit  lapsed;                 /* the pause was a lapse: nobody took over */
+#ifdef MARKEXP
+byte age;                   /* ticks since the occurrence (up to LATEST + 1) */
+bit  b_done;                /* cluster B's run of it is over (or skipped, or refused) */
+#define START_OK (age <= LATEST)      /* a run starts no later than the latest start */
+#else
+#define START_OK 1
+#endif
+bit  gh_late;                /* probes: a run was skipped late */
 
 /* Ghosts */
 byte t_occ[NT+1];           /* the occurrence a token was minted for */
@@ -413,10 +528,11 @@ byte h_s, h_t, h_o, h_r, h_f, h_i, h_p;
  * its deadline and a Job of it is not being deleted (it looks at every Job event,
  * so a Job that appears later is stopped too). */
 #define NOTDEL(s,t)  (ISJOB(s,t) && !j_del[s])
-#define OWES(p)      (LIVEP(p) && k_tok[p] != 0 && (k_st[p] == LOST || k_dlr[p]) && \
+#define OWES(p)      (ACTS(p) && k_tok[p] != 0 && (k_st[p] == LOST || k_dlr[p]) && \
                       (NOTDEL(0, k_tok[p]) || NOTDEL(1, k_tok[p]) || NOTDEL(2, k_tok[p])))
 #define URGENT_P(p) (LIVEP(p) && k_due[p] || OWES(p))
-#define URGENT (URGENT_P(0) || URGENT_P(1) || pst[0] == DOWN && p_left[0] == 0)
+#define URGENT (URGENT_P(0) || URGENT_P(1) || pst[0] == DOWN && p_left[0] == 0 || \
+                fl_st == 1 && pst[1] != PAUSED || fl_st == 2 && pst[1] == AWAKE)
 
 /* Job-first. UNREC: a Job that no status records and that may still start (busy).
  * HOLDS: the key holds its token and the ledger never recorded it (a manager died
@@ -425,7 +541,7 @@ byte h_s, h_t, h_o, h_r, h_f, h_i, h_p;
  * expire. Such a Job is adopted into status (ADOPTS); the stop controller leaves it
  * to that while it is suspended, and stops every other unrecorded Job. */
 #define UNREC(s) (BUSYJ(s, j_tok[s]) && j_tok[s] != a_tok)
-#define HOLDS(s) (rkey == j_tok[s] && led[j_tok[s]] == 0 || led[j_tok[s]] == LIVE)
+#define HOLDS(s) ((rkey == j_tok[s] || XKEY(j_tok[s])) && led[j_tok[s]] == 0 || led[j_tok[s]] == LIVE)
 #ifdef HOLE_JOBFIRST_ADOPT_ANY
 #define ADOPTS(s) (UNREC(s))                      /* the hole: whatever the key and the ledger say */
 #else
@@ -467,7 +583,7 @@ inline untrack(p) {
 }
 
 inline forget(p) {
-  untrack(p); m_pend[p] = 0; m_pf[p] = 0; m_rel[p] = 0; m_left[p] = 0; m_cre[p] = 0; m_cf[p] = 0; m_jc[p] = 0;
+  untrack(p); m_pend[p] = 0; m_pf[p] = 0; m_rel[p] = 0; m_left[p] = 0; m_cre[p] = 0; m_cf[p] = 0; m_jc[p] = 0; g_tok[p] = 0;
   if :: p == 1 -> m_crd = 0 :: else fi
 }
 
@@ -560,19 +676,15 @@ inline acquire(t, o, res, fence) {
      res = 3
   :: !MARKED(o) && rkey == t -> rttl = TTL; res = 1              /* reentered: PEXPIRE */
   :: !MARKED(o) && rkey != t && rkey != 0 -> res = 2
-  :: !MARKED(o) && rkey == 0 -> rkey = t; rttl = TTL; res = 1    /* SET NX PX */
+  :: !MARKED(o) && rkey == 0 ->                                   /* SET NX PX */
+     CHECK(led[t] != RELD && led[t] != LEFT, "I5: an acquisition writes the key back for run t%d, which is over", t);
+     rkey = t; rttl = TTL; res = 1
   fi;
   if
   :: res == 1 ->
      rfctr++;                                  /* fence = max(INCR, floor + 1), written back */
 #ifndef HOLE_STRICT_WITHOUT_FLOOR
      if :: rfctr <= lfence -> rfctr = lfence + 1 :: else fi;   /* (a planted bug leaves the floor out) */
-#if JF
-     /* Job-first: and above the fence every Job carries (a Job that is gone has 0) */
-     if :: rfctr <= j_fence[0] -> rfctr = j_fence[0] + 1 :: else fi;
-     if :: rfctr <= j_fence[1] -> rfctr = j_fence[1] + 1 :: else fi;
-     if :: rfctr <= j_fence[2] -> rfctr = j_fence[2] + 1 :: else fi;
-#endif
 #endif
      fence = rfctr; t_ep[t] = epoch; t_vl[t] = TTL;
      REP_SYNC                                  /* with minReplicaAcks, WAIT follows */
@@ -628,7 +740,12 @@ inline write_marker(p, o, counts) {
 
 /* A renewal extends the key (compare-token-then-PEXPIRE); a FailOpen lease's
  * also takes an absent key back. */
-#define RENEWS(p) (rkey == k_tok[p] || rkey == 0 && REACQ_ON(p))
+#define RENEWS(p) (rkey == k_tok[p] || rkey == 0 && REACQ_ON(p) || XKEY(k_tok[p]))
+#ifdef FORGE
+#define EXTEND(p) if :: !XKEY(k_tok[p]) -> rttl = TTL :: else fi     /* the tenant's key is not the spec's */
+#else
+#define EXTEND(p) rttl = TTL
+#endif
 /* I5: a renewal takes the key back only for a run that is not over */
 inline take_back(p) {
   if
@@ -646,7 +763,10 @@ inline take_back(p) {
  * tick and the wake-up. */
 inline old_renew() {
   if
-  :: RENEWS(1) -> take_back(1); rttl = TTL; renewed(1, 0); if :: !k_dlr[1] -> k_unans[1] = 0 :: else fi
+  :: RENEWS(1) ->
+     CHECK(!(rkey == k_tok[1] && (led[k_tok[1]] == RELD || led[k_tok[1]] == LEFT)),
+           "I5: a renewal extends the key of run t%d, which is over", k_tok[1]);
+     take_back(1); rttl = TTL; renewed(1, 0); if :: !k_dlr[1] -> k_unans[1] = 0 :: else fi
   :: else -> lose(1); printf("MODEL: the old leader's renewal of t%d: lost (key %d)\n", k_tok[1], rkey)
   fi
 }
@@ -668,10 +788,14 @@ active proctype Clock() {
        if :: s_ttl > 0 -> s_ttl--; if :: s_ttl == 0 -> s_key = 0 :: else fi :: else fi;
 #endif
        for (h_i : 1 .. NT) { if :: t_vl[h_i] > 0 -> t_vl[h_i]-- :: else fi };
+#ifdef MARKEXP
+       if :: age <= LATEST -> age++ :: else fi;
+       if :: rmark[1] != 0 && age > MK_UNTIL -> rmark[1] = 0; printf("MODEL: the done-marker of occurrence 1 expires\n") :: else fi;
+#endif
        if :: l_fl > 0 -> l_fl-- :: else fi;
        /* the other holder stops working by the time its key could expire */
        if
-       :: fw -> fw_left--; if :: fw_left == 0 -> fw = 0; fw_ovl = 0; fw_ep = 0; TW_END :: else fi
+       :: fw -> fw_left--; if :: fw_left == 0 -> fw = 0; fw_ovl = 0; fw_ep = 0; TW_END; B_END :: else fi
        :: else
        fi;
        /* Pods at the end of their grace are killed */
@@ -707,7 +831,7 @@ active proctype Clock() {
 #ifdef PAUSE
             /* the old leader awake renews at the tick, answered at once */
             if
-            :: h_p == 1 -> if :: pst[1] == AWAKE && k_st[1] != LOST -> old_renew() :: else fi
+            :: h_p == 1 -> if :: pst[1] == AWAKE && k_st[1] != LOST && fl_st == 0 -> old_renew() :: else fi
             :: else -> if :: k_st[h_p] != LOST -> k_due[h_p] = 1 :: else fi
             fi
 #else
@@ -715,7 +839,10 @@ active proctype Clock() {
 #endif
          :: else
          fi;
-         if :: p_left[h_p] > 0 -> p_left[h_p]-- :: else fi
+         if :: p_left[h_p] > 0 -> p_left[h_p]-- :: else fi;
+         /* a confirmation not followed by its patch within the tick has lapsed (a
+          * paused process keeps it: its patch is in its memory) */
+         if :: pst[h_p] != PAUSED -> g_tok[h_p] = 0 :: else fi
        };
        if :: ho_left > 0 -> ho_left-- :: else fi;
 #ifdef TWIN
@@ -776,7 +903,7 @@ active proctype Clock() {
 #define PASSED(p) if :: k_dl[p] == 0 && !k_dlr[p] -> k_dlr[p] = 1 :: else fi
 proctype Keeper(byte p) {
   do
-  :: atomic { KSEND(p) && RENEWS(p) -> renew: d_step {  k_due[p] = 0; REP_W; take_back(p); rttl = TTL; renewed(p, 0);
+  :: atomic { KSEND(p) && RENEWS(p) -> renew: d_step {  k_due[p] = 0; REP_W; take_back(p); EXTEND(p); renewed(p, 0);
               if :: !k_dlr[p] -> k_unans[p] = 0 :: else fi } }
   :: atomic { KSEND(p) && !RENEWS(p) -> renew_lost: d_step { k_due[p] = 0; lose(p);
               printf("MODEL: p%d renewal of t%d: lost (key %d)\n", p, k_tok[p], rkey) } }
@@ -833,7 +960,7 @@ proctype Reconciler(byte p) {
   do
   /* recordIntent + acquire for the next scheduled occurrence (Job-first: once status
    * has adopted the Jobs it can) */
-  :: atomic { LEADS(p) && A_MAY && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && tnext <= NT && !(JF && ADOPTABLE) -> acquire_next: d_step {
+  :: atomic { LEADS(p) && A_MAY && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && MINT_OK && !(JF && ADOPTABLE) && START_OK -> acquire_next: d_step {
 
        acquire_pass(p, onext);
        if :: h_r != 1 -> LASTRUN(0, 0); onext++ :: else fi;
@@ -911,14 +1038,22 @@ proctype Reconciler(byte p) {
        END_STEP } }
 #endif
 #endif
-  /* unsuspend the run's Job once its lease is confirmed in the store; a Job whose
-   * lease is not confirmed is deleted, never unsuspended */
-  :: atomic { LEADS(p) && a_ph == RUNNING && HASSUSP(a_tok) -> unsuspend: d_step {
-       job_of(a_tok, h_s);
+  /* the start gate (openGate), two steps. confirm: a renewal finds the run's lease
+   * in the store with more than the stop budget left; a Job whose lease is not
+   * confirmed is deleted, never unsuspended */
+  :: atomic { LEADS(p) && a_ph == RUNNING && HASSUSP(a_tok) && g_tok[p] != a_tok -> confirm: d_step {
        if
-       :: rkey == a_tok && rttl > SB -> j_susp[h_s] = 0; printf("MODEL: p%d confirmed t%d in the store: Job unsuspended\n", p, a_tok)
+       :: rkey == a_tok && rttl > SB || XKEY(a_tok) -> g_tok[p] = a_tok; printf("MODEL: p%d confirmed t%d in the store\n", p, a_tok)
        :: else -> stop_job(a_tok); printf("MODEL: p%d could not confirm t%d: Job deleted\n", p, a_tok)
        fi;
+       END_STEP } }
+  /* open: the patch that unsuspends the Job (resourceVersion precondition), sent
+   * right after the confirmation: within the tick (the clock clears a confirmation
+   * at the next tick), and only by a manager that leads and has not paused since the
+   * renewal that confirmed it (the guard; a pause clears it) */
+  :: atomic { LEADS(p) && a_ph == RUNNING && g_tok[p] == a_tok && HASSUSP(a_tok) -> open: d_step {
+       job_of(a_tok, h_s); j_susp[h_s] = 0; g_tok[p] = 0;
+       printf("MODEL: p%d opens the gate of t%d: Job unsuspended\n", p, a_tok);
        END_STEP } }
   /* record the Job's UID, or adopt a Job of the run's name: the same fence, else
    * StaleJob */
@@ -1045,6 +1180,47 @@ proctype Reconciler(byte p) {
        if :: a_tok != 0 -> track_resumed(1, a_tok) :: else fi;
        owner_b = 1 } }
 #endif
+#if defined(LATE) && !JF
+  /* skipLate: a run status records with no Job UID whose Job this pass does not
+   * know of (no jobsCreated) is skipped late and its lease released, once a live
+   * read confirms that no Job of it exists, whatever status says of its UID
+   * (HOLE_SKIP_ON_STALE_CACHE: the cache, which may not show the Job yet, decides) */
+#ifdef HOLE_SKIP_ON_STALE_CACHE
+#define NOJOB_LIVE(t) 1
+#else
+#define NOJOB_LIVE(t) (!HASJOB(t))
+#endif
+  :: atomic { LEADS(p) && a_ph == RUNNING && a_slot == 0 && m_jc[p] == 0 && NOJOB_LIVE(a_tok) -> skip_late: d_step {
+       printf("MODEL: p%d finds no Job of run t%d: skipped late, lease released\n", p, a_tok);
+       if :: rkey == a_tok -> rkey = 0; rttl = 0 :: else fi;
+       untrack(p); m_rel[p] = 1; gh_late = 1 } }
+#endif
+#if defined(STALE) && defined(HOLE_NOT_LEADING)
+  /* The deposed leader, awake, without the guard: full passes on its cache as of
+   * before the pause (each at most once; its status writes fail). I6: it releases
+   * no lease that the leader's run holds. */
+  /* the run it had acquired, intent recorded: acquire it again with its token */
+  :: atomic { p == 1 && pst[1] == AWAKE && c_pend != 0 -> stale_acquire: d_step {
+       printf("MODEL: the deposed leader acquires t%d again (its cache: status not yet written)\n", c_pend);
+       h_t = c_pend; acquire(h_t, t_occ[h_t], h_r, h_f); c_pend = 0; END_STEP } }
+  /* a run its cache shows with no Job UID and no Job: skipped late (a live read) */
+  :: atomic { p == 1 && pst[1] == AWAKE && c_tok != 0 && c_ph == RUNNING && c_slot == 0 && !c_job && NOJOB_LIVE(c_tok) -> stale_skip: d_step {
+       printf("MODEL: the deposed leader finds no Job of t%d: skips it late, releases its lease\n", c_tok);
+       CHECK(!(rkey == c_tok && a_tok == c_tok && pst[0] == UP), "I6: a manager that does not lead releases t%d, which the leader's run holds", c_tok);
+       if :: rkey == c_tok -> rkey = 0; rttl = 0 :: else fi;
+       c_tok = 0 } }
+  /* a run its cache shows with no Job: create it (suspended) */
+  :: atomic { p == 1 && pst[1] == AWAKE && c_tok != 0 && c_ph == RUNNING && c_slot == 0 && !c_job && !HASJOB(c_tok) && FREESLOT -> stale_create: d_step {
+       printf("MODEL: the deposed leader creates Job t%d (fence %d)\n", c_tok, c_f);
+       free_slot(h_s);
+       j_tok[h_s] = c_tok; j_ex[h_s] = 1; j_susp[h_s] = CREATE_SUSPENDED; j_fin[h_s] = 1; j_fence[h_s] = c_f;
+       c_job = 1; END_STEP } }
+  /* the gate of a run its cache shows: confirmed (a renewal) and opened */
+  :: atomic { p == 1 && pst[1] == AWAKE && c_tok != 0 && c_ph == RUNNING && HASSUSP(c_tok) &&
+              (g_tok[1] == c_tok || rkey == c_tok && rttl > SB) -> stale_open: d_step {
+       printf("MODEL: the deposed leader opens the gate of t%d\n", c_tok);
+       job_of(c_tok, h_s); j_susp[h_s] = 0; g_tok[1] = 0; c_tok = 0; END_STEP } }
+#endif
 #ifdef PAUSE
   /* the old leader, awake after its pause, sends the Job create it was about to
    * send (its status writes fail: the resourceVersion changed) */
@@ -1062,7 +1238,7 @@ proctype Reconciler(byte p) {
        END_STEP } }
   /* then it confirms the lease in the store before it unsuspends, or deletes the
    * Job (it may also exit in between: a suspended Job is never started) */
-  :: atomic { p == 1 && pst[1] == AWAKE && m_crd -> paused_confirm: d_step {
+  :: atomic { p == 1 && pst[1] == AWAKE && m_crd && NOT_LEADING_ACTS -> paused_confirm: d_step {
        h_t = m_cre[1];
        if
        :: rkey == h_t && rttl > SB && HASSUSP(h_t) ->
@@ -1165,13 +1341,33 @@ active proctype Kube() {
 /* The other holder of the key. */
 active proctype Other() {
   do
-#ifndef TWIN
+#if defined(MARKEXP)
+  /* cluster B's run of occurrence 1 (its token FV): it starts late, but never past
+   * the latest start; a done-marker makes it Skipped; a busy key makes it wait */
+  :: atomic { !b_done && !fw && START_OK && (rkey == 0 || MARKED(1)) -> b_acquire: d_step {
+       if
+       :: MARKED(1) -> b_done = 1; printf("MODEL: cluster B finds occurrence 1 done: Skipped\n")
+       :: else ->
+          printf("MODEL: cluster B acquires occurrence 1 and works\n");
+          i1_start(epoch, fw_ovl);
+          rkey = FV; rttl = TTL; fw = 1; fw_left = TTL; fw_ep = epoch
+       fi;
+       END_STEP } }
+  /* it completes: the done-marker (I2), then DEL */
+  :: atomic { fw && rkey == FV -> b_complete: d_step {
+       printf("MODEL: cluster B completes occurrence 1\n");
+       rmark[1] = FV;
+       CHECK(mk_by[1] == 0 || mk_by[1] == FV, "I2: occurrence %d completed by a second run", 1);
+       mk_by[1] = FV;
+       rkey = 0; rttl = 0; fw = 0; fw_left = 0; fw_ep = 0; fw_ovl = 0; b_done = 1 } }
+#elif !defined(TWIN)
   :: atomic { rkey == 0 && !fw -> other_acquire: d_step {
        printf("MODEL: the other holder takes the key and works\n");
        i1_start(epoch, fw_ovl);
        REP_W; rkey = FV; rttl = TTL; fw = 1; fw_left = TTL; fw_ep = epoch;
        END_STEP } }
-#else
+#endif
+#ifdef TWIN
   /* cluster B: its manager starts, and goes */
   :: atomic { tw_st == 0 -> twin_start: d_step {
        printf("MODEL: cluster B's manager starts, claiming A's identity\n"); tw_st = 1; id_left = IDT } }
@@ -1216,6 +1412,21 @@ active proctype Other() {
   od
 }
 
+#ifdef FORGE
+/* The tenant forges, once, a Job naming the GuardedJob: waiting at the manager's
+ * gate, its token XT, a fence of its choice, occurrence 1, its own key. */
+bit forged;
+active proctype Forger() {
+  do
+  :: atomic { !forged && FREESLOT -> forge_job: d_step {
+       free_slot(h_s);
+       j_tok[h_s] = XT; j_ex[h_s] = 1; j_susp[h_s] = 1; j_fence[h_s] = rfctr + 1; t_occ[XT] = 1; forged = 1;
+       printf("MODEL: the tenant creates Job t%d naming the GuardedJob: its own token and key, fence %d\n", XT, rfctr + 1);
+       END_STEP } }
+  od
+}
+#endif
+
 /* Faults: a manager crash (at any step: every step is atomic), the leader's pause
  * (a new leader takes over), the restart, Redis losing its data, the move. */
 #if defined(CRASH) || defined(PAUSE) || defined(DATALOSS) || defined(SHARDS) || defined(REPL)
@@ -1233,13 +1444,70 @@ active proctype Faults() {
    * and the I4 ghost starts afresh unless the deadline was reached: neither
    * matters to a process that no longer leads, whose first renewal is answered);
    * while paused it sends nothing and judges nothing, and its deadline passes. */
+#ifdef STALE
+#define SNAPSHOT c_tok = a_tok; c_ph = a_ph; c_f = a_f; c_slot = a_slot; c_job = HASJOB(a_tok); c_pend = m_pend[0]
+#define UNSNAP   c_tok = 0; c_ph = 0; c_f = 0; c_slot = 0; c_job = 0; c_pend = 0
+#else
+#define SNAPSHOT skip
+#define UNSNAP   skip
+#endif
 #define PAUSE_LEADER \
        paused = 1; pst[1] = PAUSED; pst[0] = DOWN; p_left[0] = HANDOVER; \
        k_tok[1] = k_tok[0]; k_dl[1] = k_dl[0]; k_dlr[1] = k_dlr[0]; k_fo[1] = k_fo[0]; \
        k_st[1] = (k_st[0] == LOST -> LOST : HELD); k_unans[1] = k_dlr[0] && k_unans[0]; \
+       g_tok[1] = g_tok[0]; SNAPSHOT; \
        forget(0)
   :: atomic { !paused && pst[0] == UP -> pause: d_step {
        printf("MODEL: the leader pauses; a new leader takes over\n"); PAUSE_LEADER } }
+#ifdef INFLIGHT
+  /* ... with a renewal of a FailOpen lease in flight, sent while it still led */
+  :: atomic { !paused && pst[0] == UP && k_tok[0] != 0 && k_st[0] != LOST && REACQ_ON(0) -> pause_inflight: d_step {
+       printf("MODEL: the leader pauses with a renewal of t%d in flight; a new leader takes over\n", k_tok[0]);
+       fl_st = 1; fl_tok = k_tok[0]; PAUSE_LEADER } }
+  /* the renewal lands: it extends the key, or takes it back if absent */
+  :: atomic { fl_st == 1 -> inflight_lands: d_step {
+       if
+       :: rkey == fl_tok -> rttl = TTL; fl_res = FL_OK
+       :: rkey == 0 -> rkey = fl_tok; rttl = TTL; fl_res = FL_REACQ;
+          printf("MODEL: the renewal of t%d sent before the pause lands: the key was absent, it takes it back\n", fl_tok)
+       :: else -> fl_res = FL_LOST
+       fi;
+       if :: pst[1] == PAUSED || pst[1] == AWAKE && k_tok[1] == fl_tok -> fl_st = 2 :: else -> fl_st = 0; fl_tok = 0; fl_res = 0 fi } }
+  /* its reply, read after the wake */
+  :: atomic { fl_st == 2 && pst[1] == AWAKE -> inflight_reply: d_step {
+       if
+#ifndef HOLE_INFLIGHT_REACQUIRE_RENEWED
+       :: fl_res == FL_REACQ || fl_res == FL_LOST -> lose(1);
+          printf("MODEL: the old leader's keeper: t%d sent before the pause, taken back or not held: lost\n", fl_tok)
+#else
+       :: fl_res == FL_LOST -> lose(1)
+       :: fl_res == FL_REACQ ->
+          printf("MODEL: the old leader's keeper takes the reply of t%d sent before the pause for a renewal\n", fl_tok);
+          old_renew()
+#endif
+       :: fl_res == FL_OK -> old_renew()    /* it proves little: renew again */
+       fi;
+       fl_st = 0; fl_tok = 0; fl_res = 0 } }
+#endif
+#ifdef LAPSE
+  /* the leader pauses and nobody takes over: it wakes up still leading (its
+   * leader-lease renewal succeeds again); its keeper renews before it judges, and a
+   * start gate confirmed before the pause is confirmed again before it opens. The
+   * pause falls between a confirmation and its patch, as long as it likes: no Pod
+   * of the run works yet (one that works while its manager is paused past the
+   * lease is the pod guard's to stop: nothing else can) */
+  :: atomic { !paused && pst[0] == UP && g_tok[0] != 0 -> lapse: d_step {
+       printf("MODEL: the leader pauses; nobody takes over\n"); paused = 1; lapsed = 1; pst[0] = PAUSED } }
+  :: atomic { lapsed && pst[0] == PAUSED -> lapse_wake: d_step {
+       printf("MODEL: the leader wakes up, still leading\n"); pst[0] = UP;
+       if :: k_tok[0] != 0 && k_st[0] != LOST -> k_due[0] = 1 :: else fi;
+#ifndef HOLE_GATE_STALE_CONFIRM
+       g_tok[0] = 0
+#else
+       skip          /* the hole: the confirmation from before the pause still opens */
+#endif
+     } }
+#endif
 #if !JF
   :: atomic { !paused && pst[0] == UP && a_ph == RUNNING && a_slot == 0 && !HASJOB(a_tok) && CONFIRMED(0, a_tok) -> pause_before_create: d_step {
        printf("MODEL: the leader pauses just before it creates Job t%d; a new leader takes over\n", a_tok);
@@ -1263,10 +1531,14 @@ active proctype Faults() {
        :: else
        fi;
 #endif
-       if :: k_tok[1] != 0 && k_st[1] != LOST -> old_renew() :: else fi
+       if :: k_tok[1] != 0 && k_st[1] != LOST && !(fl_st != 0 && fl_tok == k_tok[1]) -> old_renew() :: else fi;
+#ifndef HOLE_GATE_STALE_CONFIRM
+       g_tok[1] = 0;        /* a confirmation from before the pause opens nothing */
+#endif
+       skip
      } }
   /* it finds out that it lost the leadership and exits */
-  :: atomic { pst[1] == AWAKE -> exit: d_step { pst[1] = GONE; forget(1) } }
+  :: atomic { pst[1] == AWAKE -> exit: d_step { pst[1] = GONE; forget(1); UNSNAP; if :: fl_st == 2 -> fl_st = 0; fl_tok = 0; fl_res = 0 :: else fi } }
 #endif
 #if defined(CRASH) || defined(PAUSE)
   /* the restarted manager, or the new leader, renews every recorded lease first */
@@ -1395,13 +1667,32 @@ ltl probe_unrecorded_stopped { [] !(crashed > 0 && NEVERREC_DEL) }
 #endif
 #elif defined(CFG_PAUSE)
 ltl probe_two_runs           { [] !(lstart >= 2) }
+#if JF
 ltl probe_old_create_deleted { [] !(pst[1] == AWAKE && m_cre[1] == 0 && (j_susp[0] && j_del[0] || j_susp[1] && j_del[1] || j_susp[2] && j_del[2])) }
+#else
+/* the old leader's late Job, never opened (the guard), deleted by the new leader */
+#define LATEJOB_DEL(s) (j_tok[s] == m_cre[1] && j_susp[s] && j_del[s])
+ltl probe_old_create_deleted { [] !(pst[1] == AWAKE && m_crd && (LATEJOB_DEL(0) || LATEJOB_DEL(1) || LATEJOB_DEL(2))) }
+#endif
 ltl probe_paused_past_deadline { [] !(pst[1] == PAUSED && k_tok[1] == a_tok && k_dl[1] == 0 && !k_dlr[1] && JOBBUSY(a_tok) && rkey == a_tok && rttl > SB) }
 ltl probe_take_back_due      { [] !(pst[0] == UP && k_fo[0] && k_due[0] && rkey == 0 && k_st[0] != LOST) }
 #ifdef JOB_FIRST
 ltl probe_adopted            { [] !(gh_adopt && paused && a_tok != 0 && PODSOF(a_tok)) }
 ltl probe_unrecorded_stopped { [] !(paused && NEVERREC_DEL) }
 #endif
+#elif defined(CFG_DEPOSED)
+/* the guard is what keeps the deposed leader from writing back a key the new leader
+ * released, and from releasing the lease of the new leader's run */
+ltl probe_stale_reacquire    { [] !(pst[1] == AWAKE && c_pend != 0 && led[c_pend] == RELD && rkey == 0) }
+ltl probe_stale_release      { [] !(pst[1] == AWAKE && c_tok != 0 && c_slot == 0 && !c_job && !HASJOB(c_tok) && a_tok == c_tok && rkey == c_tok && pst[0] == UP) }
+ltl probe_lapse_expired      { [] !(lapsed && pst[0] == UP && a_tok != 0 && rkey != a_tok && HASSUSP(a_tok)) }
+ltl probe_skipped_late       { [] !(gh_late && paused && !lapsed) }
+ltl probe_inflight_ghost     { [] !(fl_st == 2 && fl_res == FL_REACQ && led[fl_tok] == RELD && pst[1] == AWAKE) }
+#elif defined(CFG_MARKER)
+ltl probe_late_skipped       { [] !(b_done && mk_by[1] != 0 && mk_by[1] != FV && age >= LATEST && rmark[1] != 0) }
+ltl probe_marker_expired     { [] !(age > LATEST && rmark[1] == 0 && mk_by[1] != 0) }
+#elif defined(CFG_ADOPT)
+ltl probe_forged_stopped     { [] !(forged && (j_tok[0] == XT && j_del[0] && p_st[0] == PNONE || j_tok[1] == XT && j_del[1] && p_st[1] == PNONE) && rmark[1] != 0) }
 #elif defined(CFG_LEFT)
 ltl probe_left_to_expire     { [] !(led[1] == LEFT && rkey == 1 && (p_inv[0] && ALIVE(0))) }
 ltl probe_guard_stop         { [] !(p_inv[0] && p_st[0] == PTERM || p_inv[1] && p_st[1] == PTERM) }
