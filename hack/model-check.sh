@@ -30,7 +30,7 @@ declare -A probes=(
   [LEFT]="left_to_expire guard_stop trigger_run unlock_refused_ledger"
   [GUARD]="stopped_vanished_pod gate_refuses"
   [UNLOCK]="complete foreign_unlocked"
-  [SHARD]="handed_over handover_timeout complete_in_b"
+  [SHARD]="handed_over handover_timeout complete_in_b claim_waits_store handed_over_late"
   [TWIN]="run_goes_on_dup runs_after_dup"
   [REPL]="complete marker_kept lease_kept"
   [JOBFIRST_RUN]="complete takeup resume_stop overlap_after_loss floor_after_loss adopted unrecorded_stopped"
@@ -88,6 +88,7 @@ declare -A holes=(
   [HOLE_GATE_STALE_CONFIRM]=DEPOSED
   [HOLE_MARKER_EXPIRES_EARLY]=MARKER
   [HOLE_ADOPT_TRUSTS_ANNOTATION]=ADOPT
+  [HOLE_SHARD_CLAIM_UNTRACKED]=SHARD
 )
 hole_order=(HOLE_TAKEUP_LEFT_LEASE HOLE_UNLOCK_LIVE_FOREIGN HOLE_SHARD_BREAK_BEFORE_MAKE
   HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN HOLE_DEADLINE_FROM_REPLY HOLE_PAUSED_CREATE HOLE_SLOW_HANDOVER
@@ -96,7 +97,7 @@ hole_order=(HOLE_TAKEUP_LEFT_LEASE HOLE_UNLOCK_LIVE_FOREIGN HOLE_SHARD_BREAK_BEF
   HOLE_ACQUIRE_IGNORES_MARKER HOLE_STRICT_WITHOUT_FLOOR
   HOLE_JOBFIRST_ADOPT_ANY HOLE_JOBFIRST_GATE_EARLY HOLE_JOBFIRST_NO_FLOOR
   HOLE_NOT_LEADING HOLE_INFLIGHT_REACQUIRE_RENEWED HOLE_SKIP_ON_STALE_CACHE HOLE_GATE_STALE_CONFIRM
-  HOLE_MARKER_EXPIRES_EARLY HOLE_ADOPT_TRUSTS_ANNOTATION)
+  HOLE_MARKER_EXPIRES_EARLY HOLE_ADOPT_TRUSTS_ANNOTATION HOLE_SHARD_CLAIM_UNTRACKED)
 
 jobs=()
 if (($# == 0)); then

@@ -19,7 +19,7 @@
  * HOLE_PAUSED_KEEPER, HOLE_RENEW_ONLY_REACQUIRE, HOLE_DUPLICATE_IDENTITY,
  * HOLE_MARKER_UNACKED, HOLE_IDENTITY_WINDOW, HOLE_IDENTITY_OUTAGE, HOLE_NOT_LEADING,
  * HOLE_INFLIGHT_REACQUIRE_RENEWED, HOLE_SKIP_ON_STALE_CACHE, HOLE_GATE_STALE_CONFIRM,
- * HOLE_MARKER_EXPIRES_EARLY, HOLE_ADOPT_TRUSTS_ANNOTATION;
+ * HOLE_MARKER_EXPIRES_EARLY, HOLE_ADOPT_TRUSTS_ANNOTATION, HOLE_SHARD_CLAIM_UNTRACKED;
  * a timing assumption:
  * HOLE_SLOW_HANDOVER; and two planted bugs that show I2 and I3 can
  * fail: HOLE_ACQUIRE_IGNORES_MARKER, HOLE_STRICT_WITHOUT_FLOOR. Holes of the
@@ -147,7 +147,8 @@
 #define STALE_VALUE 1
 #elif defined(CFG_SHARD)
 /* one cluster, two shards, the GuardedJob moved from shard a to shard b while a run
- * is in flight; renewals may go unanswered */
+ * is in flight; shard b may not resolve the run's store for a while; renewals may go
+ * unanswered */
 #define NOCC 1
 #define SHARDS 1
 #define FLAKY 1
@@ -428,6 +429,8 @@ bit  fw_ovl;
 bit  moved;                 /* relabelled to shard b */
 bit  seen_b;                /* shard b has resumed the object's leases */
 bit  owner_b;               /* status names shard b as the run's owner */
+bit  sh_unres;              /* shard b cannot resolve the run's store yet: its keeper does not track it */
+bit  sh_late;               /* probes: shard b tracked the run only after its first sight */
 byte ho_left;               /* shard a's hand-over countdown */
 bit  ho_stop;               /* shard a gave up waiting and stops the run */
 
@@ -515,7 +518,9 @@ byte h_s, h_t, h_o, h_r, h_f, h_i, h_p;
 #define WORKERS      ((ALIVE(0) -> 1 : 0) + (ALIVE(1) -> 1 : 0) + (ALIVE(2) -> 1 : 0) + (fw -> 1 : 0))
 
 #if defined(SHARDS)
-#define LEADS(p) (pst[p] == UP && ((p) == 0 && !moved || (p) == 1 && moved && seen_b))
+/* shard b acts on the object once it has claimed it, and not while a run's store
+ * is unresolved there (its passes fail before they touch the store) */
+#define LEADS(p) (pst[p] == UP && ((p) == 0 && !moved || (p) == 1 && moved && owner_b && !sh_unres))
 #else
 #define LEADS(p) ((p) == 0 && pst[0] == UP)
 #endif
@@ -1173,10 +1178,33 @@ proctype Reconciler(byte p) {
   :: atomic { p == 0 && ho_stop && k_tok[0] != 0 && !PODSOF(k_tok[0]) -> handover_done: d_step { untrack(0) } }
 #endif
   /* shard b: firstSight renews the object's recorded leases before anything else,
-   * then writes its name into status */
+   * then writes its name into status, only while its keeper tracks every
+   * lease-holding run of the object. A run whose store it cannot resolve yet (its
+   * storeRef Secret not readable there yet) is not tracked, and it does not claim:
+   * shard a renews on (HOLE_SHARD_CLAIM_UNTRACKED: it claims all the same) */
   :: atomic { p == 1 && moved && !seen_b -> first_sight: d_step {
        printf("MODEL: shard b takes the object over\n");
        seen_b = 1;
+       if :: a_tok != 0 -> track_resumed(1, a_tok) :: else fi;
+       owner_b = 1 } }
+  :: atomic { p == 1 && moved && !seen_b && a_tok != 0 -> store_unresolved: d_step {
+       printf("MODEL: shard b cannot resolve the store of run t%d yet: not tracked\n", a_tok);
+       seen_b = 1; sh_unres = 1;
+#ifdef HOLE_SHARD_CLAIM_UNTRACKED
+       printf("MODEL: shard b names itself in status all the same\n"); owner_b = 1
+#else
+       skip
+#endif
+     } }
+  /* a pass of shard b meanwhile stops a run whose store it cannot resolve (its
+   * status write and the Job's delete need no store) */
+  :: atomic { p == 1 && sh_unres && a_ph == RUNNING -> stop_unresolved: d_step {
+       printf("MODEL: shard b marks run t%d Stopping (its store cannot be resolved)\n", a_tok);
+       a_ph = STOPPING; stop_job(a_tok); END_STEP } }
+  /* the store resolves: shard b's next pass tracks the run, then claims it */
+  :: atomic { p == 1 && sh_unres -> track_late: d_step {
+       sh_unres = 0; sh_late = 1;
+       printf("MODEL: shard b resolves the store: tracks run t%d and names itself in status\n", a_tok);
        if :: a_tok != 0 -> track_resumed(1, a_tok) :: else fi;
        owner_b = 1 } }
 #endif
@@ -1719,4 +1747,6 @@ ltl probe_lease_kept         { [] !(failed_over && epoch && rmark[1] == 0 && a_p
 ltl probe_handed_over        { [] !(moved && owner_b && k_tok[0] == 0 && k_tok[1] != 0 && a_tok != 0) }
 ltl probe_handover_timeout   { [] !(ho_stop) }
 ltl probe_complete_in_b      { [] !(moved && seen_b && rmark[1] != 0) }
+ltl probe_claim_waits_store  { [] !(sh_unres && !owner_b && a_tok != 0 && k_tok[0] == a_tok && k_st[0] == HELD && JOBBUSY(a_tok)) }
+ltl probe_handed_over_late   { [] !(sh_late && owner_b && k_tok[0] == 0 && k_tok[1] == a_tok && a_tok != 0 && PODSOF(a_tok)) }
 #endif
