@@ -33,6 +33,7 @@ declare -A probes=(
   [SHARD]="handed_over handover_timeout complete_in_b claim_waits_store handed_over_late"
   [TWIN]="run_goes_on_dup runs_after_dup"
   [REPL]="complete marker_kept lease_kept"
+  [GRANTS]="refused set_moved"
   [JOBFIRST_RUN]="complete takeup resume_stop overlap_after_loss floor_after_loss adopted unrecorded_stopped"
   [JOBFIRST_PAUSE]="two_runs old_create_deleted paused_past_deadline take_back_due adopted unrecorded_stopped"
   [JOBFIRST_GUARD]="stopped_vanished_pod gate_refuses adopted unrecorded_stopped"
@@ -56,11 +57,12 @@ declare -A unfired=(
   [SHARD]="stop_unclaimed skip_forbid drop_finalizer"
   [TWIN]="stop_unclaimed drop_finalizer twin_acquire twin_takeup twin_release"
   [REPL]="stop_unclaimed skip_forbid drop_finalizer"
+  [GRANTS]=""
   [JOBFIRST_RUN]="adopt"
   [JOBFIRST_PAUSE]="paused_confirm"
   [JOBFIRST_GUARD]="adopt"
 )
-configs=(RUN PAUSE DEPOSED MARKER ADOPT LEFT GUARD UNLOCK SHARD TWIN REPL JOBFIRST_RUN JOBFIRST_PAUSE JOBFIRST_GUARD)
+configs=(RUN PAUSE DEPOSED MARKER ADOPT LEFT GUARD UNLOCK SHARD TWIN REPL GRANTS JOBFIRST_RUN JOBFIRST_PAUSE JOBFIRST_GUARD)
 # hole switch: the configuration that shows it
 declare -A holes=(
   [HOLE_TAKEUP_LEFT_LEASE]=LEFT
@@ -89,6 +91,9 @@ declare -A holes=(
   [HOLE_MARKER_EXPIRES_EARLY]=MARKER
   [HOLE_ADOPT_TRUSTS_ANNOTATION]=ADOPT
   [HOLE_SHARD_CLAIM_UNTRACKED]=SHARD
+  [HOLE_GRANTS_UNPUBLISHED]=GRANTS
+  [HOLE_GRANTS_PUBLICATION_LAPSE]=GRANTS
+  [HOLE_GRANTS_REFUSE_ACQUIRE_ONLY]=GRANTS
 )
 hole_order=(HOLE_TAKEUP_LEFT_LEASE HOLE_UNLOCK_LIVE_FOREIGN HOLE_SHARD_BREAK_BEFORE_MAKE
   HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN HOLE_DEADLINE_FROM_REPLY HOLE_PAUSED_CREATE HOLE_SLOW_HANDOVER
@@ -97,7 +102,8 @@ hole_order=(HOLE_TAKEUP_LEFT_LEASE HOLE_UNLOCK_LIVE_FOREIGN HOLE_SHARD_BREAK_BEF
   HOLE_ACQUIRE_IGNORES_MARKER HOLE_STRICT_WITHOUT_FLOOR
   HOLE_JOBFIRST_ADOPT_ANY HOLE_JOBFIRST_GATE_EARLY HOLE_JOBFIRST_NO_FLOOR
   HOLE_NOT_LEADING HOLE_INFLIGHT_REACQUIRE_RENEWED HOLE_SKIP_ON_STALE_CACHE HOLE_GATE_STALE_CONFIRM
-  HOLE_MARKER_EXPIRES_EARLY HOLE_ADOPT_TRUSTS_ANNOTATION HOLE_SHARD_CLAIM_UNTRACKED)
+  HOLE_MARKER_EXPIRES_EARLY HOLE_ADOPT_TRUSTS_ANNOTATION HOLE_SHARD_CLAIM_UNTRACKED
+  HOLE_GRANTS_UNPUBLISHED HOLE_GRANTS_PUBLICATION_LAPSE HOLE_GRANTS_REFUSE_ACQUIRE_ONLY)
 
 jobs=()
 if (($# == 0)); then

@@ -10,7 +10,8 @@
  * crash falls between any two of them. Timers count down, so the state space is finite.
  *
  * Configurations (define one): CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_LEFT, CFG_GUARD, CFG_UNLOCK,
- * CFG_SHARD, CFG_TWIN, CFG_REPL; CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE and
+ * CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_GRANTS (a model of its own: key grants published
+ * in a shared store); CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE and
  * CFG_JOBFIRST_GUARD are RUN, PAUSE and GUARD in the Job-first run order (JOB_FIRST,
  * which any configuration may also be given: below). Hole switches (each off unless
  * defined), one per safety fix: HOLE_TAKEUP_LEFT_LEASE, HOLE_UNLOCK_LIVE_FOREIGN,
@@ -19,9 +20,10 @@
  * HOLE_PAUSED_KEEPER, HOLE_RENEW_ONLY_REACQUIRE, HOLE_DUPLICATE_IDENTITY,
  * HOLE_MARKER_UNACKED, HOLE_IDENTITY_WINDOW, HOLE_IDENTITY_OUTAGE, HOLE_NOT_LEADING,
  * HOLE_INFLIGHT_REACQUIRE_RENEWED, HOLE_SKIP_ON_STALE_CACHE, HOLE_GATE_STALE_CONFIRM,
- * HOLE_MARKER_EXPIRES_EARLY, HOLE_ADOPT_TRUSTS_ANNOTATION, HOLE_SHARD_CLAIM_UNTRACKED;
+ * HOLE_MARKER_EXPIRES_EARLY, HOLE_ADOPT_TRUSTS_ANNOTATION, HOLE_SHARD_CLAIM_UNTRACKED,
+ * HOLE_GRANTS_UNPUBLISHED, HOLE_GRANTS_REFUSE_ACQUIRE_ONLY;
  * a timing assumption:
- * HOLE_SLOW_HANDOVER; and two planted bugs that show I2 and I3 can
+ * HOLE_SLOW_HANDOVER, HOLE_GRANTS_PUBLICATION_LAPSE; and two planted bugs that show I2 and I3 can
  * fail: HOLE_ACQUIRE_IGNORES_MARKER, HOLE_STRICT_WITHOUT_FLOOR. Holes of the
  * Job-first order (no effect without JOB_FIRST): HOLE_JOBFIRST_GATE_EARLY,
  * HOLE_JOBFIRST_ADOPT_ANY, HOLE_JOBFIRST_NO_FLOOR. Not a hole: JOBFIRST_STOP_PENDING
@@ -43,7 +45,7 @@
  * manager that did not ask it), I5 (no key written back, by a renewal or an
  * acquisition, or renewed for a run that is over, but once by a renewal in flight
  * across a pause, which is then Lost), I6 (a manager that does not lead releases no
- * lease the leader's run holds).
+ * lease the leader's run holds), I7 (GRANTS: two tenants never share a key).
  *
  * Each step is `atomic { guard -> label: d_step { ... } }`: one indivisible action
  * (the d_step), and a guard that spin's "unreached" report shows when it never
@@ -170,8 +172,13 @@
 #define TRIGGER 1
 #define REPL 1
 #define FLAKY 1
+#elif defined(CFG_GRANTS)
+/* its own small model (below): two clusters sharing one store, each with a tenant
+ * that may use the key K under its cluster's --key-grants; the grant sets published
+ * in the store; one cluster's manager cut off from the store for a while */
+#define GRANTS 1
 #else
-#error "define one of CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD"
+#error "define one of CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_GRANTS, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD"
 #endif
 
 /* The unlock script refuses a GuardedJob token while its key has a time to live;
@@ -333,6 +340,145 @@
 #define PAUSED 3            /* the old leader, paused */
 #define AWAKE  4            /* the old leader after its pause, not yet exited */
 
+/* An invariant: its assertion, and a line that names it in a trail. */
+#define CHECK(cond, what, arg) \
+  if :: !(cond) -> printf("MODEL: VIOLATION "); printf(what, arg); printf("\n") :: else fi; \
+  assert(cond)
+
+#ifdef GRANTS
+/* ------------------------------------------------------------------ GRANTS */
+
+/* Key grants in a shared store. Cluster A's --key-grants give the prefix of K to
+ * tenant X (namespace X) exclusively; cluster B runs without that grant, so K falls
+ * under tenant Y's default prefix there. Each manager publishes its grant set in the
+ * store when none is (SET NX: the first set stands), renews it while the store holds
+ * its own set, and takes the published set for its verdict: a manager whose set
+ * differs refuses every key the two sets give to different namespaces, here K.
+ * HOLE_GRANTS_UNPUBLISHED: nothing is published or read; each cluster lets its own
+ * tenant use K. Each cluster's manager reads and renews the publication at every
+ * tick, and after an outage reads it again before it acts.
+ *
+ * A run of a tenant acquires K (SET NX), completes (a done-marker under K, living
+ * MKT ticks) and releases it; its lease is renewed at every tick while its manager
+ * reaches the store. Cluster A's manager may be cut off from the store once, for as
+ * long as it likes. The publication lives PTTL ticks from its last renewal: at least
+ * as long as a done-marker (HOLE_GRANTS_PUBLICATION_LAPSE: shorter). A manager that
+ * refuses K makes no store operation on it: its run's lease is not renewed and the
+ * run stops without a marker (HOLE_GRANTS_REFUSE_ACQUIRE_ONLY: it refuses only
+ * acquisitions).
+ *
+ * I7 (confinement): two tenants never share a key: a run acquires K only when no
+ * state a run of another tenant left under K (its lease, its done-marker) is live. */
+#define TX 1                /* tenant X (cluster A), its run's token */
+#define TY 2                /* tenant Y (cluster B) */
+#define SET_A 1             /* A's grant set: K to X */
+#define SET_B 2             /* B's: no grant (K to Y by its default prefix) */
+#define MKT 3               /* done-marker lifetime */
+#ifdef HOLE_GRANTS_PUBLICATION_LAPSE
+#define PTTL (MKT - 1)
+#else
+#define PTTL MKT
+#endif
+#define G_OFF 0             /* manager states: not started */
+#define G_UP  1
+#define G_CUT 2             /* cut off from the store */
+
+byte pub, pttl;             /* the published grant set, its ttl */
+byte gk, gttl;              /* the key K: the token holding it, its ttl */
+byte gmk, gmttl;            /* K's done-marker: the tenant whose run wrote it, its ttl */
+byte g_st[2];               /* manager of cluster A (0), B (1) */
+bit  g_ok[2];               /* its verdict: its tenant may use K */
+bit  g_run[2];              /* its tenant's run holds (or held) K, not yet over */
+bit  g_cut;                 /* the one outage happened */
+bit  gh_refused;            /* probes: a manager refused K while its tenant's run was due */
+bit  gh_moved;              /* probes: the published set changed hands */
+byte h_i;                   /* scratch: zero between steps */
+/* a refused key gets no store operation at all (HOLE_GRANTS_REFUSE_ACQUIRE_ONLY:
+ * only acquisitions are refused; a run holding K renews and completes on) */
+#ifdef HOLE_GRANTS_REFUSE_ACQUIRE_ONLY
+#define G_USES(i) 1
+#else
+#define G_USES(i) (g_ok[i])
+#endif
+#define G_TOK(i) ((i) + 1)
+#define G_SET(i) ((i) + 1)
+
+/* the publication and the verdict, as a manager that reaches the store reads it */
+inline g_read(i) {
+#ifdef HOLE_GRANTS_UNPUBLISHED
+  g_ok[i] = 1
+#else
+  if
+  :: pub == 0 ->
+     if :: gh_refused -> gh_moved = 1 :: else fi;
+     pub = G_SET(i); pttl = PTTL
+  :: pub == G_SET(i) -> pttl = PTTL
+  :: else
+  fi;
+  g_ok[i] = (pub == G_SET(i))
+#endif
+}
+
+active proctype GClock() {
+  do
+  :: atomic { true -> gtick: d_step {
+       printf("MODEL: ---- tick ---- key %d ttl %d, published set %d ttl %d\n", gk, gttl, pub, pttl);
+       if :: gttl > 0 -> gttl--; if :: gttl == 0 -> gk = 0 :: else fi :: else fi;
+       if :: gmttl > 0 -> gmttl--; if :: gmttl == 0 -> gmk = 0 :: else fi :: else fi;
+       if :: pttl > 0 -> pttl--; if :: pttl == 0 -> pub = 0 :: else fi :: else fi;
+       /* each manager that reaches the store renews its run's lease and reads (and
+        * renews) the publication */
+       for (h_i : 0 .. 1) {
+         if
+         :: g_st[h_i] == G_UP ->
+            g_read(h_i);
+            if :: gk == G_TOK(h_i) && G_USES(h_i) -> gttl = TTL :: else fi
+         :: else
+         fi
+       };
+       h_i = 0 } }
+  od
+}
+
+proctype GManager(byte i) {
+  do
+  /* the manager starts: publishes its set when none is, reads the published one */
+  :: atomic { g_st[i] == G_OFF -> g_start: d_step {
+       g_st[i] = G_UP; g_read(i);
+       printf("MODEL: cluster %c's manager starts: published set %d, its tenant may use K: %d\n", 'A' + i, pub, g_ok[i]) } }
+  /* its tenant's run acquires K (SET NX) on the verdict; I7 */
+  :: atomic { g_st[i] == G_UP && !g_run[i] && g_ok[i] && gk == 0 -> g_acquire: d_step {
+       printf("MODEL: tenant %c's run acquires K\n", 'X' + i);
+       CHECK(gmk == 0 || gmk == G_TOK(i),
+             "I7: tenant %c's run acquires a key under which another tenant's run left its done-marker", 'X' + i);
+       gk = G_TOK(i); gttl = TTL; g_run[i] = 1 } }
+  :: atomic { g_st[i] == G_UP && !g_run[i] && !g_ok[i] -> g_refuse: d_step {
+       printf("MODEL: cluster %c refuses K: the published grant set differs from its own\n", 'A' + i); gh_refused = 1 } }
+  /* the run completes: the done-marker, then DEL; or it stops, its lease gone or
+   * K refused (a refused key gets no store operation: renewal, marker, release) */
+  :: atomic { g_st[i] == G_UP && g_run[i] && gk == G_TOK(i) && G_USES(i) -> g_complete: d_step {
+       printf("MODEL: tenant %c's run completes: done-marker, K released\n", 'X' + i);
+       gmk = G_TOK(i); gmttl = MKT; gk = 0; gttl = 0; g_run[i] = 0 } }
+  :: atomic { g_st[i] == G_UP && g_run[i] && (gk != G_TOK(i) || !G_USES(i)) -> g_lost: d_step {
+       printf("MODEL: tenant %c's run stops: its lease is gone, or K is refused (%d)\n", 'X' + i, g_ok[i]); g_run[i] = 0 } }
+  /* cluster A's manager is cut off from the store, once; it comes back and reads
+   * the publication before it acts */
+  :: atomic { i == 0 && g_st[0] == G_UP && !g_cut -> g_cutoff: d_step {
+       printf("MODEL: cluster A's manager is cut off from the store\n"); g_st[0] = G_CUT; g_cut = 1 } }
+  :: atomic { g_st[i] == G_CUT -> g_back: d_step {
+       g_st[i] = G_UP; g_read(i);
+       printf("MODEL: cluster A's manager reaches the store again: published set %d\n", pub) } }
+  od
+}
+
+init {
+  atomic { run GManager(0); run GManager(1) }
+}
+
+ltl probe_refused            { [] !(gh_refused && gmk != 0) }
+ltl probe_set_moved          { [] !(gh_moved && pub == SET_B && gk == TY) }
+
+#else
 /* ------------------------------------------------------------------ state */
 
 /* Redis */
@@ -632,11 +778,6 @@ inline stop_job(t) {
   :: else
   fi
 }
-
-/* An invariant: its assertion, and a line that names it in a trail. */
-#define CHECK(cond, what, arg) \
-  if :: !(cond) -> printf("MODEL: VIOLATION "); printf(what, arg); printf("\n") :: else fi; \
-  assert(cond)
 
 #ifdef TWIN
 #define I1_OTHER "I1: two runs work at once (cluster B's run and the one starting), and neither lost its lease to a data loss or failover"
@@ -1750,3 +1891,5 @@ ltl probe_complete_in_b      { [] !(moved && seen_b && rmark[1] != 0) }
 ltl probe_claim_waits_store  { [] !(sh_unres && !owner_b && a_tok != 0 && k_tok[0] == a_tok && k_st[0] == HELD && JOBBUSY(a_tok)) }
 ltl probe_handed_over_late   { [] !(sh_late && owner_b && k_tok[0] == 0 && k_tok[1] == a_tok && a_tok != 0 && PODSOF(a_tok)) }
 #endif
+
+#endif /* GRANTS */
