@@ -38,7 +38,15 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 	deadline := runStartDeadline(gj, run)
 	if !s.now.Before(deadline) && !acquireAttempted(gj, run) {
 		// The manager was down (or far behind) when the run was due.
-		return r.skipLate(ctx, s, run, store, deadline)
+		return r.skipLate(ctx, s, run, store, missedDeadline(run, deadline))
+	}
+	if latest := latestStart(gj, run.ScheduledTime.Time, s.now); run.Backfill == "" && s.now.After(latest) {
+		// Later than any start of its occurrence the spec allows (a buffered
+		// run that waited longer than the runs ahead of it may hold): the
+		// occurrence's done-marker, written by a run in any cluster, is kept
+		// only until then, so a run now could do it a second time.
+		return r.skipLate(ctx, s, run, store, fmt.Sprintf("the run for %s would start after %s, the latest start of its occurrence the spec allows in any cluster (startingDeadlineSeconds, and for a run waiting behind others lock.maxHold and the buffer): its done-marker may have expired",
+			run.ScheduledTime.UTC().Format(time.RFC3339), latest.UTC().Format(time.RFC3339)))
 	}
 	var floor int64
 	if run.FencingPolicy == batchv1alpha1.FencingStrict {
@@ -315,13 +323,17 @@ func runDueTime(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) time
 // skipLate ends a run that is past its starting deadline without a Job: it was
 // never attempted in time, or it holds a lease but its Job was not created in
 // time. It is Skipped, and any lease it may hold is released.
-func (r *GuardedJobReconciler) skipLate(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client, deadline time.Time) error {
-	msg := fmt.Sprintf("the run for %s did not start before its starting deadline %s", run.ScheduledTime.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339))
+func (r *GuardedJobReconciler) skipLate(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client, msg string) error {
 	note, end := r.releaseUnconfirmed(ctx, s.gj, run, store, s.now)
 	finishRun(s.gj, *run, end, batchv1alpha1.RunResultSkipped, "", msg+note, s.now)
 	setLockHeld(s.gj, "", "", s.now)
 	r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.StartingDeadlineExceededReason, "Skipped %s: %s", run.JobName, msg)
 	return nil
+}
+
+// missedDeadline says that a run did not start before its starting deadline.
+func missedDeadline(run *batchv1alpha1.ActiveRun, deadline time.Time) string {
+	return fmt.Sprintf("the run for %s did not start before its starting deadline %s", run.ScheduledTime.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339))
 }
 
 // releaseUnconfirmed releases a lease a run without a Job may hold (an

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/schedule"
 )
 
@@ -131,6 +132,39 @@ func (r *GuardedJobReconciler) cancelBackfill(s *scope, b *batchv1alpha1.Backfil
 	r.event(s.gj, nil, corev1.EventTypeNormal, batchv1alpha1.BackfillCancelledReason, "Backfill %s %s", b.Request, b.Message)
 }
 
+// backfillStartsUntil is when a backfill stops starting occurrences: the time
+// its request names plus BackfillDoneMarkerTTL. The same backfill started in
+// several clusters names the same time, and the done-marker of each occurrence
+// it ran anywhere lives at least that long (markerTTLForRun), so no cluster
+// starts an occurrence another one's run of it may have completed unseen.
+func backfillStartsUntil(b *batchv1alpha1.BackfillStatus) (time.Time, bool) {
+	at, err := parseRequestTime(b.Request)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return at.Add(batchv1alpha1.BackfillDoneMarkerTTL), true
+}
+
+// expireBackfill ends a backfill that ran out of time to start occurrences:
+// those running now go on, and are counted when they end; the others are not
+// run.
+func (r *GuardedJobReconciler) expireBackfill(s *scope, b *batchv1alpha1.BackfillStatus, until time.Time) {
+	running := b.Current[:0]
+	for _, e := range b.Current {
+		if backfillRunFor(s.gj, b.Request, e.ScheduledTime) != nil {
+			running = append(running, e)
+		}
+	}
+	b.Current = nilIfEmpty(running)
+	b.Next = nil
+	b.State = batchv1alpha1.BackfillCancelled
+	b.FinishedAt = &metav1.Time{Time: s.now}
+	b.Message = fmt.Sprintf("stopped at %s: a backfill starts occurrences until %s (%s after its request), while the done-markers of the runs it made in any cluster live; %d succeeded, %d skipped, %d failed, %d not run (%d still running)",
+		s.now.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339), batchv1alpha1.BackfillDoneMarkerTTL,
+		b.Succeeded, b.Skipped, b.Failed, b.Remaining-int32(len(b.Current)), len(b.Current)) //nolint:gosec // at most 10
+	r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.BackfillCancelledReason, "Backfill %s %s", b.Request, b.Message)
+}
+
 // advanceBackfill starts the next occurrence of a running backfill, when a slot
 // is free (parallelism) and nothing comes first: a backfill waits for runs of
 // the schedule and run-now triggers (unless concurrencyPolicy is Allow) and for
@@ -151,6 +185,10 @@ func (r *GuardedJobReconciler) advanceBackfill(ctx context.Context, s *scope, sp
 		b.FinishedAt = &metav1.Time{Time: s.now}
 		b.Message = fmt.Sprintf("finished: %d succeeded, %d skipped (done already), %d failed", b.Succeeded, b.Skipped, b.Failed)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.BackfillFinishedReason, "Backfill %s %s", b.Request, b.Message)
+		return nil
+	}
+	if until, ok := backfillStartsUntil(b); ok && s.now.After(until) {
+		r.expireBackfill(s, b, until)
 		return nil
 	}
 	for _, run := range gj.Status.Active {
@@ -271,7 +309,10 @@ func backfillRunFor(gj *batchv1alpha1.GuardedJob, request string, scheduled meta
 func markerTTLForRun(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, now time.Time) time.Duration {
 	ttl := markerTTLFor(gj, run.ScheduledTime.Time, now)
 	if run.Backfill != "" {
-		ttl = max(ttl, batchv1alpha1.BackfillDoneMarkerTTL+gj.Spec.Lock.KeepAfterSuccessOrDefault())
+		// At least until the same backfill in another cluster stops starting
+		// occurrences (backfillStartsUntil): its request's time may be up to
+		// BackfillRequestWindow ahead of the moment this run started.
+		ttl = max(ttl, batchv1alpha1.BackfillDoneMarkerTTL+batchv1alpha1.BackfillRequestWindow+leasetiming.MarkerMargin+gj.Spec.Lock.KeepAfterSuccessOrDefault())
 	}
 	return ttl
 }

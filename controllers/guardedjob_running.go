@@ -108,7 +108,7 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 	switch {
 	case !exists && run.JobUID == "":
 		if deadline := runStartDeadline(gj, run); !s.now.Before(deadline) {
-			return r.skipLate(ctx, s, run, store, deadline)
+			return r.skipLate(ctx, s, run, store, missedDeadline(run, deadline))
 		}
 		if !r.leaseConfirmed(gj, run) {
 			s.requeueAfter(confirmRetry)

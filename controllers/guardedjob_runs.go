@@ -199,9 +199,29 @@ func ptrTime(t time.Time) *metav1.Time {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// markerTTLFor is the done-marker lifetime of an occurrence (a schedule that no
-// longer parses counts a day to the next occurrence).
+// markerTTLFor is the done-marker lifetime of an occurrence: until the latest
+// start of it any cluster running this spec may make (a schedule that no longer
+// parses counts a day to the next occurrence).
 func markerTTLFor(gj *batchv1alpha1.GuardedJob, scheduled, now time.Time) time.Duration {
 	sched, _ := schedule.Parse(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault())
-	return leasetiming.MarkerTTL(sched, scheduled, now, gj.Spec.StartingDeadline(), gj.Spec.Lock.KeepAfterSuccessOrDefault())
+	return leasetiming.MarkerTTL(sched, scheduled, now, startsOf(gj), gj.Spec.Lock.KeepAfterSuccessOrDefault())
+}
+
+// latestStart is the latest moment any cluster running this spec may start a
+// run of the occurrence at scheduled (leasetiming.LatestStart).
+func latestStart(gj *batchv1alpha1.GuardedJob, scheduled, now time.Time) time.Time {
+	sched, _ := schedule.Parse(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault())
+	return leasetiming.LatestStart(startsOf(gj), scheduled, leasetiming.NextOccurrence(sched, scheduled, now))
+}
+
+// startsOf reads from the spec how late a run of an occurrence may start.
+func startsOf(gj *batchv1alpha1.GuardedJob) leasetiming.Starts {
+	buffered := int(gj.Spec.BufferLimitOrDefault())
+	if gj.Spec.ConcurrencyPolicyOrDefault() == batchv1alpha1.ReplaceConcurrent {
+		buffered = 1 // one waits behind a backfill run, which is never replaced
+	}
+	return leasetiming.Starts{
+		StartingDeadline: gj.Spec.StartingDeadline(), Jitter: gj.Spec.ScheduleJitterOrDefault(), Buffered: buffered,
+		RunAhead: gj.Spec.Lock.MaxHoldOrDefault() + leasetiming.StopBudget(gj.Spec.PodGracePeriod()),
+	}
 }

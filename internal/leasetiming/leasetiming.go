@@ -98,22 +98,59 @@ func DeadlineGrace(podGrace time.Duration, validUntil, now time.Time) time.Durat
 // may still be started, and the shortest life of any done-marker.
 const MarkerMargin = 5 * time.Minute
 
+// Starts is what the spec says of how late a run of an occurrence may start.
+// Every cluster that runs the same spec computes the same bounds from it.
+type Starts struct {
+	// StartingDeadline is spec.startingDeadlineSeconds.
+	StartingDeadline time.Duration
+	// Jitter is spec.scheduleJitter.
+	Jitter time.Duration
+	// Buffered is how many runs an occurrence due while another run is active
+	// may wait behind: 1 with BufferOne (and with Replace, which keeps one
+	// waiting behind a backfill run), spec.bufferLimit with BufferAll, else 0.
+	Buffered int
+	// RunAhead is how long a run ahead can keep a waiting one waiting:
+	// lock.maxHold plus the stop budget of its Pods.
+	RunAhead time.Duration
+}
+
+// LatestStart is the latest moment any cluster running the spec may still
+// start a run of the occurrence at scheduled, whose next occurrence is next
+// (zero when there is none): a run-now trigger names the latest occurrence at
+// or before its time, so this one until the next is due, and a run may start
+// until startingDeadline after it was due; an occurrence that is due while
+// runs are active may wait behind Buffered of them, each of which may run for
+// RunAhead and start startingDeadline after the one before it ended. A run
+// that would start later refuses to: the occurrence's done-marker, written by
+// a run in any cluster, is kept only until then (MarkerTTL).
+func LatestStart(st Starts, scheduled, next time.Time) time.Time {
+	due := scheduled.Add(st.Jitter)
+	if next.After(due) {
+		due = next
+	}
+	return due.Add(st.StartingDeadline + time.Duration(st.Buffered)*(st.RunAhead+st.StartingDeadline))
+}
+
 // MarkerTTL is how long, counted from now, the done-marker of the occurrence at
-// scheduled lives: until the next occurrence is due, plus startingDeadline (while that
-// occurrence may start, a trigger can still name this one), plus MarkerMargin, plus
-// keepAfterSuccess; at least MarkerMargin. A nil schedule (one that no longer parses,
-// changed while the run was active) counts a day to the next occurrence.
-func MarkerTTL(s *schedule.Schedule, scheduled, now time.Time, startingDeadline, keepAfterSuccess time.Duration) time.Duration {
-	var next time.Time
-	if s != nil {
-		next = s.Next(scheduled)
-	} else {
-		next = now.Add(24 * time.Hour)
+// scheduled lives: until the latest moment any cluster may still start a run of
+// it (LatestStart), plus MarkerMargin, plus keepAfterSuccess; at least
+// MarkerMargin. A nil schedule (one that no longer parses, changed while the
+// run was active) counts a day to the next occurrence.
+func MarkerTTL(s *schedule.Schedule, scheduled, now time.Time, st Starts, keepAfterSuccess time.Duration) time.Duration {
+	return max(LatestStart(st, scheduled, NextOccurrence(s, scheduled, now)).Add(MarkerMargin+keepAfterSuccess).Sub(now), MarkerMargin)
+}
+
+// NextOccurrence is the occurrence of s after scheduled, as LatestStart takes
+// it: a day after now for a nil schedule, scheduled itself when there is none
+// within five years.
+func NextOccurrence(s *schedule.Schedule, scheduled, now time.Time) time.Time {
+	if s == nil {
+		return now.Add(24 * time.Hour)
 	}
-	if next.IsZero() {
-		next = scheduled // no next occurrence within five years: keep it as long as this one may start
+	if next := s.Next(scheduled); !next.IsZero() {
+		return next
 	}
-	return max(next.Add(startingDeadline+MarkerMargin+keepAfterSuccess).Sub(now), MarkerMargin)
+	return scheduled
 }
 
 // fmtDuration writes whole seconds as "45s" (how users write lock.ttl), other

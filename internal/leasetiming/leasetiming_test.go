@@ -173,6 +173,8 @@ func TestMarkerTTL(t *testing.T) {
 		now       string
 		deadline  time.Duration
 		keep      time.Duration
+		buffered  int
+		runAhead  time.Duration
 		want      time.Duration
 	}{
 		{name: "a daily marker lives until the next occurrence can no longer start, plus 5 minutes",
@@ -187,12 +189,37 @@ func TestMarkerTTL(t *testing.T) {
 		{name: "a run that finished long after the next occurrence keeps the marker at least 5 minutes",
 			spec: "@every 1m", scheduled: "2026-11-30T10:00:00Z", now: "2026-11-30T12:00:00Z",
 			deadline: 30 * time.Second, want: 5 * time.Minute},
+		{name: "with BufferOne it lives until a run waiting behind one that holds for maxHold may still start",
+			spec: "0 * * * *", scheduled: "2026-11-30T10:00:00Z", now: "2026-11-30T10:20:00Z",
+			deadline: 300 * time.Second, buffered: 1, runAhead: 6*time.Hour + 35*time.Second,
+			want: 40*time.Minute + 5*time.Minute + (6*time.Hour + 35*time.Second + 5*time.Minute) + 5*time.Minute},
+		{name: "with BufferAll, behind as many runs as may wait",
+			spec: "0 * * * *", scheduled: "2026-11-30T10:00:00Z", now: "2026-11-30T10:20:00Z",
+			deadline: 300 * time.Second, buffered: 3, runAhead: time.Hour,
+			want: 40*time.Minute + 5*time.Minute + 3*(time.Hour+5*time.Minute) + 5*time.Minute},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
 			s := mustSchedule(t, tt.spec, tt.zone)
-			g.Expect(MarkerTTL(s, at(t, tt.scheduled), at(t, tt.now), tt.deadline, tt.keep)).To(Equal(tt.want))
+			st := Starts{StartingDeadline: tt.deadline, Buffered: tt.buffered, RunAhead: tt.runAhead}
+			g.Expect(MarkerTTL(s, at(t, tt.scheduled), at(t, tt.now), st, tt.keep)).To(Equal(tt.want))
 		})
 	}
+}
+
+// TestLatestStartCoversEveryStartOfTheOccurrence: the latest start of an
+// occurrence bounds its scheduled start (with jitter), a run-now trigger that
+// still names it (until the next occurrence is due), and a buffered start behind
+// the runs that may wait ahead of it.
+func TestLatestStartCoversEveryStartOfTheOccurrence(t *testing.T) {
+	g := NewWithT(t)
+	scheduled := at(t, "2026-11-30T10:00:00Z")
+	next := at(t, "2026-11-30T11:00:00Z")
+	st := Starts{StartingDeadline: 5 * time.Minute, Jitter: 2 * time.Minute}
+	g.Expect(LatestStart(st, scheduled, next)).To(Equal(next.Add(5*time.Minute)), "a trigger at 10:59 names it and may start until 11:04")
+	g.Expect(LatestStart(st, scheduled, scheduled)).To(Equal(scheduled.Add(7*time.Minute)), "with no next occurrence: its jittered start and the deadline")
+	st.Buffered, st.RunAhead = 2, 30*time.Minute
+	g.Expect(LatestStart(st, scheduled, next)).To(Equal(next.Add(5*time.Minute+2*35*time.Minute)),
+		"a trigger at 10:59 waits behind two runs that hold for 30 minutes each, each started within the deadline")
 }
