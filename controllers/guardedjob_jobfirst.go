@@ -98,7 +98,7 @@ func (u *unrecordedJobs) of(gj types.NamespacedName) []string {
 // createFirst creates the Job of a run whose lease this pass has just
 // acquired, before status records the run. It returns nil (and no error) when
 // the run goes on in the status-first order instead: its Job would not wait at
-// the manager's start gate (a pod guard, a queue), its lease is not confirmed
+// the manager's start gate (a queue starts it), its lease is not confirmed
 // with room to stop the Pods, a Job of its name exists already, or the API
 // server did not answer; status then records the run without a Job,
 // and running() creates or judges it as for any recorded run. rejected is the
@@ -109,9 +109,9 @@ func (r *GuardedJobReconciler) createFirst(ctx context.Context, s *scope, run *b
 	}
 	job, warnings = jobbuild.Build(s.gj, run)
 	if !jobbuild.Gated(job) {
-		// Its Pods would start at once (a pod guard's Pods confirm the lease
-		// themselves; a queue starts a Job that asks to be suspended): no Job
-		// may exist before status records its run.
+		// A queue starts a Job that asks to be suspended: its Pods wait at
+		// the lease's scheduling gate, but no Job may exist before status
+		// records its run.
 		return nil, nil, ""
 	}
 	shardLabelOnJob(s.gj, job)
@@ -289,11 +289,11 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 	if len(gj.Status.Buffered) == 0 {
 		gj.Status.Buffered = nil
 	}
-	r.claimShard(gj)
 	setStoreReachable(gj, nil, s.now)
 	setLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, run.Fence)
 	setLockHeld(gj, "", "", s.now)
 	r.track(gj, run, store, resumed)
+	r.claimShard(gj)
 	if err := r.writeGuarded(ctx, s); err != nil {
 		if recorded == nil {
 			r.Keeper.Untrack(token)

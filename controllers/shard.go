@@ -193,19 +193,29 @@ func (r *GuardedJobReconciler) takeOver(ctx context.Context, key types.Namespace
 // shardName is this manager's shard as status.shard names it: its
 // --watch-label-selector, or "" when it serves every GuardedJob.
 func (r *GuardedJobReconciler) shardName() string {
-	if r.Selector == nil || r.Selector.Empty() {
-		return ""
-	}
-	return r.Selector.String()
+	return selectorString(r.Selector)
 }
 
 // claimShard records in status.shard that this shard renews the leases of the
-// object's runs; the shard it came from lets go when it reads it. Call it only
-// once the keeper tracks them (ensureTracked).
+// object's runs; the shard it came from lets go when it reads it. It claims
+// only while the keeper tracks every lease-holding run of this cluster (a run
+// whose store this shard cannot resolve yet is not tracked): until then the
+// shard it came from renews on, up to the hand-over's time limit.
 func (r *GuardedJobReconciler) claimShard(gj *batchv1alpha1.GuardedJob) {
-	if name := r.shardName(); name != "" && len(gj.Status.Active) > 0 {
-		gj.Status.Shard = name
+	name := r.shardName()
+	if name == "" || len(gj.Status.Active) == 0 {
+		return
 	}
+	for i := range gj.Status.Active {
+		run := &gj.Status.Active[i]
+		if !r.ownsRun(gj, run) || run.Phase == batchv1alpha1.RunPhaseAcquiring {
+			continue
+		}
+		if _, tracked := r.Keeper.Get(run.Token); !tracked {
+			return
+		}
+	}
+	gj.Status.Shard = name
 }
 
 // leftShard handles a GuardedJob that is not in this manager's cache: deleted,
