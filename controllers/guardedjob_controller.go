@@ -59,6 +59,9 @@ type GuardedJobReconciler struct {
 	// cluster name are never renewed here.
 	ClusterName string
 	KeyGrants   keys.Grants
+	// Grants publishes KeyGrants in the store and refuses keys that another
+	// manager sharing it grants differently. Nil: no check.
+	Grants *GrantsCheck
 	// ClockSkew is how far another replica's clock may be ahead of this one's:
 	// subtracted from a recorded acquisition time before it counts as evidence
 	// that a resumed lease is still valid.
@@ -236,6 +239,14 @@ func (r *GuardedJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.Identity != nil {
 		if err := mgr.Add(manager.RunnableFunc(r.Identity.Run)); err != nil {
+			return err
+		}
+		if err := mgr.Add(r.Identity.FollowerCheck(mgr.Elected())); err != nil {
+			return err
+		}
+	}
+	if r.Grants != nil {
+		if err := mgr.Add(manager.RunnableFunc(r.Grants.Run)); err != nil {
 			return err
 		}
 	}

@@ -80,6 +80,9 @@ func (r *GuardedJobReconciler) requestTargets(ctx context.Context, s *scope, spe
 			if err := r.KeyGrants.CheckKeys(gj.Namespace, k.Lock, k.Occurrence, k.Fence); err != nil {
 				return nil, err
 			}
+			if err := r.Grants.Agree(gj.Namespace, k.Lock, k.Occurrence, k.Fence); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, requestTarget{jobName: run.JobName, scheduled: run.ScheduledTime.Time, keys: k, store: store})
 	}

@@ -33,6 +33,9 @@ func (c *compiledSpec) keys(r *GuardedJobReconciler, gj *batchv1alpha1.GuardedJo
 		if err := r.KeyGrants.CheckKeys(gj.Namespace, k.Lock, k.Occurrence, k.Fence); err != nil {
 			return k, err
 		}
+		if err := r.Grants.Agree(gj.Namespace, k.Lock, k.Occurrence, k.Fence); err != nil {
+			return k, err
+		}
 	}
 	return k, nil
 }

@@ -4,15 +4,20 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/leadership"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
@@ -53,6 +58,7 @@ type IdentityCheck struct {
 	store    *lockclient.Client
 	key      string
 	value    string
+	shard    string
 	interval time.Duration
 
 	mu     sync.Mutex
@@ -80,6 +86,26 @@ func NewIdentityCheck(store *lockclient.Client, clusterName, electionID string, 
 	}
 }
 
+// ForShard adds this manager's shard (its --watch-label-selector) to its
+// heartbeat, so that a manager whose key another shard also writes (the same
+// --leader-election-id) says so, instead of taking it for a restored clone.
+func (c *IdentityCheck) ForShard(selector string) *IdentityCheck {
+	c.shard = selector
+	c.value += " shard=" + strconv.Quote(selector)
+	return c
+}
+
+// shardOf reads the shard a heartbeat value names, and whether it names one
+// (a manager serving every GuardedJob names "").
+func shardOf(value string) (string, bool) {
+	_, quoted, ok := strings.Cut(value, " shard=")
+	if !ok {
+		return "", false
+	}
+	shard, err := strconv.Unquote(quoted)
+	return shard, err == nil
+}
+
 // Run beats until ctx ends. It runs only while this manager leads.
 func (c *IdentityCheck) Run(ctx context.Context) error {
 	log := ctrl.LoggerFrom(ctx).WithName("identity")
@@ -99,6 +125,13 @@ func (c *IdentityCheck) beat(ctx context.Context, logf func(string, ...any)) {
 	prev, err := c.store.Swap(ctx, c.key, c.value, identityWindow*c.interval+c.interval)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if errors.Is(err, leadership.ErrNotLeading) {
+		// Not sent: this manager does not know it leads. A twin may have
+		// started meanwhile, so the beats before count no more; the store is
+		// not down for it, and runs stay held back until beats settle again.
+		c.recent = c.recent[:0]
+		return
+	}
 	if c.down = err != nil; c.down {
 		// A twin may start unseen while the store does not answer: settled again
 		// only after a few answered beats. The outage is reported elsewhere.
@@ -131,6 +164,55 @@ func (c *IdentityCheck) beat(ctx context.Context, logf func(string, ...any)) {
 		c.dup = true
 		logf("ANOTHER MANAGER CLAIMS THIS MANAGER'S CLUSTER IDENTITY: no run starts until only one does", "key", c.key, "other", prev)
 	}
+}
+
+// followerCheck runs while this manager waits to lead: it reads (never
+// writes) the heartbeat of the leader of its --leader-election-id, and says so
+// when that leader serves another shard. Such a shard shares this one's Lease,
+// so this shard's GuardedJobs would never run, with nothing else to say why.
+type followerCheck struct {
+	c       *IdentityCheck
+	elected <-chan struct{}
+}
+
+// FollowerCheck is the runnable that watches the leader's shard until this
+// manager leads.
+func (c *IdentityCheck) FollowerCheck(elected <-chan struct{}) manager.Runnable {
+	return followerCheck{c: c, elected: elected}
+}
+
+func (followerCheck) NeedLeaderElection() bool { return false }
+
+func (f followerCheck) Start(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx).WithName("identity")
+	t := time.NewTicker(identityWindow * f.c.interval)
+	defer t.Stop()
+	reported := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-f.elected:
+			return nil
+		case <-t.C:
+		}
+		if shard, ok := f.c.leaderOfAnotherShard(ctx); ok && shard != reported {
+			reported = shard
+			log.Error(nil, "The leader of this manager's --leader-election-id serves another shard: this shard's GuardedJobs run only while it leads. Give each shard its own --leader-election-id",
+				"leaderShard", shard, "shard", f.c.shard, "key", f.c.key)
+		}
+	}
+}
+
+// leaderOfAnotherShard reads the heartbeat and says which other shard the
+// manager that wrote it serves, if it serves another.
+func (c *IdentityCheck) leaderOfAnotherShard(ctx context.Context) (string, bool) {
+	st, err := c.store.Inspect(ctx, lockclient.Keys{Lock: c.key})
+	if err != nil || st.Holder == "" || st.Holder == c.value {
+		return "", false
+	}
+	shard, ok := shardOf(st.Holder)
+	return shard, ok && shard != c.shard
 }
 
 // Settled says whether the heartbeat has beaten long enough, with no other
@@ -186,9 +268,7 @@ func (r *GuardedJobReconciler) duplicateIdentity(s *scope) bool {
 	if !dup {
 		return false
 	}
-	msg := fmt.Sprintf("another manager claims this cluster's identity (--cluster-name %q) in the lock store: it wrote %q over this manager's heartbeat %s again and again. "+
-		"Clusters restored from one etcd snapshot share the kube-system UID (the default --cluster-name) and their objects' UIDs, and each could take up the other's leases: "+
-		"no run starts here until only one manager claims it. Give each cluster its own --cluster-name", r.ClusterName, other, r.Identity.Key())
+	msg := r.duplicateMessage(other)
 	setCondition(s.gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, batchv1alpha1.DuplicateClusterNameReason, msg, s.now)
 	r.warnOnce(s, batchv1alpha1.DuplicateClusterNameReason, msg)
 	s.requeueAfter(r.Identity.interval)
@@ -210,4 +290,20 @@ func (r *GuardedJobReconciler) identitySettled(s *scope) bool {
 	}
 	s.requeueAfter(r.Identity.interval)
 	return false
+}
+
+// duplicateMessage says who else claims this manager's identity: another shard
+// started with this one's --leader-election-id, or a manager of another cluster
+// (restored from a snapshot) or a second replica without leader election.
+func (r *GuardedJobReconciler) duplicateMessage(other string) string {
+	msg := fmt.Sprintf("another manager claims this cluster's identity (--cluster-name %q) in the lock store: it wrote %q over this manager's heartbeat %s again and again. "+
+		"Clusters restored from one etcd snapshot share the kube-system UID (the default --cluster-name) and their objects' UIDs, and each could take up the other's leases: "+
+		"no run starts here until only one manager claims it. Give each cluster its own --cluster-name; "+
+		"a second replica of this manager needs leader election (--leader-elect)", r.ClusterName, other, r.Identity.Key())
+	if shard, ok := shardOf(other); ok && shard != r.Identity.shard {
+		msg = fmt.Sprintf("a manager serving another shard (--watch-label-selector %q) runs with this manager's --leader-election-id in cluster %q: "+
+			"both write heartbeat %s, and neither can tell a restored clone from the other: no run starts here until only one does. "+
+			"Give each shard its own --leader-election-id", shard, r.ClusterName, r.Identity.Key())
+	}
+	return msg
 }

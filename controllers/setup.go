@@ -120,10 +120,20 @@ func Setup(mgr ctrl.Manager, o ManagerOptions) (*Controllers, error) {
 		LeaderElection: o.LeaderElection, LeaderLeaseDuration: o.LeaderLeaseDuration, LeaderRetryPeriod: o.LeaderRetryPeriod,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles, Stopper: stopper,
 		Handovers: handovers, HandoverTimeout: o.HandoverTimeout,
-		Identity: NewIdentityCheck(o.Store, o.ClusterName, o.LeaderElectionID, o.IdentityBeat),
+		Identity: NewIdentityCheck(o.Store, o.ClusterName, o.LeaderElectionID, o.IdentityBeat).ForShard(selectorString(o.Selector)),
+		Grants:   NewGrantsCheck(o.Store, o.KeyGrants, o.IdentityBeat),
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up guardedjob controller: %w", err)
 	}
 	return &Controllers{Keeper: keeper, Stopper: stopper, Reconciler: r}, nil
+}
+
+// selectorString is a shard's --watch-label-selector, "" for a manager serving
+// every GuardedJob.
+func selectorString(sel labels.Selector) string {
+	if sel == nil || sel.Empty() {
+		return ""
+	}
+	return sel.String()
 }
