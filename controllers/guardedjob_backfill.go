@@ -117,6 +117,15 @@ func parseParallelism(v string) (int32, error) {
 // cancelBackfill stops a backfill: occurrences not running now never start;
 // those running go on, and are counted when they end.
 func (r *GuardedJobReconciler) cancelBackfill(s *scope, b *batchv1alpha1.BackfillStatus) {
+	endBackfill(s, b)
+	b.Message = fmt.Sprintf("cancelled at %s: %d succeeded, %d skipped, %d failed, %d not run (%d still running)",
+		s.now.UTC().Format(time.RFC3339), b.Succeeded, b.Skipped, b.Failed, b.Remaining-int32(len(b.Current)), len(b.Current)) //nolint:gosec // at most 10
+	r.event(s.gj, nil, corev1.EventTypeNormal, batchv1alpha1.BackfillCancelledReason, "Backfill %s %s", b.Request, b.Message)
+}
+
+// endBackfill ends a backfill as Cancelled: occurrences not running now never
+// start; those running go on, and are counted when they end.
+func endBackfill(s *scope, b *batchv1alpha1.BackfillStatus) {
 	running := b.Current[:0]
 	for _, e := range b.Current {
 		if backfillRunFor(s.gj, b.Request, e.ScheduledTime) != nil {
@@ -127,9 +136,6 @@ func (r *GuardedJobReconciler) cancelBackfill(s *scope, b *batchv1alpha1.Backfil
 	b.Next = nil
 	b.State = batchv1alpha1.BackfillCancelled
 	b.FinishedAt = &metav1.Time{Time: s.now}
-	b.Message = fmt.Sprintf("cancelled at %s: %d succeeded, %d skipped, %d failed, %d not run (%d still running)",
-		s.now.UTC().Format(time.RFC3339), b.Succeeded, b.Skipped, b.Failed, b.Remaining-int32(len(b.Current)), len(b.Current)) //nolint:gosec // at most 10
-	r.event(s.gj, nil, corev1.EventTypeNormal, batchv1alpha1.BackfillCancelledReason, "Backfill %s %s", b.Request, b.Message)
 }
 
 // backfillStartsUntil is when a backfill stops starting occurrences: the time
@@ -149,16 +155,7 @@ func backfillStartsUntil(b *batchv1alpha1.BackfillStatus) (time.Time, bool) {
 // those running now go on, and are counted when they end; the others are not
 // run.
 func (r *GuardedJobReconciler) expireBackfill(s *scope, b *batchv1alpha1.BackfillStatus, until time.Time) {
-	running := b.Current[:0]
-	for _, e := range b.Current {
-		if backfillRunFor(s.gj, b.Request, e.ScheduledTime) != nil {
-			running = append(running, e)
-		}
-	}
-	b.Current = nilIfEmpty(running)
-	b.Next = nil
-	b.State = batchv1alpha1.BackfillCancelled
-	b.FinishedAt = &metav1.Time{Time: s.now}
+	endBackfill(s, b)
 	b.Message = fmt.Sprintf("stopped at %s: a backfill starts occurrences until %s (%s after its request), while the done-markers of the runs it made in any cluster live; %d succeeded, %d skipped, %d failed, %d not run (%d still running)",
 		s.now.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339), batchv1alpha1.BackfillDoneMarkerTTL,
 		b.Succeeded, b.Skipped, b.Failed, b.Remaining-int32(len(b.Current)), len(b.Current)) //nolint:gosec // at most 10

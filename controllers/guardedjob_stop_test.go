@@ -25,9 +25,18 @@ import (
 // the test removes it.
 func (h *harness) podFor(job *batchv1.Job) *corev1.Pod {
 	h.t.Helper()
-	pod := &corev1.Pod{
+	pod := podOf(job, h.ns)
+	pod.Spec.NodeName = "node-1"
+	h.g.Expect(k8s.Create(context.Background(), pod)).To(Succeed())
+	return pod
+}
+
+// podOf is the Pod the Job controller would make for job: its labels, its
+// owner and the template's spec.
+func podOf(job *batchv1.Job, namespace string) *corev1.Pod {
+	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: job.Name + "-pod", Namespace: h.ns,
+			Name: job.Name + "-pod", Namespace: namespace,
 			Labels: map[string]string{
 				batchv1.JobNameLabel:          job.Name,
 				batchv1alpha1.GuardedJobLabel: job.Labels[batchv1alpha1.GuardedJobLabel],
@@ -36,9 +45,6 @@ func (h *harness) podFor(job *batchv1.Job) *corev1.Pod {
 		},
 		Spec: *job.Spec.Template.Spec.DeepCopy(),
 	}
-	pod.Spec.NodeName = "node-1"
-	h.g.Expect(k8s.Create(context.Background(), pod)).To(Succeed())
-	return pod
 }
 
 // podDeletion returns the Pod when it is being deleted (its deletion timestamp

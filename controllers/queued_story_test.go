@@ -168,17 +168,7 @@ func (h *harness) queueStarts(job *batchv1.Job) {
 // scheduling gates, not yet bound to a node.
 func (h *harness) gatedPodFor(job *batchv1.Job) *corev1.Pod {
 	h.t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: job.Name + "-pod", Namespace: h.ns,
-			Labels: map[string]string{
-				batchv1.JobNameLabel:          job.Name,
-				batchv1alpha1.GuardedJobLabel: job.Labels[batchv1alpha1.GuardedJobLabel],
-			},
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
-		},
-		Spec: *job.Spec.Template.Spec.DeepCopy(),
-	}
+	pod := podOf(job, h.ns)
 	h.g.Expect(k8s.Create(context.Background(), pod)).To(Succeed())
 	return pod
 }
@@ -189,4 +179,40 @@ func (h *harness) podNow(pod *corev1.Pod) *corev1.Pod {
 	cur := &corev1.Pod{}
 	h.g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(pod), cur)).To(Succeed())
 	return cur
+}
+
+// TestQueued_APodWhoseRunLostItsLeaseBeforeTheQueueStartedItIsNeverScheduled:
+// the key is taken by someone else while the Job waits in its queue; the queue
+// then starts it. The manager confirms the lease for the Pod, finds it gone, and
+// stops the run: the Pod never loses its scheduling gate.
+func TestQueued_APodWhoseRunLostItsLeaseBeforeTheQueueStartedItIsNeverScheduled(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	g := h.g
+	ctx := context.Background()
+	key := h.ns + ":queuelost"
+	gj := h.guardedJob("queuelost", key)
+	gj.Spec.JobTemplate.Spec.Suspend = ptr.To(true)
+	h.create(gj)
+	h.trigger(gj)
+	job := h.waitJobs(1)[0]
+	h.waitRecorded(gj)
+
+	g.Expect(h.rdb.Set(ctx, key, "someone-else", time.Minute).Err()).To(Succeed())
+	h.queueStarts(&job)
+	pod := h.gatedPodFor(&job)
+	stillGated := func() bool {
+		cur := &corev1.Pod{}
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), cur)
+		if apierrors.IsNotFound(err) {
+			return true // deleted before it was ever scheduled
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		return slices.Contains(cur.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: batchv1alpha1.LeaseSchedulingGate})
+	}
+	g.Consistently(stillGated).WithTimeout(2*time.Second).Should(BeTrue(), "a Pod whose run holds no lease is never let through")
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
+		HaveField("Result", batchv1alpha1.RunResultLockLost)))
+	g.Expect(stillGated()).To(BeTrue())
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal("someone-else"), "the other holder's key is left alone")
 }
