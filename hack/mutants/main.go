@@ -13,8 +13,9 @@
 //
 // Usage (make test-mutants sets the environment the tests need):
 //
-//	go run ./hack/mutants [-list] [-faults] [-seed N] [NAME ...]
+//	go run ./hack/mutants [-list] [-workers N] [-faults] [-seed N] [NAME ...]
 //
+// -workers runs that many mutants at once (2 by default), each in its own copy.
 // -faults also builds the manager from each mutated copy and runs the fault test
 // (test/e2e TestFaults) with it, which must report at least one violation of the
 // guarantee; -seed fixes its fault schedule so that the figures repeat.
@@ -34,6 +35,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -331,6 +333,148 @@ var mutants = []mutant{
 			{"./internal/lockclient/", []string{"TestConfirmCountsTheLeaseFromTheSendTimeNotTheReply"}},
 		},
 	},
+	{
+		name: "guard-ignores-pause",
+		bug:  "the leadership guard lets a manager act after a pause until its leader lease is renewed again",
+		file: "internal/leadership/guard.go",
+		find: "\tcase !g.pausedAt.Before(g.renewedAt):\n",
+		repl: "\tcase false && !g.pausedAt.Before(g.renewedAt):\n",
+		catchers: []catcher{
+			{"./internal/leadership/", []string{"TestAGuardLeadsOnlyWhileItsLeaderLeaseIsFreshlyRenewedAndNoPauseCameSince"}},
+		},
+	},
+	{
+		name: "store-writes-unguarded",
+		bug:  "a manager not known to lead still acquires, completes, releases, unlocks and beats in the store",
+		file: "internal/lockclient/redis.go",
+		find: "\tif err := c.writeGate(); err != nil {\n\t\treturn fmt.Errorf(\"%s %s: %w\", op, key, err)\n\t}\n",
+		repl: "\t_ = c.writeGate\n",
+		catchers: []catcher{
+			{"./internal/lockclient/", []string{"TestAClientWhoseWriteGateRefusesWritesNothingButRenewals"}},
+		},
+	},
+	{
+		name: "reacquire-after-pause",
+		bug:  "the keeper takes a key back while the manager is not known to lead",
+		file: "internal/lockclient/keeper.go",
+		find: "reacquire := k.mayReacquire == nil || k.mayReacquire()",
+		repl: "reacquire := k.mayReacquire == nil || k.mayReacquire() || true",
+		catchers: []catcher{
+			{"./internal/lockclient/", []string{"TestKeeperTakesAKeyBackOnlyWhileItsGateAllows"}},
+		},
+	},
+	{
+		name: "inflight-allowance-spent",
+		bug:  "a renewal in flight across a pause keeps its allowance from before the pause: a healthy run is stopped at the wake",
+		file: "internal/lockclient/keeper.go",
+		find: "d = latest(d, k.wokeAt.Add(resumeAnswerAllowance))",
+		repl: "d = latest(d, d)",
+		catchers: []catcher{
+			{"./internal/lockclient/", []string{"TestKeeperARenewalInFlightAcrossAPauseDoesNotStopAHealthyRun"}},
+		},
+	},
+	{
+		name: "ghost-reacquire-kept",
+		bug:  "a key taken back by a renewal sent before a pause is renewed on as the run's lease",
+		file: "internal/lockclient/keeper.go",
+		find: "\tcase errors.Is(err, errReacquired) && sent.Before(k.wokeAt):\n",
+		repl: "\tcase false:\n",
+		catchers: []catcher{
+			{"./internal/lockclient/", []string{"TestKeeperAKeyTakenBackByARenewalSentBeforeAPauseIsLost"}},
+		},
+	},
+	{
+		name: "skip-on-cached-miss",
+		bug:  "a run whose Job UID status does not record is taken as Job-less on the cache's word, skipped and its lease released",
+		file: "controllers/guardedjob_running.go",
+		find: "\tif !exists {\n\t\t// The cache may not have seen the Job yet",
+		repl: "\tif !exists && run.JobUID != \"\" {\n\t\t// The cache may not have seen the Job yet",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestStaleCache_ARunWhoseJobTheCacheHasNotSeenIsNeverSkippedAndItsLeaseNeverReleased"}},
+		},
+	},
+	{
+		name: "adopt-trusts-annotation",
+		bug:  "adoption takes a Job's run annotation as it is: keys and lease timing a tenant wrote",
+		file: "controllers/guardedjob_jobfirst.go",
+		find: "if field := runDiffers(&want, hint); field != \"\" {",
+		repl: "want = *hint\n\tif field := runDiffers(&want, hint); field != \"\" {",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestUntrusted_AnAnnotationThatLengthensTheLeaseIsNeverAdopted"}},
+		},
+	},
+	{
+		name: "podguard-ungated",
+		bug:  "a pod guard's Job starts ungated: a paused manager's late create runs an ended occurrence",
+		file: "internal/jobbuild/jobbuild.go",
+		find: "\tif run.Unguarded {\n\t\treturn\n\t}\n\tif ptr.Deref(job.Spec.Suspend, false) {",
+		repl: "\tif run.Unguarded || run.PodGuard != nil {\n\t\treturn\n\t}\n\tif ptr.Deref(job.Spec.Suspend, false) {",
+		catchers: []catcher{
+			{"./internal/jobbuild/", []string{"TestEveryJobOfARunThatHoldsALeaseStartsGated"}},
+			{"./controllers/", []string{"TestPausedLeader_ALateJobOfAGuardedRunThatLeftItsLeaseToExpireNeverStarts"}},
+		},
+	},
+	{
+		name: "queue-pods-ungated",
+		bug:  "the Pods of a Job a queue starts are scheduled without the lease being confirmed",
+		file: "internal/jobbuild/jobbuild.go",
+		find: "\t\tqueueGate(job)\n\t\treturn\n",
+		repl: "\t\treturn\n",
+		catchers: []catcher{
+			{"./internal/jobbuild/", []string{"TestEveryJobOfARunThatHoldsALeaseStartsGated"}},
+			{"./controllers/", []string{"TestQueued_APodOfAQueuesJobIsScheduledOnlyOnceItsRunsLeaseIsConfirmed"}},
+		},
+	},
+	{
+		name: "pod-gate-unconfirmed",
+		bug:  "a queued Job's Pods have their scheduling gate removed without confirming the lease",
+		file: "controllers/guardedjob_running.go",
+		find: "\t\treturn nil\n\t}\n\terr := store.Renew(ctx, leaseOf(run))\n\tvar nh *lockclient.NotHeldError\n\tswitch {\n\tcase errors.As(err, &nh):\n\t\tholder := lockclient.HolderOf(nh.Holder)\n\t\tmsg := \"lock \" + run.Key + \" was lost before the Job's Pods",
+		repl: "\t\treturn nil\n\t}\n\tvar err error\n\tvar nh *lockclient.NotHeldError\n\tswitch {\n\tcase errors.As(err, &nh):\n\t\tholder := lockclient.HolderOf(nh.Holder)\n\t\tmsg := \"lock \" + run.Key + \" was lost before the Job's Pods",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestQueued_APodWhoseRunLostItsLeaseBeforeTheQueueStartedItIsNeverScheduled"}},
+		},
+	},
+	{
+		name: "marker-ignores-buffer",
+		bug:  "a done-marker lives only until the next occurrence and its starting deadline: a run that waited behind another starts after it expired",
+		file: "internal/leasetiming/leasetiming.go",
+		find: "return due.Add(st.StartingDeadline + time.Duration(st.Buffered)*(st.RunAhead+st.StartingDeadline))",
+		repl: "return due.Add(st.StartingDeadline)",
+		catchers: []catcher{
+			{"./internal/leasetiming/", []string{"TestLatestStartCoversEveryStartOfTheOccurrence", "TestMarkerTTL"}},
+		},
+	},
+	{
+		name: "late-start-runs",
+		bug:  "a buffered run past the latest start of its occurrence runs, after the done-marker may have expired",
+		file: "controllers/guardedjob_acquire.go",
+		find: "run.Backfill == \"\" && s.now.After(latest) {",
+		repl: "run.Backfill == \"\" && s.now.After(latest) && false {",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestMarker_ABufferedRunLaterThanItsOccurrencesLatestStartIsSkippedNotRun"}},
+		},
+	},
+	{
+		name: "shard-claims-untracked",
+		bug:  "a shard claims a hand-over while a run's lease is renewed by nobody here",
+		file: "controllers/shard.go",
+		find: "if _, tracked := r.Keeper.Get(run.Token); !tracked {\n\t\t\treturn\n\t\t}",
+		repl: "if _, tracked := r.Keeper.Get(run.Token); !tracked && false {\n\t\t\treturn\n\t\t}",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestShardClaimsAHandOverOnlyOnceItRenewsEveryRun"}},
+		},
+	},
+	{
+		name: "grants-disagreement-ignored",
+		bug:  "a manager sharing a store without another's --key-grants gives a granted key to the namespace whose default covers it",
+		file: "controllers/grants.go",
+		find: "if k == \"\" || c.ours.Allowed(namespace, k) == c.published.Allowed(namespace, k) {",
+		repl: "if true || c.ours.Allowed(namespace, k) == c.published.Allowed(namespace, k) {",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestGrantsAManagerWithOtherKeyGrantsRefusesTheKeysTheyGiveToAnotherNamespace"}},
+		},
+	},
 }
 
 func main() {
@@ -338,6 +482,7 @@ func main() {
 	faults := flag.Bool("faults", false, "also run the fault test (test/e2e TestFaults) against a manager built from each mutant")
 	seed := flag.Int64("seed", 0, "with -faults: the fault schedule's seed (E2E_SEED); 0: a new one each run")
 	timeout := flag.Duration("timeout", 15*time.Minute, "bound on each go test run")
+	workers := flag.Int("workers", 2, "mutants run at once, each in its own copy of the checkout (-faults: 1)")
 	unplanted := flag.Bool("unplanted", true, "first run every catcher on the unplanted copy (false: the caller ran them on this very tree already, as CI's make test does)")
 	flag.Parse()
 	if *list {
@@ -351,7 +496,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(2)
 	}
-	r := &runner{timeout: *timeout, faults: *faults, seed: *seed, unplanted: *unplanted}
+	r := &runner{timeout: *timeout, faults: *faults, seed: *seed, unplanted: *unplanted, workers: *workers}
+	if *faults {
+		r.workers = 1 // the fault test needs the whole machine
+	}
 	if err := r.run(selected); err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(1)
@@ -378,7 +526,7 @@ type runner struct {
 	faults    bool
 	seed      int64
 	unplanted bool
-	copyDir   string
+	workers   int
 }
 
 func (r *runner) run(ms []mutant) error {
@@ -394,14 +542,24 @@ func (r *runner) run(ms []mutant) error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	r.copyDir = filepath.Join(tmp, "src")
-	if err := copyCheckout(root, r.copyDir); err != nil {
-		return fmt.Errorf("copy the checkout: %w", err)
+	// One copy of the checkout per worker: each plants its mutant in its own.
+	workers := max(1, min(r.workers, len(ms)))
+	copies := make(chan string, workers)
+	first := ""
+	for i := range workers {
+		dir := filepath.Join(tmp, fmt.Sprintf("src%d", i))
+		if err := copyCheckout(root, dir); err != nil {
+			return fmt.Errorf("copy the checkout: %w", err)
+		}
+		if first == "" {
+			first = dir
+		}
+		copies <- dir
 	}
 	// Every mutant must apply before anything runs: a stale one is a failure of
 	// its own, found in seconds.
 	for _, m := range ms {
-		if _, err := m.apply(r.copyDir, true); err != nil {
+		if _, err := m.apply(first, true); err != nil {
 			return err
 		}
 	}
@@ -415,7 +573,7 @@ func (r *runner) run(ms []mutant) error {
 		fmt.Printf("== the unplanted copy: every catcher must pass\n")
 	}
 	for _, c := range unplanted {
-		res := r.goTest(c)
+		res := r.goTest(first, c)
 		fmt.Printf("   %s %s: %s (%s)\n", c.pkg, strings.Join(c.tests, ","), res.verdict(), res.took.Round(time.Second))
 		if !res.ok() {
 			fmt.Println(indent(res.tail()))
@@ -423,55 +581,98 @@ func (r *runner) run(ms []mutant) error {
 		}
 	}
 
-	var missed []string
+	// The mutants run side by side, one per copy: much of a catcher's time is
+	// a link, the API server's start and a test's waits, which leave a core
+	// idle. Each mutant's report is printed whole when it ends.
+	var (
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		missed  []string
+		failure error
+	)
 	for _, m := range ms {
-		fmt.Printf("== %s: %s (%s)\n", m.name, m.bug, m.file)
-		restore, err := m.apply(r.copyDir, false)
-		if err != nil {
-			return err
+		dir := <-copies
+		mu.Lock()
+		stop := failure != nil
+		mu.Unlock()
+		if stop {
+			copies <- dir
+			break
 		}
-		caught := false
-		for _, c := range m.catchers {
-			if caught {
-				// One catcher is enough; the others (slower, listed last) need not run.
-				fmt.Printf("   %s %s: not run, caught already\n", c.pkg, strings.Join(c.tests, ","))
-				continue
-			}
-			res := r.goTest(c)
-			fmt.Printf("   %s %s: %s (%s)\n", c.pkg, strings.Join(c.tests, ","), res.verdict(), res.took.Round(time.Second))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out strings.Builder
+			caught, err := r.runMutant(&out, m, dir)
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Print(out.String())
 			switch {
-			case res.buildFailed():
-				fmt.Println(indent(res.tail()))
-				_ = restore()
-				return fmt.Errorf("mutant %s does not build: update it", m.name)
-			case len(res.failed) > 0:
-				caught = true
-				for _, name := range res.failed {
-					fmt.Printf("     caught by %s: %s\n", name, res.firstMessage(name))
+			case err != nil:
+				if failure == nil {
+					failure = err
 				}
+			case !caught:
+				missed = append(missed, m.name)
 			}
-		}
-		if r.faults {
-			v, err := r.faultTest(m)
-			if err != nil {
-				_ = restore()
-				return err
-			}
-			fmt.Printf("   fault test: %s\n", v)
-		}
-		if err := restore(); err != nil {
-			return err
-		}
-		if !caught {
-			missed = append(missed, m.name)
-			fmt.Printf("   NOT CAUGHT: every catcher passed with the bug planted\n")
-		}
+			copies <- dir
+		}()
 	}
-	fmt.Printf("== %d mutants, %d caught, in %s\n", len(ms), len(ms)-len(missed), time.Since(start).Round(time.Second))
+	wg.Wait()
+	if failure != nil {
+		return failure
+	}
+	fmt.Printf("== %d mutants, %d caught, in %s (%d at a time)\n", len(ms), len(ms)-len(missed), time.Since(start).Round(time.Second), workers)
 	if len(missed) > 0 {
+		slices.Sort(missed)
 		return fmt.Errorf("not caught: %s", strings.Join(missed, ", "))
 	}
 	return nil
+}
+
+// runMutant plants m in the copy at dir, runs its catchers until one fails,
+// takes it out again, and writes what happened to out.
+func (r *runner) runMutant(out io.Writer, m mutant, dir string) (caught bool, err error) {
+	fmt.Fprintf(out, "== %s: %s (%s)\n", m.name, m.bug, m.file)
+	restore, err := m.apply(dir, false)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		if rerr := restore(); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	for _, c := range m.catchers {
+		if caught {
+			// One catcher is enough; the others (slower, listed last) need not run.
+			fmt.Fprintf(out, "   %s %s: not run, caught already\n", c.pkg, strings.Join(c.tests, ","))
+			continue
+		}
+		res := r.goTest(dir, c)
+		fmt.Fprintf(out, "   %s %s: %s (%s)\n", c.pkg, strings.Join(c.tests, ","), res.verdict(), res.took.Round(time.Second))
+		switch {
+		case res.buildFailed():
+			fmt.Fprintln(out, indent(res.tail()))
+			return false, fmt.Errorf("mutant %s does not build: update it", m.name)
+		case len(res.failed) > 0:
+			caught = true
+			for _, name := range res.failed {
+				fmt.Fprintf(out, "     caught by %s: %s\n", name, res.firstMessage(name))
+			}
+		}
+	}
+	if r.faults {
+		v, err := r.faultTest(dir, m)
+		if err != nil {
+			return caught, err
+		}
+		fmt.Fprintf(out, "   fault test: %s\n", v)
+	}
+	if !caught {
+		fmt.Fprintf(out, "   NOT CAUGHT: every catcher passed with the bug planted\n")
+	}
+	return caught, nil
 }
 
 // apply plants m in the copy at dir and returns the function that takes it out
@@ -579,9 +780,9 @@ func (r result) firstMessage(test string) string {
 // binaries, so that a test builds them from the copy it runs in.
 var noPrebuilt = []string{"GUARDEDJOB_MANAGER_BIN=", "GUARDEDJOB_PLUGIN_BIN=", "GUARDEDJOB_GUARD_BIN="}
 
-func (r *runner) goTest(c catcher) result {
+func (r *runner) goTest(dir string, c catcher) result {
 	pattern := "^(" + strings.Join(c.tests, "|") + ")$"
-	return r.command(r.copyDir, noPrebuilt, "go", "test", "-count=1", "-v", "-timeout", r.timeout.String(), "-run", pattern, c.pkg)
+	return r.command(dir, noPrebuilt, "go", "test", "-count=1", "-vet=off", "-v", "-timeout", r.timeout.String(), "-run", pattern, c.pkg)
 }
 
 func (r *runner) command(dir string, env []string, name string, args ...string) result {
@@ -608,12 +809,12 @@ var violations = regexp.MustCompile(`(\d+) violations \(seed`)
 
 // faultTest runs TestFaults against a manager built from the mutated copy (the
 // test builds it when GUARDEDJOB_MANAGER_BIN is empty) and reports its verdict.
-func (r *runner) faultTest(m mutant) (string, error) {
+func (r *runner) faultTest(dir string, m mutant) (string, error) {
 	env := append([]string{"E2E_FAULTS=1"}, noPrebuilt...)
 	if r.seed != 0 {
 		env = append(env, fmt.Sprintf("E2E_SEED=%d", r.seed))
 	}
-	res := r.command(r.copyDir, env, "go", "test", "-count=1", "-v", "-timeout", "45m", "-run", "^TestFaults$", "./test/e2e/")
+	res := r.command(dir, env, "go", "test", "-count=1", "-v", "-timeout", "45m", "-run", "^TestFaults$", "./test/e2e/")
 	if v := violations.FindStringSubmatch(res.out); v != nil {
 		return fmt.Sprintf("%s violations (caught)", v[1]), nil
 	}
