@@ -10,6 +10,9 @@
 #   --dir:     build nothing, only print the output directory
 #   --min:     kube-apiserver and etcd of the oldest Kubernetes the operator supports
 #              (hack/tools/k8s-min, hack/tools/etcd-min; make test-min-k8s)
+# CONTROL_PLANE_ONLY="etcd kwok" builds only the named binaries of the mode's set (make
+# prepare builds the k8s.io/kubernetes ones and the others side by side: they share no
+# packages, so neither waits for the other's downloads and links).
 #   --min-dir: build nothing, only print --min's output directory
 #
 # kubectl is built from the same k8s.io/kubernetes version as the API server, so the
@@ -97,6 +100,9 @@ build() {
   local name="$1" wrapper="$2" module="$3" pkg="$4"
   shift 4
   local dir="$tools_dir/$wrapper" dest="$out_dir/$name" version start
+  if [[ -n ${CONTROL_PLANE_ONLY:-} && " $CONTROL_PLANE_ONLY " != *" $name "* ]]; then
+    return
+  fi
   version="$(module_version "$dir" "$module")"
   if built "$dest" "$pkg" "$module" "$version"; then
     log "$name: $module $version already built"
