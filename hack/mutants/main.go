@@ -632,8 +632,9 @@ func (r *runner) run(ms []mutant) error {
 
 // runMutant plants m in the copy at dir, runs its catchers until one fails,
 // takes it out again, and writes what happened to out.
-func (r *runner) runMutant(out io.Writer, m mutant, dir string) (caught bool, err error) {
-	fmt.Fprintf(out, "== %s: %s (%s)\n", m.name, m.bug, m.file)
+func (r *runner) runMutant(out *strings.Builder, m mutant, dir string) (caught bool, err error) {
+	say := func(format string, args ...any) { _, _ = fmt.Fprintf(out, format, args...) }
+	say("== %s: %s (%s)\n", m.name, m.bug, m.file)
 	restore, err := m.apply(dir, false)
 	if err != nil {
 		return false, err
@@ -646,19 +647,19 @@ func (r *runner) runMutant(out io.Writer, m mutant, dir string) (caught bool, er
 	for _, c := range m.catchers {
 		if caught {
 			// One catcher is enough; the others (slower, listed last) need not run.
-			fmt.Fprintf(out, "   %s %s: not run, caught already\n", c.pkg, strings.Join(c.tests, ","))
+			say("   %s %s: not run, caught already\n", c.pkg, strings.Join(c.tests, ","))
 			continue
 		}
 		res := r.goTest(dir, c)
-		fmt.Fprintf(out, "   %s %s: %s (%s)\n", c.pkg, strings.Join(c.tests, ","), res.verdict(), res.took.Round(time.Second))
+		say("   %s %s: %s (%s)\n", c.pkg, strings.Join(c.tests, ","), res.verdict(), res.took.Round(time.Second))
 		switch {
 		case res.buildFailed():
-			fmt.Fprintln(out, indent(res.tail()))
+			say("%s\n", indent(res.tail()))
 			return false, fmt.Errorf("mutant %s does not build: update it", m.name)
 		case len(res.failed) > 0:
 			caught = true
 			for _, name := range res.failed {
-				fmt.Fprintf(out, "     caught by %s: %s\n", name, res.firstMessage(name))
+				say("     caught by %s: %s\n", name, res.firstMessage(name))
 			}
 		}
 	}
@@ -667,10 +668,10 @@ func (r *runner) runMutant(out io.Writer, m mutant, dir string) (caught bool, er
 		if err != nil {
 			return caught, err
 		}
-		fmt.Fprintf(out, "   fault test: %s\n", v)
+		say("   fault test: %s\n", v)
 	}
 	if !caught {
-		fmt.Fprintf(out, "   NOT CAUGHT: every catcher passed with the bug planted\n")
+		say("   NOT CAUGHT: every catcher passed with the bug planted\n")
 	}
 	return caught, nil
 }
