@@ -58,6 +58,19 @@ func TestADeposedLeaderSendsNothingButRenewalsOfItsOwnLeases(t *testing.T) {
 	gj.Spec.Lock.StoreFailurePolicy = batchv1alpha1.FailOpen // its renewals would take an absent key back
 	token := runningRun(t, cp.client, gj)
 	key := "default:deposed"
+	// The events it recorded while it led are sent by a background broadcaster:
+	// let them arrive before the pause, so that none is taken for a write it
+	// decided after its wake.
+	events := func() int {
+		list := &corev1.EventList{}
+		g.Expect(cp.client.List(ctx, list, client.InNamespace("default"))).To(Succeed())
+		return len(list.Items)
+	}
+	g.Eventually(func() bool {
+		before := events()
+		time.Sleep(time.Second)
+		return events() == before
+	}).WithTimeout(30 * time.Second).Should(BeTrue())
 
 	g.Expect(first.cmd.Process.Signal(syscall.SIGSTOP)).To(Succeed())
 	g.Eventually(second.logs.String).WithTimeout(30*time.Second).Should(ContainSubstring(`"Resumed leases"`), "second:\n%s", second.logs)
