@@ -54,13 +54,16 @@ KUBECTL ?= $(K8S_BIN)/kubectl
 # Test flags; set TESTARGS for a focused run (one plain go test), e.g.
 # make test TESTARGS='-run TestKeeper ./internal/lockclient/'.
 TESTARGS ?=
-# The packages that run goroutines of their own (the lease client's keeper, the
-# reconcilers and the stop controller): make test runs them under the race detector,
-# once, instead of once without it and once with. Their mass stories (hundreds of
-# runs at once) skip themselves in -short mode, too slow under the race detector,
-# and run in a plain build after them: every test of these packages that checks
-# testing.Short() (MASS_STORIES, found in the test files, not listed by hand).
-RACE_PACKAGES = ./internal/lockclient/ ./controllers/
+# The packages that run goroutines of their own: the lease client's keeper, which
+# make test runs under the race detector (once, instead of once without it and once
+# with), and the reconcilers and the stop controller, which make test-race-core adds
+# (their race build compiles every Kubernetes package again, minutes on a fresh CI
+# machine). Mass stories (hundreds of runs at once) skip themselves in -short mode,
+# too slow under the race detector, and run in a plain build after them: every test
+# of these packages that checks testing.Short() (MASS_STORIES, found in the test
+# files, not listed by hand).
+RACE_PACKAGES = ./internal/lockclient/
+RACE_CORE = ./internal/lockclient/ ./controllers/
 RACE_TEST = $(TEST_ENV) CGO_ENABLED=1 go test $(GOTESTFLAGS) -race -short $(RACE_PACKAGES)
 MASS_STORIES = $(shell awk '/^func Test/ { name = $$2; sub(/[^A-Za-z0-9_].*/, "", name) } /testing\.Short\(\)/ { print name }' $(addsuffix *_test.go,$(RACE_PACKAGES)) | paste -sd'|')
 # -vet=off: make vet runs every analyzer on every package, tests included, once.
@@ -160,13 +163,13 @@ test-deps: helm ## Install redis-server (apt) and build the control plane and ku
 	hack/build-control-plane.sh --demo >/dev/null
 
 .PHONY: test
-test: test-deps binaries ## The operator module's tests: unit, real redis-server, real kube-apiserver + etcd, the demo on a local cluster; the lease client and the controllers under the race detector (make ci runs every check).
+test: test-deps binaries ## The operator module's tests: unit, real redis-server, real kube-apiserver + etcd, the demo on a local cluster; the lease client under the race detector (make ci runs every check; make test-race-core adds the controllers).
 ifneq ($(strip $(TESTARGS)),)
 	$(TEST_ENV) go test $(GOTESTFLAGS) $(TESTARGS)
 else
 	$(TEST_ENV) go test $(GOTESTFLAGS) $$(go list ./... | grep -v $(foreach p,$(RACE_PACKAGES),-e '/$(patsubst ./%/,%,$(p))$$'))
 	$(RACE_TEST)
-	$(TEST_ENV) go test $(GOTESTFLAGS) -run '^($(MASS_STORIES))$$' $(RACE_PACKAGES)
+	$(if $(MASS_STORIES),$(TEST_ENV) go test $(GOTESTFLAGS) -run '^($(MASS_STORIES))$$' $(RACE_PACKAGES))
 endif
 
 .PHONY: test-ops
@@ -186,8 +189,8 @@ test-race: test-deps binaries ## Run all tests with the race detector.
 	$(TEST_ENV) CGO_ENABLED=1 go test $(GOTESTFLAGS) -race $(or $(strip $(TESTARGS)),./...)
 
 .PHONY: test-race-core
-test-race-core: test-deps binaries ## Run only the packages with goroutines (lease client, controllers) under the race detector, without the mass stories (make test does too).
-	$(RACE_TEST)
+test-race-core: test-deps binaries ## Run the packages with goroutines (lease client, controllers) under the race detector, without the mass stories (make test runs the lease client's).
+	$(TEST_ENV) CGO_ENABLED=1 go test $(GOTESTFLAGS) -race -short $(RACE_CORE)
 
 # Mutants test-mutants plants, e.g. MUTANTS='renew-noop release-no-compare'; empty: all.
 # MUTANTS_FLAGS=-unplanted=false skips the run of every catcher on the unplanted tree
