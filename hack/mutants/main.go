@@ -15,7 +15,7 @@
 //
 //	go run ./hack/mutants [-list] [-workers N] [-faults] [-seed N] [NAME ...]
 //
-// -workers runs that many mutants at once (2 by default), each in its own copy.
+// -workers runs that many mutants at once (1 by default), each in its own copy.
 // -faults also builds the manager from each mutated copy and runs the fault test
 // (test/e2e TestFaults) with it, which must report at least one violation of the
 // guarantee; -seed fixes its fault schedule so that the figures repeat.
@@ -177,9 +177,10 @@ var mutants = []mutant{
 		name: "job-not-gated",
 		bug:  "a run's Job is created ready to start, before its lease was confirmed after the create",
 		file: "internal/jobbuild/jobbuild.go",
-		find: "if run.Unguarded || run.PodGuard != nil || ptr.Deref(job.Spec.Suspend, false) {",
-		repl: "if true {",
+		find: "\tjob.Spec.Suspend = ptr.To(true)\n\tjob.Annotations[batchv1alpha1.StartGateAnnotation] = batchv1alpha1.StartGateLease\n",
+		repl: "",
 		catchers: []catcher{
+			{"./internal/jobbuild/", []string{"TestEveryJobOfARunThatHoldsALeaseStartsGated"}},
 			{"./controllers/", []string{"TestEveryActor_APausedOldLeaderNeverStartsTheJobOfARunThatAlreadyCompleted"}},
 		},
 	},
@@ -187,8 +188,8 @@ var mutants = []mutant{
 		name: "keeper-ignores-pause",
 		bug:  "a keeper that wakes from a pause judges the deadlines that passed meanwhile before it renews",
 		file: "internal/lockclient/keeper.go",
-		find: "if !k.planned.IsZero() && now.Sub(k.planned) > pauseThreshold {",
-		repl: "if false {",
+		find: "paused := !k.planned.IsZero() && now.Sub(k.planned) > pauseThreshold\n",
+		repl: "paused := false && !k.planned.IsZero() && now.Sub(k.planned) > pauseThreshold\n",
 		catchers: []catcher{
 			{"./internal/lockclient/", []string{"TestKeeperAfterAPauseRenewsBeforeItJudgesDeadlines"}},
 		},
@@ -317,8 +318,8 @@ var mutants = []mutant{
 		name: "identity-outage-keeps-beats",
 		bug:  "beats from before a store outage still settle the identity, so a take-up right after it cannot have seen a twin that started meanwhile",
 		file: "controllers/identity.go",
-		find: "\t\tc.recent = c.recent[:0]\n",
-		repl: "",
+		find: "The outage is reported elsewhere.\n\t\tc.recent = c.recent[:0]\n",
+		repl: "The outage is reported elsewhere.\n",
 		catchers: []catcher{
 			{"./controllers/", []string{"TestIdentityAStoreThatAnswersAgainBetweenBeatsIsNotSettled"}},
 		},
@@ -479,10 +480,11 @@ var mutants = []mutant{
 
 func main() {
 	list := flag.Bool("list", false, "list the mutants and exit")
+	check := flag.Bool("check", false, "only check that every mutant applies to this tree, and exit")
 	faults := flag.Bool("faults", false, "also run the fault test (test/e2e TestFaults) against a manager built from each mutant")
 	seed := flag.Int64("seed", 0, "with -faults: the fault schedule's seed (E2E_SEED); 0: a new one each run")
 	timeout := flag.Duration("timeout", 15*time.Minute, "bound on each go test run")
-	workers := flag.Int("workers", 2, "mutants run at once, each in its own copy of the checkout (-faults: 1)")
+	workers := flag.Int("workers", 1, "mutants run at once, each in its own copy of the checkout (-faults: 1); more is faster but loads the timing of the catchers")
 	unplanted := flag.Bool("unplanted", true, "first run every catcher on the unplanted copy (false: the caller ran them on this very tree already, as CI's make test does)")
 	flag.Parse()
 	if *list {
@@ -495,6 +497,20 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mutants:", err)
 		os.Exit(2)
+	}
+	if *check {
+		failed := false
+		for _, m := range selected {
+			if _, err := m.apply(".", true); err != nil {
+				fmt.Fprintln(os.Stderr, "mutants:", err)
+				failed = true
+			}
+		}
+		if failed {
+			os.Exit(1)
+		}
+		fmt.Printf("%d mutants apply\n", len(selected))
+		return
 	}
 	r := &runner{timeout: *timeout, faults: *faults, seed: *seed, unplanted: *unplanted, workers: *workers}
 	if *faults {
