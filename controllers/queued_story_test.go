@@ -140,15 +140,7 @@ func TestQueued_APodOfAQueuesJobIsScheduledOnlyOnceItsRunsLeaseIsConfirmed(t *te
 	g.Expect(k8s.Create(ctx, late)).To(Succeed())
 	h.queueStarts(late)
 	latePod := h.gatedPodFor(late)
-	stillGated := func() bool {
-		cur := &corev1.Pod{}
-		err := k8s.Get(ctx, client.ObjectKeyFromObject(latePod), cur)
-		if apierrors.IsNotFound(err) {
-			return true // deleted before it was ever scheduled
-		}
-		g.Expect(err).NotTo(HaveOccurred())
-		return slices.Contains(cur.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: batchv1alpha1.LeaseSchedulingGate})
-	}
+	stillGated := h.stillGated(latePod)
 	g.Consistently(stillGated).WithTimeout(2*time.Second).Should(BeTrue(), "its Pod is never let through")
 	g.Eventually(func() bool { return h.jobDeleted(late) }).Should(BeTrue(), "the stop controller stops a Job no run claims")
 	g.Expect(stillGated()).To(BeTrue())
@@ -171,6 +163,20 @@ func (h *harness) gatedPodFor(job *batchv1.Job) *corev1.Pod {
 	pod := podOf(job, h.ns)
 	h.g.Expect(k8s.Create(context.Background(), pod)).To(Succeed())
 	return pod
+}
+
+// stillGated says whether a Pod still waits at the lease's scheduling gate, or
+// was deleted before it was ever scheduled.
+func (h *harness) stillGated(pod *corev1.Pod) func() bool {
+	return func() bool {
+		cur := &corev1.Pod{}
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(pod), cur)
+		if apierrors.IsNotFound(err) {
+			return true
+		}
+		h.g.Expect(err).NotTo(HaveOccurred())
+		return slices.Contains(cur.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: batchv1alpha1.LeaseSchedulingGate})
+	}
 }
 
 // podNow reads a Pod as the API server has it.
@@ -201,15 +207,7 @@ func TestQueued_APodWhoseRunLostItsLeaseBeforeTheQueueStartedItIsNeverScheduled(
 	g.Expect(h.rdb.Set(ctx, key, "someone-else", time.Minute).Err()).To(Succeed())
 	h.queueStarts(&job)
 	pod := h.gatedPodFor(&job)
-	stillGated := func() bool {
-		cur := &corev1.Pod{}
-		err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), cur)
-		if apierrors.IsNotFound(err) {
-			return true // deleted before it was ever scheduled
-		}
-		g.Expect(err).NotTo(HaveOccurred())
-		return slices.Contains(cur.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: batchv1alpha1.LeaseSchedulingGate})
-	}
+	stillGated := h.stillGated(pod)
 	g.Consistently(stillGated).WithTimeout(2*time.Second).Should(BeTrue(), "a Pod whose run holds no lease is never let through")
 	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
 		HaveField("Result", batchv1alpha1.RunResultLockLost)))
