@@ -365,16 +365,6 @@ var mutants = []mutant{
 		},
 	},
 	{
-		name: "inflight-allowance-spent",
-		bug:  "a renewal in flight across a pause keeps its allowance from before the pause: a healthy run is stopped at the wake",
-		file: "internal/lockclient/keeper.go",
-		find: "d = latest(d, k.wokeAt.Add(resumeAnswerAllowance))",
-		repl: "d = latest(d, d)",
-		catchers: []catcher{
-			{"./internal/lockclient/", []string{"TestKeeperARenewalInFlightAcrossAPauseDoesNotStopAHealthyRun"}},
-		},
-	},
-	{
 		name: "ghost-reacquire-kept",
 		bug:  "a key taken back by a renewal sent before a pause is renewed on as the run's lease",
 		file: "internal/lockclient/keeper.go",
