@@ -8,7 +8,6 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/guardedjob/guardedjob/internal/keys"
-	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/specerror"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 )
@@ -22,9 +21,7 @@ func TestGrantsAManagerWithOtherKeyGrantsRefusesTheKeysTheyGiveToAnotherNamespac
 	g := NewWithT(t)
 	ctx := context.Background()
 	srv := redisserver.Start(t)
-	store, err := lockclient.Dial(lockclient.Config{URL: "redis://" + srv.Addr(), Timeout: time.Second})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = store.Close() })
+	store := dialTestStore(t, srv.Addr(), time.Second)
 	grantsA, err := keys.ParseGrants("payments=lock:settlement")
 	g.Expect(err).NotTo(HaveOccurred())
 	a := NewGrantsCheck(store, grantsA, time.Second)

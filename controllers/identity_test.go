@@ -24,9 +24,7 @@ func TestIdentityAStoreThatAnswersAgainBetweenBeatsIsNotSettled(t *testing.T) {
 	ctx := context.Background()
 	srv := redisserver.Start(t)
 	proxy := tcpproxy.Start(t, srv.Addr())
-	store, err := lockclient.Dial(lockclient.Config{URL: "redis://" + proxy.Addr(), Timeout: 300 * time.Millisecond})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = store.Close() })
+	store := dialTestStore(t, proxy.Addr(), 300*time.Millisecond)
 	c := NewIdentityCheck(store, "cluster-a", "", time.Second)
 	logf := func(string, ...any) {}
 
@@ -66,14 +64,12 @@ func TestIdentityABeatRefusedWhileNotLeadingUnsettlesWithoutTakingTheStoreForDow
 	srv := redisserver.Start(t)
 	var leading atomic.Bool
 	leading.Store(true)
-	store, err := lockclient.Dial(lockclient.Config{URL: "redis://" + srv.Addr(), Timeout: time.Second}, lockclient.WithWriteGate(func() error {
+	store := dialTestStore(t, srv.Addr(), time.Second, lockclient.WithWriteGate(func() error {
 		if leading.Load() {
 			return nil
 		}
 		return leadership.ErrNotLeading
 	}))
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = store.Close() })
 	c := NewIdentityCheck(store, "cluster-a", "", time.Second)
 	logf := func(string, ...any) {}
 	for range identityStrikes {
@@ -104,9 +100,7 @@ func TestIdentityAnotherShardOnTheSameElectionIDIsNamedAsSuch(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	srv := redisserver.Start(t)
-	store, err := lockclient.Dial(lockclient.Config{URL: "redis://" + srv.Addr(), Timeout: time.Second})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = store.Close() })
+	store := dialTestStore(t, srv.Addr(), time.Second)
 	a := NewIdentityCheck(store, "cluster-a", "", time.Second).ForShard("shard=a")
 	b := NewIdentityCheck(store, "cluster-a", "", time.Second).ForShard("shard=b")
 	g.Expect(a.Key()).To(Equal(b.Key()))
@@ -136,4 +130,15 @@ func TestIdentityAnotherShardOnTheSameElectionIDIsNamedAsSuch(t *testing.T) {
 
 	clone := NewIdentityCheck(store, "cluster-a", "", time.Second).ForShard("shard=a")
 	g.Expect(r.duplicateMessage(clone.value)).To(ContainSubstring("Give each cluster its own --cluster-name"), "the same shard twice: a clone or a second replica")
+}
+
+// dialTestStore dials the redis-server at addr for a test, closed at its end.
+func dialTestStore(t *testing.T, addr string, timeout time.Duration, opts ...lockclient.ClientOption) *lockclient.Client {
+	t.Helper()
+	store, err := lockclient.Dial(lockclient.Config{URL: "redis://" + addr, Timeout: timeout}, opts...)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return store
 }

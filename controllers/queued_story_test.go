@@ -114,12 +114,7 @@ func TestQueued_APodOfAQueuesJobIsScheduledOnlyOnceItsRunsLeaseIsConfirmed(t *te
 	g := h.g
 	ctx := context.Background()
 	key := h.ns + ":queuegate"
-	gj := h.guardedJob("queuegate", key)
-	gj.Spec.JobTemplate.Spec.Suspend = ptr.To(true)
-	h.create(gj)
-	h.trigger(gj)
-	job := h.waitJobs(1)[0]
-	h.waitRecorded(gj)
+	gj, job := h.queuedRun("queuegate", key)
 	g.Expect(job.Spec.Template.Spec.SchedulingGates).To(ContainElement(corev1.PodSchedulingGate{Name: batchv1alpha1.LeaseSchedulingGate}),
 		"the Pods of a Job a queue starts wait for the manager")
 	run := h.get(gj).Status.Active[0]
@@ -144,6 +139,19 @@ func TestQueued_APodOfAQueuesJobIsScheduledOnlyOnceItsRunsLeaseIsConfirmed(t *te
 	g.Consistently(stillGated).WithTimeout(2*time.Second).Should(BeTrue(), "its Pod is never let through")
 	g.Eventually(func() bool { return h.jobDeleted(late) }).Should(BeTrue(), "the stop controller stops a Job no run claims")
 	g.Expect(stillGated()).To(BeTrue())
+}
+
+// queuedRun starts a run of a new GuardedJob whose template asks for suspend
+// (a queue starts its Job) and returns them once status records the run.
+func (h *harness) queuedRun(name, key string) (*batchv1alpha1.GuardedJob, batchv1.Job) {
+	h.t.Helper()
+	gj := h.guardedJob(name, key)
+	gj.Spec.JobTemplate.Spec.Suspend = ptr.To(true)
+	h.create(gj)
+	h.trigger(gj)
+	job := h.waitJobs(1)[0]
+	h.waitRecorded(gj)
+	return gj, job
 }
 
 // queueStarts plays the queue: it unsuspends the Job.
@@ -197,12 +205,7 @@ func TestQueued_APodWhoseRunLostItsLeaseBeforeTheQueueStartedItIsNeverScheduled(
 	g := h.g
 	ctx := context.Background()
 	key := h.ns + ":queuelost"
-	gj := h.guardedJob("queuelost", key)
-	gj.Spec.JobTemplate.Spec.Suspend = ptr.To(true)
-	h.create(gj)
-	h.trigger(gj)
-	job := h.waitJobs(1)[0]
-	h.waitRecorded(gj)
+	gj, job := h.queuedRun("queuelost", key)
 
 	g.Expect(h.rdb.Set(ctx, key, "someone-else", time.Minute).Err()).To(Succeed())
 	h.queueStarts(&job)

@@ -21,9 +21,7 @@ import (
 func TestShardClaimsAHandOverOnlyOnceItRenewsEveryRun(t *testing.T) {
 	g := NewWithT(t)
 	srv := redisserver.Start(t)
-	store, err := lockclient.Dial(lockclient.Config{URL: "redis://" + srv.Addr(), Timeout: time.Second})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = store.Close() })
+	store := dialTestStore(t, srv.Addr(), time.Second)
 	r := &GuardedJobReconciler{ClusterName: "cluster-a", Selector: labels.SelectorFromSet(labels.Set{"shard": "b"}), Keeper: lockclient.NewKeeper(store)}
 	gj := &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Name: "settle", Namespace: "payments", UID: "uid-1"}}
 	run := batchv1alpha1.ActiveRun{
