@@ -350,3 +350,31 @@ func runNamed(gj *batchv1alpha1.GuardedJob, jobName string) *batchv1alpha1.Activ
 	}
 	return nil
 }
+
+// TestBackfill_ABackfillStartsNoOccurrenceAfterItsMarkersCouldHaveExpired: the
+// done-marker of an occurrence a backfill ran, in any cluster, lives seven days
+// (and the request window) after its run. A backfill held up longer than that
+// (its runs waited behind a long run, the manager was down) stops starting
+// occurrences: another cluster's run of the next one may have completed and its
+// marker expired, so running it now could run it twice.
+func TestBackfill_ABackfillStartsNoOccurrenceAfterItsMarkersCouldHaveExpired(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	g := h.g
+	gj := h.create(h.hourlyBackfill("stale-backfill", h.ns+":stale-backfill"))
+	h.clock.SetTime(time.Now())
+	now := h.clock.Now()
+	from, to := now.Add(-2*time.Hour).Truncate(time.Hour), now
+	request := h.backfill(gj, from, to, 1)
+	var first []batchv1.Job
+	g.Eventually(func() []batchv1.Job { first = h.unfinished(gj); return first }).WithTimeout(20 * time.Second).Should(HaveLen(1))
+
+	h.clock.SetTime(now.Add(batchv1alpha1.BackfillDoneMarkerTTL + time.Hour))
+	h.complete(&first[0])
+	g.Eventually(func() batchv1alpha1.BackfillState { return h.get(gj).Status.Backfill.State }).WithTimeout(20 * time.Second).
+		Should(Equal(batchv1alpha1.BackfillCancelled))
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(And(
+		HavePrefix("BackfillCancelled: Backfill "+request+" stopped at"), ContainSubstring("a backfill starts occurrences until"))))
+	g.Consistently(func() []batchv1.Job { return h.unfinished(gj) }).WithTimeout(time.Second).Should(BeEmpty(), "no further occurrence starts")
+	g.Expect(h.jobs()).To(HaveLen(1))
+}
