@@ -184,9 +184,12 @@ func (r *GuardedJobReconciler) unrecordedJobsOf(ctx context.Context, s *scope, j
 }
 
 // waitsForAdoption says whether a Job of this GuardedJob was created ahead of
-// its run's status write and no status records it: it never had a Pod.
+// its run's status write and no status records it: it never had a Pod. A
+// finished Job is some run's history (its run ended before its gate opened),
+// never one waiting.
 func waitsForAdoption(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) bool {
-	return metav1.IsControlledBy(job, gj) && job.DeletionTimestamp.IsZero() && jobbuild.Gated(job) &&
+	_, finished := jobFinished(job)
+	return metav1.IsControlledBy(job, gj) && job.DeletionTimestamp.IsZero() && jobbuild.Gated(job) && !finished &&
 		job.Annotations[batchv1alpha1.RunAnnotation] != "" && runByName(gj, job.Name) == nil
 }
 
@@ -410,9 +413,20 @@ func adoptable(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, st lo
 
 // deleteUnadopted deletes a Job that waited for adoption and may not run. It
 // never had a Pod (its start gate never opened); its lease finalizer goes once
-// it is being deleted (reapUnclaimedJobs).
+// it is being deleted (reapUnclaimedJobs). The delete names the version judged:
+// a cache behind the world may show a Job as waiting that has since finished or
+// started, and that one is looked at again, not deleted.
 func (r *GuardedJobReconciler) deleteUnadopted(ctx context.Context, s *scope, job *batchv1.Job, why string) error {
-	if err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &job.UID}); client.IgnoreNotFound(err) != nil {
+	pre := client.Preconditions{UID: &job.UID}
+	if job.ResourceVersion != "" {
+		pre.ResourceVersion = &job.ResourceVersion
+	}
+	err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), pre)
+	if apierrors.IsConflict(err) {
+		s.requeueAfter(adoptionRetry)
+		return nil
+	}
+	if client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete job %s: %w", job.Name, err)
 	}
 	r.pendingAdoption.done(client.ObjectKeyFromObject(s.gj), job.Name)

@@ -367,3 +367,45 @@ func TestJobFirst_AJobWaitingForAdoptionIsAdoptedByTheShardItsGuardedJobMovedTo(
 	g.Consistently(h.jobs).WithTimeout(2*time.Second).Should(ConsistOf(HaveField("UID", job.UID)), "one Job")
 	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(token))
 }
+
+// TestJobFirst_AJobThatFinishedBeforeItsGateOpenedKeepsItsHistory: a recorded
+// run's Job failed while it still waited at its start gate (the gate's patch
+// had not got through). The run ends Failed and its lease is released; the Job
+// is the run's history, not a Job waiting for adoption: no later pass deletes
+// it as stale, and the retry gets a new Job beside it.
+func TestJobFirst_AJobThatFinishedBeforeItsGateOpenedKeepsItsHistory(t *testing.T) {
+	h := newHarness(t)
+	var holdGates atomic.Bool
+	holdGates.Store(true)
+	h.intercept = &interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		if job, ok := obj.(*batchv1.Job); ok && holdGates.Load() && job.Spec.Suspend != nil && !*job.Spec.Suspend {
+			return errors.New("injected: the start gate's patch does not get through")
+		}
+		return c.Patch(ctx, obj, patch, opts...)
+	}}
+	h.start()
+	ctx := context.Background()
+	key := h.ns + ":history"
+	gj := h.create(h.guardedJob("history", key))
+	h.trigger(gj)
+	first := h.waitJobs(1)[0]
+	h.waitRecorded(gj)
+	h.fail(&first)
+
+	g := h.g
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
+		HaveField("Result", batchv1alpha1.RunResultFailed), HaveField("JobName", first.Name)))
+	g.Eventually(func() int64 { return h.rdb.Exists(ctx, key).Val() }).Should(BeZero(), "the lease is released")
+	holdGates.Store(false)
+
+	h.clock.Step(time.Second)
+	h.annotate(gj, h.clock.Now().UTC().Format(time.RFC3339))
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("JobCreated: Created Job ")), "the retry starts")
+	g.Eventually(h.jobs).WithTimeout(20*time.Second).Should(HaveLen(2), "the retry's Job beside the failed one")
+	g.Consistently(func() (bool, error) {
+		cur := &batchv1.Job{}
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(&first), cur)
+		return cur.DeletionTimestamp.IsZero(), err
+	}).WithTimeout(3*time.Second).Should(BeTrue(), "the failed Job is kept as the run's history")
+	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("StaleJob:")))
+}

@@ -275,6 +275,16 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "jobfirst-deletes-history",
+		bug:  "a Job that finished while it still waited at its start gate is taken for one waiting for adoption: the next pass deletes the run's history as StaleJob",
+		file: "controllers/guardedjob_jobfirst.go",
+		find: "jobbuild.Gated(job) && !finished &&",
+		repl: "jobbuild.Gated(job) && (finished || !finished) &&",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestJobFirst_AJobThatFinishedBeforeItsGateOpenedKeepsItsHistory"}},
+		},
+	},
+	{
 		name: "jobfirst-no-floor",
 		bug:  "adopting a Job records its fence in the run but does not raise status.lastFence: once the history limit deletes the Job, a data loss hands its fence out again",
 		file: "controllers/guardedjob_jobfirst.go",
