@@ -151,10 +151,10 @@ prepare: ## Build everything the checks and tests run: tools, redis-server, the 
 # downloads and links fill the other's idle core).
 .PHONY: prepare-k8s prepare-others
 prepare-k8s: controller-gen helm
-	CONTROL_PLANE_ONLY="kubectl kube-apiserver kube-controller-manager kube-scheduler" hack/build-control-plane.sh --demo >/dev/null
+	CONTROL_PLANE_ONLY="kubectl kube-apiserver kube-controller-manager kube-scheduler kwok" hack/build-control-plane.sh --demo >/dev/null
 prepare-others: golangci-lint
 	hack/ensure-redis.sh
-	CONTROL_PLANE_ONLY="etcd kwok" hack/build-control-plane.sh --demo >/dev/null
+	CONTROL_PLANE_ONLY="etcd" hack/build-control-plane.sh --demo >/dev/null
 	$(MAKE) --no-print-directory binaries bench-scale-build
 
 .PHONY: test-deps

@@ -10,8 +10,8 @@
 #   --dir:     build nothing, only print the output directory
 #   --min:     kube-apiserver and etcd of the oldest Kubernetes the operator supports
 #              (hack/tools/k8s-min, hack/tools/etcd-min; make test-min-k8s)
-# CONTROL_PLANE_ONLY="etcd kwok" builds only the named binaries of the mode's set (make
-# prepare builds the k8s.io/kubernetes ones and the others side by side: they share no
+# CONTROL_PLANE_ONLY="etcd" builds only the named binaries of the mode's set (make
+# prepare builds the k8s wrapper's ones and the others side by side: they share no
 # packages, so neither waits for the other's downloads and links).
 #   --min-dir: build nothing, only print --min's output directory
 #
@@ -21,7 +21,7 @@
 # Progress goes to stderr; the only line on stdout is the absolute output directory,
 # so that `KUBEBUILDER_ASSETS=$(hack/build-control-plane.sh)` works.
 # The output directory is ${GUARDEDJOB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/guardedjob}/k8s-<version>.
-# Versions come from the wrapper modules under hack/tools/{k8s,etcd,kwok} (with --min,
+# Versions come from the wrapper modules under hack/tools/{k8s,etcd} (with --min,
 # hack/tools/{k8s-min,etcd-min}).
 set -euo pipefail
 
@@ -148,7 +148,9 @@ build etcd etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 -ldflags "$s
 if [[ $mode == demo ]]; then
   build kube-controller-manager k8s k8s.io/kubernetes k8s.io/kubernetes/cmd/kube-controller-manager -ldflags "$k8s_ldflags"
   build kube-scheduler k8s k8s.io/kubernetes k8s.io/kubernetes/cmd/kube-scheduler -ldflags "$k8s_ldflags"
-  build kwok kwok sigs.k8s.io/kwok sigs.k8s.io/kwok/cmd/kwok -ldflags "$strip"
+  # kwok is built against the API server's k8s.io modules, not the ones it was
+  # released with, so that it compiles none of them a second time.
+  build kwok k8s sigs.k8s.io/kwok sigs.k8s.io/kwok/cmd/kwok -ldflags "$strip"
 fi
 
 echo "$out_dir"
