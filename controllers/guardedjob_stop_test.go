@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/jobbuild"
 )
 
 // podFor plays the Job controller and the scheduler: a Pod of the Job, bound to a
@@ -89,6 +90,18 @@ func (h *harness) runningJob(gj *batchv1alpha1.GuardedJob) (*batchv1.Job, *corev
 	job := h.waitJobs(1)[0]
 	h.waitRecorded(gj)
 	return &job, h.podFor(&job)
+}
+
+// gateOpened waits until a run's Job has left its start gate and returns it as
+// the API server has it then.
+func (h *harness) gateOpened(job *batchv1.Job) *batchv1.Job {
+	h.t.Helper()
+	cur := &batchv1.Job{}
+	h.g.Eventually(func() (bool, error) {
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(job), cur)
+		return err == nil && !jobbuild.Gated(cur), err
+	}).Should(BeTrue(), "the Job's start gate opens")
+	return cur
 }
 
 func TestAStolenLeaseStopsTheJobAndItsPodsAndLeavesTheThiefAlone(t *testing.T) {

@@ -46,7 +46,7 @@ func TestAJobThatCompletesBetweenTheStopControllersReadsIsNotStopped(t *testing.
 	h.start()
 	gj := h.guardedJob("ends", h.ns+":ends")
 	job, _ := h.runningJob(gj)
-	running := job.DeepCopy()
+	running := h.gateOpened(job) // as the cache read it: working, past its start gate
 
 	h.complete(job)
 	g := h.g

@@ -375,6 +375,26 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "inflight-allowance-spent",
+		bug:  "a renewal in flight across a pause keeps its allowance from before the pause: a healthy run is stopped at the wake",
+		file: "internal/lockclient/keeper.go",
+		find: "d = latest(d, k.wokeAt.Add(resumeAnswerAllowance))",
+		repl: "d = latest(d, d)",
+		catchers: []catcher{
+			{"./internal/lockclient/", []string{"TestKeeperARenewalInFlightAcrossAPauseDoesNotStopAHealthyRun"}},
+		},
+	},
+	{
+		name: "failure-across-pause-retried-late",
+		bug:  "a renewal that times out across a pause is taken for a store failure and retried after the usual delay: the allowance after the wake runs out first and a healthy run is stopped",
+		file: "internal/lockclient/keeper.go",
+		find: "\t\tk.stats.RenewalsFailed++\n\t\te.nextRenew = now\n",
+		repl: "\t\tk.stats.RenewalsFailed++\n\t\te.state, e.lastErr = StateFailing, err\n\t\te.nextRenew = now.Add(renewRetry)\n",
+		catchers: []catcher{
+			{"./internal/lockclient/", []string{"TestKeeperARenewalThatFailsAcrossAPauseDoesNotStopAHealthyRun"}},
+		},
+	},
+	{
 		name: "ghost-reacquire-kept",
 		bug:  "a key taken back by a renewal sent before a pause is renewed on as the run's lease",
 		file: "internal/lockclient/keeper.go",

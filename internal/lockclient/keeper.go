@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -235,7 +236,11 @@ type Keeper struct {
 	// onPause, when set, is told at once of every pause the run loop sees.
 	onPause func(at time.Time)
 
-	wake   chan struct{}
+	wake chan struct{}
+	// waking is set by every poke until the run loop has read the clock
+	// after it: between taking the poke from wake and reading the clock, the
+	// wake-up would be counted nowhere else.
+	waking atomic.Bool
 	queued chan struct{}
 	out    chan Report
 	wg     sync.WaitGroup
@@ -478,19 +483,30 @@ func (k *Keeper) Uses(c *Client) bool {
 	return false
 }
 
-// InFlight returns the number of renewals sent and not yet answered, plus one
-// while the run loop has a wake-up to process (an answer it has not planned
-// after yet).
+// InFlight returns the number of renewals sent and not yet answered.
 func (k *Keeper) InFlight() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	n := len(k.wake)
+	return k.inFlightLocked()
+}
+
+func (k *Keeper) inFlightLocked() int {
+	n := 0
 	for _, e := range k.leases {
 		if e.inflight {
 			n++
 		}
 	}
 	return n
+}
+
+// Settled says whether no renewal is in flight and the run loop has no wake-up
+// it has not yet read the clock for: until the timer it waits on fires, the
+// keeper does nothing (a test with a fake clock steps it only then).
+func (k *Keeper) Settled() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.wake) == 0 && !k.waking.Load() && k.inFlightLocked() == 0
 }
 
 // Snapshot returns the state of every tracked lease, ordered by token.
@@ -565,8 +581,7 @@ func (k *Keeper) Run(ctx context.Context) error {
 	}()
 	defer k.wg.Wait()
 	for {
-		now := k.clock.Now()
-		next := k.dispatch(ctx, now)
+		now, next := k.dispatch(ctx)
 		t := k.clock.NewTimer(next.Sub(now))
 		select {
 		case <-ctx.Done():
@@ -580,14 +595,18 @@ func (k *Keeper) Run(ctx context.Context) error {
 }
 
 // dispatch checks deadlines, starts a renewal batch for every lease that is due,
-// and returns when it needs to look again.
-func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
+// and returns the time it looked and when it needs to look again. The clock is
+// read under the lock that InFlight takes, so a wake-up is counted until the
+// run loop has read the time it plans from.
+func (k *Keeper) dispatch(ctx context.Context) (now, next time.Time) {
 	k.mu.Lock()
+	now = k.clock.Now()
+	k.waking.Store(false)
 	paused := !k.planned.IsZero() && now.Sub(k.planned) > pauseThreshold
 	if paused {
 		k.wokeAt = now
 	}
-	next := now.Add(time.Minute)
+	next = now.Add(time.Minute)
 	earliest := func(t time.Time) {
 		if t.Before(next) {
 			next = t
@@ -655,7 +674,7 @@ func (k *Keeper) dispatch(ctx context.Context, now time.Time) time.Time {
 			k.renewBatch(ctx, c, es)
 		}()
 	}
-	return next
+	return now, next
 }
 
 // riskyLease is a lease whose renewals are failing, with its self-fence deadline.
@@ -781,6 +800,13 @@ func (k *Keeper) applyLocked(e *entry, sent, now time.Time, err error) {
 		// The key holds something other than a string: not our lease any more.
 		e.state, e.holder, e.lastErr, e.lostAt = StateLost, "<non-string value>", err, now
 		k.reportLocked(e, ReportLost)
+	case sent.Before(k.wokeAt):
+		// A call sent before a pause of this process that failed after it
+		// (its timeout ran out during the pause) says nothing about the
+		// store now: renew again at once, within the allowance a renewal
+		// gets after a wake.
+		k.stats.RenewalsFailed++
+		e.nextRenew = now
 	default:
 		k.stats.RenewalsFailed++
 		if e.state == StateHeld {
@@ -832,6 +858,7 @@ func (k *Keeper) forward(ctx context.Context) {
 }
 
 func (k *Keeper) poke() {
+	k.waking.Store(true)
 	select {
 	case k.wake <- struct{}{}:
 	default:

@@ -53,7 +53,7 @@ func stepUntil(t testing.TB, k *lockclient.Keeper, clk *clocktesting.FakeClock, 
 		if time.Now().After(deadline) {
 			t.Fatalf("condition not met after stepping %s", stepped)
 		}
-		if stepped < limit && clk.HasWaiters() && k.InFlight() == 0 {
+		if stepped < limit && clk.HasWaiters() && k.Settled() {
 			clk.Step(step)
 			stepped += step
 		}

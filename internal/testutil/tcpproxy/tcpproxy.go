@@ -42,6 +42,9 @@ type Proxy struct {
 type link struct {
 	client, up net.Conn
 	dead       bool
+	// repliesLost: what the target sends back on this link is dropped
+	// (LoseOpenReplies).
+	repliesLost bool
 }
 
 // Start listens on a free loopback port and forwards to target. It is stopped
@@ -120,7 +123,7 @@ func (p *Proxy) pump(lk *link, src, dst net.Conn) {
 				time.Sleep(delay)
 			}
 			p.mu.Lock()
-			dead := lk.dead || src == lk.client && p.requestsDropped
+			dead := lk.dead || src == lk.client && p.requestsDropped || src == lk.up && lk.repliesLost
 			p.mu.Unlock()
 			if !dead && dst != nil {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -201,6 +204,18 @@ func (p *Proxy) Cut() {
 		closeLink(lk)
 	}
 	p.conns = map[*link]struct{}{}
+}
+
+// LoseOpenReplies drops, from now on, every reply on the connections open now,
+// while their requests still reach the target; new connections work: a call in
+// flight on one of them takes effect but fails by its own timeout, and the
+// caller's next call, on a new connection, goes through.
+func (p *Proxy) LoseOpenReplies() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for lk := range p.conns {
+		lk.repliesLost = true
+	}
 }
 
 // Blackhole keeps every connection open and accepts new ones, but nothing gets
