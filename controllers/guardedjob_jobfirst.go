@@ -20,7 +20,7 @@ import (
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/jobbuild"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
-	"github.com/guardedjob/guardedjob/internal/runtoken"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 )
 
 // The Job-first order: a run's Job is created right after its acquisition,
@@ -256,7 +256,7 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 			return true, nil
 		}
 		token = st.Holder
-		why = adoptable(gj, run, st, err, r.runIdentity(gj, run.ScheduledTime.Time))
+		why = runcore.Adoptable(gj.Status.Leases, run, runcore.KeyView{Holder: st.Holder, Fence: st.Fence}, err, r.runIdentity(gj, run.ScheduledTime.Time))
 		if why == "" && recorded != nil && token != recorded.Token {
 			why = "lock " + run.Key + " holds another token of its run"
 		}
@@ -382,31 +382,6 @@ func runDiffers(want, hint *batchv1alpha1.ActiveRun) string {
 		if !f.same {
 			return f.name
 		}
-	}
-	return ""
-}
-
-// adoptable says why a Job waiting for adoption may not be adopted, or "":
-// the lock key must hold the token minted for this very Job (its holder alone
-// is not enough), the fence counter must still be at the Job's fence (nobody
-// acquired the key since), and the lease ledger must not record the run as
-// released or left to expire.
-func adoptable(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, st lockclient.KeyState, inspectErr error, identity runtoken.Run) string {
-	if inspectErr != nil {
-		return "its lock key cannot be read: " + inspectErr.Error()
-	}
-	if st.Holder == "" {
-		return "lock " + run.Key + " is free: its lease expired or was released"
-	}
-	holder := lockclient.HolderOf(st.Holder)
-	if name, ok := runtoken.MintedFor(st.Holder, identity); !ok || name != run.JobName || holder != run.Holder {
-		return "lock " + run.Key + " is held by " + holder
-	}
-	if run.Fence > 0 && st.Fence != run.Fence {
-		return fmt.Sprintf("the fence counter %s is at %d, not at the Job's fence %d: the key was acquired again since", run.FenceKey, st.Fence, run.Fence)
-	}
-	if rec := ledgerRecord(gj, holder); rec != nil && rec.State != batchv1alpha1.LeaseLive {
-		return "status.leases records its lease as " + string(rec.State)
 	}
 	return ""
 }

@@ -268,7 +268,7 @@ var mutants = []mutant{
 		name: "jobfirst-adopt-any",
 		bug:  "a Job no status records is adopted whatever its lock key, fence counter and the lease ledger say: an old leader's late Job of a completed run starts",
 		file: "controllers/guardedjob_jobfirst.go",
-		find: "\t\twhy = adoptable(gj, run, st, err, r.runIdentity(gj, run.ScheduledTime.Time))\n",
+		find: "\t\twhy = runcore.Adoptable(gj.Status.Leases, run, runcore.KeyView{Holder: st.Holder, Fence: st.Fence}, err, r.runIdentity(gj, run.ScheduledTime.Time))\n",
 		repl: "\t\twhy = \"\"\n",
 		catchers: []catcher{
 			{"./controllers/", []string{"TestJobFirst_AJobLeftUnrecordedWhoseLeaseExpiredIsDeletedNeverStarted", "TestEveryActor_APausedOldLeaderNeverStartsTheJobOfARunThatAlreadyCompleted"}},
@@ -282,6 +282,26 @@ var mutants = []mutant{
 		repl: "jobbuild.Gated(job) && (finished || !finished) &&",
 		catchers: []catcher{
 			{"./controllers/", []string{"TestJobFirst_AJobThatFinishedBeforeItsGateOpenedKeepsItsHistory"}},
+		},
+	},
+	{
+		name: "adoptable-holder-alone",
+		bug:  "a Job waiting for adoption is adopted when the key holds any token of its holder, not the one minted for that very Job: a value someone else wrote under the run's holder name is taken for the run's lease",
+		file: "internal/runcore/adopt.go",
+		find: "if name, ok := runtoken.MintedFor(key.Holder, identity); !ok || name != run.JobName || holder != run.Holder {",
+		repl: "if holder != run.Holder {",
+		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestAdoptableOnlyWhileTheKeyHoldsTheTokenMintedForThisVeryJob"}},
+		},
+	},
+	{
+		name: "adoptable-ignores-ledger",
+		bug:  "adoption ignores the lease ledger: the Job of a run status records as released is adopted when its key still holds its token",
+		file: "internal/runcore/adopt.go",
+		find: "leases[i].Holder == holder && leases[i].State != batchv1alpha1.LeaseLive",
+		repl: "leases[i].Holder == holder && false",
+		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestAdoptableOnlyWhileTheKeyHoldsTheTokenMintedForThisVeryJob"}},
 		},
 	},
 	{

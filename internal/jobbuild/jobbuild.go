@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/runtoken"
 )
 
 // Build returns the Job of an active run, and warnings for the object's events.
@@ -189,10 +190,7 @@ type Warning struct {
 // run's lower-case hex random part. With gjName at most 45 characters the name fits
 // the 63 characters of a label value (the Job controller labels Pods with it).
 func Name(gjName string, scheduled time.Time, random string) string {
-	if len(random) > 6 {
-		random = random[:6]
-	}
-	return gjName + "-" + strconv.FormatInt(scheduled.Unix()/60, 10) + "-" + random
+	return runtoken.JobName(gjName, scheduled, random)
 }
 
 // setEnv sets name=value on c, replacing a variable of that name.

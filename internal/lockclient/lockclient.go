@@ -2,13 +2,12 @@ package lockclient
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"unicode"
+
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 )
 
 // MaxKeyLength is the longest key the client accepts, in bytes.
@@ -268,57 +267,32 @@ func validateLease(l Lease) error {
 	return validateTTL(l.TTL)
 }
 
-// randomBytes is the size of a token's random part: 128 bits, more than enough
-// that two runs never share a token.
-const randomBytes = 16
+// The token form lives in internal/leasetoken; these names stay for the
+// lease client's callers.
 
 // NewRandom returns a fresh random token part: 32 lower-case hex digits.
-func NewRandom() (string, error) {
-	b := make([]byte, randomBytes)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("read random bytes: %w", err)
-	}
-	return hex.EncodeToString(b), nil
-}
+func NewRandom() (string, error) { return leasetoken.NewRandom() }
 
 // FormatToken joins a holder and a random part into a token.
-func FormatToken(holder, random string) string { return holder + "#" + random }
+func FormatToken(holder, random string) string { return leasetoken.Format(holder, random) }
 
 // FormatHolder returns the readable holder name "<cluster>/<namespace>/<job>".
 func FormatHolder(cluster, namespace, job string) string {
-	return cluster + "/" + namespace + "/" + job
+	return leasetoken.FormatHolder(cluster, namespace, job)
 }
 
-// HolderOf returns the part of a token before '#': the part that is safe to show in
-// status, events and logs. A value written by a foreign client without '#' is
-// returned whole.
-func HolderOf(token string) string {
-	if i := strings.LastIndexByte(token, '#'); i >= 0 {
-		return token[:i]
-	}
-	return token
-}
+// HolderOf returns the part of a token before '#' (leasetoken.HolderOf).
+func HolderOf(token string) string { return leasetoken.HolderOf(token) }
 
-// ParseHolder splits a lease value a GuardedJob manager wrote,
-// "<cluster>/<namespace>/<job>#<random>", into the parts of its holder. ok is
-// false for any other value: a foreign holder.
+// ParseHolder splits a lease value a GuardedJob manager wrote into the parts of
+// its holder (leasetoken.ParseHolder).
 func ParseHolder(value string) (cluster, namespace, job string, ok bool) {
-	holder := HolderOf(value)
-	if holder == value {
-		return "", "", "", false
-	}
-	return SplitHolder(holder)
+	return leasetoken.ParseHolder(value)
 }
 
-// SplitHolder splits a holder, "<cluster>/<namespace>/<job>" (a token without its
-// random part, as status and events show it), into its parts. ok is false for
-// any other holder: a foreign one.
+// SplitHolder splits a holder into its parts (leasetoken.SplitHolder).
 func SplitHolder(holder string) (cluster, namespace, job string, ok bool) {
-	parts := strings.Split(holder, "/")
-	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" || strings.Contains(holder, "#") {
-		return "", "", "", false
-	}
-	return parts[0], parts[1], parts[2], true
+	return leasetoken.SplitHolder(holder)
 }
 
 // Locker is what the controller needs from a lease client; *Client implements it.

@@ -16,8 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/guardedjob/guardedjob/internal/jobbuild"
-	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 )
 
 // Run names what a token is minted for.
@@ -28,13 +27,13 @@ type Run struct {
 
 // Mint returns a new token for a run of r, and its Job name.
 func Mint(r Run) (token, jobName string, err error) {
-	random, err := lockclient.NewRandom()
+	random, err := leasetoken.NewRandom()
 	if err != nil {
 		return "", "", err
 	}
 	random = random[:16] + binding(r)
-	jobName = jobbuild.Name(r.Name, r.Occurrence, random)
-	return lockclient.FormatToken(lockclient.FormatHolder(r.Cluster, r.Namespace, jobName), random), jobName, nil
+	jobName = JobName(r.Name, r.Occurrence, random)
+	return leasetoken.Format(leasetoken.FormatHolder(r.Cluster, r.Namespace, jobName), random), jobName, nil
 }
 
 // MintedFor says whether token was minted by Mint for r (by this cluster, for this
@@ -51,11 +50,22 @@ func MintedFor(token string, r Run) (jobName string, ok bool) {
 	if _, err := hex.DecodeString(random); err != nil {
 		return "", false
 	}
-	jobName = jobbuild.Name(r.Name, r.Occurrence, random)
-	if holder != lockclient.FormatHolder(r.Cluster, r.Namespace, jobName) {
+	jobName = JobName(r.Name, r.Occurrence, random)
+	if holder != leasetoken.FormatHolder(r.Cluster, r.Namespace, jobName) {
 		return "", false
 	}
 	return jobName, true
+}
+
+// JobName returns the name of the Job of a run of gjName at scheduled:
+// "<gjName>-<scheduled Unix minutes>-<first 6 characters of random>". random is the
+// run's lower-case hex random part. With gjName at most 45 characters the name fits
+// the 63 characters of a label value (the Job controller labels Pods with it).
+func JobName(gjName string, scheduled time.Time, random string) string {
+	if len(random) > 6 {
+		random = random[:6]
+	}
+	return gjName + "-" + strconv.FormatInt(scheduled.Unix()/60, 10) + "-" + random
 }
 
 // binding is the half of the random part that ties a token to its run.

@@ -1,0 +1,64 @@
+package runcore_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
+	"github.com/guardedjob/guardedjob/internal/runcore"
+	"github.com/guardedjob/guardedjob/internal/runtoken"
+)
+
+// TestAdoptableOnlyWhileTheKeyHoldsTheTokenMintedForThisVeryJob: the judgement
+// of step adopt_unrecorded, without an API server or a store.
+func TestAdoptableOnlyWhileTheKeyHoldsTheTokenMintedForThisVeryJob(t *testing.T) {
+	id := runtoken.Run{Cluster: "cluster-a", Namespace: "payments", Name: "payout", UID: "uid-1",
+		Occurrence: time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC)}
+	token, job, err := runtoken.Mint(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := leasetoken.HolderOf(token)
+	run := &batchv1alpha1.ActiveRun{JobName: job, Key: "payments:payout", FenceKey: "payments:payout:fence", Holder: holder, Fence: 7}
+	other, _, err := runtoken.Mint(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameHolderForeign := holder + "#0123456789abcdef0123456789abcdef"
+	otherRun := runtoken.Run{Cluster: "cluster-b", Namespace: "payments", Name: "payout", UID: "uid-1", Occurrence: id.Occurrence}
+	for name, c := range map[string]struct {
+		key    runcore.KeyView
+		err    error
+		leases []batchv1alpha1.LeaseRecord
+		id     runtoken.Run
+		want   string // "" adoptable, else a part of the reason
+	}{
+		"the key holds its token at its fence":         {key: runcore.KeyView{Holder: token, Fence: 7}, id: id},
+		"the key cannot be read":                       {err: errors.New("i/o timeout"), id: id, want: "cannot be read"},
+		"the key is free":                              {key: runcore.KeyView{Fence: 7}, id: id, want: "is free"},
+		"the key holds another Job's token":            {key: runcore.KeyView{Holder: other, Fence: 7}, id: id, want: "is held by " + leasetoken.HolderOf(other)},
+		"the key holds the holder with a foreign half": {key: runcore.KeyView{Holder: sameHolderForeign, Fence: 7}, id: id, want: "is held by " + holder},
+		"the token was minted by another cluster":      {key: runcore.KeyView{Holder: token, Fence: 7}, id: otherRun, want: "is held by"},
+		"the fence counter moved on":                   {key: runcore.KeyView{Holder: token, Fence: 8}, id: id, want: "at 8, not at the Job's fence 7"},
+		"the ledger says the lease was released": {key: runcore.KeyView{Holder: token, Fence: 7}, id: id, want: "records its lease as Released",
+			leases: []batchv1alpha1.LeaseRecord{{Holder: holder, State: batchv1alpha1.LeaseReleased}}},
+		"the ledger says another run's lease was released": {key: runcore.KeyView{Holder: token, Fence: 7}, id: id,
+			leases: []batchv1alpha1.LeaseRecord{{Holder: leasetoken.HolderOf(other), State: batchv1alpha1.LeaseReleased}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := runcore.Adoptable(c.leases, run, c.key, c.err, c.id)
+			switch {
+			case c.want == "" && got != "":
+				t.Errorf("not adoptable: %s", got)
+			case c.want != "" && !strings.Contains(got, c.want):
+				t.Errorf("reason %q, want one containing %q", got, c.want)
+			}
+			if strings.Contains(got, token[strings.LastIndexByte(token, '#'):]) {
+				t.Errorf("the reason shows the token's secret half: %s", got)
+			}
+		})
+	}
+}
