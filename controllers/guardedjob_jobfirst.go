@@ -10,7 +10,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -346,7 +345,7 @@ func (r *GuardedJobReconciler) trustedRun(s *scope, job *batchv1.Job, hint, reco
 		source = "the spec for its occurrence"
 		want.Backfill, want.Parameters, want.StartDeadline = hint.Backfill, hint.Parameters, hint.StartDeadline
 	}
-	if field := runDiffers(&want, hint); field != "" {
+	if field := runcore.RunDiffers(&want, hint); field != "" {
 		return nil, "its " + batchv1alpha1.RunAnnotation + " annotation does not match " + source + " (" + field + ")"
 	}
 	run := want
@@ -356,34 +355,6 @@ func (r *GuardedJobReconciler) trustedRun(s *scope, job *batchv1.Job, hint, reco
 		run.AcquiredAt = created.DeepCopy() // the lease was taken before its Job was created
 	}
 	return &run, ""
-}
-
-// runDiffers names the first field the manager acts on in which a run found
-// in a Job's annotation differs from the trusted one, or "". It names fields,
-// never values: the annotation is anyone's to write.
-func runDiffers(want, hint *batchv1alpha1.ActiveRun) string {
-	for _, f := range []struct {
-		name string
-		same bool
-	}{
-		{"scheduledTime", want.ScheduledTime.Equal(&hint.ScheduledTime)},
-		{"key", want.Key == hint.Key},
-		{"occurrenceKey", want.OccurrenceKey == hint.OccurrenceKey},
-		{"fenceKey", want.FenceKey == hint.FenceKey},
-		{"store", want.Store == hint.Store},
-		{"ttl", want.TTL == hint.TTL},
-		{"renewInterval", want.RenewInterval == hint.RenewInterval},
-		{"maxHold", want.MaxHold == hint.MaxHold},
-		{"envName", want.EnvName == hint.EnvName},
-		{"fencingPolicy", want.FencingPolicy == hint.FencingPolicy},
-		{"storeFailurePolicy", want.StoreFailurePolicy == hint.StoreFailurePolicy},
-		{"podGuard", equality.Semantic.DeepEqual(want.PodGuard, hint.PodGuard)},
-	} {
-		if !f.same {
-			return f.name
-		}
-	}
-	return ""
 }
 
 // deleteUnadopted deletes a Job that waited for adoption and may not run. It

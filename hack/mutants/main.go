@@ -438,10 +438,20 @@ var mutants = []mutant{
 		name: "adopt-trusts-annotation",
 		bug:  "adoption takes a Job's run annotation as it is: keys and lease timing a tenant wrote",
 		file: "controllers/guardedjob_jobfirst.go",
-		find: "if field := runDiffers(&want, hint); field != \"\" {",
-		repl: "want = *hint\n\tif field := runDiffers(&want, hint); field != \"\" {",
+		find: "if field := runcore.RunDiffers(&want, hint); field != \"\" {",
+		repl: "want = *hint\n\tif field := runcore.RunDiffers(&want, hint); field != \"\" {",
 		catchers: []catcher{
 			{"./controllers/", []string{"TestUntrusted_AnAnnotationThatLengthensTheLeaseIsNeverAdopted"}},
+		},
+	},
+	{
+		name: "hint-ttl-unchecked",
+		bug:  "a Job's run annotation may give its run another ttl than the spec does: a tenant lengthens the lease of a run that is adopted",
+		file: "internal/runcore/hint.go",
+		find: "{\"ttl\", want.TTL == hint.TTL},",
+		repl: "{\"ttl\", true},",
+		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestRunDiffersNamesTheFirstFieldAnAnnotationChanges"}},
 		},
 	},
 	{
