@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/leadership"
 	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
@@ -293,67 +294,54 @@ func (r *StopReconciler) firstStop(token string) bool {
 // it. The cache may simply not have the status that claims a brand-new Job yet,
 // so the API server is asked before anything is stopped.
 func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.GuardedJob, job *batchv1.Job) (ctrl.Result, error) {
-	// Every run's Job is seen here first, created a moment before the status
-	// write that records its run: one that waits at its start gate has never
-	// had a Pod and is the reconciler's to adopt or delete, with no read of the
-	// API server in the middle of a burst. If its gate has opened since, the
-	// Job's update brings it back here.
-	if waitsForAdoption(gj, job) {
-		return ctrl.Result{}, nil
-	}
+	u := runcore.NewUnclaimed(gj.Name, unclaimedJobView(gj, job))
 	fresh := &batchv1alpha1.GuardedJob{}
-	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(gj), fresh)
-	switch {
-	case apierrors.IsNotFound(err):
-		return r.stopOrphan(ctx, job, "its GuardedJob "+gj.Name+" is gone")
-	case err != nil:
-		return ctrl.Result{}, err
-	case metav1.GetControllerOf(job).UID != fresh.UID:
-		return r.stopOrphan(ctx, job, "its GuardedJob "+gj.Name+" was deleted and created again")
-	case runByName(fresh, job.Name) != nil:
-		return ctrl.Result{}, nil // claimed: the cache was behind
-	case !inShard(r.Selector, fresh):
-		return ctrl.Result{}, nil // moved to another shard, which judges its Jobs now
-	}
-	// The live GuardedJob's reconciler drops a finished Job's finalizer once its
-	// Pods are gone.
-	if _, finished := jobFinished(job); finished {
-		return ctrl.Result{}, nil
-	}
-	// The Job was read from the cache before its GuardedJob: it may have completed,
-	// and its run been recorded as ended, in between. A run's end is written only
-	// after its Job finished, so the Job as the API server has it now says which.
-	if err := r.readLive(ctx, job); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if _, finished := jobFinished(job); finished {
-		return ctrl.Result{}, nil
-	}
-	// Its gate may have opened after the GuardedJob was read: a gate opens only
-	// after the status write that records the run, so a GuardedJob read now
-	// claims the Job, unless its run has ended since, which it does only after
-	// the Job finished.
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(gj), fresh); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if runByName(fresh, job.Name) != nil {
-		return ctrl.Result{}, nil
-	}
-	if err := r.readLive(ctx, job); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if _, finished := jobFinished(job); finished {
-		return ctrl.Result{}, nil
-	}
-	if job.DeletionTimestamp.IsZero() && r.Recorder != nil {
-		why := "status lost or restored from a backup?"
-		if says := ledgerSays(fresh, job.Annotations[batchv1alpha1.HolderAnnotation], r.clock().Now()); says != "" {
-			why = "status.leases has " + says
+	for {
+		action, why := u.Next()
+		switch action {
+		case runcore.ReadOwner:
+			err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(gj), fresh)
+			if err != nil && !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, err
+			}
+			u.DeliverOwner(runcore.OwnerView{Found: err == nil, UID: string(fresh.UID),
+				Claims: err == nil && runByName(fresh, job.Name) != nil, InShard: err == nil && inShard(r.Selector, fresh)})
+		case runcore.ReadJob:
+			err := r.readLive(ctx, job)
+			if err != nil && !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, err
+			}
+			view := runcore.JobView{}
+			if err == nil {
+				view = unclaimedJobView(fresh, job)
+			}
+			u.DeliverJob(view)
+		case runcore.StopOrphan:
+			return r.stopOrphan(ctx, job, why)
+		case runcore.Stop:
+			if job.DeletionTimestamp.IsZero() && r.Recorder != nil {
+				why := "status lost or restored from a backup?"
+				if says := ledgerSays(fresh, job.Annotations[batchv1alpha1.HolderAnnotation], r.clock().Now()); says != "" {
+					why = "status.leases has " + says
+				}
+				r.Recorder.Eventf(fresh, job, corev1.EventTypeWarning, batchv1alpha1.StaleJobReason, batchv1alpha1.StaleJobReason,
+					"Stopping Job %s: no active run of this GuardedJob claims it (%s)", job.Name, why)
+			}
+			return ctrl.Result{}, r.stop(ctx, job, fresh.Spec.PodGracePeriod())
+		default:
+			return ctrl.Result{}, nil
 		}
-		r.Recorder.Eventf(fresh, job, corev1.EventTypeWarning, batchv1alpha1.StaleJobReason, batchv1alpha1.StaleJobReason,
-			"Stopping Job %s: no active run of this GuardedJob claims it (%s)", job.Name, why)
 	}
-	return ctrl.Result{}, r.stop(ctx, job, fresh.Spec.PodGracePeriod())
+}
+
+// unclaimedJobView is what step stop_unclaimed needs of a Job of gj.
+func unclaimedJobView(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) runcore.JobView {
+	_, finished := jobFinished(job)
+	var owner string
+	if ref := metav1.GetControllerOf(job); ref != nil {
+		owner = string(ref.UID)
+	}
+	return runcore.JobView{Found: true, OwnerUID: owner, Finished: finished, WaitsForAdoption: waitsForAdoption(gj, job)}
 }
 
 // readLive replaces a Job read from the cache with the Job as the API server has

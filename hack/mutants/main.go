@@ -337,11 +337,23 @@ var mutants = []mutant{
 	{
 		name: "stop-gate-race",
 		bug:  "the stop controller judges a Job no run claims from a GuardedJob read before the Job's gate opened: a run recorded in between loses its working Job",
-		file: "controllers/stop_controller.go",
-		find: "\tif err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(gj), fresh); err != nil {\n\t\treturn ctrl.Result{}, client.IgnoreNotFound(err)\n\t}\n\tif runByName(fresh, job.Name) != nil {\n\t\treturn ctrl.Result{}, nil\n\t}\n",
-		repl: "",
+		file: "internal/runcore/unclaimed.go",
+		find: "\tcase u.reads == 4:\n",
+		repl: "\tcase u.reads == 2:\n",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestUnclaimedStopsOnlyAJobNoReadShowsClaimedOrFinished"}},
 			{"./controllers/", []string{"TestJobFirst_AJobWhoseGateOpensBetweenTheStopControllersReadsIsNotStopped"}},
+		},
+	},
+	{
+		name: "unclaimed-ignores-finished",
+		bug:  "the stop controller's live read of a Job no run claims does not look at whether it finished: a run that ended between the reads loses its finished Job",
+		file: "internal/runcore/unclaimed.go",
+		find: "\tcase j.Finished:\n",
+		repl: "\tcase false && j.Finished:\n",
+		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestUnclaimedStopsOnlyAJobNoReadShowsClaimedOrFinished"}},
+			{"./controllers/", []string{"TestAJobThatCompletesBetweenTheStopControllersReadsIsNotStopped"}},
 		},
 	},
 	{
