@@ -268,7 +268,7 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 			batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, "")
 	}
 	if why != "" {
-		return false, r.deleteUnadopted(ctx, s, job, why)
+		return r.deleteUnadopted(ctx, s, job, why)
 	}
 
 	run.Token, run.JobUID, run.Phase = token, job.UID, batchv1alpha1.RunPhaseRunning
@@ -362,21 +362,23 @@ func (r *GuardedJobReconciler) trustedRun(s *scope, job *batchv1.Job, hint, reco
 // it is being deleted (reapUnclaimedJobs). The delete names the version judged:
 // a cache behind the world may show a Job as waiting that has since finished or
 // started, and that one is looked at again, not deleted.
-func (r *GuardedJobReconciler) deleteUnadopted(ctx context.Context, s *scope, job *batchv1.Job, why string) error {
+// It returns whether the Job still waits (its delete found a newer version: it
+// is judged again once the cache shows that one).
+func (r *GuardedJobReconciler) deleteUnadopted(ctx context.Context, s *scope, job *batchv1.Job, why string) (waiting bool, err error) {
 	pre := client.Preconditions{UID: &job.UID}
 	if job.ResourceVersion != "" {
 		pre.ResourceVersion = &job.ResourceVersion
 	}
-	err := r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), pre)
+	err = r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), pre)
 	if apierrors.IsConflict(err) {
 		s.requeueAfter(adoptionRetry)
-		return nil
+		return true, nil
 	}
 	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete job %s: %w", job.Name, err)
+		return false, fmt.Errorf("delete job %s: %w", job.Name, err)
 	}
 	r.pendingAdoption.done(client.ObjectKeyFromObject(s.gj), job.Name)
 	r.event(s.gj, job, corev1.EventTypeWarning, batchv1alpha1.StaleJobReason,
 		"Deleted Job %s, which was created before its run was recorded and never started: %s", job.Name, why)
-	return nil
+	return false, nil
 }

@@ -743,7 +743,7 @@ func (k *Keeper) renewBatch(ctx context.Context, c *Client, es []*entry) []error
 		}
 		replan := false
 		for i, e := range chunk {
-			k.applyLocked(e, c.provenSent(sent, e.req.Lease.TTL), now, res[i])
+			k.applyLocked(e, sent, c.provenSent(sent, e.req.Lease.TTL), now, res[i])
 			replan = replan || e.state != StateLost && e.nextRenew.Before(k.planned)
 		}
 		// Wake the run loop before anyone can see the renewals as answered, so
@@ -760,7 +760,10 @@ func (k *Keeper) renewBatch(ctx context.Context, c *Client, es []*entry) []error
 	return errs
 }
 
-func (k *Keeper) applyLocked(e *entry, sent, now time.Time, err error) {
+// applyLocked applies the answer to a renewal of e sent at sent (by this
+// keeper's clock: what a pause is judged by), whose evidence counts from proven
+// (sent, less the clock drift Redlock allows).
+func (k *Keeper) applyLocked(e *entry, sent, proven, now time.Time, err error) {
 	e.inflight = false
 	close(e.settled)
 	if k.leases[e.req.Lease.Token] != e {
@@ -786,8 +789,8 @@ func (k *Keeper) applyLocked(e *entry, sent, now time.Time, err error) {
 		}
 		e.state, e.failures, e.lastErr = StateHeld, 0, nil
 		e.confirmed = true
-		e.lastRenewed = sent
-		e.nextRenew = sent.Add(e.interval)
+		e.lastRenewed = proven
+		e.nextRenew = proven.Add(e.interval)
 		if sent.Before(k.wokeAt) {
 			e.nextRenew = now // sent before a pause: it proves little, renew again
 		}
