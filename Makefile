@@ -162,28 +162,14 @@ test-deps: helm ## Install redis-server (apt) and build the control plane and ku
 	hack/ensure-redis.sh
 	hack/build-control-plane.sh --demo >/dev/null
 
-# The controllers' stories spend most of their time waiting on timers and leases, one
-# after the other: make test runs them as two halves side by side with the other
-# packages. CONTROLLERS_HALF picks the first half (the fault windows, every actor); the
-# second is everything else. The mass stories (hundreds of runs stopped at once against
-# a rate-limited API server) measure the manager's own speed: they run after the rest,
-# alone on the machine (CONTROLLERS_MASS).
-CONTROLLERS_HALF = ^(TestWindow|TestEveryActor|TestTwoHundred)
-CONTROLLERS_MASS = ^(TestWindowStoppingManyAtOnce|TestTwoHundred|TestWindowResumeWaitsOnTheAPIServer)
-
 .PHONY: test
 test: test-deps binaries ## The operator module's tests: unit, real redis-server, real kube-apiserver + etcd, the demo on a local cluster; the lease client under the race detector (make ci runs every check; make test-race-core adds the controllers).
 ifneq ($(strip $(TESTARGS)),)
 	$(TEST_ENV) go test $(GOTESTFLAGS) $(TESTARGS)
 else
-	tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; go test -c -o "$$tmp/controllers.test" ./controllers/
-	pids=(); \
-	$(TEST_ENV) go test $(GOTESTFLAGS) -run '$(CONTROLLERS_HALF)' -skip '$(CONTROLLERS_MASS)' ./controllers/ & pids+=($$!); \
-	$(TEST_ENV) go test $(GOTESTFLAGS) -skip '$(CONTROLLERS_HALF)' ./controllers/ & pids+=($$!); \
-	{ $(TEST_ENV) go test $(GOTESTFLAGS) $$(go list ./... | grep -v -e '/controllers$$' $(foreach p,$(RACE_PACKAGES),-e '/$(patsubst ./%/,%,$(p))$$')) && \
-		$(RACE_TEST) $(if $(MASS_STORIES),&& $(TEST_ENV) go test $(GOTESTFLAGS) -run '^($(MASS_STORIES))$$' $(RACE_PACKAGES)); } & pids+=($$!); \
-	rc=0; for p in "$${pids[@]}"; do wait "$$p" || rc=1; done; exit "$$rc"
-	$(TEST_ENV) go test $(GOTESTFLAGS) -run '$(CONTROLLERS_MASS)' ./controllers/
+	$(TEST_ENV) go test $(GOTESTFLAGS) $$(go list ./... | grep -v $(foreach p,$(RACE_PACKAGES),-e '/$(patsubst ./%/,%,$(p))$$'))
+	$(RACE_TEST)
+	$(if $(MASS_STORIES),$(TEST_ENV) go test $(GOTESTFLAGS) -run '^($(MASS_STORIES))$$' $(RACE_PACKAGES))
 endif
 
 .PHONY: test-ops

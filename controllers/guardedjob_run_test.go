@@ -328,9 +328,16 @@ func TestRenewalsWriteNothingToTheAPIServer(t *testing.T) {
 	h.waitJobs(1)
 	h.waitRecorded(gj)
 	h.g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("JobCreated:")))
-
-	rv := h.get(gj).ResourceVersion
-	events := len(h.events(gj))
+	// The passes that the run's start set off (its gate, its Job's status) are
+	// over once the object and its events stay the same for a second.
+	var rv string
+	var events int
+	h.g.Eventually(func() bool {
+		before, n := h.get(gj).ResourceVersion, len(h.events(gj))
+		time.Sleep(time.Second)
+		rv, events = h.get(gj).ResourceVersion, len(h.events(gj))
+		return rv == before && events == n
+	}).WithTimeout(20 * time.Second).Should(BeTrue())
 	renewed := h.keeper.Stats().RenewalsOK
 	// Several renewals happen in this window (PTTL stays near the full TTL)...
 	h.g.Consistently(func() time.Duration { return h.rdb.PTTL(ctx, key).Val() }).WithTimeout(4 * time.Second).Should(BeNumerically(">", 5*time.Second))

@@ -147,14 +147,21 @@ func TestAGuardedJobRunsToCompletion(t *testing.T) {
 			}
 
 			// The Job succeeds: the run releases its lease and records the result.
-			now := metav1.Now()
-			job.Status = batchv1.JobStatus{StartTime: &now, CompletionTime: &now, Succeeded: 1, Conditions: []batchv1.JobCondition{
-				{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			}}
-			if complete := successCriteriaMet(version.Minor); complete != nil {
-				job.Status.Conditions = append([]batchv1.JobCondition{*complete}, job.Status.Conditions...)
-			}
-			g.Expect(k8s.Status().Update(ctx, job)).To(Succeed())
+			// The manager may still be opening the Job's gate: each try reads it
+			// again.
+			g.Eventually(func() error {
+				if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
+					return err
+				}
+				now := metav1.Now()
+				job.Status = batchv1.JobStatus{StartTime: &now, CompletionTime: &now, Succeeded: 1, Conditions: []batchv1.JobCondition{
+					{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				}}
+				if complete := successCriteriaMet(version.Minor); complete != nil {
+					job.Status.Conditions = append([]batchv1.JobCondition{*complete}, job.Status.Conditions...)
+				}
+				return k8s.Status().Update(ctx, job)
+			}).WithTimeout(30 * time.Second).Should(Succeed())
 			g.Eventually(func() batchv1alpha1.RunResult {
 				cur := &batchv1alpha1.GuardedJob{}
 				_ = k8s.Get(ctx, client.ObjectKeyFromObject(gj), cur)
