@@ -72,8 +72,8 @@ var mutants = []mutant{
 		name: "deadline-from-reply",
 		bug:  "the self-fence deadline counts from a renewal's reply instead of its send time",
 		file: "internal/lockclient/keeper.go",
-		find: "k.applyLocked(e, c.provenSent(sent, e.req.Lease.TTL), now, res[i])",
-		repl: "k.applyLocked(e, now, now, res[i])",
+		find: "k.applyLocked(e, sent, c.provenSent(sent, e.req.Lease.TTL), now, res[i])",
+		repl: "k.applyLocked(e, sent, now, now, res[i])",
 		catchers: []catcher{
 			{"./controllers/", []string{"TestWindowSlowRenewal_TheDeadlineCountsFromARenewalsSendTimeNotItsLateReply"}},
 		},
