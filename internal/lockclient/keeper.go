@@ -237,9 +237,9 @@ type Keeper struct {
 	onPause func(at time.Time)
 
 	wake chan struct{}
-	// waking is set by every poke until the run loop has read the clock
-	// after it: between taking the poke from wake and reading the clock, the
-	// wake-up would be counted nowhere else.
+	// waking is set by every poke until the run loop has planned after it
+	// and waits on its timer again: between taking the poke from wake and
+	// setting that timer, the wake-up would be counted nowhere else.
 	waking atomic.Bool
 	queued chan struct{}
 	out    chan Report
@@ -500,9 +500,9 @@ func (k *Keeper) inFlightLocked() int {
 	return n
 }
 
-// Settled says whether no renewal is in flight and the run loop has no wake-up
-// it has not yet read the clock for: until the timer it waits on fires, the
-// keeper does nothing (a test with a fake clock steps it only then).
+// Settled says whether no renewal is in flight and the run loop has planned
+// after every wake-up and waits on its timer: until that timer fires, the keeper
+// does nothing (a test with a fake clock steps it only then).
 func (k *Keeper) Settled() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -581,8 +581,12 @@ func (k *Keeper) Run(ctx context.Context) error {
 	}()
 	defer k.wg.Wait()
 	for {
-		now, next := k.dispatch(ctx)
+		now := k.clock.Now()
+		next := k.dispatch(ctx, now)
 		t := k.clock.NewTimer(next.Sub(now))
+		// Planned and waiting: a poke from here on is in wake, which Settled
+		// counts too.
+		k.waking.Store(false)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -595,13 +599,9 @@ func (k *Keeper) Run(ctx context.Context) error {
 }
 
 // dispatch checks deadlines, starts a renewal batch for every lease that is due,
-// and returns the time it looked and when it needs to look again. The clock is
-// read under the lock that InFlight takes, so a wake-up is counted until the
-// run loop has read the time it plans from.
-func (k *Keeper) dispatch(ctx context.Context) (now, next time.Time) {
+// and returns when it needs to look again.
+func (k *Keeper) dispatch(ctx context.Context, now time.Time) (next time.Time) {
 	k.mu.Lock()
-	now = k.clock.Now()
-	k.waking.Store(false)
 	paused := !k.planned.IsZero() && now.Sub(k.planned) > pauseThreshold
 	if paused {
 		k.wokeAt = now
@@ -674,7 +674,7 @@ func (k *Keeper) dispatch(ctx context.Context) (now, next time.Time) {
 			k.renewBatch(ctx, c, es)
 		}()
 	}
-	return now, next
+	return next
 }
 
 // riskyLease is a lease whose renewals are failing, with its self-fence deadline.

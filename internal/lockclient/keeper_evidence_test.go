@@ -205,7 +205,7 @@ func TestKeeperAfterAPauseRenewsBeforeItJudgesDeadlines(t *testing.T) {
 		startKeeper(t, k)
 		l := acquire(t, c, keys("paused"), ttl)
 		NewWithT(t).Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: interval, SelfFence: true, StopBudget: budget})).To(Succeed())
-		NewWithT(t).Eventually(clk.HasWaiters).Should(BeTrue())
+		NewWithT(t).Eventually(planned(k, clk)).Should(BeTrue())
 		return clk, k, l, srv, px
 	}
 
@@ -231,11 +231,7 @@ func TestKeeperAfterAPauseRenewsBeforeItJudgesDeadlines(t *testing.T) {
 		paused := clk.Now()
 		var reports []lockclient.ReportKind
 		stepUntil(t, k, clk, 100*time.Millisecond, 5*time.Second, func() bool {
-			select {
-			case r := <-k.Reports():
-				reports = append(reports, r.Kind)
-			default:
-			}
+			reports = append(reports, queuedReports(k)...)
 			return slices.Contains(reports, lockclient.ReportDeadlineReached)
 		})
 		g.Expect(clk.Since(paused)).To(BeNumerically("<=", time.Second), "within the renewal's allowance")

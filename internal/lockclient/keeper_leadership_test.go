@@ -3,7 +3,6 @@ package lockclient_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,92 +25,54 @@ import (
 // again, counting the answer's allowance from the wake, and report nothing,
 // instead of judging the deadline with an allowance the pause has spent.
 func TestKeeperARenewalInFlightAcrossAPauseDoesNotStopAHealthyRun(t *testing.T) {
+	renewalAcrossAPause(t, 5*time.Second, (*tcpproxy.Proxy).HoldReplies, (*tcpproxy.Proxy).UnholdReplies)
+}
+
+// TestKeeperARenewalThatFailsAcrossAPauseDoesNotStopAHealthyRun: a renewal
+// sent just before the process was paused fails after it (its call timed out
+// during the pause). The failure is as old as the pause and says nothing about
+// the store now: the keeper renews again at once, not after its usual retry
+// delay, which would fall after the 0.5 s a renewal gets to answer after a wake.
+func TestKeeperARenewalThatFailsAcrossAPauseDoesNotStopAHealthyRun(t *testing.T) {
+	// The answer never comes, and the call times out by the real clock
+	// (1 s), which runs while the fake clock stands.
+	renewalAcrossAPause(t, time.Second, (*tcpproxy.Proxy).LoseOpenReplies, nil)
+}
+
+// renewalAcrossAPause tracks a self-fenced lease whose store is reached through
+// a proxy (calls time out after timeout), lets its renewal go out after fault
+// (applied to the proxy), pauses the process past the lease's self-fence
+// deadline while a new leader renews the same token, applies wake (when set)
+// at the wake, and checks that no deadline is reported and that a renewal sent
+// after the wake answered.
+func renewalAcrossAPause(t *testing.T, timeout time.Duration, fault, wake func(*tcpproxy.Proxy)) {
 	const ttl, interval, budget = 30 * time.Second, 10 * time.Second, 12 * time.Second
 	g := NewWithT(t)
 	srv := redisserver.Start(t)
 	px := tcpproxy.Start(t, srv.Addr())
 	clk := clocktesting.NewFakeClock(time.Now())
-	c := dialConfig(t, lockclient.Config{URL: "redis://" + px.Addr(), Timeout: 5 * time.Second}, lockclient.WithClock(clk))
+	c := dialConfig(t, lockclient.Config{URL: "redis://" + px.Addr(), Timeout: timeout}, lockclient.WithClock(clk))
 	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
 	startKeeper(t, k)
 	l := acquire(t, c, keys("inflight"), ttl)
 	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: interval, SelfFence: true, StopBudget: budget})).To(Succeed())
 
-	px.HoldReplies()
-	// Up to the renewal, which goes out and whose answer is held. Stepped, so
-	// that a step never lands before the keeper has planned the lease.
-	stepUntil(t, k, clk, 100*time.Millisecond, 2*interval, func() bool {
-		return !clk.Now().Before(l.SentAt.Add(interval)) && k.InFlight() > 0
-	})
-	// The process is stopped for longer than the rest of the lease's
-	// self-fence deadline; the new leader renews the same token meanwhile.
-	g.Expect(srv.Client(t).PExpire(context.Background(), l.Keys.Lock, ttl).Err()).To(Succeed())
-	clk.Step(ttl - budget)
-	px.UnholdReplies()
-	var reports []lockclient.ReportKind
-	collect := func() {
-		for {
-			select {
-			case r := <-k.Reports():
-				reports = append(reports, r.Kind)
-			default:
-				return
-			}
-		}
-	}
-	stepUntil(t, k, clk, 100*time.Millisecond, 2*time.Second, func() bool {
-		collect()
-		st, _ := k.Get(l.Token)
-		return st.LastRenewed.After(l.SentAt.Add(interval)) || slices.Contains(reports, lockclient.ReportDeadlineReached)
-	})
-	collect()
-	g.Expect(reports).NotTo(ContainElement(lockclient.ReportDeadlineReached), "no stop of a run the store confirms")
-	st, _ := k.Get(l.Token)
-	g.Expect(st.DeadlineReached).To(BeFalse())
-	g.Expect(st.LastRenewed).To(BeTemporally(">", l.SentAt.Add(interval)), "a renewal sent after the wake answered")
-}
-
-// TestKeeperARenewalThatFailsAcrossAPauseDoesNotStopAHealthyRun: a renewal
-// sent just before the process was paused fails after it (its call timed out
-// during the pause, its connection was reset). The failure is as old as the
-// pause and says nothing about the store now: the keeper renews again at once,
-// not after its usual retry delay, which would fall after the 0.5 s a renewal
-// gets to answer after a wake.
-func TestKeeperARenewalThatFailsAcrossAPauseDoesNotStopAHealthyRun(t *testing.T) {
-	const ttl, interval, budget = 30 * time.Second, 10 * time.Second, 12 * time.Second
-	g := NewWithT(t)
-	srv := redisserver.Start(t)
-	px := tcpproxy.Start(t, srv.Addr())
-	clk := clocktesting.NewFakeClock(time.Now())
-	// The call timeout is real time: it runs out while the fake clock stands.
-	c := dialConfig(t, lockclient.Config{URL: "redis://" + px.Addr(), Timeout: time.Second}, lockclient.WithClock(clk))
-	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
-	startKeeper(t, k)
-	l := acquire(t, c, keys("failed-inflight"), ttl)
-	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: interval, SelfFence: true, StopBudget: budget})).To(Succeed())
-
-	// The renewal goes out on the connection open now; its answer never
-	// comes, and the call times out (by the real clock) after the pause.
-	px.LoseOpenReplies()
+	fault(px)
 	stepUntil(t, k, clk, 100*time.Millisecond, 2*interval, func() bool {
 		return !clk.Now().Before(l.SentAt.Add(interval)) && k.InFlight() > 0
 	})
 	g.Expect(srv.Client(t).PExpire(context.Background(), l.Keys.Lock, ttl).Err()).To(Succeed()) // the new leader renews
 	clk.Step(ttl - budget)                                                                      // the pause
+	if wake != nil {
+		wake(px)
+	}
 	var reports []lockclient.ReportKind
 	stepUntil(t, k, clk, 100*time.Millisecond, 2*time.Second, func() bool {
-		for {
-			select {
-			case r := <-k.Reports():
-				reports = append(reports, r.Kind)
-				continue
-			default:
-			}
-			break
-		}
+		reports = append(reports, queuedReports(k)...)
 		st, _ := k.Get(l.Token)
 		return st.LastRenewed.After(l.SentAt.Add(interval)) || st.DeadlineReached
 	})
+	reports = append(reports, queuedReports(k)...)
 	g.Expect(reports).NotTo(ContainElement(lockclient.ReportDeadlineReached), "no stop of a run the store confirms")
 	st, _ := k.Get(l.Token)
 	g.Expect(st.DeadlineReached).To(BeFalse())
@@ -135,7 +96,7 @@ func TestKeeperTellsItsPauseHookBeforeItRenews(t *testing.T) {
 	ctx := context.Background()
 	l := acquire(t, c, keys("hook"), 30*time.Second)
 	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: 10 * time.Second, ReacquireIfAbsent: true})).To(Succeed())
-	g.Eventually(clk.HasWaiters).Should(BeTrue())
+	g.Eventually(planned(k, clk)).Should(BeTrue())
 	g.Expect(srv.Client(t).Del(ctx, l.Keys.Lock).Err()).To(Succeed()) // released by a new leader
 	clk.Step(25 * time.Second)                                        // the renewal, 15 s late
 	g.Eventually(pausedAt.Load).ShouldNot(BeNil())
@@ -162,7 +123,7 @@ func TestKeeperTakesAKeyBackOnlyWhileItsGateAllows(t *testing.T) {
 	leading.Store(true)
 	l := acquire(t, c, keys("gate"), 30*time.Second)
 	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: 10 * time.Second, ReacquireIfAbsent: true})).To(Succeed())
-	g.Eventually(clk.HasWaiters).Should(BeTrue())
+	g.Eventually(planned(k, clk)).Should(BeTrue())
 	g.Expect(rdb.Del(ctx, l.Keys.Lock).Err()).To(Succeed()) // Redis lost it
 	stepUntil(t, k, clk, time.Second, 11*time.Second, func() bool { return rdb.Get(ctx, l.Keys.Lock).Val() == l.Token })
 	st, _ := k.Get(l.Token)

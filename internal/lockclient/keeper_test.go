@@ -61,6 +61,27 @@ func stepUntil(t testing.TB, k *lockclient.Keeper, clk *clocktesting.FakeClock, 
 	}
 }
 
+// planned says whether the keeper has planned after everything it was told and
+// waits on a timer of clk: a step of clk taken then cannot land before the
+// keeper has planned.
+func planned(k *lockclient.Keeper, clk *clocktesting.FakeClock) func() bool {
+	return func() bool { return clk.HasWaiters() && k.Settled() }
+}
+
+// queuedReports returns the kinds of the reports the keeper has queued, without
+// waiting for more.
+func queuedReports(k *lockclient.Keeper) []lockclient.ReportKind {
+	var kinds []lockclient.ReportKind
+	for {
+		select {
+		case r := <-k.Reports():
+			kinds = append(kinds, r.Kind)
+		default:
+			return kinds
+		}
+	}
+}
+
 func acquire(t testing.TB, c *lockclient.Client, k lockclient.Keys, ttl time.Duration) lockclient.Lease {
 	t.Helper()
 	l, err := c.Acquire(context.Background(), acquireReq(k, token(t, "job"), ttl))
@@ -107,7 +128,7 @@ func TestKeeperReportsATheftWithinOneRenewInterval(t *testing.T) {
 	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, Owner: "ns/gj", RenewInterval: 10 * time.Second})).To(Succeed())
 	g.Expect(srv.Client(t).Set(ctx, l.Keys.Lock, "thief/ns/other#1", 0).Err()).To(Succeed())
 
-	g.Eventually(clk.HasWaiters).Should(BeTrue())
+	g.Eventually(planned(k, clk)).Should(BeTrue())
 	clk.Step(10 * time.Second) // one renew interval
 	r := nextReport(t, k, 10*time.Second)
 	g.Expect(r).To(Equal(lockclient.Report{Token: l.Token, Owner: "ns/gj", Kind: lockclient.ReportLost}))
@@ -233,7 +254,7 @@ func TestKeeperRenewsAThousandLeasesInOnePipeline(t *testing.T) {
 	}
 	rec := record(c)
 	startKeeper(t, k)
-	g.Eventually(clk.HasWaiters).Should(BeTrue())
+	g.Eventually(planned(k, clk)).Should(BeTrue())
 	clk.Step(10 * time.Second)
 	g.Eventually(func() time.Time {
 		oldest := clk.Now()
@@ -270,7 +291,7 @@ func TestKeeperReloadsScriptsAfterARedisRestartInsteadOfCallingTheLeaseLost(t *t
 	srv.Restart(t)
 	g.Expect(srv.Client(t).Set(ctx, l.Keys.Lock, l.Token, 12*time.Second).Err()).To(Succeed())
 
-	g.Eventually(clk.HasWaiters).Should(BeTrue())
+	g.Eventually(planned(k, clk)).Should(BeTrue())
 	clk.Step(10 * time.Second)
 	g.Eventually(func() time.Time { st, _ := k.Get(l.Token); return st.LastRenewed }).Should(Equal(clk.Now()))
 	st, _ := k.Get(l.Token)
@@ -296,7 +317,7 @@ func TestKeeperReacquiresAnAbsentKeyWithTheSameTokenWhenAsked(t *testing.T) {
 	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: 10 * time.Second, ReacquireIfAbsent: true})).To(Succeed())
 	srv.Restart(t) // empty
 
-	g.Eventually(clk.HasWaiters).Should(BeTrue())
+	g.Eventually(planned(k, clk)).Should(BeTrue())
 	clk.Step(10 * time.Second)
 	r := nextReport(t, k, 10*time.Second)
 	g.Expect(r.Kind).To(Equal(lockclient.ReportReacquired))
@@ -358,7 +379,7 @@ func TestKeeperNeverBlocksOnAConsumerThatDoesNotRead(t *testing.T) {
 	g.Expect(k.Track(lockclient.TrackRequest{Lease: survivor, RenewInterval: 10 * time.Second})).To(Succeed())
 
 	for round := 1; round <= 3; round++ {
-		g.Eventually(clk.HasWaiters).Should(BeTrue())
+		g.Eventually(planned(k, clk)).Should(BeTrue())
 		clk.Step(10 * time.Second)
 		g.Eventually(func() time.Time { st, _ := k.Get(survivor.Token); return st.LastRenewed }).Should(Equal(clk.Now()))
 	}
