@@ -9,6 +9,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 )
 
 // The lease ledger (status.leases) is the one record of whose a token in the
@@ -134,12 +135,7 @@ func leaseGoneAt(l batchv1alpha1.LeaseRecord) time.Time {
 
 // ledgerRecord returns the ledger's record of a holder, or nil.
 func ledgerRecord(gj *batchv1alpha1.GuardedJob, holder string) *batchv1alpha1.LeaseRecord {
-	for i := range gj.Status.Leases {
-		if gj.Status.Leases[i].Holder == holder {
-			return &gj.Status.Leases[i]
-		}
-	}
-	return nil
+	return runcore.LedgerRecord(gj.Status.Leases, holder)
 }
 
 // ledgerSays describes what the ledger knows of a holder, for a message, or "".

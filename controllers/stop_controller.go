@@ -306,16 +306,18 @@ func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.Guarde
 			}
 			u.DeliverOwner(runcore.OwnerView{Found: err == nil, UID: string(fresh.UID),
 				Claims: err == nil && runByName(fresh, job.Name) != nil, InShard: err == nil && inShard(r.Selector, fresh)})
+			continue
 		case runcore.ReadJob:
 			err := r.readLive(ctx, job)
 			if err != nil && !apierrors.IsNotFound(err) {
 				return ctrl.Result{}, err
 			}
-			view := runcore.JobView{}
-			if err == nil {
-				view = unclaimedJobView(fresh, job)
-			}
-			u.DeliverJob(view)
+			_, finished := jobFinished(job)
+			u.DeliverJob(runcore.JobView{Found: err == nil, Finished: err == nil && finished})
+			continue
+		}
+		ctrl.LoggerFrom(ctx).V(1).Info("step", "step", runcore.StopUnclaimed, "job", job.Name, "decision", action, "why", why)
+		switch action {
 		case runcore.StopOrphan:
 			return r.stopOrphan(ctx, job, why)
 		case runcore.Stop:
@@ -334,7 +336,8 @@ func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.Guarde
 	}
 }
 
-// unclaimedJobView is what step stop_unclaimed needs of a Job of gj.
+// unclaimedJobView is what step stop_unclaimed needs of a Job of gj as the cache
+// shows it.
 func unclaimedJobView(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) runcore.JobView {
 	_, finished := jobFinished(job)
 	var owner string

@@ -298,8 +298,8 @@ var mutants = []mutant{
 		name: "adoptable-ignores-ledger",
 		bug:  "adoption ignores the lease ledger: the Job of a run status records as released is adopted when its key still holds its token",
 		file: "internal/runcore/adopt.go",
-		find: "leases[i].Holder == holder && leases[i].State != batchv1alpha1.LeaseLive",
-		repl: "leases[i].Holder == holder && false",
+		find: "rec != nil && rec.State != batchv1alpha1.LeaseLive {\n\t\treturn \"status.leases records its lease as \"",
+		repl: "rec != nil && false {\n\t\treturn \"status.leases records its lease as \"",
 		catchers: []catcher{
 			{"./internal/runcore/", []string{"TestAdoptableOnlyWhileTheKeyHoldsTheTokenMintedForThisVeryJob"}},
 		},

@@ -35,10 +35,19 @@ func Adoptable(leases []batchv1alpha1.LeaseRecord, run *batchv1alpha1.ActiveRun,
 	if run.Fence > 0 && key.Fence != run.Fence {
 		return fmt.Sprintf("the fence counter %s is at %d, not at the Job's fence %d: the key was acquired again since", run.FenceKey, key.Fence, run.Fence)
 	}
-	for i := range leases {
-		if leases[i].Holder == holder && leases[i].State != batchv1alpha1.LeaseLive {
-			return "status.leases records its lease as " + string(leases[i].State)
-		}
+	if rec := LedgerRecord(leases, holder); rec != nil && rec.State != batchv1alpha1.LeaseLive {
+		return "status.leases records its lease as " + string(rec.State)
 	}
 	return ""
+}
+
+// LedgerRecord returns the record of a holder in the lease ledger
+// (status.leases), or nil.
+func LedgerRecord(leases []batchv1alpha1.LeaseRecord, holder string) *batchv1alpha1.LeaseRecord {
+	for i := range leases {
+		if leases[i].Holder == holder {
+			return &leases[i]
+		}
+	}
+	return nil
 }

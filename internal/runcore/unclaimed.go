@@ -51,6 +51,10 @@ const (
 	Stop
 )
 
+func (a UnclaimedAction) String() string {
+	return [...]string{"ReadOwner", "ReadJob", "Leave", "StopOrphan", "Stop"}[a]
+}
+
 // Unclaimed walks step stop_unclaimed for one Job. Start it with the Job and
 // its GuardedJob as the cache has them, then do what Next says and deliver its
 // answer, until Next returns Leave, StopOrphan or Stop.
@@ -93,9 +97,6 @@ func (u *Unclaimed) Next() (UnclaimedAction, string) {
 	}
 	return ReadJob, ""
 }
-
-// Step returns the model step this judgement is.
-func (u *Unclaimed) Step() Step { return StopUnclaimed }
 
 // DeliverOwner applies a read of the GuardedJob.
 func (u *Unclaimed) DeliverOwner(o OwnerView) {

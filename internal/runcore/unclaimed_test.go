@@ -22,25 +22,28 @@ func judge(t *testing.T, cached runcore.JobView, w world) (runcore.UnclaimedActi
 		action, why := u.Next()
 		switch action {
 		case runcore.ReadOwner:
-			if len(w.owners) == 0 {
-				t.Fatalf("an unexpected read of the GuardedJob after %v", reads)
-			}
 			reads = append(reads, "owner")
-			u.DeliverOwner(w.owners[0])
-			w.owners = w.owners[1:]
+			u.DeliverOwner(answer(t, &w.owners, reads))
 		case runcore.ReadJob:
-			if len(w.jobs) == 0 {
-				t.Fatalf("an unexpected read of the Job after %v", reads)
-			}
 			reads = append(reads, "job")
-			u.DeliverJob(w.jobs[0])
-			w.jobs = w.jobs[1:]
+			u.DeliverJob(answer(t, &w.jobs, reads))
 		default:
 			return action, why, reads
 		}
 	}
 	t.Fatalf("no decision after %v", reads)
 	return 0, "", nil
+}
+
+// answer takes the next of the scripted answers to a read.
+func answer[T any](t *testing.T, answers *[]T, reads []string) T {
+	t.Helper()
+	if len(*answers) == 0 {
+		t.Fatalf("an unexpected read: %v", reads)
+	}
+	a := (*answers)[0]
+	*answers = (*answers)[1:]
+	return a
 }
 
 func TestUnclaimedStopsOnlyAJobNoReadShowsClaimedOrFinished(t *testing.T) {
@@ -87,7 +90,7 @@ func TestUnclaimedStopsOnlyAJobNoReadShowsClaimedOrFinished(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			got, why, reads := judge(t, c.cached, c.w)
 			if got != c.want || len(reads) != c.reads {
-				t.Errorf("decision %d (%s) after reads %v; want %d after %d reads", got, why, reads, c.want, c.reads)
+				t.Errorf("decision %s (%s) after reads %v; want %s after %d reads", got, why, reads, c.want, c.reads)
 			}
 			if got != runcore.ReadOwner && got != runcore.ReadJob && why == "" {
 				t.Errorf("a decision without a reason")
