@@ -27,8 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
-	"github.com/guardedjob/guardedjob/internal/jobbuild"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runtoken"
 )
 
 // waitRenewal waits until the manager has just renewed key: its PTTL, having
@@ -259,7 +259,7 @@ func (h *harness) leftRun(gj *batchv1alpha1.GuardedJob, cluster string, schedule
 	random, err := lockclient.NewRandom()
 	h.g.Expect(err).NotTo(HaveOccurred())
 	cur := h.get(gj)
-	name := jobbuild.Name(gj.Name, scheduled, random)
+	name := runtoken.JobName(gj.Name, scheduled, random)
 	holder := lockclient.FormatHolder(cluster, gj.Namespace, name)
 	run := batchv1alpha1.ActiveRun{
 		JobName: name, Phase: batchv1alpha1.RunPhaseAcquiring, ScheduledTime: metav1.NewTime(scheduled),

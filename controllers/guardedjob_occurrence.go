@@ -103,7 +103,7 @@ func (r *GuardedJobReconciler) peerOccurrence(gj *batchv1alpha1.GuardedJob, spec
 
 // peerRunMinutes parses a holder as a run of the GuardedJob named name in a
 // cluster other than this one's, and returns the Unix minutes of its occurrence
-// (from its Job name, jobbuild.Name).
+// (from its Job name, runtoken.JobName).
 func peerRunMinutes(name, holder, clusterName string) (int64, bool) {
 	cluster, _, job, ok := lockclient.SplitHolder(holder)
 	if !ok || cluster == clusterName {

@@ -14,6 +14,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/jobbuild"
+	"github.com/guardedjob/guardedjob/internal/runtoken"
 )
 
 // Stories of input a tenant can write: a Job of its own making, or an
@@ -52,7 +53,7 @@ func TestUntrusted_ATenantsJobNamingAnotherNamespacesKeyNeverMakesTheManagerRead
 	store := h.redis.Monitor(t)
 
 	scheduled := time.Now().Truncate(time.Minute)
-	name := jobbuild.Name(gj.Name, scheduled, "abcdef")
+	name := runtoken.JobName(gj.Name, scheduled, "abcdef")
 	forged := h.forgedJob(gj, batchv1alpha1.ActiveRun{
 		JobName: name, ScheduledTime: metav1.Time{Time: scheduled}, Key: victim, OccurrenceKey: victim + ":done", FenceKey: victim + ":fence",
 		Holder: "cluster-a/" + h.ns + "/" + name, Cluster: "cluster-a", OwnerUID: gj.UID, Fence: 1,

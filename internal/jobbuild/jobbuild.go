@@ -16,7 +16,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
-	"github.com/guardedjob/guardedjob/internal/runtoken"
 )
 
 // Build returns the Job of an active run, and warnings for the object's events.
@@ -183,14 +182,6 @@ func Gated(job *batchv1.Job) bool {
 type Warning struct {
 	Reason  string
 	Message string
-}
-
-// Name returns the name of the Job of a run of gjName at scheduled:
-// "<gjName>-<scheduled Unix minutes>-<first 6 characters of random>". random is the
-// run's lower-case hex random part. With gjName at most 45 characters the name fits
-// the 63 characters of a label value (the Job controller labels Pods with it).
-func Name(gjName string, scheduled time.Time, random string) string {
-	return runtoken.JobName(gjName, scheduled, random)
 }
 
 // setEnv sets name=value on c, replacing a variable of that name.

@@ -8,7 +8,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -156,37 +155,4 @@ func TestJobBuilderPolicies(t *testing.T) {
 			NewWithT(t).Expect(obj).To(Equal(before), "the GuardedJob is not modified")
 		})
 	}
-}
-
-func TestJobName(t *testing.T) {
-	scheduled := time.Date(2026, 11, 29, 16, 5, 0, 0, time.UTC) // Unix 1795968300
-	tests := []struct {
-		name   string
-		gj     string
-		random string
-		want   string
-	}{
-		{name: "name, scheduled Unix minutes and 6 characters of the random part",
-			gj: "daily-settlement", random: "5f3a9c0b1d2e", want: "daily-settlement-29932805-5f3a9c"},
-		{name: "a short random part is used whole", gj: "a", random: "ab", want: "a-29932805-ab"},
-		{name: "the longest allowed name still fits a label value", gj: "a23456789-123456789-123456789-123456789-12345",
-			random: "0123456789abcdef", want: "a23456789-123456789-123456789-123456789-12345-29932805-012345"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			g := NewWithT(t)
-			got := Name(tt.gj, scheduled, tt.random)
-			g.Expect(got).To(Equal(tt.want))
-			g.Expect(len(got)).To(BeNumerically("<=", 63))
-			g.Expect(validation.IsDNS1123Label(got)).To(BeEmpty())
-		})
-	}
-}
-
-func TestJobNameIsTheSameInEveryZone(t *testing.T) {
-	g := NewWithT(t)
-	taipei, err := time.LoadLocation("Asia/Taipei")
-	g.Expect(err).NotTo(HaveOccurred())
-	utc := time.Date(2026, 11, 29, 16, 5, 0, 0, time.UTC)
-	g.Expect(Name("gj", utc.In(taipei), "abcdef")).To(Equal(Name("gj", utc, "abcdef")))
 }

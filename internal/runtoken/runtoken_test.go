@@ -6,8 +6,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 )
 
 func TestMintedForRecognisesOnlyItsOwnRun(t *testing.T) {
@@ -15,7 +16,7 @@ func TestMintedForRecognisesOnlyItsOwnRun(t *testing.T) {
 	run := Run{Cluster: "cluster-a", Namespace: "payments", Name: "settle", UID: "uid-1", Occurrence: time.Date(2026, 11, 30, 0, 5, 0, 0, time.UTC)}
 	token, job, err := Mint(run)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(lockclient.HolderOf(token)).To(Equal("cluster-a/payments/" + job))
+	g.Expect(leasetoken.HolderOf(token)).To(Equal("cluster-a/payments/" + job))
 	g.Expect(job).To(MatchRegexp(`^settle-29933285-[0-9a-f]{6}$`))
 	got, ok := MintedFor(token, run)
 	g.Expect(ok).To(BeTrue())
@@ -35,13 +36,46 @@ func TestMintedForRecognisesOnlyItsOwnRun(t *testing.T) {
 		g.Expect(ok).To(BeFalse(), name)
 	}
 	for name, bad := range map[string]string{
-		"no random part":                       lockclient.HolderOf(token),
+		"no random part":                       leasetoken.HolderOf(token),
 		"a foreign value":                      "some-service-instance-7",
-		"a token of the old kind (all random)": lockclient.HolderOf(token) + "#0123456789abcdef0123456789abcdef",
+		"a token of the old kind (all random)": leasetoken.HolderOf(token) + "#0123456789abcdef0123456789abcdef",
 		"another holder":                       strings.Replace(token, "cluster-a/", "cluster-a2/", 1),
 		"not hex":                              token[:len(token)-32] + "zz" + token[len(token)-30:],
 	} {
 		_, ok := MintedFor(bad, run)
 		g.Expect(ok).To(BeFalse(), name)
 	}
+}
+
+func TestJobName(t *testing.T) {
+	scheduled := time.Date(2026, 11, 29, 16, 5, 0, 0, time.UTC) // Unix 1795968300
+	tests := []struct {
+		name   string
+		gj     string
+		random string
+		want   string
+	}{
+		{name: "name, scheduled Unix minutes and 6 characters of the random part",
+			gj: "daily-settlement", random: "5f3a9c0b1d2e", want: "daily-settlement-29932805-5f3a9c"},
+		{name: "a short random part is used whole", gj: "a", random: "ab", want: "a-29932805-ab"},
+		{name: "the longest allowed name still fits a label value", gj: "a23456789-123456789-123456789-123456789-12345",
+			random: "0123456789abcdef", want: "a23456789-123456789-123456789-123456789-12345-29932805-012345"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			got := JobName(tt.gj, scheduled, tt.random)
+			g.Expect(got).To(Equal(tt.want))
+			g.Expect(len(got)).To(BeNumerically("<=", 63))
+			g.Expect(validation.IsDNS1123Label(got)).To(BeEmpty())
+		})
+	}
+}
+
+func TestJobNameIsTheSameInEveryZone(t *testing.T) {
+	g := NewWithT(t)
+	taipei, err := time.LoadLocation("Asia/Taipei")
+	g.Expect(err).NotTo(HaveOccurred())
+	utc := time.Date(2026, 11, 29, 16, 5, 0, 0, time.UTC)
+	g.Expect(JobName("gj", utc.In(taipei), "abcdef")).To(Equal(JobName("gj", utc, "abcdef")))
 }
