@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/guardedjob/guardedjob/bench"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 )
@@ -284,11 +285,11 @@ func newOursRenew(b *testing.B, c *lockclient.Client, prefix string) cycle {
 
 // token mints a token in the operator's format.
 func token(b *testing.B) string {
-	r, err := lockclient.NewRandom()
+	r, err := leasetoken.NewRandom()
 	if err != nil {
 		b.Fatal(err)
 	}
-	return lockclient.FormatToken(lockclient.FormatHolder("bench", "ns", "job"), r)
+	return leasetoken.Format(leasetoken.FormatHolder("bench", "ns", "job"), r)
 }
 
 func TestEveryCaseHasABenchmark(t *testing.T) {

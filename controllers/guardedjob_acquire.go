@@ -12,6 +12,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/leadership"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/runtoken"
 	"github.com/guardedjob/guardedjob/internal/schedule"
@@ -136,7 +137,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 
 	case errors.As(err, &busy):
 		setStoreReachable(gj, nil, s.now)
-		holder := lockclient.HolderOf(busy.Holder)
+		holder := leasetoken.HolderOf(busy.Holder)
 		setLock(gj, batchv1alpha1.LockStateBusy, run.Key, holder, 0)
 		msg := fmt.Sprintf("lock %s is held by %s, expires in %s", run.Key, holder, busy.TTL.Round(time.Second))
 		if ledgerNote == "" {
@@ -161,7 +162,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 
 	case errors.As(err, &done):
 		setStoreReachable(gj, nil, s.now)
-		holder := lockclient.HolderOf(done.By)
+		holder := leasetoken.HolderOf(done.By)
 		msg := fmt.Sprintf("occurrence %s already done by %s", run.OccurrenceKey, holder)
 		// The script released the key if this run held it (a retried call).
 		r.Keeper.Untrack(run.Token)
@@ -254,7 +255,7 @@ func (r *GuardedJobReconciler) takeUpOrphan(ctx context.Context, s *scope, run *
 	if !r.Identity.Settled() {
 		return false, "a token minted under this cluster's name, taken up only once this manager's identity heartbeat has shown for a few beats that no other manager claims that name", nil
 	}
-	holder := lockclient.HolderOf(value)
+	holder := leasetoken.HolderOf(value)
 	for i := range s.gj.Status.Active {
 		if s.gj.Status.Active[i].Token == value || s.gj.Status.Active[i].JobName == jobName {
 			return false, "the lease of this GuardedJob's active run " + jobName, nil

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/runtoken"
 )
@@ -256,15 +257,15 @@ func jobFinalizers(job *batchv1.Job) ([]string, error) {
 // Running, no Job yet). The manager must not be running. It returns the run.
 func (h *harness) leftRun(gj *batchv1alpha1.GuardedJob, cluster string, scheduled time.Time, fence int64) batchv1alpha1.ActiveRun {
 	h.t.Helper()
-	random, err := lockclient.NewRandom()
+	random, err := leasetoken.NewRandom()
 	h.g.Expect(err).NotTo(HaveOccurred())
 	cur := h.get(gj)
 	name := runtoken.JobName(gj.Name, scheduled, random)
-	holder := lockclient.FormatHolder(cluster, gj.Namespace, name)
+	holder := leasetoken.FormatHolder(cluster, gj.Namespace, name)
 	run := batchv1alpha1.ActiveRun{
 		JobName: name, Phase: batchv1alpha1.RunPhaseAcquiring, ScheduledTime: metav1.NewTime(scheduled),
 		Key: gj.Spec.Lock.Key, OccurrenceKey: fmt.Sprintf("%s:done:%d", gj.Spec.Lock.Key, scheduled.Unix()), FenceKey: gj.Spec.Lock.Key + ":fence",
-		Holder: holder, Token: lockclient.FormatToken(holder, random), Cluster: cluster, OwnerUID: cur.UID,
+		Holder: holder, Token: leasetoken.Format(holder, random), Cluster: cluster, OwnerUID: cur.UID,
 		TTL: metav1.Duration{Duration: gj.Spec.Lock.TTLOrDefault()}, RenewInterval: metav1.Duration{Duration: gj.Spec.Lock.RenewIntervalOrDefault()},
 		MaxHold: metav1.Duration{Duration: gj.Spec.Lock.MaxHoldOrDefault()}, EnvName: "GUARDEDJOB_FENCE",
 		FencingPolicy: batchv1alpha1.FencingInject, StoreFailurePolicy: batchv1alpha1.FailClosed,

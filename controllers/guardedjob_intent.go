@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
-	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/runtoken"
 	"github.com/guardedjob/guardedjob/internal/schedule"
 	"github.com/guardedjob/guardedjob/internal/specerror"
@@ -186,7 +186,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 		return err
 	}
 	run.JobName, run.Phase = jobName, batchv1alpha1.RunPhaseAcquiring
-	run.Holder, run.Token = lockclient.HolderOf(token), token
+	run.Holder, run.Token = leasetoken.HolderOf(token), token
 	run.StartDeadline = &metav1.Time{Time: due.Add(gj.Spec.StartingDeadline())}
 	run.Backfill, run.Parameters = extras.backfill, extras.parameters
 	gj.Status.Active = append(gj.Status.Active, run)

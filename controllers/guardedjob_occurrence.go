@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
@@ -105,7 +106,7 @@ func (r *GuardedJobReconciler) peerOccurrence(gj *batchv1alpha1.GuardedJob, spec
 // cluster other than this one's, and returns the Unix minutes of its occurrence
 // (from its Job name, runtoken.JobName).
 func peerRunMinutes(name, holder, clusterName string) (int64, bool) {
-	cluster, _, job, ok := lockclient.SplitHolder(holder)
+	cluster, _, job, ok := leasetoken.SplitHolder(holder)
 	if !ok || cluster == clusterName {
 		return 0, false
 	}
@@ -142,12 +143,12 @@ func (r *GuardedJobReconciler) watchOccurrence(ctx context.Context, s *scope, sp
 	case err != nil:
 		s.requeueAfter(storeRetry)
 	case st.Done != "":
-		by := lockclient.HolderOf(st.Done)
+		by := leasetoken.HolderOf(st.Done)
 		setOccurrenceDone(gj, w.scheduled, by, s.now)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.OccurrenceDoneElsewhereReason,
 			"Occurrence %s was done by %s (done-marker %s); run %s had found lock %s held by it",
 			w.scheduled.UTC().Format(time.RFC3339), by, w.marker, lr.JobName, lr.Key)
-	case lockclient.HolderOf(st.Holder) == lr.HeldBy:
+	case leasetoken.HolderOf(st.Holder) == lr.HeldBy:
 		ttl := gj.Spec.Lock.TTLOrDefault()
 		wait := st.TTL
 		if wait <= 0 || wait > ttl {
@@ -165,7 +166,7 @@ func (r *GuardedJobReconciler) countDoneElsewhere(s *scope) {
 	if done == nil || equality.Semantic.DeepEqual(done, s.orig.Status.LastOccurrenceDone) {
 		return
 	}
-	if cluster, _, _, ok := lockclient.SplitHolder(done.By); ok && cluster == r.ClusterName {
+	if cluster, _, _, ok := leasetoken.SplitHolder(done.By); ok && cluster == r.ClusterName {
 		return
 	}
 	if lr := s.gj.Status.LastRun; lr == nil || lr.Result != batchv1alpha1.RunResultBusy {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
@@ -70,7 +71,7 @@ func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batch
 		// Someone else holds the key now or it expired: nothing of ours to delete.
 		if result == batchv1alpha1.RunResultSucceeded && nh.Holder != "" {
 			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.LockLostReason,
-				"Job %s completed, but lock %s is held by %s: the done-marker was not written", run.JobName, run.Key, lockclient.HolderOf(nh.Holder))
+				"Job %s completed, but lock %s is held by %s: the done-marker was not written", run.JobName, run.Key, leasetoken.HolderOf(nh.Holder))
 		}
 	case errors.Is(err, lockclient.ErrStore):
 		setStoreReachable(gj, err, s.now)

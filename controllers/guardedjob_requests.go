@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/specerror"
 )
@@ -148,7 +149,7 @@ func (r *GuardedJobReconciler) answerInspect(ctx context.Context, s *scope, valu
 			Lock:          batchv1alpha1.StoreLockView{Key: t.keys.Lock},
 		}
 		if st.Holder != "" {
-			entry.Lock.Holder = lockclient.HolderOf(st.Holder)
+			entry.Lock.Holder = leasetoken.HolderOf(st.Holder)
 			entry.Lock.Whose = r.whose(gj, st.Holder)
 			if st.TTL > 0 {
 				// Rounded up: the key never expires before the time shown.
@@ -161,7 +162,7 @@ func (r *GuardedJobReconciler) answerInspect(ctx context.Context, s *scope, valu
 			entry.Fence = &batchv1alpha1.StoreFenceView{Key: t.keys.Fence, Value: st.Fence}
 		}
 		if t.keys.Occurrence != "" {
-			entry.DoneMarker = &batchv1alpha1.StoreDoneMarkerView{Key: t.keys.Occurrence, Holder: lockclient.HolderOf(st.Done)}
+			entry.DoneMarker = &batchv1alpha1.StoreDoneMarkerView{Key: t.keys.Occurrence, Holder: leasetoken.HolderOf(st.Done)}
 		}
 		view.Entries = append(view.Entries, entry)
 		if len(view.Entries) == 16 { // the schema's bound; more active runs than that is no tenant's view
@@ -173,13 +174,13 @@ func (r *GuardedJobReconciler) answerInspect(ctx context.Context, s *scope, valu
 
 // whose says whose a lock value is.
 func (r *GuardedJobReconciler) whose(gj *batchv1alpha1.GuardedJob, value string) batchv1alpha1.LockWhose {
-	holder := lockclient.HolderOf(value)
+	holder := leasetoken.HolderOf(value)
 	for _, run := range gj.Status.Active {
 		if run.Holder != "" && run.Holder == holder {
 			return batchv1alpha1.LockWhoseThisGuardedJob
 		}
 	}
-	cluster, _, _, ok := lockclient.ParseHolder(value)
+	cluster, _, _, ok := leasetoken.ParseHolder(value)
 	switch {
 	case !ok:
 		return batchv1alpha1.LockWhoseForeign
@@ -282,7 +283,7 @@ func (r *GuardedJobReconciler) handleUnlock(ctx context.Context, s *scope, value
 		rec.Message = fmt.Sprintf("%s %s does not exist: nothing to delete", what, rec.Key)
 	case errors.As(err, &nh):
 		rec.Result = batchv1alpha1.UnlockChanged
-		rec.FoundHolder = lockclient.HolderOf(nh.Holder)
+		rec.FoundHolder = leasetoken.HolderOf(nh.Holder)
 		rec.Message = fmt.Sprintf("%s %s is held by %s now, not by %s: nothing deleted", what, rec.Key, rec.FoundHolder, rec.Holder)
 	case errors.Is(err, lockclient.ErrStore):
 		rec.Result = batchv1alpha1.UnlockStoreUnavailable
@@ -312,11 +313,11 @@ func (r *GuardedJobReconciler) liveHolder(ctx context.Context, s *scope, holder 
 		return ledgerSays(gj, holder, s.now)
 	}
 	for _, st := range r.Keeper.Snapshot() {
-		if lockclient.HolderOf(st.Token) == holder && st.State != lockclient.StateLost {
+		if leasetoken.HolderOf(st.Token) == holder && st.State != lockclient.StateLost {
 			return fmt.Sprintf("a run whose lease this manager renews (%s)", st.Owner)
 		}
 	}
-	cluster, namespace, jobName, ok := lockclient.SplitHolder(holder)
+	cluster, namespace, jobName, ok := leasetoken.SplitHolder(holder)
 	if !ok || cluster != r.ClusterName {
 		return ""
 	}

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
-	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 )
 
 func TestAManualTriggerCreatesExactlyOneJobCarryingTheFence(t *testing.T) {
@@ -50,7 +50,7 @@ func TestAManualTriggerCreatesExactlyOneJobCarryingTheFence(t *testing.T) {
 			HaveField("Phase", batchv1alpha1.RunPhaseRunning), HaveField("Fence", int64(1)))))))
 	st := h.get(gj).Status
 	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(st.Active[0].Token))
-	g.Expect(lockclient.HolderOf(st.Active[0].Token)).To(Equal("cluster-a/" + h.ns + "/" + job.Name))
+	g.Expect(leasetoken.HolderOf(st.Active[0].Token)).To(Equal("cluster-a/" + h.ns + "/" + job.Name))
 	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElements(
 		HavePrefix("LockAcquired: Acquired lock "+key), HavePrefix("JobCreated: Created Job "+job.Name+" (fence 1)")))
 	for _, e := range h.events(gj) {

@@ -19,6 +19,7 @@ import (
 	"github.com/guardedjob/guardedjob/internal/calibration"
 	"github.com/guardedjob/guardedjob/internal/jobbuild"
 	"github.com/guardedjob/guardedjob/internal/leasetiming"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
@@ -90,7 +91,7 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 		}
 		switch {
 		case st.State == lockclient.StateLost:
-			holder := lockclient.HolderOf(st.Holder)
+			holder := leasetoken.HolderOf(st.Holder)
 			msg := "lock " + run.Key + " was lost: " + heldByOr(holder, "the key is gone")
 			return r.beginStop(s, run, batchv1alpha1.RunResultLockLost, msg, batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, holder)
 		case st.DeadlineReached:
@@ -309,7 +310,7 @@ func (r *GuardedJobReconciler) openGate(ctx context.Context, s *scope, run *batc
 	switch {
 	case errors.As(err, &nh):
 		s.recordLater = false
-		holder := lockclient.HolderOf(nh.Holder)
+		holder := leasetoken.HolderOf(nh.Holder)
 		msg := "lock " + run.Key + " was lost before the Job's Pods could start: " +
 			heldByOr(holder, "the key is gone (the run may have been completed by another manager)")
 		return r.beginStop(s, run, batchv1alpha1.RunResultLockLost, msg, batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, holder)
@@ -354,7 +355,7 @@ func (r *GuardedJobReconciler) openPodGates(ctx context.Context, s *scope, run *
 	var nh *lockclient.NotHeldError
 	switch {
 	case errors.As(err, &nh):
-		holder := lockclient.HolderOf(nh.Holder)
+		holder := leasetoken.HolderOf(nh.Holder)
 		msg := "lock " + run.Key + " was lost before the Job's Pods could be scheduled: " + heldByOr(holder, "the key is gone")
 		return r.beginStop(s, run, batchv1alpha1.RunResultLockLost, msg, batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, holder)
 	case err != nil:

@@ -18,6 +18,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/leadership"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
@@ -78,7 +79,7 @@ func NewIdentityCheck(store *lockclient.Client, clusterName, electionID string, 
 	}
 	sum := sha256.Sum256([]byte(electionID))
 	host, _ := os.Hostname()
-	random, _ := lockclient.NewRandom()
+	random, _ := leasetoken.NewRandom()
 	return &IdentityCheck{
 		store: store, interval: interval,
 		key:   identityKeyPrefix + clusterName + ":" + hex.EncodeToString(sum[:6]),

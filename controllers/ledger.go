@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
-	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/runcore"
 )
 
@@ -144,7 +144,7 @@ func ledgerSays(gj *batchv1alpha1.GuardedJob, holder string, now time.Time) stri
 	if rec == nil {
 		return ""
 	}
-	_, _, job, _ := lockclient.SplitHolder(holder)
+	_, _, job, _ := leasetoken.SplitHolder(holder)
 	switch rec.State {
 	case batchv1alpha1.LeaseLive:
 		return fmt.Sprintf("the lease of this GuardedJob's active run %s", job)

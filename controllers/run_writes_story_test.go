@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
-	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/runtoken"
 	"github.com/guardedjob/guardedjob/internal/testutil/apirecorder"
 )
@@ -99,7 +99,7 @@ func TestTwoWrites_AManagerThatDiesBetweenAcquiringAndRecordingLeavesALeaseTheNe
 	g := h.g
 	g.Expect(h.get(gj).Status.Active).To(BeEmpty(), "no status records the run")
 	g.Expect(h.jobs()).To(BeEmpty())
-	g.Expect(lockclient.HolderOf(token)).To(HavePrefix("cluster-a/" + h.ns + "/orphan-"))
+	g.Expect(leasetoken.HolderOf(token)).To(HavePrefix("cluster-a/" + h.ns + "/orphan-"))
 
 	h.intercept = nil
 	h.start()
@@ -144,7 +144,7 @@ func TestTwoWrites_ALeaseMintedForAnotherObjectOrClusterIsNeverTakenUp(t *testin
 			g.Expect(h.rdb.Set(ctx, key, foreign, time.Minute).Err()).To(Succeed())
 			h.trigger(gj)
 			g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
-				HaveField("Result", batchv1alpha1.RunResultBusy), HaveField("HeldBy", lockclient.HolderOf(foreign))))
+				HaveField("Result", batchv1alpha1.RunResultBusy), HaveField("HeldBy", leasetoken.HolderOf(foreign))))
 			g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(foreign), "the other holder's key is untouched")
 			for _, j := range h.jobs() {
 				g.Expect(j.Labels[batchv1alpha1.GuardedJobLabel]).NotTo(Equal(name))

@@ -10,7 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/podguard"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 	"github.com/guardedjob/guardedjob/internal/testutil/tcpproxy"
@@ -107,7 +107,7 @@ func TestALostLeaseStopsTheWorkload(t *testing.T) {
 				return []string{sc.token, other}
 			},
 			message: func(sc *scene, other string) string {
-				return "lease payments:settlement is held by " + lockclient.HolderOf(other) + ", not by this run (" + lockclient.HolderOf(sc.token) + ")"
+				return "lease payments:settlement is held by " + leasetoken.HolderOf(other) + ", not by this run (" + leasetoken.HolderOf(sc.token) + ")"
 			},
 		},
 		"the key was deleted": {
@@ -286,7 +286,7 @@ func TestALeaseLostBeforeThePodStartedKeepsTheWorkloadFromStarting(t *testing.T)
 	g.Expect(guard.exitCode()).To(Equal(podguard.ExitLost), guard.log())
 	code, _ := gs.probe(t)
 	g.Expect(code).To(Equal(1))
-	g.Expect(gs.terminationMessage(t)).To(HavePrefix("lease payments:settlement is held by " + lockclient.HolderOf(other)))
+	g.Expect(gs.terminationMessage(t)).To(HavePrefix("lease payments:settlement is held by " + leasetoken.HolderOf(other)))
 }
 
 // The manager stops renewing (it died, or lost Redis while the node lost the

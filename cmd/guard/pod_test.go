@@ -22,7 +22,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/podguard"
 	"github.com/guardedjob/guardedjob/internal/testutil/bins"
 )
@@ -322,7 +322,7 @@ func newGuardSetupIn(t *testing.T, mkdir func() string, addr, key, token string)
 	gs.msgPath = filepath.Join(mkdir(), "termination-log")
 	writeStore(t, gs.storeDir, map[string]string{"url": "redis://" + addr})
 	gs.settings = podguard.Settings{
-		Key: key, Holder: lockclient.HolderOf(token), TokenSHA256: podguard.TokenSHA256(token),
+		Key: key, Holder: leasetoken.HolderOf(token), TokenSHA256: podguard.TokenSHA256(token),
 		Interval: testInterval, Grace: testGrace, Margin: testMargin,
 		StoreDir: gs.storeDir, StateDir: gs.stateDir, TerminationMessagePath: gs.msgPath,
 	}
@@ -493,11 +493,11 @@ func execCalls(t *testing.T, rdb *redis.Client) int {
 // newToken returns a token in the contract's format.
 func newToken(t *testing.T, job string) string {
 	t.Helper()
-	r, err := lockclient.NewRandom()
+	r, err := leasetoken.NewRandom()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return lockclient.FormatToken(lockclient.FormatHolder("cluster-a", "payments", job), r)
+	return leasetoken.Format(leasetoken.FormatHolder("cluster-a", "payments", job), r)
 }
 
 // randomPart is the part of a token that must never leave status.

@@ -13,6 +13,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/clustername"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/storeconfig"
 )
@@ -167,7 +168,7 @@ func directView(ctx context.Context, st *stores, cluster string, gj *batchv1alph
 			}
 		}
 		if state.Holder != "" {
-			e.Lock.Holder = lockclient.HolderOf(state.Holder)
+			e.Lock.Holder = leasetoken.HolderOf(state.Holder)
 			e.Lock.Whose = whoseOf(state.Holder, cluster, gj)
 			if state.TTL > 0 {
 				e.Lock.ExpiresAt = &metav1.Time{Time: now.Add(state.TTL)}
@@ -179,7 +180,7 @@ func directView(ctx context.Context, st *stores, cluster string, gj *batchv1alph
 			e.Fence = &batchv1alpha1.StoreFenceView{Key: k.Fence, Value: state.Fence}
 		}
 		if k.Occurrence != "" {
-			e.DoneMarker = &batchv1alpha1.StoreDoneMarkerView{Key: k.Occurrence, Holder: lockclient.HolderOf(state.Done)}
+			e.DoneMarker = &batchv1alpha1.StoreDoneMarkerView{Key: k.Occurrence, Holder: leasetoken.HolderOf(state.Done)}
 		}
 		view.Entries = append(view.Entries, e)
 	}
@@ -190,13 +191,13 @@ func directView(ctx context.Context, st *stores, cluster string, gj *batchv1alph
 // this GuardedJob, this cluster, another cluster, or a process that does not
 // write GuardedJob tokens.
 func whoseOf(value, cluster string, gj *batchv1alpha1.GuardedJob) batchv1alpha1.LockWhose {
-	holder := lockclient.HolderOf(value)
+	holder := leasetoken.HolderOf(value)
 	for _, r := range gj.Status.Active {
 		if r.Holder != "" && r.Holder == holder {
 			return batchv1alpha1.LockWhoseThisGuardedJob
 		}
 	}
-	c, _, _, ok := lockclient.ParseHolder(value)
+	c, _, _, ok := leasetoken.ParseHolder(value)
 	switch {
 	case !ok:
 		return batchv1alpha1.LockWhoseForeign

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
@@ -186,7 +187,7 @@ func unlockDirect(ctx context.Context, o *options, gj *batchv1alpha1.GuardedJob)
 			return fmt.Errorf("inspect %s in %s: %w", k.Lock, store.Identity(), err)
 		}
 		if state.Holder != "" {
-			lock := batchv1alpha1.StoreLockView{Holder: lockclient.HolderOf(state.Holder), Whose: whoseOf(state.Holder, cluster, gj)}
+			lock := batchv1alpha1.StoreLockView{Holder: leasetoken.HolderOf(state.Holder), Whose: whoseOf(state.Holder, cluster, gj)}
 			if lock.Whose == batchv1alpha1.LockWhoseThisGuardedJob {
 				_, _ = fmt.Fprintf(o.Out, "lock %s is held by the active run %s of this GuardedJob: not deleting it (delete the run's Job to stop it)\n",
 					k.Lock, lock.Holder)
@@ -197,7 +198,7 @@ func unlockDirect(ctx context.Context, o *options, gj *batchv1alpha1.GuardedJob)
 		}
 		if k.Occurrence != "" && state.Done != "" {
 			cands = append(cands, candidate{what: "done-marker", key: k.Occurrence, value: state.Done,
-				detail: fmt.Sprintf("done by %s; deleting it lets this occurrence run again", lockclient.HolderOf(state.Done))})
+				detail: fmt.Sprintf("done by %s; deleting it lets this occurrence run again", leasetoken.HolderOf(state.Done))})
 		}
 	}
 	return confirmEach(o, cands, func(c candidate) (bool, error) {
@@ -206,7 +207,7 @@ func unlockDirect(ctx context.Context, o *options, gj *batchv1alpha1.GuardedJob)
 		var notHeld *lockclient.NotHeldError
 		switch {
 		case errors.As(err, &notHeld):
-			_, _ = fmt.Fprintf(o.Out, "%s %s changed since it was shown (now %s): not deleted\n", c.what, c.key, dash(lockclient.HolderOf(notHeld.Holder)))
+			_, _ = fmt.Fprintf(o.Out, "%s %s changed since it was shown (now %s): not deleted\n", c.what, c.key, dash(leasetoken.HolderOf(notHeld.Holder)))
 			return false, nil
 		case err != nil:
 			return false, fmt.Errorf("delete %s %s: %w", c.what, c.key, err)

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
-	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 )
 
@@ -75,7 +75,7 @@ func TestADeposedLeaderSendsNothingButRenewalsOfItsOwnLeases(t *testing.T) {
 	g.Expect(first.cmd.Process.Signal(syscall.SIGSTOP)).To(Succeed())
 	g.Eventually(second.logs.String).WithTimeout(30*time.Second).Should(ContainSubstring(`"Resumed leases"`), "second:\n%s", second.logs)
 	// The run completes under the new leader: marker written, key deleted.
-	_, _, jobName, _ := lockclient.ParseHolder(token)
+	_, _, jobName, _ := leasetoken.ParseHolder(token)
 	job := &batchv1.Job{}
 	g.Expect(cp.client.Get(ctx, client.ObjectKey{Namespace: "default", Name: jobName}, job)).To(Succeed())
 	completeJob(t, cp.client, job)

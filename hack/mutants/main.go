@@ -492,8 +492,8 @@ var mutants = []mutant{
 		name: "pod-gate-unconfirmed",
 		bug:  "a queued Job's Pods have their scheduling gate removed without confirming the lease",
 		file: "controllers/guardedjob_running.go",
-		find: "\t\treturn nil\n\t}\n\terr := store.Renew(ctx, leaseOf(run))\n\tvar nh *lockclient.NotHeldError\n\tswitch {\n\tcase errors.As(err, &nh):\n\t\tholder := lockclient.HolderOf(nh.Holder)\n\t\tmsg := \"lock \" + run.Key + \" was lost before the Job's Pods",
-		repl: "\t\treturn nil\n\t}\n\tvar err error\n\tvar nh *lockclient.NotHeldError\n\tswitch {\n\tcase errors.As(err, &nh):\n\t\tholder := lockclient.HolderOf(nh.Holder)\n\t\tmsg := \"lock \" + run.Key + \" was lost before the Job's Pods",
+		find: "\t\treturn nil\n\t}\n\terr := store.Renew(ctx, leaseOf(run))\n\tvar nh *lockclient.NotHeldError\n\tswitch {\n\tcase errors.As(err, &nh):\n\t\tholder := leasetoken.HolderOf(nh.Holder)\n\t\tmsg := \"lock \" + run.Key + \" was lost before the Job's Pods",
+		repl: "\t\treturn nil\n\t}\n\tvar err error\n\tvar nh *lockclient.NotHeldError\n\tswitch {\n\tcase errors.As(err, &nh):\n\t\tholder := leasetoken.HolderOf(nh.Holder)\n\t\tmsg := \"lock \" + run.Key + \" was lost before the Job's Pods",
 		catchers: []catcher{
 			{"./controllers/", []string{"TestQueued_APodWhoseRunLostItsLeaseBeforeTheQueueStartedItIsNeverScheduled"}},
 		},

@@ -8,6 +8,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 )
@@ -88,12 +89,12 @@ func BenchmarkRawSetNXDelParallel(b *testing.B) {
 	b.SetParallelism(benchParallelism)
 	b.RunParallel(func(pb *testing.PB) {
 		key := keys("raw-par").Lock
-		random, err := lockclient.NewRandom()
+		random, err := leasetoken.NewRandom()
 		if err != nil {
 			b.Error(err)
 			return
 		}
-		tok := lockclient.FormatToken("bench/ns/raw", random)
+		tok := leasetoken.Format("bench/ns/raw", random)
 		for pb.Next() {
 			if ok, err := rdb.Do(ctx, "SET", key, tok, "NX", "PX", benchTTL.Milliseconds()).Text(); err != nil || ok != "OK" {
 				b.Errorf("SET NX PX: %q, %v", ok, err)
@@ -116,12 +117,12 @@ func BenchmarkAcquireReleaseParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.SetParallelism(benchParallelism)
 	b.RunParallel(func(pb *testing.PB) {
-		random, err := lockclient.NewRandom()
+		random, err := leasetoken.NewRandom()
 		if err != nil {
 			b.Error(err)
 			return
 		}
-		req := acquireReq(keys("acquire-par"), lockclient.FormatToken("bench/ns/acquire", random), benchTTL)
+		req := acquireReq(keys("acquire-par"), leasetoken.Format("bench/ns/acquire", random), benchTTL)
 		for pb.Next() {
 			l, err := c.Acquire(ctx, req)
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 )
@@ -312,13 +313,13 @@ func TestStoreInfoJudgesWhetherRedisCanLoseLeases(t *testing.T) {
 
 func TestTokensAndHolders(t *testing.T) {
 	g := NewWithT(t)
-	r, err := lockclient.NewRandom()
+	r, err := leasetoken.NewRandom()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(r).To(MatchRegexp(`^[0-9a-f]{32}$`))
-	other, _ := lockclient.NewRandom()
+	other, _ := leasetoken.NewRandom()
 	g.Expect(other).NotTo(Equal(r))
-	tok := lockclient.FormatToken(lockclient.FormatHolder("cluster-a", "payments", "daily-settlement-29123456-5f3a9c"), r)
+	tok := leasetoken.Format(leasetoken.FormatHolder("cluster-a", "payments", "daily-settlement-29123456-5f3a9c"), r)
 	g.Expect(tok).To(Equal("cluster-a/payments/daily-settlement-29123456-5f3a9c#" + r))
-	g.Expect(lockclient.HolderOf(tok)).To(Equal("cluster-a/payments/daily-settlement-29123456-5f3a9c"))
-	g.Expect(lockclient.HolderOf("billing-service")).To(Equal("billing-service"), "foreign values are shown whole")
+	g.Expect(leasetoken.HolderOf(tok)).To(Equal("cluster-a/payments/daily-settlement-29123456-5f3a9c"))
+	g.Expect(leasetoken.HolderOf("billing-service")).To(Equal("billing-service"), "foreign values are shown whole")
 }

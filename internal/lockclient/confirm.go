@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 )
 
 // Confirmation is what Confirm read: whether the key holds the token whose
@@ -86,7 +88,7 @@ func (r leaseRead) confirmation(sum [sha256.Size]byte, sent time.Time) Confirmat
 	if !r.exists {
 		return cf
 	}
-	cf.Holder = HolderOf(r.value)
+	cf.Holder = leasetoken.HolderOf(r.value)
 	if cf.Held = r.held(sum); cf.Held && r.pttl > 0 {
 		cf.TTL = r.pttl
 	}
@@ -157,12 +159,12 @@ func (r *redlock) confirm(ctx context.Context, c *Client, key string, sum [sha25
 		rd := reads[i]
 		switch {
 		case rd.held(sum):
-			mine = HolderOf(rd.value)
+			mine = leasetoken.HolderOf(rd.value)
 			// A copy without an expiry is not something the lease scripts
 			// write; it gives no bound, so it counts as expiring now.
 			ttls = append(ttls, max(rd.pttl, 0))
 		case rd.exists:
-			h := HolderOf(rd.value)
+			h := leasetoken.HolderOf(rd.value)
 			if votes[h]++; other == "" || votes[h] > votes[other] {
 				other = h
 			}

@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 	"github.com/guardedjob/guardedjob/internal/testutil/tcpproxy"
@@ -38,7 +39,7 @@ func TestConfirm(t *testing.T) {
 		after := time.Now()
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(cf.Held).To(BeTrue())
-		g.Expect(cf.Holder).To(Equal(lockclient.HolderOf(mine)))
+		g.Expect(cf.Holder).To(Equal(leasetoken.HolderOf(mine)))
 		g.Expect(cf.TTL).To(BeNumerically(">", 9*time.Second))
 		g.Expect(cf.TTL).To(BeNumerically("<=", 10*time.Second))
 		g.Expect(cf.SentAt).To(BeTemporally(">=", before))
@@ -57,7 +58,7 @@ func TestConfirm(t *testing.T) {
 		cf, err := c.Confirm(ctx, key, sum)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(cf.Held).To(BeFalse())
-		g.Expect(cf.Holder).To(Equal(lockclient.HolderOf(other)))
+		g.Expect(cf.Holder).To(Equal(leasetoken.HolderOf(other)))
 		g.Expect(cf.ValidUntil().IsZero()).To(BeTrue())
 	})
 
@@ -203,7 +204,7 @@ func TestRedlockConfirm(t *testing.T) {
 		cf, err := c.Confirm(ctx, key, sum)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(cf.Held).To(BeTrue())
-		g.Expect(cf.Holder).To(Equal(lockclient.HolderOf(tok)))
+		g.Expect(cf.Holder).To(Equal(leasetoken.HolderOf(tok)))
 		g.Expect(cf.TTL).To(BeNumerically("<=", 10*s-100*time.Millisecond), "drift allowance taken off")
 		g.Expect(cf.TTL).To(BeNumerically(">", 9*s))
 	})
@@ -226,7 +227,7 @@ func TestRedlockConfirm(t *testing.T) {
 		cf, err := c.Confirm(ctx, key, sum)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(cf.Held).To(BeFalse())
-		g.Expect(cf.Holder).To(Equal(lockclient.HolderOf(other)))
+		g.Expect(cf.Holder).To(Equal(leasetoken.HolderOf(other)))
 	})
 
 	t.Run("gone everywhere", func(t *testing.T) {

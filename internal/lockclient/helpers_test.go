@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 )
@@ -53,11 +54,11 @@ var tokenSeq struct {
 // token returns a fresh token in the contract's format.
 func token(t testing.TB, job string) string {
 	t.Helper()
-	r, err := lockclient.NewRandom()
+	r, err := leasetoken.NewRandom()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return lockclient.FormatToken(lockclient.FormatHolder("test-cluster", "ns", job), r)
+	return leasetoken.Format(leasetoken.FormatHolder("test-cluster", "ns", job), r)
 }
 
 // keys returns a fresh set of keys under a unique prefix.

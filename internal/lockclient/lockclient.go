@@ -73,7 +73,7 @@ type Lease struct {
 func (l Lease) ValidUntil() time.Time { return l.SentAt.Add(l.TTL) }
 
 // Holder returns the holder part of the lease's token.
-func (l Lease) Holder() string { return HolderOf(l.Token) }
+func (l Lease) Holder() string { return leasetoken.HolderOf(l.Token) }
 
 var (
 	// ErrBusy matches *BusyError.
@@ -98,7 +98,7 @@ type BusyError struct {
 }
 
 func (e *BusyError) Error() string {
-	return fmt.Sprintf("lock %s is held by %s, expires in %s", e.Key, HolderOf(e.Holder), e.TTL.Round(time.Millisecond))
+	return fmt.Sprintf("lock %s is held by %s, expires in %s", e.Key, leasetoken.HolderOf(e.Holder), e.TTL.Round(time.Millisecond))
 }
 
 // Is makes errors.Is(err, ErrBusy) true.
@@ -112,7 +112,7 @@ type DoneError struct {
 }
 
 func (e *DoneError) Error() string {
-	return fmt.Sprintf("occurrence %s already done by %s", e.Key, HolderOf(e.By))
+	return fmt.Sprintf("occurrence %s already done by %s", e.Key, leasetoken.HolderOf(e.By))
 }
 
 // Is makes errors.Is(err, ErrDone) true.
@@ -143,7 +143,7 @@ func (e *NotHeldError) Error() string {
 	if e.Holder == "" {
 		return fmt.Sprintf("lease %s is not held: the key is gone", e.Key)
 	}
-	return fmt.Sprintf("lease %s is not held: it is held by %s", e.Key, HolderOf(e.Holder))
+	return fmt.Sprintf("lease %s is not held: it is held by %s", e.Key, leasetoken.HolderOf(e.Holder))
 }
 
 // Is makes errors.Is(err, ErrNotHeld) true.
@@ -265,34 +265,6 @@ func validateLease(l Lease) error {
 		return err
 	}
 	return validateTTL(l.TTL)
-}
-
-// The token form lives in internal/leasetoken; these names stay for the
-// lease client's callers.
-
-// NewRandom returns a fresh random token part: 32 lower-case hex digits.
-func NewRandom() (string, error) { return leasetoken.NewRandom() }
-
-// FormatToken joins a holder and a random part into a token.
-func FormatToken(holder, random string) string { return leasetoken.Format(holder, random) }
-
-// FormatHolder returns the readable holder name "<cluster>/<namespace>/<job>".
-func FormatHolder(cluster, namespace, job string) string {
-	return leasetoken.FormatHolder(cluster, namespace, job)
-}
-
-// HolderOf returns the part of a token before '#' (leasetoken.HolderOf).
-func HolderOf(token string) string { return leasetoken.HolderOf(token) }
-
-// ParseHolder splits a lease value a GuardedJob manager wrote into the parts of
-// its holder (leasetoken.ParseHolder).
-func ParseHolder(value string) (cluster, namespace, job string, ok bool) {
-	return leasetoken.ParseHolder(value)
-}
-
-// SplitHolder splits a holder into its parts (leasetoken.SplitHolder).
-func SplitHolder(holder string) (cluster, namespace, job string, ok bool) {
-	return leasetoken.SplitHolder(holder)
 }
 
 // Locker is what the controller needs from a lease client; *Client implements it.

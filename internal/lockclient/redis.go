@@ -10,6 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"k8s.io/utils/clock"
+
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 )
 
 var (
@@ -430,7 +432,7 @@ func (c *Client) Unlock(ctx context.Context, key, holder string, kind UnlockKind
 	}
 	if len(res) == 3 && isReply(res[:1], 2, false) {
 		ttl, _ := res[2].(int64)
-		return &LiveLeaseError{Key: key, Holder: HolderOf(str(res, 1)), TTL: time.Duration(ttl) * time.Millisecond}
+		return &LiveLeaseError{Key: key, Holder: leasetoken.HolderOf(str(res, 1)), TTL: time.Duration(ttl) * time.Millisecond}
 	}
 	// Otherwise the same replies as release.
 	return releaseResult(key, res)

@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 )
@@ -28,12 +29,12 @@ func TestUnlockDeletesOnlyTheHolderThatWasShown(t *testing.T) {
 		for _, tok := range []string{token(t, "settle-1-abcdef"), "cluster-b/payments/settle-1-fedcba#0123456789abcdef0123456789abcdef"} {
 			g.Expect(rdb.Set(ctx, k.Lock, tok, time.Minute).Err()).To(Succeed())
 			rec := record(c)
-			err := c.Unlock(ctx, k.Lock, lockclient.HolderOf(tok), lockclient.UnlockLock)
+			err := c.Unlock(ctx, k.Lock, leasetoken.HolderOf(tok), lockclient.UnlockLock)
 			cmds, _ := rec.reset()
 			g.Expect(cmds).To(Equal([]string{"evalsha"}), "one script call decides")
 			var live *lockclient.LiveLeaseError
 			g.Expect(errors.As(err, &live)).To(BeTrue(), "%v", err)
-			g.Expect(live.Holder).To(Equal(lockclient.HolderOf(tok)))
+			g.Expect(live.Holder).To(Equal(leasetoken.HolderOf(tok)))
 			g.Expect(live.TTL).To(BeNumerically("~", time.Minute, 5*time.Second))
 			g.Expect(rdb.Get(ctx, k.Lock).Val()).To(Equal(tok))
 		}
@@ -44,7 +45,7 @@ func TestUnlockDeletesOnlyTheHolderThatWasShown(t *testing.T) {
 		k := keys("stale")
 		tok := token(t, "settle-1-abcdef")
 		g.Expect(rdb.Set(ctx, k.Lock, tok, 0).Err()).To(Succeed())
-		g.Expect(c.Unlock(ctx, k.Lock, lockclient.HolderOf(tok), lockclient.UnlockLock)).To(Succeed())
+		g.Expect(c.Unlock(ctx, k.Lock, leasetoken.HolderOf(tok), lockclient.UnlockLock)).To(Succeed())
 		g.Expect(rdb.Exists(ctx, k.Lock).Val()).To(BeZero())
 	})
 
@@ -53,7 +54,7 @@ func TestUnlockDeletesOnlyTheHolderThatWasShown(t *testing.T) {
 		k := keys("marker")
 		tok := token(t, "settle-1-abcdef")
 		g.Expect(rdb.Set(ctx, k.Occurrence, tok, time.Hour).Err()).To(Succeed())
-		g.Expect(c.Unlock(ctx, k.Occurrence, lockclient.HolderOf(tok), lockclient.UnlockDoneMarker)).To(Succeed())
+		g.Expect(c.Unlock(ctx, k.Occurrence, leasetoken.HolderOf(tok), lockclient.UnlockDoneMarker)).To(Succeed())
 		g.Expect(rdb.Exists(ctx, k.Occurrence).Val()).To(BeZero())
 	})
 
@@ -72,7 +73,7 @@ func TestUnlockDeletesOnlyTheHolderThatWasShown(t *testing.T) {
 		var nh *lockclient.NotHeldError
 		g.Expect(errors.As(c.Unlock(ctx, k.Lock, "a", lockclient.UnlockLock), &nh)).To(BeTrue())
 		g.Expect(rdb.Get(ctx, k.Lock).Val()).To(Equal("a#b#c"))
-		g.Expect(c.Unlock(ctx, k.Lock, lockclient.HolderOf("a#b#c"), lockclient.UnlockLock)).To(Succeed())
+		g.Expect(c.Unlock(ctx, k.Lock, leasetoken.HolderOf("a#b#c"), lockclient.UnlockLock)).To(Succeed())
 		g.Expect(rdb.Exists(ctx, k.Lock).Val()).To(BeZero())
 	})
 
@@ -81,7 +82,7 @@ func TestUnlockDeletesOnlyTheHolderThatWasShown(t *testing.T) {
 		k := keys("changed")
 		next := token(t, "settle-2-123456")
 		g.Expect(rdb.Set(ctx, k.Lock, next, time.Minute).Err()).To(Succeed())
-		err := c.Unlock(ctx, k.Lock, lockclient.FormatHolder("test-cluster", "ns", "settle-1-abcdef"), lockclient.UnlockLock)
+		err := c.Unlock(ctx, k.Lock, leasetoken.FormatHolder("test-cluster", "ns", "settle-1-abcdef"), lockclient.UnlockLock)
 		var nh *lockclient.NotHeldError
 		g.Expect(errors.As(err, &nh)).To(BeTrue(), "%v", err)
 		g.Expect(nh.Holder).To(Equal(next))
@@ -151,7 +152,7 @@ func TestParseHolder(t *testing.T) {
 		{"a/b/c/d#x", "", "", "", false},
 	} {
 		g := NewWithT(t)
-		c, n, j, ok := lockclient.ParseHolder(tt.value)
+		c, n, j, ok := leasetoken.ParseHolder(tt.value)
 		g.Expect([]any{c, n, j, ok}).To(Equal([]any{tt.cluster, tt.namespace, tt.job, tt.ok}), tt.value)
 	}
 }

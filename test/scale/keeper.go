@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/test/scale/report"
 )
@@ -46,14 +47,14 @@ func (b *bench) keeper(ctx context.Context) error {
 	// acquisitions took.
 	acquireStart := time.Now()
 	if err := parallel(ctx, k, 64, func(ctx context.Context, i int) error {
-		random, err := lockclient.NewRandom()
+		random, err := leasetoken.NewRandom()
 		if err != nil {
 			return err
 		}
 		key := fmt.Sprintf("keeper:lease-%d", i)
 		l, err := store.Acquire(ctx, lockclient.AcquireRequest{
 			Keys:  lockclient.Keys{Lock: key},
-			Token: lockclient.FormatToken(lockclient.FormatHolder("bench", "keeper", fmt.Sprintf("lease-%d", i)), random),
+			Token: leasetoken.Format(leasetoken.FormatHolder("bench", "keeper", fmt.Sprintf("lease-%d", i)), random),
 			TTL:   benchTTL, Policy: lockclient.FenceNone,
 		})
 		if err != nil {
