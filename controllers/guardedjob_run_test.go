@@ -99,25 +99,39 @@ func TestASucceededRunMarksTheOccurrenceDoneAndReleasesTheLease(t *testing.T) {
 	g.Consistently(func() []batchv1.Job { return h.jobs() }).WithTimeout(2 * time.Second).Should(HaveLen(1))
 }
 
+// failedRun triggers a run of gj, fails its Job once status records the run,
+// and returns the Job once the run is recorded as Failed.
+func (h *harness) failedRun(gj *batchv1alpha1.GuardedJob) batchv1.Job {
+	h.t.Helper()
+	h.trigger(gj)
+	job := h.waitJobs(1)[0]
+	h.waitRecorded(gj)
+	h.fail(&job)
+	h.g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
+		HaveField("Result", batchv1alpha1.RunResultFailed), HaveField("JobName", job.Name), HaveField("Message", ContainSubstring("BackoffLimitExceeded"))))
+	return job
+}
+
+// retry asks for a run of the same occurrence again, a second later.
+func (h *harness) retry(gj *batchv1alpha1.GuardedJob) {
+	h.t.Helper()
+	h.clock.Step(time.Second)
+	h.annotate(gj, h.clock.Now().UTC().Format(time.RFC3339))
+}
+
 func TestAFailedRunReleasesAndARetryRunsWithAHigherFence(t *testing.T) {
 	h := newHarness(t)
 	h.start()
 	ctx := context.Background()
 	key := h.ns + ":payout"
 	gj := h.create(h.guardedJob("payout", key))
-	h.trigger(gj)
-	first := h.waitJobs(1)[0]
-	h.waitRecorded(gj)
-	h.fail(&first)
+	first := h.failedRun(gj)
 
 	g := h.g
-	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(
-		Not(BeNil()), HaveField("Result", batchv1alpha1.RunResultFailed), HaveField("Message", ContainSubstring("BackoffLimitExceeded"))))
 	g.Expect(h.rdb.Exists(ctx, key).Val()).To(BeZero())
 	g.Expect(h.rdb.Keys(ctx, key+":done:*").Val()).To(BeEmpty(), "a failed run does not mark the occurrence done")
 
-	h.clock.Step(time.Second)
-	h.annotate(gj, h.clock.Now().UTC().Format(time.RFC3339))
+	h.retry(gj)
 	jobs := h.waitJobs(2)
 	var retry batchv1.Job
 	for _, j := range jobs {
@@ -328,16 +342,17 @@ func TestRenewalsWriteNothingToTheAPIServer(t *testing.T) {
 	h.waitJobs(1)
 	h.waitRecorded(gj)
 	h.g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("JobCreated:")))
-	// The passes that the run's start set off (its gate, its Job's status) are
-	// over once the object and its events stay the same for a second.
+	// The passes the run's start set off (its gate, its Job's status) are over
+	// once the gate is open and the object and its events stay the same for a
+	// second.
+	h.gateOpened(&h.waitJobs(1)[0])
 	var rv string
 	var events int
-	h.g.Eventually(func() bool {
-		before, n := h.get(gj).ResourceVersion, len(h.events(gj))
-		time.Sleep(time.Second)
+	h.g.Eventually(func(g Gomega) {
 		rv, events = h.get(gj).ResourceVersion, len(h.events(gj))
-		return rv == before && events == n
-	}).WithTimeout(20 * time.Second).Should(BeTrue())
+		g.Consistently(func() []any { return []any{h.get(gj).ResourceVersion, len(h.events(gj))} }).
+			WithTimeout(time.Second).Should(Equal([]any{rv, events}))
+	}).WithTimeout(20 * time.Second).Should(Succeed())
 	renewed := h.keeper.Stats().RenewalsOK
 	// Several renewals happen in this window (PTTL stays near the full TTL)...
 	h.g.Consistently(func() time.Duration { return h.rdb.PTTL(ctx, key).Val() }).WithTimeout(4 * time.Second).Should(BeNumerically(">", 5*time.Second))

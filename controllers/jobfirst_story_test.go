@@ -16,6 +16,7 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -387,25 +388,83 @@ func TestJobFirst_AJobThatFinishedBeforeItsGateOpenedKeepsItsHistory(t *testing.
 	ctx := context.Background()
 	key := h.ns + ":history"
 	gj := h.create(h.guardedJob("history", key))
-	h.trigger(gj)
-	first := h.waitJobs(1)[0]
-	h.waitRecorded(gj)
-	h.fail(&first)
+	first := h.failedRun(gj)
 
 	g := h.g
-	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
-		HaveField("Result", batchv1alpha1.RunResultFailed), HaveField("JobName", first.Name)))
+	g.Expect(jobbuild.Gated(h.live(&first))).To(BeTrue(), "it failed at its start gate")
 	g.Eventually(func() int64 { return h.rdb.Exists(ctx, key).Val() }).Should(BeZero(), "the lease is released")
 	holdGates.Store(false)
 
-	h.clock.Step(time.Second)
-	h.annotate(gj, h.clock.Now().UTC().Format(time.RFC3339))
-	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("JobCreated: Created Job ")), "the retry starts")
+	h.retry(gj)
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(And(HavePrefix("JobCreated: Created Job "),
+		Not(ContainSubstring(first.Name)))), "the retry starts")
 	g.Eventually(h.jobs).WithTimeout(20*time.Second).Should(HaveLen(2), "the retry's Job beside the failed one")
-	g.Consistently(func() (bool, error) {
+	h.historyKept(gj, &first)
+}
+
+// TestJobFirst_AStaleCacheNeverDeletesAJobThatHasChangedSince: the cache lists
+// a run's Job as it was when it was created (suspended at its start gate,
+// carrying its run) after the run completed and recorded its end. The Job then
+// looks like one waiting for adoption whose lease is gone; the delete names
+// the version judged, which the Job has left long ago, and deletes nothing.
+func TestJobFirst_AStaleCacheNeverDeletesAJobThatHasChangedSince(t *testing.T) {
+	h := newHarness(t)
+	var stale atomic.Pointer[batchv1.Job]
+	h.intercept = &interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if err := c.List(ctx, list, opts...); err != nil {
+			return err
+		}
+		if jobs, ok := list.(*batchv1.JobList); ok && stale.Load() != nil {
+			for i := range jobs.Items {
+				if jobs.Items[i].UID == stale.Load().UID {
+					jobs.Items[i] = *stale.Load().DeepCopy()
+				}
+			}
+		}
+		return nil
+	}}
+	h.start()
+	ctx := context.Background()
+	key := h.ns + ":stale"
+	gj := h.create(h.guardedJob("stale", key))
+	h.trigger(gj)
+	first := h.waitJobs(1)[0] // some early version of the Job
+	h.waitRecorded(gj)
+	h.complete(h.gateOpened(&first))
+	g := h.g
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
+		HaveField("Result", batchv1alpha1.RunResultSucceeded), HaveField("JobName", first.Name)))
+	g.Eventually(func() int64 { return h.rdb.Exists(ctx, key).Val() }).Should(BeZero(), "the lease is released")
+
+	// From now on the cache lists the Job as it was created: suspended at its
+	// start gate, not finished, at that early version.
+	created := h.live(&first)
+	created.ResourceVersion = first.ResourceVersion
+	created.Spec.Suspend = ptr.To(true)
+	created.Annotations[batchv1alpha1.StartGateAnnotation] = batchv1alpha1.StartGateLease
+	created.Status = batchv1.JobStatus{}
+	g.Expect(jobbuild.Gated(created)).To(BeTrue())
+	stale.Store(created)
+	h.poke(gj)
+	h.historyKept(gj, created)
+}
+
+// live returns a Job as the API server has it now.
+func (h *harness) live(job *batchv1.Job) *batchv1.Job {
+	h.t.Helper()
+	cur := &batchv1.Job{}
+	h.g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(job), cur)).To(Succeed())
+	return cur
+}
+
+// historyKept checks that a finished run's Job stays, and that no pass takes it
+// for a stale Job.
+func (h *harness) historyKept(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) {
+	h.t.Helper()
+	h.g.Consistently(func() (bool, error) {
 		cur := &batchv1.Job{}
-		err := k8s.Get(ctx, client.ObjectKeyFromObject(&first), cur)
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(job), cur)
 		return cur.DeletionTimestamp.IsZero(), err
-	}).WithTimeout(3*time.Second).Should(BeTrue(), "the failed Job is kept as the run's history")
-	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("StaleJob:")))
+	}).WithTimeout(3*time.Second).Should(BeTrue(), "the finished Job is kept as the run's history")
+	h.g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("StaleJob:")))
 }

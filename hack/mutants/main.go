@@ -305,6 +305,16 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "unadopted-delete-any-version",
+		bug:  "the delete of a Job waiting for adoption does not name the version judged: a cache that still lists a finished run's Job as it was created deletes the run's history",
+		file: "controllers/guardedjob_jobfirst.go",
+		find: "\t\tpre.ResourceVersion = &job.ResourceVersion\n",
+		repl: "\t\t_ = job.ResourceVersion\n",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestJobFirst_AStaleCacheNeverDeletesAJobThatHasChangedSince"}},
+		},
+	},
+	{
 		name: "jobfirst-no-floor",
 		bug:  "adopting a Job records its fence in the run but does not raise status.lastFence: once the history limit deletes the Job, a data loss hands its fence out again",
 		file: "controllers/guardedjob_jobfirst.go",
