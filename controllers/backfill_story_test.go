@@ -371,8 +371,12 @@ func TestBackfill_ABackfillStartsNoOccurrenceAfterItsMarkersCouldHaveExpired(t *
 
 	h.clock.SetTime(now.Add(batchv1alpha1.BackfillDoneMarkerTTL + time.Hour))
 	h.complete(&first[0])
-	g.Eventually(func() batchv1alpha1.BackfillState { return h.get(gj).Status.Backfill.State }).WithTimeout(20 * time.Second).
-		Should(Equal(batchv1alpha1.BackfillCancelled))
+	g.Eventually(func() batchv1alpha1.BackfillState {
+		if b := h.get(gj).Status.Backfill; b != nil {
+			return b.State
+		}
+		return ""
+	}).WithTimeout(20 * time.Second).Should(Equal(batchv1alpha1.BackfillCancelled))
 	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(And(
 		HavePrefix("BackfillCancelled: Backfill "+request+" stopped at"), ContainSubstring("a backfill starts occurrences until"))))
 	g.Consistently(func() []batchv1.Job { return h.unfinished(gj) }).WithTimeout(time.Second).Should(BeEmpty(), "no further occurrence starts")
