@@ -27,6 +27,7 @@ import (
 	"github.com/guardedjob/guardedjob/internal/keys"
 	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/runtoken"
+	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 )
 
 // Stories of two actors at once: each reproduces an interleaving in which one
@@ -551,6 +552,55 @@ func TestEveryActor_TwoClustersClaimingOneIdentityStartNoRun(t *testing.T) {
 	g.Eventually(ready(a, gjA)).WithTimeout(20 * time.Second).Should(HaveField("Reason", batchv1alpha1.ScheduledReason))
 	a.triggerAgain(gjA)
 	a.waitJobs(1)
+}
+
+// TestEveryActor_TwoClustersClaimingOneIdentityInATenantStoreStartNoRunInIt:
+// clones of one cluster (restored from one snapshot) whose managers each have a
+// store of their own (a Redis in each cluster) and share a tenant's store
+// (spec.lock.storeRef). Their own stores show no twin; the tenant store, where
+// each could take up the other's lease, does: no run starts in it. The tenant
+// can write that store too, so what its heartbeat key holds stops only the
+// GuardedJobs that use it: a GuardedJob in the manager's own store runs on.
+func TestEveryActor_TwoClustersClaimingOneIdentityInATenantStoreStartNoRunInIt(t *testing.T) {
+	a := newHarness(t)
+	b := newHarness(t) // another own store: the managers' own stores are not shared
+	a.identityBeat, b.identityBeat = 200*time.Millisecond, 200*time.Millisecond
+	tenant := redisserver.Start(t)
+	a.sharedStore(tenant)
+	b.sharedStore(tenant)
+	a.start()
+	b.start()
+	g := a.g
+	ready := func(h *harness, gj *batchv1alpha1.GuardedJob) func() *metav1.Condition {
+		return func() *metav1.Condition { return findCond(h.get(gj).Status.Conditions, batchv1alpha1.ReadyCondition) }
+	}
+	inTenantStore := func(h *harness) *batchv1alpha1.GuardedJob {
+		gj := h.guardedJob("twin", "shared:twin")
+		gj.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "shared-store"}
+		return h.create(gj)
+	}
+	gjA, gjB := inTenantStore(a), inTenantStore(b)
+	own := a.create(a.guardedJob("own", a.ns+":own"))
+	for _, w := range []struct {
+		h  *harness
+		gj *batchv1alpha1.GuardedJob
+	}{{a, gjA}, {b, gjB}} {
+		g.Eventually(ready(w.h, w.gj)).WithTimeout(20*time.Second).Should(And(Not(BeNil()), HaveField("Reason", batchv1alpha1.DuplicateClusterNameReason),
+			HaveField("Message", ContainSubstring("another manager claims this cluster's identity"))), "the twin is seen in the store both use")
+	}
+	a.trigger(gjA)
+	g.Consistently(a.jobs).WithTimeout(2*time.Second).Should(BeEmpty(), "no run starts in the tenant store while two managers claim one identity in it")
+	g.Expect(tenant.Client(t).Exists(context.Background(), "shared:twin").Val()).To(BeZero())
+
+	a.trigger(own)
+	a.waitJobs(1) // the manager's own store shows no twin: its GuardedJobs run
+	g.Expect(ready(a, own)()).To(HaveField("Reason", Not(Equal(batchv1alpha1.DuplicateClusterNameReason))))
+
+	// The other cluster's manager goes: runs start in the tenant store again.
+	b.stop()
+	g.Eventually(ready(a, gjA)).WithTimeout(20 * time.Second).Should(HaveField("Reason", batchv1alpha1.ScheduledReason))
+	a.triggerAgain(gjA)
+	a.waitJobs(2)
 }
 
 // TestEveryActor_AManagerJustStartedNeverTakesUpATwinsLease: a cluster just

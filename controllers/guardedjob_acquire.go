@@ -67,7 +67,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 	)
 	var ledgerNote string
 	if unrecorded && errors.As(err, &busy) {
-		took, refused, terr := r.takeUpOrphan(ctx, s, run, busy.Holder)
+		took, refused, terr := r.takeUpOrphan(ctx, s, run, store, busy.Holder)
 		switch {
 		case terr != nil:
 			return terr
@@ -244,15 +244,15 @@ func (r *GuardedJobReconciler) startUnguarded(ctx context.Context, s *scope, run
 // released) or whose Job exists is never taken up: take-up is for a lease that
 // never had a Job. It returns why a token minted for this run was refused, or ""
 // with ok false when the token is not this run's at all.
-func (r *GuardedJobReconciler) takeUpOrphan(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, value string) (ok bool, refused string, err error) {
+func (r *GuardedJobReconciler) takeUpOrphan(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client, value string) (ok bool, refused string, err error) {
 	jobName, minted := runtoken.MintedFor(value, r.runIdentity(s.gj, run.ScheduledTime.Time))
 	if !minted || value == run.Token {
 		return false, "", nil
 	}
-	if _, dup := r.Identity.Duplicate(); dup {
+	if _, dup := r.Identity.Duplicate(store.Identity()); dup {
 		return false, "a token minted under this cluster's name, while another manager claims that name: never taken up", nil
 	}
-	if !r.Identity.Settled() {
+	if !r.Identity.Settled(store.Identity()) {
 		return false, "a token minted under this cluster's name, taken up only once this manager's identity heartbeat has shown for a few beats that no other manager claims that name", nil
 	}
 	holder := leasetoken.HolderOf(value)

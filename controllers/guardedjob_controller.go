@@ -470,7 +470,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 
 	spec, specErr := r.compile(ctx, gj)
 	s.spec = spec
-	if _, dup := r.Identity.Duplicate(); !dup || specErr != nil {
+	if _, dup := r.Identity.Duplicate(s.storeIdentity()); !dup || specErr != nil {
 		setReady(gj, specErr, s.now) // a duplicate identity holds Ready at DuplicateClusterName
 	}
 

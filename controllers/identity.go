@@ -54,21 +54,38 @@ const (
 	identityWindow  = 6
 )
 
-// IdentityCheck is the heartbeat of this manager's cluster identity.
+// IdentityCheck is the heartbeat of this manager's cluster identity, in its own
+// store and in every tenant store (spec.lock.storeRef) it has a client for: clones
+// whose managers have stores of their own may share only a tenant's store, and
+// take up each other's leases there.
 type IdentityCheck struct {
 	store    *lockclient.Client
 	key      string
 	value    string
 	shard    string
 	interval time.Duration
+	// tenantStores lists the tenant stores to beat in besides the manager's own.
+	tenantStores func() []*lockclient.Client
 
-	mu     sync.Mutex
+	mu  sync.Mutex
+	own beats
+	// tenants holds the beats in each tenant store, by store identity. A tenant
+	// can write its store, so what they find holds back only the runs whose
+	// leases live there, never another tenant's or the manager's own store's.
+	tenants map[string]*beats
+}
+
+// beats is what the heartbeat found in one store.
+type beats struct {
 	recent []bool // the last beats' outcomes, true: another manager's value
 	// down is set while the store does not answer the heartbeat.
-	down  bool
-	clear int
-	other string
-	dup   bool
+	down bool
+	// refused is set while a tenant store's ACL refuses the heartbeat key: no
+	// twin can be seen there (docs/security.md says what to allow).
+	refused bool
+	clear   int
+	other   string
+	dup     bool
 }
 
 // NewIdentityCheck returns the check of identity (cluster name and leader
@@ -122,49 +139,114 @@ func (c *IdentityCheck) Run(ctx context.Context) error {
 	}
 }
 
+// WithTenantStores makes the heartbeat beat in the tenant stores stores lists too.
+func (c *IdentityCheck) WithTenantStores(stores func() []*lockclient.Client) *IdentityCheck {
+	c.tenantStores = stores
+	return c
+}
+
 func (c *IdentityCheck) beat(ctx context.Context, logf func(string, ...any)) {
-	prev, err := c.store.Swap(ctx, c.key, c.value, identityWindow*c.interval+c.interval)
+	prev, err := c.store.Swap(ctx, c.key, c.value, c.ttl())
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.own.record(prev, err, c.value, func(msg string, kv ...any) { logf(msg, append(kv, "key", c.key)...) })
+	c.mu.Unlock()
+	if c.tenantStores == nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, store := range c.tenantStores() {
+		id := store.Identity()
+		seen[id] = true
+		prev, err := store.Swap(ctx, c.key, c.value, c.ttl())
+		c.mu.Lock()
+		if c.tenants == nil {
+			c.tenants = map[string]*beats{}
+		}
+		b := c.tenants[id]
+		if b == nil {
+			b = &beats{}
+			c.tenants[id] = b
+		}
+		wasRefused := b.refused
+		if b.refused = lockclient.IsPermissionDenied(err); b.refused {
+			if !wasRefused {
+				logf("A tenant store's ACL refuses this manager's identity heartbeat: a clone of this cluster that shares only this store goes unseen. Allow the manager's user ~_guardedjob:identity:* in it (docs/security.md)",
+					"store", id, "key", c.key)
+			}
+			b.recent, b.down = b.recent[:0], false
+		} else {
+			b.record(prev, err, c.value, func(msg string, kv ...any) { logf(msg, append(kv, "key", c.key, "store", id)...) })
+		}
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	for id := range c.tenants {
+		if !seen[id] {
+			delete(c.tenants, id) // its client was closed: no run uses it
+		}
+	}
+	c.mu.Unlock()
+}
+
+// ttl is how long a heartbeat lives: a window of beats and one more.
+func (c *IdentityCheck) ttl() time.Duration { return identityWindow*c.interval + c.interval }
+
+// record counts one beat in a store: prev is what it replaced, self this
+// manager's value.
+func (b *beats) record(prev string, err error, self string, logf func(string, ...any)) {
 	if errors.Is(err, leadership.ErrNotLeading) {
 		// Not sent: this manager does not know it leads. A twin may have
 		// started meanwhile, so the beats before count no more; the store is
 		// not down for it, and runs stay held back until beats settle again.
-		c.recent = c.recent[:0]
+		b.recent = b.recent[:0]
 		return
 	}
-	if c.down = err != nil; c.down {
+	if b.down = err != nil; b.down {
 		// A twin may start unseen while the store does not answer: settled again
 		// only after a few answered beats. The outage is reported elsewhere.
-		c.recent = c.recent[:0]
+		b.recent = b.recent[:0]
 		return
 	}
-	other := prev != "" && prev != c.value
-	c.recent = append(c.recent, other)
-	if len(c.recent) > identityWindow {
-		c.recent = c.recent[1:]
+	other := prev != "" && prev != self
+	b.recent = append(b.recent, other)
+	if len(b.recent) > identityWindow {
+		b.recent = b.recent[1:]
 	}
 	if !other {
-		if c.dup {
-			if c.clear++; c.clear >= identityWindow {
-				c.dup, c.clear = false, 0
-				logf("Only this manager claims its cluster identity again: runs start again", "key", c.key)
+		if b.dup {
+			if b.clear++; b.clear >= identityWindow {
+				b.dup, b.clear = false, 0
+				logf("Only this manager claims its cluster identity again: runs start again")
 			}
 		}
 		return
 	}
-	c.clear = 0
-	c.other = prev
+	b.clear = 0
+	b.other = prev
 	strikes := 0
-	for _, o := range c.recent {
+	for _, o := range b.recent {
 		if o {
 			strikes++
 		}
 	}
-	if strikes >= identityStrikes && !c.dup {
-		c.dup = true
-		logf("ANOTHER MANAGER CLAIMS THIS MANAGER'S CLUSTER IDENTITY: no run starts until only one does", "key", c.key, "other", prev)
+	if strikes >= identityStrikes && !b.dup {
+		b.dup = true
+		logf("ANOTHER MANAGER CLAIMS THIS MANAGER'S CLUSTER IDENTITY: no run starts until only one does", "other", prev)
 	}
+}
+
+// settled says whether the beats in a store have found only this manager's
+// value for long enough.
+func (b *beats) settled() bool {
+	if b.dup || len(b.recent) < identityStrikes {
+		return false
+	}
+	for _, o := range b.recent[len(b.recent)-identityStrikes:] {
+		if o {
+			return false
+		}
+	}
+	return true
 }
 
 // followerCheck runs while this manager waits to lead: it reads (never
@@ -218,44 +300,63 @@ func (c *IdentityCheck) leaderOfAnotherShard(ctx context.Context) (string, bool)
 
 // Settled says whether the heartbeat has beaten long enough, with no other
 // manager's value in its last beats, to say that this manager alone claims its
-// identity: a manager that has just started or become the leader has not seen a
-// twin yet, and must not take up a lease a twin may have taken.
-func (c *IdentityCheck) Settled() bool {
+// identity in its own store and in the given store (a tenant store's identity;
+// "" or the manager's store's: the manager's store alone): a manager that has
+// just started or become the leader has not seen a twin yet, and must not take up
+// a lease a twin may have taken. A tenant store whose ACL refuses the heartbeat
+// cannot tell, and holds nothing back.
+func (c *IdentityCheck) Settled(store string) bool {
 	if c == nil {
 		return true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.dup || len(c.recent) < identityStrikes {
+	if !c.own.settled() {
 		return false
 	}
-	for _, o := range c.recent[len(c.recent)-identityStrikes:] {
-		if o {
-			return false
-		}
+	if !c.isTenant(store) {
+		return true
 	}
-	return true
+	// A tenant store not beaten in yet (its client is new) has not been seen.
+	t := c.tenants[store]
+	return t != nil && (t.refused || t.settled())
 }
 
-// storeDown says whether the last beat found the store not answering.
-func (c *IdentityCheck) storeDown() bool {
+// isTenant says whether store names a tenant store rather than the manager's own.
+func (c *IdentityCheck) isTenant(store string) bool {
+	return store != "" && store != c.store.Identity()
+}
+
+// storeDown says whether the last beat found the store (the manager's own, or
+// the given tenant store) not answering.
+func (c *IdentityCheck) storeDown(store string) bool {
 	if c == nil {
 		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.down
+	if c.isTenant(store) {
+		t := c.tenants[store]
+		return t != nil && t.down
+	}
+	return c.own.down
 }
 
-// Duplicate says whether another live manager claims this identity, and what it
-// wrote.
-func (c *IdentityCheck) Duplicate() (string, bool) {
+// Duplicate says whether another live manager claims this identity in the
+// manager's own store or the given store, and what it wrote.
+func (c *IdentityCheck) Duplicate(store string) (string, bool) {
 	if c == nil {
 		return "", false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.other, c.dup
+	if c.own.dup {
+		return c.own.other, true
+	}
+	if t := c.tenants[store]; c.isTenant(store) && t != nil && t.dup {
+		return t.other, true
+	}
+	return "", false
 }
 
 // Key is the heartbeat key.
@@ -265,11 +366,12 @@ func (c *IdentityCheck) Key() string { return c.key }
 // manager's cluster identity: Ready=False DuplicateClusterName, with a Warning
 // event, and no run is scheduled or triggered. Active runs go on.
 func (r *GuardedJobReconciler) duplicateIdentity(s *scope) bool {
-	other, dup := r.Identity.Duplicate()
+	store := s.storeIdentity()
+	other, dup := r.Identity.Duplicate(store)
 	if !dup {
 		return false
 	}
-	msg := r.duplicateMessage(other)
+	msg := r.duplicateMessage(other, store)
 	setCondition(s.gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, batchv1alpha1.DuplicateClusterNameReason, msg, s.now)
 	r.warnOnce(s, batchv1alpha1.DuplicateClusterNameReason, msg)
 	s.requeueAfter(r.Identity.interval)
@@ -286,21 +388,43 @@ func (r *GuardedJobReconciler) duplicateIdentity(s *scope) bool {
 // store anyway. Take-up checks Settled itself, so a store that answers again
 // between two beats still takes nothing up before the beats have settled.
 func (r *GuardedJobReconciler) identitySettled(s *scope) bool {
-	if r.Identity.Settled() || r.Identity.storeDown() {
+	store := s.storeIdentity()
+	if r.Identity.Settled(store) || r.Identity.storeDown("") || r.Identity.storeDown(store) {
 		return true
 	}
 	s.requeueAfter(r.Identity.interval)
 	return false
 }
 
+// storeIdentity names the store of the pass's GuardedJob; "" before its spec is
+// compiled (the manager's own store).
+func (s *scope) storeIdentity() string {
+	if s.spec == nil || s.spec.store == nil {
+		return ""
+	}
+	return s.spec.store.Identity()
+}
+
+// maxOtherValue bounds how much of another heartbeat value a message quotes: in
+// a tenant store, the tenant may have written it.
+const maxOtherValue = 200
+
 // duplicateMessage says who else claims this manager's identity: another shard
 // started with this one's --leader-election-id, or a manager of another cluster
-// (restored from a snapshot) or a second replica without leader election.
-func (r *GuardedJobReconciler) duplicateMessage(other string) string {
-	msg := fmt.Sprintf("another manager claims this cluster's identity (--cluster-name %q) in the lock store: it wrote %q over this manager's heartbeat %s again and again. "+
+// (restored from a snapshot) or a second replica without leader election. store
+// is where the heartbeat found it, when that is a tenant store.
+func (r *GuardedJobReconciler) duplicateMessage(other, store string) string {
+	if len(other) > maxOtherValue {
+		other = other[:maxOtherValue] + "..."
+	}
+	where := "the lock store"
+	if _, dup := r.Identity.Duplicate(""); !dup && store != "" {
+		where = "the tenant store " + store + " (spec.lock.storeRef), which no other store of this manager's shares"
+	}
+	msg := fmt.Sprintf("another manager claims this cluster's identity (--cluster-name %q) in %s: it wrote %q over this manager's heartbeat %s again and again. "+
 		"Clusters restored from one etcd snapshot share the kube-system UID (the default --cluster-name) and their objects' UIDs, and each could take up the other's leases: "+
 		"no run starts here until only one manager claims it. Give each cluster its own --cluster-name; "+
-		"a second replica of this manager needs leader election (--leader-elect)", r.ClusterName, other, r.Identity.Key())
+		"a second replica of this manager needs leader election (--leader-elect)", r.ClusterName, where, other, r.Identity.Key())
 	if shard, ok := shardOf(other); ok && shard != r.Identity.shard {
 		msg = fmt.Sprintf("a manager serving another shard (--watch-label-selector %q) runs with this manager's --leader-election-id in cluster %q: "+
 			"both write heartbeat %s, and neither can tell a restored clone from the other: no run starts here until only one does. "+

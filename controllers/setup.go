@@ -123,6 +123,7 @@ func Setup(mgr ctrl.Manager, o ManagerOptions) (*Controllers, error) {
 		Identity: NewIdentityCheck(o.Store, o.ClusterName, o.LeaderElectionID, o.IdentityBeat).ForShard(selectorString(o.Selector)),
 		Grants:   NewGrantsCheck(o.Store, o.KeyGrants, o.IdentityBeat),
 	}
+	r.Identity.WithTenantStores(r.tenantStoreClients)
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up guardedjob controller: %w", err)
 	}

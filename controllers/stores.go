@@ -116,6 +116,18 @@ func (r *GuardedJobReconciler) storeFor(ctx context.Context, gj *batchv1alpha1.G
 	return c, false, nil
 }
 
+// tenantStoreClients lists the newest client of each tenant store this manager
+// has open, for the identity heartbeat.
+func (r *GuardedJobReconciler) tenantStoreClients() []*lockclient.Client {
+	r.stores.mu.Lock()
+	defer r.stores.mu.Unlock()
+	out := make([]*lockclient.Client, 0, len(r.stores.latest))
+	for _, c := range r.stores.latest {
+		out = append(out, c)
+	}
+	return out
+}
+
 // insecureStore reports whether a tenant store's Secret turns TLS verification off.
 func (r *GuardedJobReconciler) insecureStore(c *lockclient.Client) bool {
 	r.stores.mu.Lock()

@@ -18,7 +18,7 @@
  * HOLE_SHARD_BREAK_BEFORE_MAKE, HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN,
  * HOLE_DEADLINE_FROM_REPLY, HOLE_PAUSED_CREATE, HOLE_UNCLEAN_BY_RECORDED_UID,
  * HOLE_PAUSED_KEEPER, HOLE_RENEW_ONLY_REACQUIRE, HOLE_DUPLICATE_IDENTITY,
- * HOLE_MARKER_UNACKED, HOLE_IDENTITY_WINDOW, HOLE_IDENTITY_OUTAGE, HOLE_NOT_LEADING,
+ * HOLE_MARKER_UNACKED, HOLE_IDENTITY_WINDOW, HOLE_IDENTITY_OUTAGE, HOLE_IDENTITY_OWN_STORE_ONLY, HOLE_NOT_LEADING,
  * HOLE_INFLIGHT_REACQUIRE_RENEWED, HOLE_SKIP_ON_STALE_CACHE, HOLE_GATE_STALE_CONFIRM,
  * HOLE_MARKER_EXPIRES_EARLY, HOLE_ADOPT_TRUSTS_ANNOTATION, HOLE_SHARD_CLAIM_UNTRACKED,
  * HOLE_GRANTS_UNPUBLISHED, HOLE_GRANTS_REFUSE_ACQUIRE_ONLY;
@@ -156,7 +156,10 @@
 #define FLAKY 1
 #elif defined(CFG_TWIN)
 /* cluster A and cluster B, restored from one etcd snapshot: the same identity
- * (cluster name, object UID), one store. B's manager starts at any moment and may
+ * (cluster name, object UID), one store: the store the lease lives in, which may be
+ * a tenant's (storeRef) that the two share while each manager has a store of its own
+ * (HOLE_IDENTITY_OWN_STORE_ONLY: the heartbeat beats only in the managers' own
+ * stores, so it never tells). B's manager starts at any moment and may
  * go; its runs are the other holder: one may take the key with a token minted for
  * A's next occurrence (A may take it up), or take up A's lease; the heartbeat
  * makes each manager know of the other IDT ticks after B starts (or goes) */
@@ -999,7 +1002,7 @@ active proctype Clock() {
           id_left--;
           if
           :: id_left == 0 ->
-#ifndef HOLE_DUPLICATE_IDENTITY
+#if !defined(HOLE_DUPLICATE_IDENTITY) && !defined(HOLE_IDENTITY_OWN_STORE_ONLY)
              dup = (tw_st == 1);
              if :: dup -> gh_dup = 1; printf("MODEL: each manager knows that the other claims its identity\n") :: else fi
 #else

@@ -218,7 +218,7 @@ var mutants = []mutant{
 		name: "identity-unchecked",
 		bug:  "a manager never sees that another live manager claims its cluster identity, and starts runs beside it",
 		file: "controllers/identity.go",
-		find: "if strikes >= identityStrikes && !c.dup {",
+		find: "if strikes >= identityStrikes && !b.dup {",
 		repl: "if false {",
 		catchers: []catcher{
 			{"./controllers/", []string{"TestEveryActor_TwoClustersClaimingOneIdentityStartNoRun"}},
@@ -228,8 +228,8 @@ var mutants = []mutant{
 		name: "identity-not-settled",
 		bug:  "a manager that has just started takes up leases before its identity heartbeat could have seen a twin",
 		file: "controllers/identity.go",
-		find: "if c.dup || len(c.recent) < identityStrikes {\n\t\treturn false\n\t}",
-		repl: "if c.dup {\n\t\treturn false\n\t}\n\tif len(c.recent) < identityStrikes {\n\t\treturn true\n\t}",
+		find: "if b.dup || len(b.recent) < identityStrikes {\n\t\treturn false\n\t}",
+		repl: "if b.dup {\n\t\treturn false\n\t}\n\tif len(b.recent) < identityStrikes {\n\t\treturn true\n\t}",
 		catchers: []catcher{
 			{"./controllers/", []string{"TestEveryActor_AManagerJustStartedNeverTakesUpATwinsLease"}},
 		},
@@ -370,10 +370,20 @@ var mutants = []mutant{
 		name: "identity-outage-keeps-beats",
 		bug:  "beats from before a store outage still settle the identity, so a take-up right after it cannot have seen a twin that started meanwhile",
 		file: "controllers/identity.go",
-		find: "The outage is reported elsewhere.\n\t\tc.recent = c.recent[:0]\n",
+		find: "The outage is reported elsewhere.\n\t\tb.recent = b.recent[:0]\n",
 		repl: "The outage is reported elsewhere.\n",
 		catchers: []catcher{
 			{"./controllers/", []string{"TestIdentityAStoreThatAnswersAgainBetweenBeatsIsNotSettled"}},
+		},
+	},
+	{
+		name: "identity-own-store-only",
+		bug:  "the identity heartbeat beats only in the manager's own store: clones whose managers have stores of their own never see each other in the tenant store they share, and take up each other's leases there",
+		file: "controllers/identity.go",
+		find: "if c.tenantStores == nil {\n\t\treturn\n\t}",
+		repl: "if true {\n\t\treturn\n\t}",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestIdentityATwinInATenantStoreHoldsBackOnlyThatStore", "TestEveryActor_TwoClustersClaimingOneIdentityInATenantStoreStartNoRunInIt"}},
 		},
 	},
 	{

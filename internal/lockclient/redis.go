@@ -512,6 +512,12 @@ func (c *Client) Inspect(ctx context.Context, keys Keys) (KeyState, error) {
 	return st, nil
 }
 
+// IsPermissionDenied says whether the store refused a command for its ACL
+// (NOPERM): the user the store's URL logs in with may not use that key or command.
+func IsPermissionDenied(err error) bool {
+	return redis.HasErrorPrefix(err, "NOPERM")
+}
+
 // callError classifies an error from Redis. A key of the wrong type is the caller's
 // problem (someone else stored a hash at the lock key); everything else is a store
 // error, never a verdict about the lease.
