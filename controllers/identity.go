@@ -153,31 +153,20 @@ func (c *IdentityCheck) beat(ctx context.Context, logf func(string, ...any)) {
 	if c.tenantStores == nil {
 		return
 	}
+	// Side by side: a tenant store that does not answer must not hold back the
+	// beats in the others.
+	stores := c.tenantStores()
+	var wg sync.WaitGroup
+	for _, store := range stores {
+		wg.Go(func() {
+			prev, err := store.Swap(ctx, c.key, c.value, c.ttl())
+			c.recordTenant(store.Identity(), prev, err, logf)
+		})
+	}
+	wg.Wait()
 	seen := map[string]bool{}
-	for _, store := range c.tenantStores() {
-		id := store.Identity()
-		seen[id] = true
-		prev, err := store.Swap(ctx, c.key, c.value, c.ttl())
-		c.mu.Lock()
-		if c.tenants == nil {
-			c.tenants = map[string]*beats{}
-		}
-		b := c.tenants[id]
-		if b == nil {
-			b = &beats{}
-			c.tenants[id] = b
-		}
-		wasRefused := b.refused
-		if b.refused = lockclient.IsPermissionDenied(err); b.refused {
-			if !wasRefused {
-				logf("A tenant store's ACL refuses this manager's identity heartbeat: a clone of this cluster that shares only this store goes unseen. Allow the manager's user ~_guardedjob:identity:* in it (docs/security.md)",
-					"store", id, "key", c.key)
-			}
-			b.recent, b.down = b.recent[:0], false
-		} else {
-			b.record(prev, err, c.value, func(msg string, kv ...any) { logf(msg, append(kv, "key", c.key, "store", id)...) })
-		}
-		c.mu.Unlock()
+	for _, store := range stores {
+		seen[store.Identity()] = true
 	}
 	c.mu.Lock()
 	for id := range c.tenants {
@@ -186,6 +175,30 @@ func (c *IdentityCheck) beat(ctx context.Context, logf func(string, ...any)) {
 		}
 	}
 	c.mu.Unlock()
+}
+
+// recordTenant counts one beat in the tenant store id.
+func (c *IdentityCheck) recordTenant(id, prev string, err error, logf func(string, ...any)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tenants == nil {
+		c.tenants = map[string]*beats{}
+	}
+	b := c.tenants[id]
+	if b == nil {
+		b = &beats{}
+		c.tenants[id] = b
+	}
+	wasRefused := b.refused
+	if b.refused = lockclient.IsPermissionDenied(err); b.refused {
+		if !wasRefused {
+			logf("A tenant store's ACL refuses this manager's identity heartbeat: a clone of this cluster that shares only this store goes unseen. Allow the manager's user ~_guardedjob:identity:* in it (docs/security.md)",
+				"store", id, "key", c.key)
+		}
+		b.recent, b.down = b.recent[:0], false
+		return
+	}
+	b.record(prev, err, c.value, func(msg string, kv ...any) { logf(msg, append(kv, "key", c.key, "store", id)...) })
 }
 
 // ttl is how long a heartbeat lives: a window of beats and one more.
