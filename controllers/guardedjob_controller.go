@@ -303,9 +303,6 @@ type scope struct {
 	// does not have yet: its first status write records its intent with the
 	// result of its acquisition.
 	unrecorded string
-	// runNow is the run-now value that started the unrecorded run, if any: its
-	// Job carries it (RunAnnotation) for a pass that adopts the Job.
-	runNow string
 	// recordLater is set when the pass created its run's Job: the pass ends
 	// without a status write, and the pass the Job's own watch event brings
 	// records it (adoptJob). That pass is queued behind every run due now, so

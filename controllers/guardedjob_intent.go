@@ -189,12 +189,14 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 	run.Holder, run.Token = leasetoken.HolderOf(token), token
 	run.StartDeadline = &metav1.Time{Time: due.Add(gj.Spec.StartingDeadline())}
 	run.Backfill, run.Parameters = extras.backfill, extras.parameters
+	if triggered {
+		run.RunNow = triggerValue
+	}
 	gj.Status.Active = append(gj.Status.Active, run)
 	recordLease(gj, &gj.Status.Active[len(gj.Status.Active)-1], s.now)
 	r.claimShard(gj)
 	if triggered {
 		gj.Status.LastRunNow = triggerValue
-		s.runNow = triggerValue
 	}
 	if gj.Status.LastScheduleTime == nil || occurrence.After(gj.Status.LastScheduleTime.Time) {
 		gj.Status.LastScheduleTime = &metav1.Time{Time: occurrence}

@@ -32,16 +32,15 @@ import (
 // The gate opens only for a run status records. docs/reliability.md maps this
 // to the protocol model.
 
-// jobRun is what RunAnnotation holds: the run without its token, and the
-// run-now value that started it.
+// jobRun is what RunAnnotation holds: the run without its token (with the
+// run-now value that started it, runNow).
 type jobRun struct {
 	batchv1alpha1.ActiveRun
-	RunNow string `json:"runNow,omitempty"`
 }
 
 // annotateRun writes the run into the Job it is about to create.
-func annotateRun(job *batchv1.Job, run *batchv1alpha1.ActiveRun, runNow string) error {
-	rec := jobRun{ActiveRun: *run.DeepCopy(), RunNow: runNow}
+func annotateRun(job *batchv1.Job, run *batchv1alpha1.ActiveRun) error {
+	rec := jobRun{ActiveRun: *run.DeepCopy()}
 	rec.Token, rec.JobUID, rec.Phase, rec.StopResult, rec.StopReason = "", "", "", "", ""
 	b, err := json.Marshal(rec)
 	if err != nil {
@@ -114,7 +113,7 @@ func (r *GuardedJobReconciler) createFirst(ctx context.Context, s *scope, run *b
 		return nil, nil, ""
 	}
 	shardLabelOnJob(s.gj, job)
-	if err := annotateRun(job, run, s.runNow); err != nil {
+	if err := annotateRun(job, run); err != nil {
 		log.FromContext(ctx).Error(err, "creating the Job after status records the run", "job", run.JobName)
 		return nil, nil, ""
 	}
@@ -321,7 +320,8 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 // annotation come only the fence (which the store's fence counter must show),
 // the acquisition time (never later than the Job's creation, which the API
 // server stamps), the holder (which the key must hold, minted for this very
-// Job), and, for a run no status records, its backfill and parameters.
+// Job), and, for a run no status records, its backfill, parameters and run-now
+// value.
 func (r *GuardedJobReconciler) trustedRun(s *scope, job *batchv1.Job, hint, recorded *batchv1alpha1.ActiveRun) (*batchv1alpha1.ActiveRun, string) {
 	gj := s.gj
 	if hint.JobName != job.Name || hint.OwnerUID != gj.UID || hint.Cluster != r.ClusterName {
@@ -343,7 +343,7 @@ func (r *GuardedJobReconciler) trustedRun(s *scope, job *batchv1.Job, hint, reco
 			return nil, "the spec gives its occurrence no keys this GuardedJob may use: " + err.Error()
 		}
 		source = "the spec for its occurrence"
-		want.Backfill, want.Parameters, want.StartDeadline = hint.Backfill, hint.Parameters, hint.StartDeadline
+		want.Backfill, want.Parameters, want.StartDeadline, want.RunNow = hint.Backfill, hint.Parameters, hint.StartDeadline, hint.RunNow
 	}
 	if field := runcore.RunDiffers(&want, hint); field != "" {
 		return nil, "its " + batchv1alpha1.RunAnnotation + " annotation does not match " + source + " (" + field + ")"

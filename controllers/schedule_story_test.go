@@ -345,3 +345,55 @@ func TestParameters_AManualRunSetsDeclaredValuesOnlyAndScheduledRunsGetTheDefaul
 	g.Expect(envOf(sj, "DRY_RUN")).To(Equal("true"))
 	g.Expect(sj.Annotations).To(HaveKeyWithValue(batchv1alpha1.ParametersAnnotation, `{"DRY_RUN":"true","REGION":"eu-west-1"}`))
 }
+
+// TestOccurrence_EveryRunsPodsAreToldWhichOccurrenceTheyWorkOn: a run-now and
+// each occurrence of a backfill tell their Pods which occurrence they are (in
+// UTC and in the schedule's zone), its key, and which request started them:
+// a backfill of three hours processes three different hours.
+func TestOccurrence_EveryRunsPodsAreToldWhichOccurrenceTheyWorkOn(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	g := h.g
+	taipei, err := time.LoadLocation("Asia/Taipei")
+	g.Expect(err).NotTo(HaveOccurred())
+	gj := h.hourlyBackfill("told", h.ns+":told")
+	gj.Spec.TimeZone = "Asia/Taipei"
+	h.create(gj)
+
+	runNow := h.trigger(gj)
+	job := h.waitJobs(1)[0]
+	scheduled := job.Annotations[batchv1alpha1.ScheduledTimeAnnotation]
+	at, err := time.Parse(time.RFC3339, scheduled)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(envOf(&job, "GUARDEDJOB_SCHEDULED_TIME")).To(Equal(scheduled))
+	g.Expect(envOf(&job, "GUARDEDJOB_SCHEDULED_TIME_LOCAL")).To(Equal(at.In(taipei).Format(time.RFC3339)))
+	g.Expect(envOf(&job, "GUARDEDJOB_SCHEDULED_TIME_LOCAL")).To(HaveSuffix("+08:00"))
+	g.Expect(envOf(&job, "GUARDEDJOB_TIME_ZONE")).To(Equal("Asia/Taipei"))
+	g.Expect(envOf(&job, "GUARDEDJOB_OCCURRENCE")).To(Equal(h.ns + ":told:done:" + itoa(at.Unix())))
+	g.Expect(envOf(&job, "GUARDEDJOB_TRIGGER")).To(Equal("run-now"))
+	g.Expect(envOf(&job, "GUARDEDJOB_REQUEST")).To(Equal(runNow))
+	h.waitRecorded(gj)
+	h.complete(&job)
+	g.Eventually(func() []batchv1alpha1.ActiveRun { return h.get(gj).Status.Active }).WithTimeout(20 * time.Second).Should(BeEmpty())
+
+	now := h.clock.Now()
+	from, to := now.Add(-3*time.Hour).Truncate(time.Hour), now.Add(-time.Hour)
+	request := h.backfill(gj, from, to, 1)
+	var told []string
+	for range 3 { // one at a time: they share one lock key
+		var jobs []batchv1.Job
+		g.Eventually(func() []batchv1.Job { jobs = h.unfinished(gj); return jobs }).WithTimeout(20 * time.Second).Should(HaveLen(1))
+		job := jobs[0]
+		g.Expect(envOf(&job, "GUARDEDJOB_TRIGGER")).To(Equal("backfill"))
+		g.Expect(envOf(&job, "GUARDEDJOB_REQUEST")).To(Equal(request))
+		g.Expect(envOf(&job, "GUARDEDJOB_SCHEDULED_TIME")).To(Equal(job.Annotations[batchv1alpha1.ScheduledTimeAnnotation]))
+		told = append(told, envOf(&job, "GUARDEDJOB_SCHEDULED_TIME"))
+		h.waitRecorded(gj)
+		h.complete(&job)
+	}
+	var want []string
+	for _, at := range hours(t, from, to) {
+		want = append(want, at.UTC().Format(time.RFC3339))
+	}
+	g.Expect(told).To(ConsistOf(want), "each Job works on its own hour")
+}

@@ -88,6 +88,30 @@ const (
 	// DefaultFenceEnvName is the default of fencing.envName: the env var set to the fence
 	// on every container and init container of a run's Pods.
 	DefaultFenceEnvName = "GUARDEDJOB_FENCE"
+
+	// The occurrence a run's Pods work on, set on every container and init
+	// container next to the fence (docs/api.md#what-a-run-s-pods-are-told).
+	// ScheduledTimeEnv is the occurrence's scheduled time, RFC 3339 in UTC.
+	ScheduledTimeEnv = "GUARDEDJOB_SCHEDULED_TIME"
+	// ScheduledTimeLocalEnv is the same time in spec.timeZone (UTC without one),
+	// RFC 3339 with the zone's offset.
+	ScheduledTimeLocalEnv = "GUARDEDJOB_SCHEDULED_TIME_LOCAL"
+	// TimeZoneEnv is the zone ScheduledTimeLocalEnv is in (spec.timeZone, or UTC).
+	TimeZoneEnv = "GUARDEDJOB_TIME_ZONE"
+	// OccurrenceEnv is the occurrence's key: its done-marker in the store, the same
+	// for this occurrence in every cluster sharing the store.
+	OccurrenceEnv = "GUARDEDJOB_OCCURRENCE"
+	// TriggerEnv says what started the run: TriggerSchedule, TriggerRunNow or
+	// TriggerBackfill.
+	TriggerEnv = "GUARDEDJOB_TRIGGER"
+	// RequestEnv names the request that started the run: the run-now value, or
+	// the backfill's request value; empty for a scheduled run.
+	RequestEnv = "GUARDEDJOB_REQUEST"
+
+	// TriggerEnv's values.
+	TriggerSchedule = "schedule"
+	TriggerRunNow   = "run-now"
+	TriggerBackfill = "backfill"
 )
 
 // Condition types.

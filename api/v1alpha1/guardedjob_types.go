@@ -788,6 +788,12 @@ type ActiveRun struct {
 	// others have their defaults).
 	// +optional
 	Parameters map[string]string `json:"parameters,omitempty"`
+
+	// runNow is the batch.guardedjob.dev/run-now value that requested this run;
+	// empty for a scheduled run and a backfill's. Its Pods get it as
+	// GUARDEDJOB_REQUEST.
+	// +optional
+	RunNow string `json:"runNow,omitempty"`
 }
 
 // RunRecord is the outcome of a run that finished or did not start.

@@ -96,11 +96,13 @@ type RunParameter struct {
 	// on every container and init container of the run's Pods (it replaces a
 	// variable of that name in the jobTemplate). A C identifier (letters, digits
 	// and _, not starting with a digit), 1 to 64 characters, other than
-	// fencing.envName.
+	// fencing.envName and not starting with GUARDEDJOB_ (the variables the
+	// manager sets: the fence and the occurrence).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z_][A-Za-z0-9_]*$')",message="parameters[].name must be a C identifier (letters, digits and _, not starting with a digit) such as REGION: it becomes an environment variable"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('GUARDEDJOB_')",message="parameters[].name must not start with GUARDEDJOB_: the manager sets those variables (GUARDEDJOB_FENCE, GUARDEDJOB_SCHEDULED_TIME, ...)"
 	Name string `json:"name"`
 
 	// default is the value of scheduled runs, and of manual runs that do not set

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/schedule"
 )
 
 // Build returns the Job of an active run, and warnings for the object's events.
@@ -27,8 +28,9 @@ import (
 // replacement Pod never runs beside the Pod it replaces), activeDeadlineSeconds =
 // maxHold on the Job and on its Pods (so the Job controller and the kubelet bound
 // the run even without this manager), and the fence in every container's env and
-// in the annotation batch.guardedjob.dev/fence of the Job and its Pods. Declared
-// parameters (spec.parameters) get their values as env vars too (addParameters).
+// in the annotation batch.guardedjob.dev/fence of the Job and its Pods, with the
+// occurrence the run works on (OccurrenceEnv). Declared parameters
+// (spec.parameters) get their values as env vars too (addParameters).
 //
 // A run with a pod guard (run.PodGuard) gets it as a native sidecar (AddPodGuard).
 func Build(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (*batchv1.Job, []Warning) {
@@ -74,8 +76,16 @@ func Build(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (*batchv1
 	job.Annotations = mergeMaps(job.Annotations, annotations)
 	pod.Labels = mergeMaps(pod.Labels, labels)
 	pod.Annotations = mergeMaps(pod.Annotations, annotations)
-	// Before the fence: a parameter never replaces the fence variable.
+	// Before the fence and the occurrence: a parameter never replaces them.
 	addParameters(job, gj, run)
+	for _, env := range OccurrenceEnv(gj, run) {
+		for i := range pod.Spec.InitContainers {
+			setEnv(&pod.Spec.InitContainers[i], env.Name, env.Value)
+		}
+		for i := range pod.Spec.Containers {
+			setEnv(&pod.Spec.Containers[i], env.Name, env.Value)
+		}
+	}
 
 	if fenced || run.Unguarded {
 		name := run.EnvName
@@ -182,6 +192,35 @@ func Gated(job *batchv1.Job) bool {
 type Warning struct {
 	Reason  string
 	Message string
+}
+
+// OccurrenceEnv is what a run's Pods are told about the occurrence they work on:
+// its scheduled time (in UTC and in the schedule's zone), its key, and what
+// started the run. A backfill over 30 days thus processes 30 different days,
+// not today 30 times.
+func OccurrenceEnv(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) []corev1.EnvVar {
+	zone := gj.Spec.TimeZone
+	loc, err := schedule.LoadZone(zone)
+	if err != nil || zone == "" {
+		// A zone the spec no longer names validly: the run still gets UTC.
+		loc, zone = time.UTC, "UTC"
+	}
+	trigger, request := batchv1alpha1.TriggerSchedule, ""
+	switch {
+	case run.Backfill != "":
+		trigger, request = batchv1alpha1.TriggerBackfill, run.Backfill
+	case run.RunNow != "":
+		trigger, request = batchv1alpha1.TriggerRunNow, run.RunNow
+	}
+	at := run.ScheduledTime.Time
+	return []corev1.EnvVar{
+		{Name: batchv1alpha1.ScheduledTimeEnv, Value: at.UTC().Format(time.RFC3339)},
+		{Name: batchv1alpha1.ScheduledTimeLocalEnv, Value: at.In(loc).Format(time.RFC3339)},
+		{Name: batchv1alpha1.TimeZoneEnv, Value: zone},
+		{Name: batchv1alpha1.OccurrenceEnv, Value: run.OccurrenceKey},
+		{Name: batchv1alpha1.TriggerEnv, Value: trigger},
+		{Name: batchv1alpha1.RequestEnv, Value: request},
+	}
 }
 
 // setEnv sets name=value on c, replacing a variable of that name.

@@ -156,3 +156,48 @@ func TestJobBuilderPolicies(t *testing.T) {
 		})
 	}
 }
+
+// Every container of a run's Pods is told which occurrence it works on, in UTC
+// and in the schedule's zone, its key, and what started the run: a backfill of
+// many days processes each day once, not today many times.
+func TestEveryContainerIsToldItsOccurrence(t *testing.T) {
+	for _, tc := range []struct {
+		name                    string
+		zone                    string
+		run                     func(*batchv1alpha1.ActiveRun)
+		local, trigger, request string
+		wantZone                string
+	}{
+		{name: "a scheduled run in Asia/Taipei", zone: "Asia/Taipei", run: func(*batchv1alpha1.ActiveRun) {},
+			local: "2026-11-30T08:05:00+08:00", trigger: "schedule", wantZone: "Asia/Taipei"},
+		{name: "a run-now without a time zone", run: func(r *batchv1alpha1.ActiveRun) { r.RunNow = "2026-11-30T00:07:12Z" },
+			local: "2026-11-30T00:05:00Z", trigger: "run-now", request: "2026-11-30T00:07:12Z", wantZone: "UTC"},
+		{name: "a backfill's occurrence in America/New_York", zone: "America/New_York", run: func(r *batchv1alpha1.ActiveRun) { r.Backfill = "2026-12-01T10:00:00Z" },
+			local: "2026-11-29T19:05:00-05:00", trigger: "backfill", request: "2026-12-01T10:00:00Z", wantZone: "America/New_York"},
+		{name: "a zone the spec no longer names validly falls back to UTC", zone: "Mars/Olympus", run: func(*batchv1alpha1.ActiveRun) {},
+			local: "2026-11-30T00:05:00Z", trigger: "schedule", wantZone: "UTC"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			gj := testObject(corev1.RestartPolicyNever)
+			gj.Spec.TimeZone = tc.zone
+			gj.Spec.Parameters = []batchv1alpha1.RunParameter{{Name: batchv1alpha1.TriggerEnv}}
+			run := testRun(batchv1alpha1.FencingNone)
+			run.OccurrenceKey = "payments:settlement:done:1764461100"
+			run.Parameters = map[string]string{batchv1alpha1.TriggerEnv: "forged"}
+			tc.run(run)
+			job, _ := Build(gj, run)
+			pod := job.Spec.Template.Spec
+			for _, c := range append(pod.InitContainers, pod.Containers...) {
+				g.Expect(envValue(c, "GUARDEDJOB_SCHEDULED_TIME")).To(Equal([]string{"2026-11-30T00:05:00Z"}), c.Name)
+				g.Expect(envValue(c, "GUARDEDJOB_SCHEDULED_TIME_LOCAL")).To(Equal([]string{tc.local}), c.Name)
+				g.Expect(envValue(c, "GUARDEDJOB_TIME_ZONE")).To(Equal([]string{tc.wantZone}), c.Name)
+				g.Expect(envValue(c, "GUARDEDJOB_OCCURRENCE")).To(Equal([]string{"payments:settlement:done:1764461100"}), c.Name)
+				g.Expect(envValue(c, "GUARDEDJOB_TRIGGER")).To(Equal([]string{tc.trigger}), "%s: a parameter never replaces it", c.Name)
+				g.Expect(envValue(c, "GUARDEDJOB_REQUEST")).To(Equal([]string{tc.request}), c.Name)
+			}
+			again, _ := Build(gj, run)
+			g.Expect(again.Spec.Template.Spec.Containers).To(Equal(pod.Containers), "the same object and run give the same Job")
+		})
+	}
+}

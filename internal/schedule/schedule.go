@@ -65,7 +65,7 @@ func (e everySchedule) Next(t time.Time) time.Time {
 // fires at the multiples of d since the Unix epoch. Errors are *specerror.Error with reason
 // InvalidSchedule or InvalidTimeZone.
 func Parse(spec, timeZone string) (*Schedule, error) {
-	loc, err := loadZone(timeZone)
+	loc, err := LoadZone(timeZone)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +113,8 @@ func Parse(spec, timeZone string) (*Schedule, error) {
 	return s, nil
 }
 
-func loadZone(name string) (*time.Location, error) {
+// LoadZone is the zone spec.timeZone names: UTC when empty; Local is refused.
+func LoadZone(name string) (*time.Location, error) {
 	switch name {
 	case "", "UTC":
 		return time.UTC, nil

@@ -106,6 +106,11 @@ func TestScheduleFieldsAreValidated(t *testing.T) {
 		{name: "a parameter name that is no environment variable name is rejected",
 			mutate: func(o map[string]any) { set(o, params(param("name", "DRY-RUN")), "spec", "parameters") },
 			want:   []string{"spec.parameters[0].name", "parameters[].name must be a C identifier"}},
+		{name: "a parameter named as a variable the manager sets is rejected",
+			mutate: func(o map[string]any) {
+				set(o, params(param("name", "GUARDEDJOB_SCHEDULED_TIME")), "spec", "parameters")
+			},
+			want: []string{"spec.parameters[0].name", "parameters[].name must not start with GUARDEDJOB_"}},
 		{name: "a parameter named as the fence variable is rejected",
 			mutate: func(o map[string]any) { set(o, params(param("name", "GUARDEDJOB_FENCE")), "spec", "parameters") },
 			want:   []string{"spec.parameters", "parameters[].name must differ from fencing.envName (default GUARDEDJOB_FENCE)"}},
