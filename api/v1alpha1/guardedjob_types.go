@@ -867,19 +867,14 @@ type RunRecord struct {
 // +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
 // +kubebuilder:printcolumn:name="TimeZone",type=string,JSONPath=`.spec.timeZone`,priority=1
 // +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
-// +kubebuilder:printcolumn:name="Suspended By",type=string,JSONPath=`.spec.suspendNote.by`,priority=1
-// +kubebuilder:printcolumn:name="Suspended Until",type=string,JSONPath=`.spec.suspendNote.until`,priority=1
-// +kubebuilder:printcolumn:name="Suspend Reason",type=string,JSONPath=`.spec.suspendNote.reason`,priority=1
 // +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.activeCount`
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
-// +kubebuilder:printcolumn:name="Lock",type=string,JSONPath=`.status.lock.state`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Lock",type=string,JSONPath=`.status.lock.state`,priority=1
 // +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.lock.holder`,priority=1
 // +kubebuilder:printcolumn:name="Fence",type=integer,JSONPath=`.status.lastFence`,priority=1
-// +kubebuilder:printcolumn:name="Key",type=string,JSONPath=`.status.lock.key`,priority=1
+// +kubebuilder:printcolumn:name="Last Result",type=string,JSONPath=`.status.lastRun.result`
 // +kubebuilder:printcolumn:name="Last Schedule",type=date,JSONPath=`.status.lastScheduleTime`
-// +kubebuilder:printcolumn:name="Last Success",type=date,JSONPath=`.status.lastSuccessfulTime`,priority=1
 // +kubebuilder:printcolumn:name="Next Schedule",type=string,JSONPath=`.status.nextScheduleTime`,priority=1
-// +kubebuilder:printcolumn:name="Last Result",type=string,JSONPath=`.status.lastRun.result`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 45",message="metadata.name must be at most 45 characters: Job names append -<minutes>-<6 hex>"
 type GuardedJob struct {

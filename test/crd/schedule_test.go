@@ -221,17 +221,23 @@ func TestScheduleStatusIsAccepted(t *testing.T) {
 	g.Expect(stored.Status.ConsecutiveFailures).To(Equal(int32(2)))
 }
 
-// kubectl get gj -o wide shows who suspended a GuardedJob, until when, and why.
-func TestGetWideShowsTheSuspendNote(t *testing.T) {
+// kubectl get gj shows at a glance whether an object works and how its last run
+// ended: READY and LAST RESULT are default columns; -o wide adds the lock.
+func TestGetShowsReadinessAndTheLastResult(t *testing.T) {
 	requireAPIServer(t)
 	g := NewWithT(t)
-	obj := validGuardedJob("noted")
-	set(obj, true, "spec", "suspend")
-	set(obj, map[string]any{"by": "alice", "reason": "ledger migration", "until": "2026-12-01T06:00:00Z"}, "spec", "suspendNote")
-	g.Expect(k8sClient.Create(testContext(t), &unstructured.Unstructured{Object: obj})).To(Succeed())
-	g.Expect(table(t, "noted")).To(And(
-		HaveKeyWithValue("Suspend", true),
-		HaveKeyWithValue("Suspended By", "alice"),
-		HaveKeyWithValue("Suspended Until", "2026-12-01T06:00:00Z"),
-		HaveKeyWithValue("Suspend Reason", "ledger migration")))
+	ctx := testContext(t)
+	obj := validGuardedJob("at-a-glance")
+	u := &unstructured.Unstructured{Object: obj}
+	g.Expect(k8sClient.Create(ctx, u)).To(Succeed())
+	set(u.Object, map[string]any{
+		"conditions": []any{map[string]any{"type": "Ready", "status": "False", "reason": "KeyNotAllowed", "message": "m", "lastTransitionTime": "2026-12-01T00:00:00Z"}},
+		"lastRun":    map[string]any{"jobName": "at-a-glance-1", "result": "Failed", "scheduledTime": "2026-12-01T00:00:00Z"},
+		"lock":       map[string]any{"state": "Free"},
+	}, "status")
+	g.Expect(k8sClient.Status().Update(ctx, u)).To(Succeed())
+	g.Expect(table(t, "at-a-glance")).To(And(
+		HaveKeyWithValue("Ready", "False"),
+		HaveKeyWithValue("Last Result", "Failed"),
+		HaveKeyWithValue("Lock", "Free")))
 }

@@ -127,9 +127,9 @@ func TestDemoOneShot(t *testing.T) {
 	}
 	q := regexp.QuoteMeta
 	for _, want := range []string{
-		// kubectl get gj while the lease was held: CronJob's columns, with the
-		// one active run and the lock's state.
-		`NAME\s+SCHEDULE\s+SUSPEND\s+ACTIVE\s+LOCK\s+LAST SCHEDULE\s+AGE\n` + `demo-settlement\s+\* \* \* \* \*\s+false\s+1\s+Held\s+\S+\s+\S+\n`,
+		// kubectl get gj while the lease was held: CronJob's columns with
+		// readiness and the last result, and the one active run.
+		`NAME\s+SCHEDULE\s+SUSPEND\s+ACTIVE\s+READY\s+LAST RESULT\s+LAST SCHEDULE\s+AGE\n` + `demo-settlement\s+\* \* \* \* \*\s+false\s+1\s+True\s+\S+\s+\S+\s+\S+\n`,
 		// kubectl get gj -o wide: the Holder and Fence columns beside Lock.
 		`Held\s+demo/default/` + q(job) + `\s+` + fence + `\s`,
 		// kubectl get jobs: the Job went to Complete.
