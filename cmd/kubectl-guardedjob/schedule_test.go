@@ -138,7 +138,7 @@ func TestPluginSchedules(t *testing.T) {
 		g.Expect(stderr).To(ContainSubstring("holds more than 1000 occurrences"))
 		code, _, stderr = w.plugin("", nil, "backfill", "history", "-n", "default", "--from", "last week")
 		g.Expect(code).To(Equal(2))
-		g.Expect(stderr).To(ContainSubstring(`--from "last week" is not an RFC 3339 time`))
+		g.Expect(stderr).To(ContainSubstring(`--from "last week" is not a time: give an RFC 3339 time`))
 		code, _, stderr = w.plugin("", nil, "backfill", "history", "-n", "default")
 		g.Expect(code).To(Equal(2))
 		g.Expect(stderr).To(ContainSubstring("backfill needs --from"))
@@ -169,6 +169,31 @@ func TestPluginSchedules(t *testing.T) {
 
 		_, stdout, _ = w.plugin("", nil, "status", "history", "-n", "default")
 		g.Expect(stdout).To(MatchRegexp(`Backfill:\s+\S+ from ` + from.Format(time.RFC3339) + ` to \S+: Complete: 3/3 done`))
+
+		// A dry run of the same range names the Jobs that did each occurrence here.
+		request := get("history").Annotations[batchv1alpha1.BackfillAnnotation]
+		code, stdout, stderr = w.plugin("", nil, "backfill", "history", "-n", "default", "--from", from.Format(time.RFC3339), "--dry-run")
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(strings.Count(stdout, "done here: Job history-")).To(Equal(3), stdout)
+		g.Expect(get("history").Annotations).To(HaveKeyWithValue(batchv1alpha1.BackfillAnnotation, request), "a dry run writes nothing")
+	})
+
+	t.Run("backfill reads a range without an offset in the schedule's zone, and --dry-run lists it", func(t *testing.T) {
+		g := NewWithT(t)
+		create("taipei", "5 0 * * *", func(s *batchv1alpha1.GuardedJobSpec) { s.TimeZone = "Asia/Taipei" })
+		taipei, err := time.LoadLocation("Asia/Taipei")
+		g.Expect(err).NotTo(HaveOccurred())
+		today := time.Now().In(taipei)
+		first, last := today.AddDate(0, 0, -5).Format(time.DateOnly), today.AddDate(0, 0, -1).Format(time.DateOnly)
+		code, stdout, stderr := w.plugin("", nil, "backfill", "taipei", "-n", "default", "--from", first, "--to", last, "--dry-run")
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(HavePrefix(fmt.Sprintf("guardedjob default/taipei: a backfill from %sT00:00:00+08:00 to %sT23:59:59+08:00 (Asia/Taipei) would run 5 occurrence(s), 1 at a time:\n", first, last)))
+		for d := -5; d <= -1; d++ {
+			day := today.AddDate(0, 0, d).Format(time.DateOnly)
+			g.Expect(stdout).To(MatchRegexp(`\n  `+day+`T00:05:00\+08:00\s+\S+Z\n`), "the occurrence of the local day %s", day)
+		}
+		g.Expect(stdout).To(ContainSubstring("Nothing was written (--dry-run)."))
+		g.Expect(get("taipei").Annotations).NotTo(HaveKey(batchv1alpha1.BackfillAnnotation), "a dry run writes nothing")
 	})
 
 	t.Run("backfill --cancel stops a running backfill", func(t *testing.T) {

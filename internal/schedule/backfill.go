@@ -91,3 +91,29 @@ func clipValue(v string) string {
 	}
 	return v
 }
+
+// ParseRangeTime reads a backfill range end as a person types it: an RFC 3339
+// time (its offset says the zone), or a time without an offset read in loc, the
+// schedule's zone: 2026-11-01T00:05:00, 2026-11-01T00:05, or a date, 2026-11-01.
+// A date alone is the start of that day for the range's start, and the last
+// second of that day for its end (end true), so that --from 2026-11-01 --to
+// 2026-11-05 holds every occurrence of those five local days. name says which
+// end, for the error.
+func ParseRangeTime(name, v string, loc *time.Location, end bool) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04"} {
+		if t, err := time.ParseInLocation(layout, v, loc); err == nil {
+			return t, nil
+		}
+	}
+	if day, err := time.ParseInLocation(time.DateOnly, v, loc); err == nil {
+		if end {
+			return day.AddDate(0, 0, 1).Add(-time.Second), nil
+		}
+		return day, nil
+	}
+	return time.Time{}, fmt.Errorf("%s %q is not a time: give an RFC 3339 time (2026-11-01T00:00:00Z), a time in the schedule's zone %s (2026-11-01T00:05), or a date (2026-11-01)",
+		name, clipValue(v), loc)
+}
