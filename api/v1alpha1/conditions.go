@@ -90,7 +90,7 @@ const (
 	DefaultFenceEnvName = "GUARDEDJOB_FENCE"
 
 	// The occurrence a run's Pods work on, set on every container and init
-	// container next to the fence (docs/api.md#what-a-run-s-pods-are-told).
+	// container next to the fence (docs/api.md#what-a-runs-pods-are-told).
 	// ScheduledTimeEnv is the occurrence's scheduled time, RFC 3339 in UTC.
 	ScheduledTimeEnv = "GUARDEDJOB_SCHEDULED_TIME"
 	// ScheduledTimeLocalEnv is the same time in spec.timeZone (UTC without one),
