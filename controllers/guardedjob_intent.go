@@ -47,6 +47,7 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 				gj.Status.LastScheduleTime = &metav1.Time{Time: latest}
 				msg := fmt.Sprintf("missed %d run(s), the last due at %s: more than startingDeadlineSeconds (%s) late", missed, latest.UTC().Format(time.RFC3339), deadline)
 				recordRun(gj, "", latest, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
+				syncRecent(gj, batchv1alpha1.TriggerSchedule)
 				r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.StartingDeadlineExceededReason, "%s", msg)
 			}
 		}
@@ -75,6 +76,11 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 			gj.Status.LastRunNow = triggerValue
 		}
 		recordRun(gj, "", occurrence, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
+		trigger := batchv1alpha1.TriggerSchedule
+		if triggered {
+			trigger = batchv1alpha1.TriggerRunNow
+		}
+		syncRecent(gj, trigger)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.TriggerSkippedReason, "Skipped the run for %s: %s", occurrence.UTC().Format(time.RFC3339), msg)
 	}
 	for _, run := range gj.Status.Active {
@@ -148,6 +154,7 @@ func (r *GuardedJobReconciler) pendingTrigger(s *scope, spec *compiledSpec) (val
 	if stale || occ.IsZero() {
 		gj.Status.LastRunNow = value
 		recordRun(gj, "", at, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
+		syncRecent(gj, batchv1alpha1.TriggerRunNow)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.TriggerSkippedReason, "Skipped trigger %s: %s", value, msg)
 		return value, false, time.Time{}, time.Time{}
 	}

@@ -55,6 +55,7 @@ func (r *GuardedJobReconciler) refuseTriggerParameters(s *scope, value string, o
 	msg := fmt.Sprintf("run-now %s refused: %v", value, err)
 	gj.Status.LastRunNow = value
 	recordRun(gj, "", occurrence, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
+	syncRecent(gj, batchv1alpha1.TriggerRunNow)
 	r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InvalidParametersReason, "%s", msg)
 	return true
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/jobbuild"
 	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
@@ -131,6 +132,7 @@ func finishRun(gj *batchv1alpha1.GuardedJob, run batchv1alpha1.ActiveRun, end le
 	noteRunEnd(gj, &run, result, heldBy, now) // backfill progress, failure policy (guardedjob_suspend.go)
 	// A success, or a skip because another run had done it (guardedjob_occurrence.go).
 	noteOccurrenceDone(gj, &run, result, heldBy, now)
+	syncRecent(gj, jobbuild.TriggerOf(&run))
 }
 
 // recordRun sets status.lastRun.
@@ -140,6 +142,42 @@ func recordRun(gj *batchv1alpha1.GuardedJob, jobName string, scheduled time.Time
 	gj.Status.LastRun = &batchv1alpha1.RunRecord{
 		JobName: jobName, ScheduledTime: &st, Key: key, Fence: fence, Unguarded: unguarded,
 		Result: result, HeldBy: heldBy, FinishedAt: &t, Message: msg,
+	}
+	gj.Status.RecentRuns = append([]batchv1alpha1.RecentRun{{}}, gj.Status.RecentRuns...)
+	if len(gj.Status.RecentRuns) > maxRecentRuns {
+		gj.Status.RecentRuns = gj.Status.RecentRuns[:maxRecentRuns]
+	}
+	syncRecent(gj, "")
+}
+
+// maxRecentRuns is how many outcomes status.recentRuns keeps, and
+// maxRecentMessage how much of each one's message.
+const (
+	maxRecentRuns    = 10
+	maxRecentMessage = 256
+)
+
+// syncRecent makes status.recentRuns' newest entry say what status.lastRun
+// says (recordRun added it), with what started the run when trigger says.
+func syncRecent(gj *batchv1alpha1.GuardedJob, trigger string) {
+	lr := gj.Status.LastRun
+	if lr == nil || len(gj.Status.RecentRuns) == 0 {
+		return
+	}
+	msg := lr.Message
+	if len(msg) > maxRecentMessage {
+		msg = msg[:maxRecentMessage] + "..."
+	}
+	if trigger == "" {
+		trigger = gj.Status.RecentRuns[0].Trigger
+	}
+	job := lr.JobName
+	if lr.Result == batchv1alpha1.RunResultBusy || lr.Result == batchv1alpha1.RunResultSkipped {
+		job = "" // the name its Job would have had: it never had one
+	}
+	gj.Status.RecentRuns[0] = batchv1alpha1.RecentRun{
+		ScheduledTime: lr.ScheduledTime.DeepCopy(), Result: lr.Result, JobName: job, Fence: lr.Fence,
+		HeldBy: lr.HeldBy, Trigger: trigger, FinishedAt: lr.FinishedAt.DeepCopy(), Message: msg,
 	}
 }
 

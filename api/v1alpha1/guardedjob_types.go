@@ -473,6 +473,15 @@ type GuardedJobStatus struct {
 	// +optional
 	LastRun *RunRecord `json:"lastRun,omitempty"`
 
+	// recentRuns are the outcomes of the last runs that finished or did not
+	// start (Busy, Skipped included), newest first, at most 10: what happened
+	// last night, after its events have expired. kubectl guardedjob history
+	// shows them with their Jobs and Pods.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	RecentRuns []RecentRun `json:"recentRuns,omitempty"`
+
 	// storeView is what the lock store held for this GuardedJob's keys when the
 	// manager last answered a batch.guardedjob.dev/inspect-now request: holders,
 	// expiry, fence and done-marker, never a token.
@@ -794,6 +803,35 @@ type ActiveRun struct {
 	// GUARDEDJOB_REQUEST.
 	// +optional
 	RunNow string `json:"runNow,omitempty"`
+}
+
+// RecentRun is one outcome in status.recentRuns: a slim RunRecord.
+type RecentRun struct {
+	// scheduledTime is the occurrence the run was for.
+	// +optional
+	ScheduledTime *metav1.Time `json:"scheduledTime,omitempty"`
+	// result is how it ended.
+	// +optional
+	Result RunResult `json:"result,omitempty"`
+	// jobName is its Job's name; empty when it never had one (Busy, Skipped).
+	// +optional
+	JobName string `json:"jobName,omitempty"`
+	// fence is the fence it ran with; 0 without one.
+	// +optional
+	Fence int64 `json:"fence,omitempty"`
+	// heldBy is the holder that had the lock when it was Busy.
+	// +optional
+	HeldBy string `json:"heldBy,omitempty"`
+	// trigger is what started it: schedule, run-now or backfill.
+	// +optional
+	Trigger string `json:"trigger,omitempty"`
+	// finishedAt is when it ended, or was found unable to start.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// message says why, as lastRun.message does, cut at 256 characters.
+	// +optional
+	// +kubebuilder:validation:MaxLength=300
+	Message string `json:"message,omitempty"`
 }
 
 // RunRecord is the outcome of a run that finished or did not start.

@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -194,6 +195,46 @@ func TestPluginSchedules(t *testing.T) {
 		}
 		g.Expect(stdout).To(ContainSubstring("Nothing was written (--dry-run)."))
 		g.Expect(get("taipei").Annotations).NotTo(HaveKey(batchv1alpha1.BackfillAnnotation), "a dry run writes nothing")
+	})
+
+	t.Run("history shows a Succeeded, a Skipped and a Busy run after their events are gone", func(t *testing.T) {
+		g := NewWithT(t)
+		create("nightly", "5 0 * * *", func(s *batchv1alpha1.GuardedJobSpec) { s.TimeZone = "Asia/Taipei" })
+		rdb := w.redis.Client(t)
+		run := func() (int, string) {
+			code, stdout, _ := w.plugin("", nil, "run", "nightly", "-n", "default")
+			return code, stdout
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); run() }()
+		g.Eventually(func(g Gomega) {
+			completeAll(g, "nightly")
+			g.Expect(done).To(BeClosed())
+		}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		g.Eventually(func() *batchv1alpha1.RunRecord { return get("nightly").Status.LastRun }).Should(HaveField("Result", batchv1alpha1.RunResultSucceeded))
+		time.Sleep(time.Second) // a new run-now value
+		code, _ := run()
+		g.Expect(code).To(Equal(1), "the occurrence succeeded already: Skipped")
+		// Another holder has the key, and the done-marker is gone (an operator cleared it).
+		marker := get("nightly").Status.LastRun.OccurrenceKey
+		g.Expect(rdb.Del(ctx, marker).Err()).To(Succeed())
+		g.Expect(rdb.Set(ctx, "default:nightly", "cluster-b/default/nightly-1-abcdef#abcdef00", time.Minute).Err()).To(Succeed())
+		time.Sleep(time.Second)
+		code, _ = run()
+		g.Expect(code).To(Equal(1), "Busy")
+		g.Expect(w.k8s.DeleteAllOf(ctx, &eventsv1.Event{}, client.InNamespace("default"))).To(Succeed(), "the events have expired")
+
+		code, stdout, stderr := w.plugin("", nil, "history", "nightly", "-n", "default")
+		g.Expect(code).To(Equal(0), stderr)
+		t.Logf("kubectl guardedjob history nightly:\n%s", stdout)
+		g.Expect(stdout).To(HavePrefix(`GuardedJob default/nightly: schedule "5 0 * * *" (Asia/Taipei)`))
+		lines := strings.Split(stdout, "\n")
+		g.Expect(lines[2]).To(MatchRegexp(`^SCHEDULED\s+RESULT\s+TRIGGER\s+JOB\s+FENCE\s+ENDED\s+WHY`))
+		g.Expect(lines[3]).To(MatchRegexp(`^\S+T00:05:00\+08:00\s+Busy\s+run-now\s+-\s+-\s+\S+ ago\s+lock default:nightly is held by cluster-b/default/nightly-1-abcdef`))
+		g.Expect(lines[4]).To(MatchRegexp(`^\S+T00:05:00\+08:00\s+Skipped\s+run-now\s+-\s+-\s+\S+ ago\s+occurrence default:nightly:done:\d+ already done by cluster-a/`))
+		g.Expect(lines[5]).To(MatchRegexp(`^\S+T00:05:00\+08:00\s+Succeeded\s+run-now\s+nightly-\S+\s+1\s+`))
+		g.Expect(stdout).To(MatchRegexp(`\nJOB\s+STATUS\s+FENCE\s+AGE\s+PODS\nnightly-\S+\s+Complete\s+1\s+`))
+		g.Expect(stdout).To(MatchRegexp(`\nNext occurrences \(Asia/Taipei\):\n(  \S+T00:05:00\+08:00\n){5}$`))
 	})
 
 	t.Run("backfill --cancel stops a running backfill", func(t *testing.T) {

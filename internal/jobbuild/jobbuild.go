@@ -205,12 +205,12 @@ func OccurrenceEnv(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) [
 		// A zone the spec no longer names validly: the run still gets UTC.
 		loc, zone = time.UTC, "UTC"
 	}
-	trigger, request := batchv1alpha1.TriggerSchedule, ""
-	switch {
-	case run.Backfill != "":
-		trigger, request = batchv1alpha1.TriggerBackfill, run.Backfill
-	case run.RunNow != "":
-		trigger, request = batchv1alpha1.TriggerRunNow, run.RunNow
+	trigger, request := TriggerOf(run), ""
+	switch trigger {
+	case batchv1alpha1.TriggerBackfill:
+		request = run.Backfill
+	case batchv1alpha1.TriggerRunNow:
+		request = run.RunNow
 	}
 	at := run.ScheduledTime.Time
 	return []corev1.EnvVar{
@@ -221,6 +221,17 @@ func OccurrenceEnv(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) [
 		{Name: batchv1alpha1.TriggerEnv, Value: trigger},
 		{Name: batchv1alpha1.RequestEnv, Value: request},
 	}
+}
+
+// TriggerOf says what started a run: a backfill, a run-now, or the schedule.
+func TriggerOf(run *batchv1alpha1.ActiveRun) string {
+	switch {
+	case run.Backfill != "":
+		return batchv1alpha1.TriggerBackfill
+	case run.RunNow != "":
+		return batchv1alpha1.TriggerRunNow
+	}
+	return batchv1alpha1.TriggerSchedule
 }
 
 // setEnv sets name=value on c, replacing a variable of that name.
