@@ -462,6 +462,8 @@ watch_runs() {
             "$green" "$run_job" "$seen_holder" "$fence" "$reset"
           if ! $first_done; then
             first_done=true
+            section "kubectl guardedjob history $gj_name (what happened, after the events have expired too)"
+            KUBECONFIG="$state/kubeconfig" "$plugin_bin" -n "$gj_ns" history "$gj_name" || true
             [[ $oneshot != 1 ]] || return 0
             print_howto
           fi
@@ -495,6 +497,7 @@ ${bold}The demo keeps running; a run starts every minute.${reset} Explore it fro
   export KUBECONFIG=$state/kubeconfig PATH=$bin_dir:\$PATH   # kubectl at the API server's version
   kubectl get gj,jobs,pods
   kubectl describe gj $gj_name
+  $plugin_bin history $gj_name      # the kubectl plugin: kubectl guardedjob history
   kubectl annotate gj $gj_name batch.guardedjob.dev/run-now=\$(date -u +%FT%TZ) --overwrite
   redis-cli -p $redis_port GET $gj_ns:$gj_name
   tail -f $state/logs/manager.log
@@ -524,6 +527,11 @@ up() {
   if [[ -z ${GUARDEDJOB_MANAGER_BIN:-} ]]; then
     log "Building the manager (bin/manager)"
     (cd "$repo" && CGO_ENABLED=0 go build -trimpath -o bin/manager ./cmd/manager)
+  fi
+  plugin_bin=${GUARDEDJOB_PLUGIN_BIN:-$repo/bin/kubectl-guardedjob}
+  if [[ -z ${GUARDEDJOB_PLUGIN_BIN:-} ]]; then
+    log "Building the kubectl plugin (bin/kubectl-guardedjob)"
+    (cd "$repo" && CGO_ENABLED=0 go build -trimpath -o bin/kubectl-guardedjob ./cmd/kubectl-guardedjob)
   fi
 
   make_certs

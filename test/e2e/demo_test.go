@@ -128,14 +128,16 @@ func TestDemoOneShot(t *testing.T) {
 	q := regexp.QuoteMeta
 	for _, want := range []string{
 		// kubectl get gj while the lease was held: CronJob's columns with
-		// readiness and the last result, and the one active run.
-		`NAME\s+SCHEDULE\s+SUSPEND\s+ACTIVE\s+READY\s+LAST RESULT\s+LAST SCHEDULE\s+AGE\n` + `demo-settlement\s+\* \* \* \* \*\s+false\s+1\s+True\s+\S+\s+\S+\s+\S+\n`,
+		// readiness and the last result (none yet), and the one active run.
+		`NAME\s+SCHEDULE\s+SUSPEND\s+ACTIVE\s+READY\s+LAST RESULT\s+LAST SCHEDULE\s+AGE\n` + `demo-settlement\s+\* \* \* \* \*\s+false\s+1\s+True\s+(\S+\s+)?\S+\s+\S+\n`,
 		// kubectl get gj -o wide: the Holder and Fence columns beside Lock.
 		`Held\s+demo/default/` + q(job) + `\s+` + fence + `\s`,
 		// kubectl get jobs: the Job went to Complete.
 		q(job) + `\s+Complete\s+1/1`,
 		// redis-cli GET of the key while held: the lease value starts with the holder.
 		`GET default:demo-settlement -> demo/default/` + q(job) + `#[0-9a-f]+`,
+		// kubectl guardedjob history: the run that succeeded, started by the run-now.
+		`SCHEDULED\s+RESULT\s+TRIGGER\s+JOB\s+FENCE\s+ENDED\s+WHY\n(.*\n)*\S+\s+Succeeded\s+(run-now|schedule)\s+` + q(job) + `\s+` + fence + `\s`,
 		// The fence reached the Pod.
 		`GUARDEDJOB_FENCE=` + fence + `\s`,
 		// kubectl describe gj after the run.
