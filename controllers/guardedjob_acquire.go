@@ -98,6 +98,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.JobRejectedReason, "%s", rejected)
 			run.Phase = batchv1alpha1.RunPhaseReleasing
 			setStop(run, batchv1alpha1.RunResultFailed, rejected)
+			run.StopCause = string(batchv1alpha1.FailureJobRejected)
 			return r.release(ctx, s, run, store)
 		}
 		if job != nil {

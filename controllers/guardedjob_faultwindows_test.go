@@ -667,6 +667,8 @@ func TestWindowPodsNeverStart_ARunWhosePodsCannotStartIsStoppedAndReleasedAfterP
 			key := h.ns + ":nostart"
 			gj := h.guardedJob("nostart", key)
 			gj.Spec.Lock.PodStartTimeout = &metav1.Duration{Duration: 30 * time.Second}
+			// A Pod that never started is the cluster's trouble, not the workload failing.
+			gj.Spec.FailurePolicy = &batchv1alpha1.FailurePolicy{SuspendAfter: 1}
 			h.create(gj)
 			h.trigger(gj)
 			job := h.waitJobs(1)[0]
@@ -688,6 +690,8 @@ func TestWindowPodsNeverStart_ARunWhosePodsCannotStartIsStoppedAndReleasedAfterP
 				HaveField("Message", ContainSubstring("started within lock.podStartTimeout 30s")),
 				HaveField("Message", ContainSubstring(tc.why))))
 			g.Expect(h.rdb.Exists(ctx, key).Val()).To(BeZero(), "the lease is released")
+			g.Expect(h.get(gj).Status.ConsecutiveFailures).To(BeZero(), "not counted by the failure policy")
+			g.Expect(h.get(gj).Spec.Suspended()).To(BeFalse())
 			g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("PodStartTimeout: Stopping " + job.Name)))
 		})
 	}

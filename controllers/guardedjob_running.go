@@ -68,6 +68,7 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 				setStop(run, batchv1alpha1.RunResultSucceeded, "the Job completed")
 			} else {
 				setStop(run, batchv1alpha1.RunResultFailed, "the Job failed: "+jobFailureMessage(job))
+				run.StopCause = string(batchv1alpha1.FailureJobFailed)
 				// The Job may have failed because a pod guard ended its workload.
 				why, err := r.guardStopped(ctx, run, job)
 				if err != nil {
@@ -269,6 +270,7 @@ func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *bat
 			r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.JobRejectedReason, "%s", msg)
 			run.Phase = batchv1alpha1.RunPhaseReleasing
 			setStop(run, batchv1alpha1.RunResultFailed, msg)
+			run.StopCause = string(batchv1alpha1.FailureJobRejected)
 			return r.release(ctx, s, run, store)
 		}
 		return fmt.Errorf("create job %s: %w", run.JobName, err)

@@ -19,6 +19,7 @@ import (
 func (r *GuardedJobReconciler) beginStop(s *scope, run *batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, msg, reason string, lock batchv1alpha1.LockState, holder string) error {
 	run.Phase = batchv1alpha1.RunPhaseStopping
 	setStop(run, result, msg)
+	run.StopCause = reason
 	setLock(s.gj, lock, run.Key, holder, run.Fence)
 	eventType := corev1.EventTypeWarning
 	if result == batchv1alpha1.RunResultFailed && reason == batchv1alpha1.JobDeletedReason {

@@ -30,7 +30,7 @@ func (r *GuardedJobReconciler) applySuspension(ctx context.Context, s *scope) er
 	gj := s.gj
 	if n := gj.Spec.SuspendAfter(); n > 0 && gj.Status.ConsecutiveFailures >= n {
 		if !gj.Spec.Suspended() {
-			reason := fmt.Sprintf("%d runs in a row ended Failed or MaxHoldExceeded (spec.failurePolicy.suspendAfter %d)", gj.Status.ConsecutiveFailures, n)
+			reason := fmt.Sprintf("%d runs in a row failed (the Job failed, MaxHoldExceeded%s; spec.failurePolicy.suspendAfter %d)", gj.Status.ConsecutiveFailures, alsoCounted(gj), n)
 			if lr := gj.Status.LastRun; lr != nil {
 				reason += fmt.Sprintf("; the last, %s, ended %s: %s", dashIfEmpty(lr.JobName), lr.Result, lr.Message)
 			}
@@ -121,10 +121,13 @@ func noteRunEnd(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, resu
 		backfillRunEnded(gj, run, result, heldBy, now)
 		return
 	}
-	switch result {
-	case batchv1alpha1.RunResultSucceeded:
+	switch {
+	case result == batchv1alpha1.RunResultSucceeded:
 		gj.Status.ConsecutiveFailures = 0
-	case batchv1alpha1.RunResultFailed, batchv1alpha1.RunResultMaxHoldExceeded:
+	case result == batchv1alpha1.RunResultMaxHoldExceeded,
+		result == batchv1alpha1.RunResultFailed && gj.Spec.CountsFailure(run.StopCause):
+		// The workload failing, not the cluster around it: a Pod that never
+		// started, a rejected Job or a replaced run counts only when asked for.
 		gj.Status.ConsecutiveFailures++
 	}
 }
@@ -134,4 +137,15 @@ func dashIfEmpty(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// alsoCounted names the causes spec.failurePolicy.alsoCount adds, for a message.
+func alsoCounted(gj *batchv1alpha1.GuardedJob) string {
+	out := ""
+	if fp := gj.Spec.FailurePolicy; fp != nil {
+		for _, c := range fp.AlsoCount {
+			out += ", " + string(c)
+		}
+	}
+	return out
 }

@@ -80,7 +80,7 @@ var (
 		"status.lastOccurrenceDone.at: when the latest occurrence known done in any cluster sharing the lock store was done (this cluster's Job's completion, or when this cluster found another's done-marker; Unix seconds); absent before the first.", objectLabels, nil)
 
 	failedInARowDesc = prometheus.NewDesc("guardedjob_failed_runs_in_a_row",
-		"status.consecutiveFailures: runs of the GuardedJob in a row that ended Failed or MaxHoldExceeded (spec.failurePolicy counts them); absent while 0.", objectLabels, nil)
+		"status.consecutiveFailures: runs of the GuardedJob in a row that failed on their own (the Job failed, MaxHoldExceeded, and the causes spec.failurePolicy.alsoCount adds); absent while 0.", objectLabels, nil)
 	suspendedAfterFailuresDesc = prometheus.NewDesc("guardedjob_suspended_after_failures",
 		"1 while the GuardedJob is suspended by its failure policy (spec.failurePolicy.suspendAfter failed runs in a row); absent otherwise.", objectLabels, nil)
 

@@ -40,3 +40,35 @@ func TestRecentRunsKeepTheLastTenOutcomesNewestFirst(t *testing.T) {
 	g.Expect(recent[9].JobName).To(Equal("nightly-3"), "the oldest two are gone")
 	g.Expect(gj.Status.LastRun.Result).To(Equal(batchv1alpha1.RunResultBusy))
 }
+
+// The failure policy counts the workload failing (its Job failed, or it ran over
+// maxHold), and a Pod that never started or a rejected Job only when alsoCount
+// names them; a replaced run or a deleted Job never.
+func TestTheFailurePolicyCountsOnlyTheWorkloadFailingUnlessAskedForMore(t *testing.T) {
+	for _, tc := range []struct {
+		cause  string
+		result batchv1alpha1.RunResult
+		also   []batchv1alpha1.FailureCause
+		counts bool
+	}{
+		{"JobFailed", batchv1alpha1.RunResultFailed, nil, true},
+		{"", batchv1alpha1.RunResultMaxHoldExceeded, nil, true},
+		{batchv1alpha1.PodStartTimeoutReason, batchv1alpha1.RunResultFailed, nil, false},
+		{batchv1alpha1.PodStartTimeoutReason, batchv1alpha1.RunResultFailed, []batchv1alpha1.FailureCause{batchv1alpha1.FailurePodStartTimeout}, true},
+		{batchv1alpha1.JobRejectedReason, batchv1alpha1.RunResultFailed, nil, false},
+		{batchv1alpha1.JobRejectedReason, batchv1alpha1.RunResultFailed, []batchv1alpha1.FailureCause{batchv1alpha1.FailureJobRejected}, true},
+		{batchv1alpha1.JobStoppedReason, batchv1alpha1.RunResultFailed, []batchv1alpha1.FailureCause{batchv1alpha1.FailurePodStartTimeout, batchv1alpha1.FailureJobRejected}, false},
+		{batchv1alpha1.JobDeletedReason, batchv1alpha1.RunResultFailed, nil, false},
+		{"", batchv1alpha1.RunResultLockLost, nil, false},
+	} {
+		gj := &batchv1alpha1.GuardedJob{Spec: batchv1alpha1.GuardedJobSpec{FailurePolicy: &batchv1alpha1.FailurePolicy{SuspendAfter: 5, AlsoCount: tc.also}}}
+		gj.Status.ConsecutiveFailures = 1
+		run := batchv1alpha1.ActiveRun{JobName: "j", StopCause: tc.cause}
+		noteRunEnd(gj, &run, tc.result, "", time.Now())
+		want := int32(1)
+		if tc.counts {
+			want = 2
+		}
+		NewWithT(t).Expect(gj.Status.ConsecutiveFailures).To(Equal(want), "%s %s alsoCount %v", tc.result, tc.cause, tc.also)
+	}
+}

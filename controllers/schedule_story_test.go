@@ -137,7 +137,7 @@ func TestFailurePolicy_AGuardedJobSuspendsItselfAfterFailuresInARow(t *testing.T
 	runOnce(h.fail)
 	g.Eventually(func() *batchv1alpha1.SuspendNote { return h.get(gj).Spec.SuspendNoteOf() }).Should(And(Not(BeNil()),
 		HaveField("By", batchv1alpha1.FailurePolicySuspender),
-		HaveField("Reason", And(ContainSubstring("2 runs in a row ended Failed or MaxHoldExceeded"), ContainSubstring("BackoffLimitExceeded")))))
+		HaveField("Reason", And(ContainSubstring("2 runs in a row failed (the Job failed, MaxHoldExceeded; spec.failurePolicy.suspendAfter 2)"), ContainSubstring("BackoffLimitExceeded")))))
 	cond := h.condition(gj, batchv1alpha1.SuspendedCondition)
 	g.Expect(cond).To(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", batchv1alpha1.TooManyFailuresReason)))
 	g.Expect(h.get(gj).Status.ConsecutiveFailures).To(BeZero(), "suspending starts the count again")

@@ -769,6 +769,14 @@ type ActiveRun struct {
 	// +optional
 	StopResult RunResult `json:"stopResult,omitempty"`
 
+	// stopCause is what ended a Failed run: JobFailed (the Job failed on its
+	// own), or the reason of the event that stopped it (PodStartTimeout,
+	// JobRejected, JobStopped for a run concurrencyPolicy Replace replaced,
+	// JobDeleted, StaleJob, ...). spec.failurePolicy counts JobFailed, and the
+	// causes it lists in alsoCount.
+	// +optional
+	StopCause string `json:"stopCause,omitempty"`
+
 	// queuedSince is when the run's Job was first seen suspended by a queue
 	// (jobTemplate.spec.suspend: true, or a queue such as Kueue): the Job waits
 	// for the queue to start it, while the run holds its lease. Unset while the

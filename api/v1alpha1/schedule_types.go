@@ -74,16 +74,42 @@ func (n *SuspendNote) Suffix() string {
 
 // FailurePolicy pauses a GuardedJob whose runs keep failing.
 type FailurePolicy struct {
-	// suspendAfter is how many runs in a row may end Failed or MaxHoldExceeded
-	// before the manager suspends the GuardedJob (spec.suspend: true, with a
-	// suspendNote by "guardedjob-manager"). A run that succeeds starts the count
-	// again; LockLost, GuardStopped, StoreUnavailable, Busy and Skipped neither
-	// count nor reset it, and backfill runs are not counted. From 1 to 100.
+	// suspendAfter is how many runs in a row may fail on their own before the
+	// manager suspends the GuardedJob (spec.suspend: true, with a suspendNote by
+	// "guardedjob-manager"): runs whose Job failed, and runs that ended
+	// MaxHoldExceeded. A run that succeeds starts the count again; runs stopped
+	// for anything that is not the workload failing (a Pod that did not start
+	// within podStartTimeout, a Job the API server rejected, a run
+	// concurrencyPolicy Replace replaced, a deleted Job, LockLost, GuardStopped,
+	// StoreUnavailable, Busy, Skipped) neither count nor reset it, unless
+	// alsoCount names them, and backfill runs are not counted. From 1 to 100.
 	// +required
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	SuspendAfter int32 `json:"suspendAfter"`
+
+	// alsoCount adds causes that suspendAfter counts besides the workload
+	// failing: PodStartTimeout (no Pod started within lock.podStartTimeout: an
+	// autoscaler that takes longer, an image that cannot be pulled) and
+	// JobRejected (the API server refused the Job: admission, quota). A run
+	// replaced by concurrencyPolicy Replace never counts.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=2
+	AlsoCount []FailureCause `json:"alsoCount,omitempty"`
 }
+
+// FailureCause is a cause of a Failed run that spec.failurePolicy may count.
+// +kubebuilder:validation:Enum=PodStartTimeout;JobRejected
+type FailureCause string
+
+// The causes spec.failurePolicy.alsoCount may name, and the one it always counts.
+const (
+	FailurePodStartTimeout FailureCause = "PodStartTimeout"
+	FailureJobRejected     FailureCause = "JobRejected"
+	// FailureJobFailed is stopCause of a run whose Job failed on its own.
+	FailureJobFailed FailureCause = "JobFailed"
+)
 
 // RunParameter declares one value a manual run may set (as an environment
 // variable of the run's containers). Only declared names are accepted, and only
@@ -421,6 +447,24 @@ func (s *GuardedJobSpec) SuspendAfter() int32 {
 		return 0
 	}
 	return s.FailurePolicy.SuspendAfter
+}
+
+// CountsFailure says whether spec.failurePolicy counts a Failed run that ended
+// for cause (its stopCause): a Job that failed on its own always, the causes
+// alsoCount names too, nothing else.
+func (s *GuardedJobSpec) CountsFailure(cause string) bool {
+	if cause == string(FailureJobFailed) {
+		return true
+	}
+	if s.FailurePolicy == nil {
+		return false
+	}
+	for _, c := range s.FailurePolicy.AlsoCount {
+		if string(c) == cause {
+			return true
+		}
+	}
+	return false
 }
 
 // BufferLimitOrDefault returns how many occurrences may wait for an active run:

@@ -72,6 +72,15 @@ func TestScheduleFieldsAreValidated(t *testing.T) {
 		{name: "a failure policy without suspendAfter is rejected",
 			mutate: func(o map[string]any) { set(o, map[string]any{}, "spec", "failurePolicy") },
 			want:   []string{"spec.failurePolicy.suspendAfter: Required value"}},
+		{name: "failurePolicy.alsoCount names the causes it may count",
+			mutate: func(o map[string]any) {
+				set(o, map[string]any{"suspendAfter": int64(3), "alsoCount": []any{"PodStartTimeout", "JobRejected"}}, "spec", "failurePolicy")
+			}},
+		{name: "failurePolicy.alsoCount refuses a replaced run (never a failure of the workload)",
+			mutate: func(o map[string]any) {
+				set(o, map[string]any{"suspendAfter": int64(3), "alsoCount": []any{"JobStopped"}}, "spec", "failurePolicy")
+			},
+			want: []string{"spec.failurePolicy.alsoCount[0]", `supported values: "PodStartTimeout", "JobRejected"`}},
 		{name: "a failure policy of 100 failures is accepted",
 			mutate: func(o map[string]any) { set(o, map[string]any{"suspendAfter": int64(100)}, "spec", "failurePolicy") }},
 		{name: "BufferOne is accepted", mutate: func(o map[string]any) { set(o, "BufferOne", "spec", "concurrencyPolicy") }},
