@@ -79,6 +79,11 @@ var (
 	lastOccurrenceDoneDesc = prometheus.NewDesc("guardedjob_last_occurrence_done_time_seconds",
 		"status.lastOccurrenceDone.at: when the latest occurrence known done in any cluster sharing the lock store was done (this cluster's Job's completion, or when this cluster found another's done-marker; Unix seconds); absent before the first.", objectLabels, nil)
 
+	bufferedDesc = prometheus.NewDesc("guardedjob_buffered_runs",
+		"len(status.buffered): runs waiting for an active run to end (concurrencyPolicy BufferOne, BufferAll).", objectLabels, nil)
+	backfillRemainingDesc = prometheus.NewDesc("guardedjob_backfill_remaining",
+		"status.backfill.remaining: occurrences the running backfill has still to run; absent while no backfill runs.", objectLabels, nil)
+
 	failedInARowDesc = prometheus.NewDesc("guardedjob_failed_runs_in_a_row",
 		"status.consecutiveFailures: runs of the GuardedJob in a row that failed on their own (the Job failed, MaxHoldExceeded, and the causes spec.failurePolicy.alsoCount adds); absent while 0.", objectLabels, nil)
 	suspendedAfterFailuresDesc = prometheus.NewDesc("guardedjob_suspended_after_failures",
@@ -199,7 +204,7 @@ func (c *guardedJobCollector) forget(key types.NamespacedName) {
 
 func (c *guardedJobCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{createdDesc, lastScheduleDesc, nextScheduleDesc, lastSuccessDesc, fenceDesc, lockStateDesc, objectRunsDesc, busyInARowDesc,
-		infoDesc, suspendDesc, activeDesc, failedInARowDesc, suspendedAfterFailuresDesc, busyDoneElsewhereDesc, lastOccurrenceDoneDesc} {
+		infoDesc, suspendDesc, activeDesc, bufferedDesc, backfillRemainingDesc, failedInARowDesc, suspendedAfterFailuresDesc, busyDoneElsewhereDesc, lastOccurrenceDoneDesc} {
 		ch <- d
 	}
 }
@@ -253,6 +258,10 @@ func (c *guardedJobCollector) Collect(ch chan<- prometheus.Metric) {
 		})
 		ch <- gaugeOf(suspendDesc, boolFloat(gj.Spec.Suspended()), obj)
 		ch <- gaugeOf(activeDesc, float64(len(st.Active)), obj)
+		ch <- gaugeOf(bufferedDesc, float64(len(st.Buffered)), obj)
+		if b := st.Backfill; b != nil && b.State == batchv1alpha1.BackfillRunning {
+			ch <- gaugeOf(backfillRemainingDesc, float64(b.Remaining), obj)
+		}
 		if st.LastScheduleTime != nil {
 			ch <- gaugeOf(lastScheduleDesc, unixSeconds(st.LastScheduleTime.Time), obj)
 		}

@@ -88,6 +88,8 @@ func TestPerObjectSeriesAreConsistentAndCountersAppearWithTheirFirstRun(t *testi
 	ran.Status.LastFence = 7
 	ran.Status.Lock = &batchv1alpha1.LockStatus{State: batchv1alpha1.LockStateBusy}
 	ran.Status.LastOccurrenceDone = &batchv1alpha1.OccurrenceDone{ScheduledTime: created, By: "cluster-b/payments/settle-1-abc", At: metav1.NewTime(time.Unix(1_700_000_090, 0))}
+	ran.Status.Buffered = []batchv1alpha1.BufferedRun{{ScheduledTime: created, BufferedAt: created}, {ScheduledTime: created, BufferedAt: created}}
+	ran.Status.Backfill = &batchv1alpha1.BackfillStatus{Request: "r", State: batchv1alpha1.BackfillRunning, Remaining: 12}
 	c := &guardedJobCollector{runs: map[types.NamespacedName]*objectRuns{}}
 	c.use(listReader{items: []batchv1alpha1.GuardedJob{idle, ran}}, nil)
 	c.countRun(&ran, batchv1alpha1.RunResultSucceeded)
@@ -139,6 +141,10 @@ func TestPerObjectSeriesAreConsistentAndCountersAppearWithTheirFirstRun(t *testi
 		"guardedjob_spec_suspend{name=settle,namespace=payments}":                                                     0,
 		"guardedjob_status_active{name=idle,namespace=payments}":                                                      0,
 		"guardedjob_status_active{name=settle,namespace=payments}":                                                    0,
+		// Runs waiting behind an active one, and what a running backfill has left.
+		"guardedjob_buffered_runs{name=idle,namespace=payments}":        0,
+		"guardedjob_buffered_runs{name=settle,namespace=payments}":      2,
+		"guardedjob_backfill_remaining{name=settle,namespace=payments}": 12,
 	}))
 	g.Expect(c.runs).NotTo(HaveKey(types.NamespacedName{Namespace: "payments", Name: "gone"}))
 }
