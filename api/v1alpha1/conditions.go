@@ -414,11 +414,12 @@ const (
 type RunPhase string
 
 const (
-	// RunPhaseAcquiring: the intent is recorded; the lease is being acquired. No Job
-	// exists yet.
+	// RunPhaseAcquiring: the run waits for its lease (a busy key with onBusy Retry, a
+	// store that does not answer). No Job exists yet.
 	RunPhaseAcquiring RunPhase = "Acquiring"
-	// RunPhaseRunning: the lease is held and the fence recorded; the Job is created (or
-	// about to be) and the lease is renewed.
+	// RunPhaseRunning: the lease is held and the fence recorded; the Job was created
+	// right after the acquisition (waiting at its start gate until the lease is
+	// confirmed), or is about to be, and the lease is renewed.
 	RunPhaseRunning RunPhase = "Running"
 	// RunPhaseStopping: the Job and its Pods are being stopped (see stopReason); the
 	// lease is kept, where still ours, until the Pods are gone.

@@ -172,3 +172,22 @@ func TestCRDValidatesTheJobTemplate(t *testing.T) {
 	sort.Strings(described)
 	g.Expect(described).To(BeEmpty(), "make manifests drops the Job API's descriptions (hack/crdtrim)")
 }
+
+// kubectl explain and docs/api.md describe the run order as it is: the Job is
+// created right after the acquisition, before status records the run, and waits
+// at its start gate. Phrases of the older order (status first, the Job after)
+// must not come back.
+func TestTheDocsDescribeTheJobFirstOrder(t *testing.T) {
+	g := NewWithT(t)
+	crd, _ := readCRD(t)
+	active := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"].Properties["active"].Items.Schema
+	phase := active.Properties["phase"].Description
+	g.Expect(phase).To(And(ContainSubstring("start gate"), ContainSubstring("before this status")), "kubectl explain guardedjob.status.active.phase")
+	api, err := os.ReadFile("../../docs/api.md")
+	g.Expect(err).NotTo(HaveOccurred())
+	for name, text := range map[string]string{"the CRD": phase + active.Description, "docs/api.md": string(api)} {
+		for _, old := range []string{"intent recorded", "Job created or about to be", "fixed when the run is recorded", "when the intent is recorded"} {
+			g.Expect(text).NotTo(ContainSubstring(old), "%s describes the status-first order", name)
+		}
+	}
+}

@@ -655,11 +655,13 @@ type LockStatus struct {
 }
 
 // ActiveRun is a run in flight. Everything needed to renew and release its lease is
-// snapshotted here when the intent is recorded, so a change of spec or of manager flags
-// never changes how an in-flight run is renewed or released.
+// snapshotted here by the run's first status write (right after its Job was created, or
+// while it waits for its lease), so a change of spec or of manager flags never changes
+// how an in-flight run is renewed or released.
 type ActiveRun struct {
 	// jobName is the name of the run's Job: <guardedjob>-<scheduled unix minutes>-<first
-	// 6 hex of the token's random part>. Fixed at intent time, before the Job exists.
+	// 6 hex of the token's random part>. Fixed when the lease is taken, before the Job
+	// exists.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	JobName string `json:"jobName"`
@@ -668,10 +670,13 @@ type ActiveRun struct {
 	// +optional
 	JobUID types.UID `json:"jobUID,omitempty"`
 
-	// phase is Acquiring (intent recorded, lease not yet confirmed), Running (lease held,
-	// fence recorded, Job created or about to be), Stopping (the Job and its Pods are being
-	// stopped; the lease is kept until they are gone) or Releasing (the Job ended; the
-	// lease is being released or completed).
+	// phase is Acquiring (the run waits for its lease: the key is busy with onBusy
+	// Retry, or the store does not answer; no Job exists), Running (lease held, fence
+	// recorded; its Job was created right after the acquisition, before this status,
+	// and waits at its start gate until the lease is confirmed, or is about to be
+	// created), Stopping (the Job and its Pods are being stopped; the lease is kept
+	// until they are gone) or Releasing (the Job ended; the lease is being released or
+	// completed).
 	// +required
 	Phase RunPhase `json:"phase"`
 
