@@ -11,14 +11,14 @@ import (
 	. "github.com/onsi/gomega"
 )
 
-// readmeFlags returns the flags README's Configuration table documents, each with the
+// documentedFlags returns the flags docs/configuration.md's table documents, each with the
 // environment variable its row names ("" for none).
-func readmeFlags(t *testing.T) map[string]string {
+func documentedFlags(t *testing.T) map[string]string {
 	t.Helper()
-	raw, err := os.ReadFile("../../README.md")
+	raw, err := os.ReadFile("../../docs/configuration.md")
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
-	_, section, ok := strings.Cut(string(raw), "\n## Configuration\n")
-	NewWithT(t).Expect(ok).To(BeTrue(), "README has a Configuration section")
+	_, section, ok := strings.Cut(string(raw), "\n## Flags\n")
+	NewWithT(t).Expect(ok).To(BeTrue(), "docs/configuration.md has a Flags section")
 	section, _, _ = strings.Cut(section, "\n## ")
 	flagRe, envRe := regexp.MustCompile("`(--[a-z0-9-]+)`"), regexp.MustCompile("`([A-Z][A-Z0-9_]*)`")
 	out := map[string]string{}
@@ -64,11 +64,11 @@ func helpFlags(t *testing.T, bin string) map[string]string {
 	return flags
 }
 
-// README's flag table and the manager's flags are the same set, both ways, and where
+// docs/configuration.md's flag table and the manager's flags are the same set, both ways, and where
 // the manager's help names an environment variable, the table names the same one.
-func TestREADMEDocumentsEveryManagerFlag(t *testing.T) {
+func TestTheConfigurationDocDocumentsEveryManagerFlag(t *testing.T) {
 	g := NewWithT(t)
-	documented := readmeFlags(t)
+	documented := documentedFlags(t)
 	served := helpFlags(t, buildManager(t))
 	var missing, stale []string
 	for f := range served {
@@ -83,11 +83,11 @@ func TestREADMEDocumentsEveryManagerFlag(t *testing.T) {
 	}
 	slices.Sort(missing)
 	slices.Sort(stale)
-	g.Expect(missing).To(BeEmpty(), "flags of the manager missing from README's Configuration table")
-	g.Expect(stale).To(BeEmpty(), "flags in README's Configuration table the manager does not have")
+	g.Expect(missing).To(BeEmpty(), "flags of the manager missing from docs/configuration.md's flag table")
+	g.Expect(stale).To(BeEmpty(), "flags in docs/configuration.md's flag table the manager does not have")
 	for f, env := range served {
 		if env != "" {
-			g.Expect(documented[f]).To(Equal(env), "README's row of %s names the environment variable --help names", f)
+			g.Expect(documented[f]).To(Equal(env), "docs/configuration.md's row of %s names the environment variable --help names", f)
 		}
 	}
 }
