@@ -126,6 +126,10 @@ func TestFailedRunsInARow(t *testing.T) {
 				run.Backfill = "2026-11-30T09:59:00Z"
 			}
 			for _, res := range tt.results {
+				run.StopCause = ""
+				if res == failed {
+					run.StopCause = string(batchv1alpha1.FailureJobFailed) // the Job failed on its own
+				}
 				gj.Status.Active = []batchv1alpha1.ActiveRun{run}
 				finishRun(gj, run, neverHeld, res, "", "", schedNow)
 			}
