@@ -150,6 +150,9 @@ guardedjob_last_occurrence_done_time_seconds{namespace="reports", name="daily"} 
 guardedjob_busy_runs_in_a_row{namespace="payments", name="settle"} 0x60
 guardedjob_busy_runs_in_a_row{namespace="reports", name="daily"} 0x60
 guardedjob_failed_runs_in_a_row{namespace="payments", name="settle"} 0x60
+guardedjob_buffered_runs{namespace="payments", name="settle"} 0x60
+guardedjob_buffered_runs{namespace="reports", name="daily"} 0x60
+guardedjob_backfill_remaining{namespace="reports", name="daily"} _x30 3x10 2x10 1x10
 guardedjob_suspended_after_failures{namespace="payments", name="settle"} 0x60
 guardedjob_object_runs_total{namespace="payments", name="settle", result="Succeeded"} 0x9 1x9 2x9 3x9 4x9 5x9 6
 guardedjob_object_runs_total{namespace="payments", name="settle", result="Failed"} 0x60
