@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -196,7 +197,7 @@ func TestIdentityATenantStoreWhoseACLRefusesTheHeartbeatHoldsNothingBack(t *test
 	t.Cleanup(func() { _ = tenant.Close() })
 	c := NewIdentityCheck(own, "cluster-a", "", time.Second).WithTenantStores(func() []*lockclient.Client { return []*lockclient.Client{tenant} })
 	var logged []string
-	logf := func(msg string, _ ...any) { logged = append(logged, msg) }
+	logf := func(msg string, kv ...any) { logged = append(logged, fmt.Sprint(append([]any{msg}, kv...)...)) }
 	for range identityStrikes {
 		c.beat(ctx, logf)
 	}
@@ -204,7 +205,8 @@ func TestIdentityATenantStoreWhoseACLRefusesTheHeartbeatHoldsNothingBack(t *test
 	g.Expect(c.storeDown(tenant.Identity())).To(BeFalse(), "refused is not down")
 	g.Expect(logged).To(HaveLen(1))
 	g.Expect(logged[0]).To(ContainSubstring("~_guardedjob:identity:*"))
-	g.Expect(logged[0]).NotTo(ContainSubstring("Tenant-pw1"))
+	g.Expect(logged[0]).To(ContainSubstring(tenant.Identity()), "names the store")
+	g.Expect(logged[0]).NotTo(ContainSubstring("Tenant-pw1"), "with its message and every value logged beside it")
 }
 
 func dialTestStore(t *testing.T, addr string, timeout time.Duration, opts ...lockclient.ClientOption) *lockclient.Client {

@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -165,21 +166,7 @@ func ago(t *metav1.Time, now time.Time) string {
 	if t == nil {
 		return "-"
 	}
-	return duration(now.Sub(t.Time)) + " ago"
-}
-
-func duration(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
+	return duration.HumanDuration(now.Sub(t.Time)) + " ago"
 }
 
 // oneLine keeps a message on its row.

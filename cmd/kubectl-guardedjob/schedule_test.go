@@ -201,6 +201,12 @@ func TestPluginSchedules(t *testing.T) {
 		g := NewWithT(t)
 		create("nightly", "5 0 * * *", func(s *batchv1alpha1.GuardedJobSpec) { s.TimeZone = "Asia/Taipei" })
 		rdb := w.redis.Client(t)
+		// nextRequest waits until a run-now value (whole seconds) differs from the
+		// one handled last.
+		nextRequest := func() {
+			last := get("nightly").Status.LastRunNow
+			g.Eventually(func() string { return time.Now().UTC().Format(time.RFC3339) }).WithTimeout(3 * time.Second).ShouldNot(Equal(last))
+		}
 		run := func() (int, string) {
 			code, stdout, _ := w.plugin("", nil, "run", "nightly", "-n", "default")
 			return code, stdout
@@ -212,14 +218,14 @@ func TestPluginSchedules(t *testing.T) {
 			g.Expect(done).To(BeClosed())
 		}).WithTimeout(60 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		g.Eventually(func() *batchv1alpha1.RunRecord { return get("nightly").Status.LastRun }).Should(HaveField("Result", batchv1alpha1.RunResultSucceeded))
-		time.Sleep(time.Second) // a new run-now value
+		nextRequest() // a new run-now value
 		code, _ := run()
 		g.Expect(code).To(Equal(1), "the occurrence succeeded already: Skipped")
 		// Another holder has the key, and the done-marker is gone (an operator cleared it).
 		marker := get("nightly").Status.LastRun.OccurrenceKey
 		g.Expect(rdb.Del(ctx, marker).Err()).To(Succeed())
 		g.Expect(rdb.Set(ctx, "default:nightly", "cluster-b/default/nightly-1-abcdef#abcdef00", time.Minute).Err()).To(Succeed())
-		time.Sleep(time.Second)
+		nextRequest()
 		code, _ = run()
 		g.Expect(code).To(Equal(1), "Busy")
 		g.Expect(w.k8s.DeleteAllOf(ctx, &eventsv1.Event{}, client.InNamespace("default"))).To(Succeed(), "the events have expired")
