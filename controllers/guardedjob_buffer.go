@@ -19,7 +19,7 @@ type runExtras struct {
 }
 
 // scheduleAll is the pass's scheduling step: the failure policy and
-// suspendNote.until (applySuspension), backfill requests, the schedule and
+// pauses (applySuspension), backfill requests, the schedule and
 // run-now triggers (schedule), then at most one run that waited: a buffered
 // occurrence, or else the next occurrence of a backfill. A pass starts one new
 // run at most; the next pass comes at once when more can start.
@@ -96,7 +96,7 @@ func (r *GuardedJobReconciler) startBuffered(ctx context.Context, s *scope, spec
 	if len(gj.Status.Buffered) == 0 {
 		return false, nil
 	}
-	if gj.Spec.Suspended() || len(gj.Status.Active) > 0 {
+	if gj.SuspendedAt(s.now) || len(gj.Status.Active) > 0 {
 		return true, nil // a run's end or the resume brings the next pass
 	}
 	next := gj.Status.Buffered[0]

@@ -30,7 +30,7 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 	// occurrence is the scheduled time of the run to start; dueAt is when it was
 	// due to start (its scheduled time, or later with scheduleJitter).
 	var occurrence, dueAt time.Time
-	if gj.Spec.Suspended() {
+	if gj.SuspendedAt(s.now) {
 		gj.Status.NextScheduleTime = nil
 	} else {
 		from := gj.CreationTimestamp.Time

@@ -24,6 +24,12 @@ func suspendedObject(note *batchv1alpha1.SuspendNote) *batchv1alpha1.GuardedJob 
 	return gj
 }
 
+func pausedObject(p *batchv1alpha1.Pause) *batchv1alpha1.GuardedJob {
+	gj := &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Name: "daily-settlement", Namespace: "payments", Generation: 1}}
+	gj.Status.Pause = p
+	return gj
+}
+
 func TestTheSuspendedConditionSaysWhoSuspendedWhyAndUntilWhen(t *testing.T) {
 	until := metav1.NewTime(time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC))
 	tests := []struct {
@@ -38,8 +44,10 @@ func TestTheSuspendedConditionSaysWhoSuspendedWhyAndUntilWhen(t *testing.T) {
 			reason: batchv1alpha1.SuspendRequestedReason, msg: "suspended: no new runs are scheduled (by alice, until 2026-12-01T06:00:00Z): database migration"},
 		{name: "a note with a reason only", gj: suspendedObject(&batchv1alpha1.SuspendNote{Reason: "paused from Git"}),
 			reason: batchv1alpha1.SuspendRequestedReason, msg: "suspended: no new runs are scheduled: paused from Git"},
-		{name: "the failure policy's suspension", gj: suspendedObject(&batchv1alpha1.SuspendNote{By: batchv1alpha1.FailurePolicySuspender, Reason: "3 runs in a row failed"}),
-			reason: batchv1alpha1.TooManyFailuresReason, msg: "suspended: no new runs are scheduled (by guardedjob-manager): 3 runs in a row failed"},
+		{name: "the failure policy's pause, in status", gj: pausedObject(&batchv1alpha1.Pause{SuspendNote: batchv1alpha1.SuspendNote{By: batchv1alpha1.FailurePolicySuspender, Reason: "3 runs in a row failed"}}),
+			reason: batchv1alpha1.TooManyFailuresReason, msg: "suspended: no new runs are scheduled (by guardedjob-manager): 3 runs in a row failed (status.pause; resume with kubectl guardedjob resume daily-settlement)"},
+		{name: "a requested pause, in status", gj: pausedObject(&batchv1alpha1.Pause{SuspendNote: batchv1alpha1.SuspendNote{By: "bob", Until: &until}, Request: "2026-11-30T09:00:00Z"}),
+			reason: batchv1alpha1.PauseRequestedReason, msg: "suspended: no new runs are scheduled (by bob, until 2026-12-01T06:00:00Z) (status.pause; resume with kubectl guardedjob resume daily-settlement)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,7 +69,38 @@ func TestTheSuspendedConditionSaysWhoSuspendedWhyAndUntilWhen(t *testing.T) {
 		setSuspendedCondition(gj, schedNow.Add(time.Hour))
 		g.Expect(findCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition)).To(PointTo(And(
 			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", batchv1alpha1.ResumedReason),
-			HaveField("Message", "resumed at 2026-11-30T11:00:00Z: spec.suspend is false"))))
+			HaveField("Message", "resumed at 2026-11-30T11:00:00Z: spec.suspend is false and no pause holds"))))
+		g.Expect(gj.Status.Suspended).To(BeFalse())
+	})
+	t.Run("spec.suspend whose until passed schedules runs again, and says the manifest still suspends it", func(t *testing.T) {
+		g := NewWithT(t)
+		gj := suspendedObject(&batchv1alpha1.SuspendNote{By: "alice", Until: &until})
+		setSuspendedCondition(gj, schedNow)
+		g.Expect(gj.Status.Suspended).To(BeTrue())
+		after := until.Add(time.Minute)
+		g.Expect(gj.SuspendedAt(after)).To(BeFalse())
+		setSuspendedCondition(gj, after)
+		g.Expect(gj.Status.Suspended).To(BeFalse())
+		g.Expect(findCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition)).To(PointTo(And(
+			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", batchv1alpha1.SuspendExpiredReason),
+			HaveField("Message", ContainSubstring("spec.suspend is still true: set it to false in the manifest")))))
+		g.Expect(gj.Spec.Suspended()).To(BeTrue(), "spec is the manifest's: never written")
+	})
+	t.Run("a pause in status beside spec.suspend: Paused says so, Suspended shows the manifest's note", func(t *testing.T) {
+		g := NewWithT(t)
+		gj := suspendedObject(&batchv1alpha1.SuspendNote{Reason: "from Git"})
+		gj.Status.Pause = &batchv1alpha1.Pause{SuspendNote: batchv1alpha1.SuspendNote{By: batchv1alpha1.FailurePolicySuspender, Reason: "2 runs in a row failed"}}
+		setSuspendedCondition(gj, schedNow)
+		g.Expect(findCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition)).To(PointTo(And(
+			HaveField("Reason", batchv1alpha1.SuspendRequestedReason), HaveField("Message", "suspended: no new runs are scheduled: from Git"))))
+		g.Expect(findCondition(gj.Status.Conditions, batchv1alpha1.PausedCondition)).To(PointTo(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", batchv1alpha1.TooManyFailuresReason))))
+		// The manifest resumes; the pause still holds.
+		gj.Spec.Suspend, gj.Spec.SuspendNote = ptr.To(false), nil
+		setSuspendedCondition(gj, schedNow.Add(time.Minute))
+		g.Expect(gj.Status.Suspended).To(BeTrue())
+		g.Expect(findCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition)).To(PointTo(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", batchv1alpha1.TooManyFailuresReason))))
 	})
 	t.Run("a GuardedJob never suspended has no Suspended condition", func(t *testing.T) {
 		gj := suspendedObject(nil)
@@ -72,7 +111,7 @@ func TestTheSuspendedConditionSaysWhoSuspendedWhyAndUntilWhen(t *testing.T) {
 	t.Run("a note on a GuardedJob that is not suspended is not shown", func(t *testing.T) {
 		gj := suspendedObject(&batchv1alpha1.SuspendNote{By: "alice"})
 		gj.Spec.Suspend = ptr.To(false)
-		NewWithT(t).Expect(suspendedMessage(gj)).To(Equal("suspended: no new runs are scheduled"))
+		NewWithT(t).Expect(suspendedMessage(gj, schedNow)).To(Equal("suspended: no new runs are scheduled"))
 	})
 }
 
@@ -80,13 +119,15 @@ func TestTheSuspendedConditionSaysWhoSuspendedWhyAndUntilWhen(t *testing.T) {
 // as a suspended GuardedJob has it (Current); a pattern that does not compile
 // needs a person (Failed).
 func TestKstatusOfSuspensionsAndParameters(t *testing.T) {
-	for _, note := range []*batchv1alpha1.SuspendNote{{By: "alice", Reason: "db migration"}, {By: batchv1alpha1.FailurePolicySuspender, Reason: "3 failed"}} {
-		gj := suspendedObject(note)
+	for _, gj := range []*batchv1alpha1.GuardedJob{
+		suspendedObject(&batchv1alpha1.SuspendNote{By: "alice", Reason: "db migration"}),
+		pausedObject(&batchv1alpha1.Pause{SuspendNote: batchv1alpha1.SuspendNote{By: batchv1alpha1.FailurePolicySuspender, Reason: "3 failed"}}),
+	} {
 		setReady(gj, nil, schedNow)
 		setSuspendedCondition(gj, schedNow)
 		gj.Status.ObservedGeneration = gj.Generation
 		setKstatus(gj, schedNow)
-		NewWithT(t).Expect(kstatusOf(t, gj).Status).To(Equal(status.CurrentStatus), note.By)
+		NewWithT(t).Expect(kstatusOf(t, gj).Status).To(Equal(status.CurrentStatus), "%+v", gj.Status.Conditions)
 	}
 	gj := suspendedObject(nil)
 	gj.Spec.Suspend = nil

@@ -33,8 +33,8 @@ func setReady(gj *batchv1alpha1.GuardedJob, specErr error, now time.Time) {
 		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, se.Reason, se.Message, now)
 	case specErr != nil:
 		// A transient error (store, API) says nothing about the spec: keep Ready as is.
-	case gj.Spec.Suspended():
-		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionTrue, batchv1alpha1.SuspendedReason, suspendedMessage(gj), now)
+	case gj.SuspendedAt(now):
+		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionTrue, batchv1alpha1.SuspendedReason, suspendedMessage(gj, now), now)
 	case acquisitionBlocked(gj):
 		// The store refused the keys at the last acquisition; only a successful
 		// acquisition or a spec change clears that, never a pass that merely

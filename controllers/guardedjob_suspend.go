@@ -2,111 +2,237 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 )
 
-// Suspension with a note (spec.suspendNote), its end at suspendNote.until, and
-// the failure policy that suspends a GuardedJob whose runs keep failing. Both
-// the manager's own suspensions and its resumes are written into spec, where a
-// person's are (as Argo Workflows' CronWorkflow stopStrategy does): spec.suspend
-// stays the one switch that kubectl get, Argo CD, kstatus and the metrics read.
+// Suspension has two owners. spec.suspend (with its note) is the user's and
+// Git's: the manager reads it and never writes it, so that a GitOps tool never
+// has to fight the manager over the field. A pause the manager decides (the
+// failure policy's, or one a pause request asks for) lives in status.pause and
+// ends by a resume request or at its until; no apply of the manifest can
+// clear it, and none is refused because of it.
 
 // maxNoteReason is the longest suspendNote.reason (the schema's bound).
 const maxNoteReason = 512
 
-// applySuspension suspends the GuardedJob when its failure policy says so, and
-// resumes it when its suspendNote.until has come; then it sets the Suspended
-// condition. Both write the spec (with a resourceVersion precondition, so a
-// note changed meanwhile is never acted on); the pass goes on with the object
-// the write returned.
+// maxNoteBy is the longest suspendNote.by (the schema's bound).
+const maxNoteBy = 128
+
+// applySuspension moves a pause an earlier version wrote into spec to status,
+// answers pause and resume requests, pauses the GuardedJob when its failure
+// policy says so, ends a pause whose until has come, and sets the Suspended and
+// Paused conditions. The only spec write is the move, and it removes only what
+// the manager itself once wrote there.
 func (r *GuardedJobReconciler) applySuspension(ctx context.Context, s *scope) error {
 	gj := s.gj
+	if err := r.movePauseOutOfSpec(ctx, s); err != nil {
+		return err
+	}
+	r.servePauseRequests(s)
 	if n := gj.Spec.SuspendAfter(); n > 0 && gj.Status.ConsecutiveFailures >= n {
-		if !gj.Spec.Suspended() {
+		if !gj.SuspendedAt(s.now) {
 			reason := fmt.Sprintf("%d runs in a row failed (the Job failed, MaxHoldExceeded%s; spec.failurePolicy.suspendAfter %d)", gj.Status.ConsecutiveFailures, alsoCounted(gj), n)
 			if lr := gj.Status.LastRun; lr != nil {
 				reason += fmt.Sprintf("; the last, %s, ended %s: %s", dashIfEmpty(lr.JobName), lr.Result, lr.Message)
 			}
-			note := &batchv1alpha1.SuspendNote{By: batchv1alpha1.FailurePolicySuspender, Reason: clip(reason, maxNoteReason)}
-			if err := r.patchSuspend(ctx, s, true, note); err != nil {
-				return err
+			gj.Status.Pause = &batchv1alpha1.Pause{
+				SuspendNote: batchv1alpha1.SuspendNote{By: batchv1alpha1.FailurePolicySuspender, Reason: clip(reason, maxNoteReason)},
+				Since:       metav1.Time{Time: s.now},
 			}
 			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.SuspendedAfterFailuresReason,
-				"Suspended: %s. Resume with kubectl guardedjob resume %s (or set spec.suspend to false)", reason, gj.Name)
+				"Suspended: %s. Resume with kubectl guardedjob resume %s", reason, gj.Name)
 		}
 		// Reaching the threshold starts the count again, whether the policy
-		// suspended the object now or it was suspended already.
+		// paused the object now or it was suspended already.
 		gj.Status.ConsecutiveFailures = 0
+	}
+	if p := gj.Status.Pause; p != nil && p.Until != nil {
+		if s.now.Before(p.Until.Time) {
+			s.requeueAt(p.Until.Time)
+		} else {
+			gj.Status.Pause = nil
+			msg := fmt.Sprintf("resumed at %s: status.pause.until %s passed (paused%s)",
+				s.now.UTC().Format(time.RFC3339), p.Until.UTC().Format(time.RFC3339), p.Suffix())
+			setCondition(gj, batchv1alpha1.PausedCondition, metav1.ConditionFalse, batchv1alpha1.PauseExpiredReason, msg, s.now)
+			r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.PauseExpiredReason, "Resumed: status.pause.until %s passed", p.Until.UTC().Format(time.RFC3339))
+		}
 	}
 	if note := gj.Spec.SuspendNoteOf(); note != nil && note.Until != nil {
 		if s.now.Before(note.Until.Time) {
 			s.requeueAt(note.Until.Time)
-		} else {
-			was := *note
-			if err := r.patchSuspend(ctx, s, false, nil); err != nil {
-				return err
-			}
-			msg := fmt.Sprintf("resumed at %s: spec.suspendNote.until %s passed (suspended%s)",
-				s.now.UTC().Format(time.RFC3339), was.Until.UTC().Format(time.RFC3339), was.Suffix())
-			setCondition(gj, batchv1alpha1.SuspendedCondition, metav1.ConditionFalse, batchv1alpha1.SuspendExpiredReason, msg, s.now)
-			r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.SuspendExpiredReason, "Resumed: spec.suspendNote.until %s passed", was.Until.UTC().Format(time.RFC3339))
+		} else if c := findCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition); c != nil && c.Status == metav1.ConditionTrue && !gj.Status.Pause.PausedAt(s.now) {
+			r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.SuspendExpiredReason,
+				"Runs are scheduled again: spec.suspendNote.until %s passed (spec.suspend stays true until the manifest sets it to false)", note.Until.UTC().Format(time.RFC3339))
 		}
 	}
 	setSuspendedCondition(gj, s.now)
-	setReady(gj, nil, s.now) // its message carries the note, and suspend may have changed
+	setReady(gj, nil, s.now) // its message carries the note, and suspension may have changed
 	return nil
 }
 
-// patchSuspend sets spec.suspend and spec.suspendNote with one merge patch and a
-// resourceVersion precondition. The pass keeps its status (the patch's answer
-// carries the API server's, which does not have this pass's changes yet) and
-// writes it against the new resourceVersion.
-func (r *GuardedJobReconciler) patchSuspend(ctx context.Context, s *scope, suspend bool, note *batchv1alpha1.SuspendNote) error {
+// servePauseRequests answers the pause and resume annotations, each value
+// once. A pause request's note is checked as the schema checks spec's; a bad
+// one pauses nothing and says why in a Warning event.
+func (r *GuardedJobReconciler) servePauseRequests(s *scope) {
 	gj := s.gj
+	if v := gj.Annotations[batchv1alpha1.PauseAnnotation]; v != "" && clip(v, maxRequestValue) != gj.Status.LastPauseRequest {
+		gj.Status.LastPauseRequest = clip(v, maxRequestValue)
+		note, err := pauseNoteOf(gj.Annotations[batchv1alpha1.PauseNoteAnnotation], s.now)
+		if err != nil {
+			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InvalidPauseRequestReason,
+				"Pause request %q not handled: %s=%s; the GuardedJob is not paused", gj.Status.LastPauseRequest, batchv1alpha1.PauseNoteAnnotation, err)
+		} else {
+			gj.Status.Pause = &batchv1alpha1.Pause{SuspendNote: note, Since: metav1.Time{Time: s.now}, Request: gj.Status.LastPauseRequest}
+			r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.PauseRequestedReason, "Paused%s", note.Suffix())
+		}
+	}
+	if v := gj.Annotations[batchv1alpha1.ResumeAnnotation]; v != "" && clip(v, maxRequestValue) != gj.Status.LastResumeRequest {
+		gj.Status.LastResumeRequest = clip(v, maxRequestValue)
+		if p := gj.Status.Pause; p != nil {
+			gj.Status.Pause = nil
+			msg := fmt.Sprintf("resumed at %s by request %q (paused%s)", s.now.UTC().Format(time.RFC3339), gj.Status.LastResumeRequest, p.Suffix())
+			setCondition(gj, batchv1alpha1.PausedCondition, metav1.ConditionFalse, batchv1alpha1.ResumedReason, msg, s.now)
+			r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.ResumedReason, "Resumed by request (paused%s)", p.Suffix())
+		}
+	}
+}
+
+// pauseNoteOf reads a pause request's note: by and reason within the schema's
+// bounds, until in the future.
+func pauseNoteOf(value string, now time.Time) (batchv1alpha1.SuspendNote, error) {
+	var note batchv1alpha1.SuspendNote
+	if value == "" {
+		return note, nil
+	}
+	if err := json.Unmarshal([]byte(value), &note); err != nil {
+		return note, fmt.Errorf("not a JSON object with by, reason and until: %w", err)
+	}
+	switch {
+	case len(note.By) > maxNoteBy:
+		return note, fmt.Errorf("by is %d characters, more than %d", len(note.By), maxNoteBy)
+	case len(note.Reason) > maxNoteReason:
+		return note, fmt.Errorf("reason is %d characters, more than %d", len(note.Reason), maxNoteReason)
+	case note.Until != nil && !note.Until.After(now):
+		return note, fmt.Errorf("until %s is not in the future", note.Until.UTC().Format(time.RFC3339))
+	}
+	return note, nil
+}
+
+// movePauseOutOfSpec moves a failure-policy pause that an earlier version wrote
+// into spec (spec.suspend: true with a suspendNote by guardedjob-manager) to
+// status.pause, and removes both fields. The JSON patch tests the note first,
+// so that a note a person wrote meanwhile is never removed. The pass keeps its
+// status and writes it against the new resourceVersion.
+func (r *GuardedJobReconciler) movePauseOutOfSpec(ctx context.Context, s *scope) error {
+	gj := s.gj
+	note := gj.Spec.SuspendNoteOf()
+	if note == nil || note.By != batchv1alpha1.FailurePolicySuspender {
+		return nil
+	}
+	ops := []map[string]any{
+		{"op": "test", "path": "/spec/suspendNote/by", "value": batchv1alpha1.FailurePolicySuspender},
+		{"op": "test", "path": "/spec/suspend", "value": true},
+		{"op": "remove", "path": "/spec/suspendNote"},
+		{"op": "remove", "path": "/spec/suspend"},
+	}
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	moved := *note
 	status := gj.Status.DeepCopy()
-	patch := client.MergeFromWithOptions(gj.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	gj.Spec.Suspend = &suspend
-	gj.Spec.SuspendNote = note
 	before := gj.ResourceVersion
-	if err := r.Patch(ctx, gj, patch); err != nil {
-		return fmt.Errorf("set spec.suspend to %t: %w", suspend, err)
+	if err := r.Patch(ctx, gj, client.RawPatch(types.JSONPatchType, data)); err != nil {
+		return fmt.Errorf("move the failure policy's pause from spec to status: %w", err)
 	}
 	r.markSuperseded(client.ObjectKeyFromObject(gj), before, gj.ResourceVersion)
 	gj.Status = *status
 	s.orig.ObjectMeta = *gj.ObjectMeta.DeepCopy()
 	s.orig.Spec = *gj.Spec.DeepCopy()
+	if !gj.Status.Pause.PausedAt(s.now) {
+		since := s.now
+		if c := findCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition); c != nil && c.Status == metav1.ConditionTrue {
+			since = c.LastTransitionTime.Time
+		}
+		gj.Status.Pause = &batchv1alpha1.Pause{SuspendNote: moved, Since: metav1.Time{Time: since}}
+	}
+	r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.PauseMovedToStatusReason,
+		"The failure policy's pause moved from spec to status.pause; spec.suspend and spec.suspendNote removed (the manager no longer writes spec). Resume with kubectl guardedjob resume %s", gj.Name)
 	return nil
 }
 
-// setSuspendedCondition derives the Suspended condition from spec: True while
-// suspended (TooManyFailures when the failure policy did it), False (Resumed)
-// once a suspension ends. A GuardedJob never suspended has none.
+// setSuspendedCondition derives the Suspended condition (no new runs, for any
+// reason) and the Paused condition (status.pause): True while they hold, False
+// once they end. A GuardedJob never suspended or paused has neither.
 func setSuspendedCondition(gj *batchv1alpha1.GuardedJob, now time.Time) {
-	if gj.Spec.Suspended() {
-		reason := batchv1alpha1.SuspendRequestedReason
-		if note := gj.Spec.SuspendNote; note != nil && note.By == batchv1alpha1.FailurePolicySuspender {
-			reason = batchv1alpha1.TooManyFailuresReason
+	gj.Status.Suspended = gj.SuspendedAt(now)
+	if p := gj.Status.Pause; p.PausedAt(now) {
+		setCondition(gj, batchv1alpha1.PausedCondition, metav1.ConditionTrue, pauseReason(p), pausedMessage(gj), now)
+	} else if c := findCondition(gj.Status.Conditions, batchv1alpha1.PausedCondition); c != nil && c.Status == metav1.ConditionTrue {
+		setCondition(gj, batchv1alpha1.PausedCondition, metav1.ConditionFalse, batchv1alpha1.ResumedReason,
+			"resumed at "+now.UTC().Format(time.RFC3339)+": status.pause ended", now)
+	}
+	switch {
+	case gj.Spec.SuspendedAt(now):
+		setCondition(gj, batchv1alpha1.SuspendedCondition, metav1.ConditionTrue, batchv1alpha1.SuspendRequestedReason, suspendedMessage(gj, now), now)
+	case gj.Status.Pause.PausedAt(now):
+		setCondition(gj, batchv1alpha1.SuspendedCondition, metav1.ConditionTrue, pauseReason(gj.Status.Pause), suspendedMessage(gj, now), now)
+	default:
+		c := findCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition)
+		if c == nil {
+			return
 		}
-		setCondition(gj, batchv1alpha1.SuspendedCondition, metav1.ConditionTrue, reason, suspendedMessage(gj), now)
-		return
+		if gj.Spec.Suspended() {
+			// spec.suspend is still true, but its until has passed.
+			until := gj.Spec.SuspendNote.Until.UTC().Format(time.RFC3339)
+			if c.Status == metav1.ConditionTrue || c.Reason != batchv1alpha1.SuspendExpiredReason {
+				setCondition(gj, batchv1alpha1.SuspendedCondition, metav1.ConditionFalse, batchv1alpha1.SuspendExpiredReason,
+					"runs are scheduled again: spec.suspendNote.until "+until+" passed (spec.suspend is still true: set it to false in the manifest)"+gj.Spec.SuspendNote.Suffix(), now)
+			}
+			return
+		}
+		if c.Status == metav1.ConditionTrue || c.Reason == batchv1alpha1.SuspendExpiredReason {
+			setCondition(gj, batchv1alpha1.SuspendedCondition, metav1.ConditionFalse, batchv1alpha1.ResumedReason,
+				"resumed at "+now.UTC().Format(time.RFC3339)+": spec.suspend is false and no pause holds", now)
+		}
 	}
-	if c := findCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition); c != nil && c.Status == metav1.ConditionTrue {
-		setCondition(gj, batchv1alpha1.SuspendedCondition, metav1.ConditionFalse, batchv1alpha1.ResumedReason,
-			"resumed at "+now.UTC().Format(time.RFC3339)+": spec.suspend is false", now)
+}
+
+// pauseReason is the reason of Suspended and Paused for a pause in status.
+func pauseReason(p *batchv1alpha1.Pause) string {
+	if p.By == batchv1alpha1.FailurePolicySuspender && p.Request == "" {
+		return batchv1alpha1.TooManyFailuresReason
 	}
+	return batchv1alpha1.PauseRequestedReason
 }
 
 // suspendedMessage is the message of Ready (reason Suspended) and of Suspended:
 // "suspended: no new runs are scheduled (by alice, until 2026-12-01T06:00:00Z): db migration".
-func suspendedMessage(gj *batchv1alpha1.GuardedJob) string {
-	return "suspended: no new runs are scheduled" + gj.Spec.SuspendNoteOf().Suffix()
+// spec.suspend's note comes first; a pause in status says how to end it.
+func suspendedMessage(gj *batchv1alpha1.GuardedJob, now time.Time) string {
+	if gj.Spec.SuspendedAt(now) {
+		return "suspended: no new runs are scheduled" + gj.Spec.SuspendNoteOf().Suffix()
+	}
+	if gj.Status.Pause.PausedAt(now) {
+		return pausedMessage(gj)
+	}
+	return "suspended: no new runs are scheduled"
+}
+
+// pausedMessage is the message of Paused (and of Suspended while only a pause
+// holds): the pause's note and how to end it.
+func pausedMessage(gj *batchv1alpha1.GuardedJob) string {
+	return "suspended: no new runs are scheduled" + gj.Status.Pause.Suffix() +
+		" (status.pause; resume with kubectl guardedjob resume " + gj.Name + ")"
 }
 
 // noteRunEnd is told of every run that leaves status.active (finishRun): the

@@ -87,7 +87,7 @@ var (
 	failedInARowDesc = prometheus.NewDesc("guardedjob_failed_runs_in_a_row",
 		"status.consecutiveFailures: runs of the GuardedJob in a row that failed on their own (the Job failed, MaxHoldExceeded, and the causes spec.failurePolicy.alsoCount adds); absent while 0.", objectLabels, nil)
 	suspendedAfterFailuresDesc = prometheus.NewDesc("guardedjob_suspended_after_failures",
-		"1 while the GuardedJob is suspended by its failure policy (spec.failurePolicy.suspendAfter failed runs in a row); absent otherwise.", objectLabels, nil)
+		"1 while the GuardedJob is paused by its failure policy (status.pause after spec.failurePolicy.suspendAfter failed runs in a row); absent otherwise.", objectLabels, nil)
 
 	// As kube-state-metrics has them for CronJobs (kube_cronjob_info,
 	// kube_cronjob_spec_suspend, kube_cronjob_status_active). The info labels are
@@ -97,7 +97,9 @@ var (
 		"Always 1: the GuardedJob's schedule, time zone, concurrency policy and store (store_ref: the spec.lock.storeRef Secret; empty for the manager's store), to join on namespace and name.",
 		append(objectLabels, "schedule", "timezone", "concurrency_policy", "store_ref"), nil)
 	suspendDesc = prometheus.NewDesc("guardedjob_spec_suspend",
-		"spec.suspend: 1 while the GuardedJob is suspended, 0 otherwise.", objectLabels, nil)
+		"spec.suspend: 1 while the manifest suspends the GuardedJob, 0 otherwise (guardedjob_suspended also counts a pause in status).", objectLabels, nil)
+	suspendedDesc = prometheus.NewDesc("guardedjob_suspended",
+		"status.suspended: 1 while no new runs are scheduled (spec.suspend, or a pause in status.pause: the failure policy's or a request's), 0 otherwise.", objectLabels, nil)
 	activeDesc = prometheus.NewDesc("guardedjob_status_active",
 		"Runs of the GuardedJob in flight (status.active).", objectLabels, nil)
 
@@ -204,7 +206,7 @@ func (c *guardedJobCollector) forget(key types.NamespacedName) {
 
 func (c *guardedJobCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{createdDesc, lastScheduleDesc, nextScheduleDesc, lastSuccessDesc, fenceDesc, lockStateDesc, objectRunsDesc, busyInARowDesc,
-		infoDesc, suspendDesc, activeDesc, bufferedDesc, backfillRemainingDesc, failedInARowDesc, suspendedAfterFailuresDesc, busyDoneElsewhereDesc, lastOccurrenceDoneDesc} {
+		infoDesc, suspendDesc, suspendedDesc, activeDesc, bufferedDesc, backfillRemainingDesc, failedInARowDesc, suspendedAfterFailuresDesc, busyDoneElsewhereDesc, lastOccurrenceDoneDesc} {
 		ch <- d
 	}
 }
@@ -257,6 +259,7 @@ func (c *guardedJobCollector) Collect(ch chan<- prometheus.Metric) {
 			{Name: ptr.To("timezone"), Value: ptr.To(gj.Spec.TimeZoneOrDefault())},
 		})
 		ch <- gaugeOf(suspendDesc, boolFloat(gj.Spec.Suspended()), obj)
+		ch <- gaugeOf(suspendedDesc, boolFloat(st.Suspended), obj)
 		ch <- gaugeOf(activeDesc, float64(len(st.Active)), obj)
 		ch <- gaugeOf(bufferedDesc, float64(len(st.Buffered)), obj)
 		if b := st.Backfill; b != nil && b.State == batchv1alpha1.BackfillRunning {
@@ -278,7 +281,7 @@ func (c *guardedJobCollector) Collect(ch chan<- prometheus.Metric) {
 		if st.ConsecutiveFailures > 0 {
 			ch <- gaugeOf(failedInARowDesc, float64(st.ConsecutiveFailures), obj)
 		}
-		if note := gj.Spec.SuspendNoteOf(); note != nil && note.By == batchv1alpha1.FailurePolicySuspender {
+		if p := st.Pause; p != nil && pauseReason(p) == batchv1alpha1.TooManyFailuresReason {
 			ch <- gaugeOf(suspendedAfterFailuresDesc, 1, obj)
 		}
 		var state batchv1alpha1.LockState

@@ -139,6 +139,8 @@ func TestPerObjectSeriesAreConsistentAndCountersAppearWithTheirFirstRun(t *testi
 		"guardedjob_info{concurrency_policy=Forbid,name=settle,namespace=payments,schedule=,store_ref=,timezone=UTC}": 1,
 		"guardedjob_spec_suspend{name=idle,namespace=payments}":                                                       0,
 		"guardedjob_spec_suspend{name=settle,namespace=payments}":                                                     0,
+		"guardedjob_suspended{name=idle,namespace=payments}":                                                          0,
+		"guardedjob_suspended{name=settle,namespace=payments}":                                                        0,
 		"guardedjob_status_active{name=idle,namespace=payments}":                                                      0,
 		"guardedjob_status_active{name=settle,namespace=payments}":                                                    0,
 		// Runs waiting behind an active one, and what a running backfill has left.

@@ -68,7 +68,7 @@ func TestMetricsListIsTheCollectors(t *testing.T) {
 		"guardedjob_failing_leases": "gauge", "guardedjob_created_time_seconds": "gauge", "guardedjob_last_schedule_time_seconds": "gauge",
 		"guardedjob_next_schedule_time_seconds": "gauge", "guardedjob_last_success_time_seconds": "gauge", "guardedjob_fence": "gauge",
 		"guardedjob_lock_state": "gauge", "guardedjob_object_runs_total": "counter", "guardedjob_busy_runs_in_a_row": "gauge",
-		"guardedjob_info": "gauge", "guardedjob_spec_suspend": "gauge", "guardedjob_status_active": "gauge",
+		"guardedjob_info": "gauge", "guardedjob_spec_suspend": "gauge", "guardedjob_suspended": "gauge", "guardedjob_status_active": "gauge",
 		"guardedjob_failed_runs_in_a_row": "gauge", "guardedjob_suspended_after_failures": "gauge",
 		"guardedjob_busy_runs_done_elsewhere_total": "counter", "guardedjob_last_occurrence_done_time_seconds": "gauge",
 		"guardedjob_buffered_runs": "gauge", "guardedjob_backfill_remaining": "gauge",

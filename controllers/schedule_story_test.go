@@ -55,7 +55,7 @@ func (h *harness) jobFor(gj *batchv1alpha1.GuardedJob, at time.Time) *batchv1.Jo
 	return found
 }
 
-func TestSuspendNote_APauseWithANoteIsShownAndEndsByItselfAtUntil(t *testing.T) {
+func TestSuspendNote_APauseWithANoteIsShownAndEndsByItselfAtUntilWithoutTouchingSpec(t *testing.T) {
 	h := newHarness(t)
 	h.start()
 	gj := h.minutely("paused", h.ns+":paused")
@@ -71,28 +71,34 @@ func TestSuspendNote_APauseWithANoteIsShownAndEndsByItselfAtUntil(t *testing.T) 
 		HaveField("Status", metav1.ConditionTrue), HaveField("Reason", batchv1alpha1.SuspendRequestedReason), HaveField("Message", want)))
 	g.Expect(h.condition(gj, batchv1alpha1.ReadyCondition)).To(And(HaveField("Reason", batchv1alpha1.SuspendedReason), HaveField("Message", want)))
 	g.Expect(h.kstatusOf(h.get(gj))).To(BeEquivalentTo("Current"), "a suspended GuardedJob is Current, as before")
+	g.Expect(h.get(gj).Status.Suspended).To(BeTrue(), "the SUSPEND column")
 
 	// An occurrence due while suspended does not run.
 	h.clock.SetTime(h.occurrence(gj, 1).Add(2 * time.Second))
 	h.poke(gj)
 	g.Consistently(h.jobs).WithTimeout(2 * time.Second).Should(BeEmpty())
 
-	// At until the manager resumes it: spec says so, status says it resumed,
-	// with an event, and the occurrence due then runs.
+	// At until runs are scheduled again. The spec is Git's: it still says
+	// suspend: true with its note, the generation never moves, and status says
+	// the manifest should be changed, with an event; the occurrence due then runs.
+	generation := h.get(gj).Generation
 	h.clock.SetTime(until.Add(time.Second))
 	h.poke(gj)
-	g.Eventually(func() batchv1alpha1.GuardedJobSpec { return h.get(gj).Spec }).Should(And(
-		HaveField("Suspend", Equal(ptr.To(false))), HaveField("SuspendNote", BeNil())))
 	g.Eventually(func() *metav1.Condition { return h.condition(gj, batchv1alpha1.SuspendedCondition) }).Should(And(
 		HaveField("Status", metav1.ConditionFalse), HaveField("Reason", batchv1alpha1.SuspendExpiredReason),
-		HaveField("Message", ContainSubstring("spec.suspendNote.until "+until.UTC().Format(time.RFC3339)+" passed (suspended (by alice"))))
+		HaveField("Message", ContainSubstring("spec.suspendNote.until "+until.UTC().Format(time.RFC3339)+" passed (spec.suspend is still true: set it to false in the manifest) (by alice"))))
 	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(
-		"SuspendExpired: Resumed: spec.suspendNote.until " + until.UTC().Format(time.RFC3339) + " passed"))
+		"SuspendExpired: Runs are scheduled again: spec.suspendNote.until " + until.UTC().Format(time.RFC3339) + " passed (spec.suspend stays true until the manifest sets it to false)"))
 	h.jobFor(gj, until.Add(time.Second).Truncate(time.Minute))
 	g.Expect(h.condition(gj, batchv1alpha1.ReadyCondition)).To(HaveField("Reason", batchv1alpha1.ScheduledReason))
+	after := h.get(gj)
+	g.Expect(after.Spec.Suspend).To(Equal(ptr.To(true)))
+	g.Expect(after.Spec.SuspendNote).To(Equal(gj.Spec.SuspendNote))
+	g.Expect(after.Generation).To(Equal(generation), "the manager never writes spec")
+	g.Expect(after.Status.Suspended).To(BeFalse())
 }
 
-func TestFailurePolicy_AGuardedJobSuspendsItselfAfterFailuresInARow(t *testing.T) {
+func TestFailurePolicy_AGuardedJobPausesItselfInStatusAfterFailuresInARow(t *testing.T) {
 	h := newHarness(t)
 	h.start()
 	ctx := context.Background()
@@ -127,30 +133,45 @@ func TestFailurePolicy_AGuardedJobSuspendsItselfAfterFailuresInARow(t *testing.T
 	// A success starts the count again.
 	runOnce(h.complete)
 	g.Eventually(func() int32 { return h.get(gj).Status.ConsecutiveFailures }).Should(BeZero())
-	g.Expect(h.get(gj).Spec.Suspended()).To(BeFalse())
+	g.Expect(h.get(gj).Status.Pause).To(BeNil())
 
-	// Two failures in a row suspend it (the occurrence's done-marker goes, so
-	// that it runs again).
+	// Two failures in a row pause it (the occurrence's done-marker goes, so
+	// that it runs again), in status: the spec is never written.
+	generation := h.get(gj).Generation
 	g.Expect(h.rdb.Del(ctx, key+":done:"+itoa(yearStart().Unix())).Err()).To(Succeed())
 	runOnce(h.fail)
-	g.Expect(h.get(gj).Spec.Suspended()).To(BeFalse(), "one failure is not yet two in a row")
+	g.Expect(h.get(gj).Status.Pause).To(BeNil(), "one failure is not yet two in a row")
 	runOnce(h.fail)
-	g.Eventually(func() *batchv1alpha1.SuspendNote { return h.get(gj).Spec.SuspendNoteOf() }).Should(And(Not(BeNil()),
+	g.Eventually(func() *batchv1alpha1.Pause { return h.get(gj).Status.Pause }).Should(And(Not(BeNil()),
 		HaveField("By", batchv1alpha1.FailurePolicySuspender),
 		HaveField("Reason", And(ContainSubstring("2 runs in a row failed (the Job failed, MaxHoldExceeded; spec.failurePolicy.suspendAfter 2)"), ContainSubstring("BackoffLimitExceeded")))))
-	cond := h.condition(gj, batchv1alpha1.SuspendedCondition)
-	g.Expect(cond).To(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", batchv1alpha1.TooManyFailuresReason)))
-	g.Expect(h.get(gj).Status.ConsecutiveFailures).To(BeZero(), "suspending starts the count again")
+	paused := h.get(gj)
+	g.Expect(paused.Spec.Suspend).To(Equal(ptr.To(false)), "the schema's default, as created")
+	g.Expect(paused.Spec.SuspendNote).To(BeNil())
+	g.Expect(paused.Generation).To(Equal(generation), "the manager never writes spec")
+	g.Expect(paused.Status.Suspended).To(BeTrue())
+	for _, typ := range []string{batchv1alpha1.SuspendedCondition, batchv1alpha1.PausedCondition} {
+		g.Expect(h.condition(gj, typ)).To(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue), HaveField("Reason", batchv1alpha1.TooManyFailuresReason)), typ)
+	}
+	g.Expect(h.get(gj).Status.ConsecutiveFailures).To(BeZero(), "pausing starts the count again")
 	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(And(
 		HavePrefix("SuspendedAfterFailures: Suspended: 2 runs in a row"), ContainSubstring("kubectl guardedjob resume flaky"))))
 	g.Expect(h.kstatusOf(h.get(gj))).To(BeEquivalentTo("Current"))
 
-	// A person resumes it.
-	h.setSpec(gj, func(s *batchv1alpha1.GuardedJobSpec) { s.Suspend, s.SuspendNote = ptr.To(false), nil })
-	g.Eventually(func() *metav1.Condition { return h.condition(gj, batchv1alpha1.SuspendedCondition) }).Should(And(
+	// While paused nothing is scheduled, whatever the spec says (an apply of
+	// the manifest with suspend: false changes nothing).
+	h.setSpec(gj, func(s *batchv1alpha1.GuardedJobSpec) { s.Suspend = ptr.To(false) })
+	g.Eventually(func() int64 { return h.get(gj).Status.ObservedGeneration }).Should(Equal(h.get(gj).Generation))
+	g.Expect(h.get(gj).Status).To(And(HaveField("NextScheduleTime", BeNil()), HaveField("Suspended", BeTrue()), HaveField("Pause", Not(BeNil()))))
+
+	// A resume request ends the pause.
+	h.request(gj, map[string]string{batchv1alpha1.ResumeAnnotation: "resume-1"})
+	g.Eventually(func() *metav1.Condition { return h.condition(gj, batchv1alpha1.PausedCondition) }).Should(And(
 		HaveField("Status", metav1.ConditionFalse), HaveField("Reason", batchv1alpha1.ResumedReason)))
+	g.Expect(h.condition(gj, batchv1alpha1.SuspendedCondition)).To(HaveField("Status", metav1.ConditionFalse))
+	g.Expect(h.get(gj).Status).To(And(HaveField("Pause", BeNil()), HaveField("LastResumeRequest", "resume-1"), HaveField("Suspended", BeFalse())))
 	runOnce(h.fail)
-	g.Expect(h.get(gj).Spec.Suspended()).To(BeFalse(), "after a resume the count starts from zero")
+	g.Expect(h.get(gj).Status.Pause).To(BeNil(), "after a resume the count starts from zero")
 	g.Expect(h.get(gj).Status.ConsecutiveFailures).To(Equal(int32(1)))
 }
 

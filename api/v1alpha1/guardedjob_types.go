@@ -211,16 +211,18 @@ type GuardedJobSpec struct {
 	JobTemplate batchv1.JobTemplateSpec `json:"jobTemplate"`
 
 	// suspendNote says who suspended this GuardedJob, why, and until when; only
-	// with suspend: true (remove it when resuming). With until set, the manager
-	// resumes the GuardedJob at that time. kubectl get -o wide and kubectl
-	// guardedjob status show it.
+	// with suspend: true (remove it when resuming). With until set, runs are
+	// scheduled again from that time; the manager never writes spec, so
+	// suspend: true stays until someone sets it to false. kubectl guardedjob
+	// status shows it.
 	// +optional
 	SuspendNote *SuspendNote `json:"suspendNote,omitempty"`
 
-	// failurePolicy, when set, suspends this GuardedJob after
-	// failurePolicy.suspendAfter failed runs in a row (condition Suspended, reason
-	// TooManyFailures, and a Warning event SuspendedAfterFailures). Resume it by
-	// setting suspend to false (kubectl guardedjob resume).
+	// failurePolicy, when set, pauses this GuardedJob after
+	// failurePolicy.suspendAfter failed runs in a row, in status.pause (conditions
+	// Suspended and Paused, reason TooManyFailures, and a Warning event
+	// SuspendedAfterFailures); spec is never written. Resume it with kubectl
+	// guardedjob resume (the batch.guardedjob.dev/resume annotation).
 	// +optional
 	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
 
@@ -507,9 +509,31 @@ type GuardedJobStatus struct {
 
 	// consecutiveFailures counts the runs in a row that ended Failed or
 	// MaxHoldExceeded (spec.failurePolicy): a success sets it to 0, and so does
-	// the failure policy when it suspends the GuardedJob.
+	// the failure policy when it pauses the GuardedJob.
 	// +optional
 	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`
+
+	// suspended is true while no new runs are scheduled: spec.suspend holds
+	// (until its note's until) or status.pause does. The SUSPEND column of
+	// kubectl get.
+	// +optional
+	Suspended bool `json:"suspended"`
+
+	// pause is a suspension the manager keeps here and never in spec: the
+	// failure policy's, or one a pause request asked for. It ends with a
+	// resume request (kubectl guardedjob resume) or at its until.
+	// +optional
+	Pause *Pause `json:"pause,omitempty"`
+
+	// lastPauseRequest is the last value of the batch.guardedjob.dev/pause
+	// annotation handled, so that a value is acted on once.
+	// +optional
+	LastPauseRequest string `json:"lastPauseRequest,omitempty"`
+
+	// lastResumeRequest is the last value of the batch.guardedjob.dev/resume
+	// annotation handled, so that a value is acted on once.
+	// +optional
+	LastResumeRequest string `json:"lastResumeRequest,omitempty"`
 
 	// backfill is the progress of the running or last backfill
 	// (batch.guardedjob.dev/backfill).
@@ -917,7 +941,7 @@ type RunRecord struct {
 // +kubebuilder:resource:scope=Namespaced,shortName=gj,categories=all
 // +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
 // +kubebuilder:printcolumn:name="TimeZone",type=string,JSONPath=`.spec.timeZone`,priority=1
-// +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
+// +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.status.suspended`
 // +kubebuilder:printcolumn:name="Active",type=integer,JSONPath=`.status.activeCount`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Lock",type=string,JSONPath=`.status.lock.state`,priority=1

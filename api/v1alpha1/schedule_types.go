@@ -42,11 +42,37 @@ type SuspendNote struct {
 	// +kubebuilder:validation:MaxLength=512
 	Reason string `json:"reason,omitempty"`
 
-	// until, when set, is when the suspension ends by itself: at that time the
-	// manager sets spec.suspend to false and removes the note (condition
-	// Suspended=False, reason SuspendExpired, and an event). RFC 3339.
+	// until, when set, is when the suspension ends by itself: from that time
+	// runs are scheduled again (condition Suspended=False, reason
+	// SuspendExpired, and an event). The manager never writes spec: a
+	// spec.suspend: true whose until has passed stays in the object (and in
+	// Git) until someone sets it to false. RFC 3339.
 	// +optional
 	Until *metav1.Time `json:"until,omitempty"`
+}
+
+// Pause is a suspension the manager keeps in status, never in spec: the failure
+// policy's, or one a pause request asked for (the batch.guardedjob.dev/pause
+// annotation, kubectl guardedjob suspend). spec.suspend stays the user's and
+// Git's; a pause ends by a resume request (batch.guardedjob.dev/resume, kubectl
+// guardedjob resume) or at its until.
+type Pause struct {
+	SuspendNote `json:",inline"`
+
+	// since is when the manager paused the GuardedJob.
+	// +required
+	Since metav1.Time `json:"since"`
+
+	// request is the value of the pause request this pause answers; empty for
+	// the failure policy's.
+	// +optional
+	Request string `json:"request,omitempty"`
+}
+
+// PausedAt reports whether the pause is in effect at now (its until not
+// reached); false for no pause.
+func (p *Pause) PausedAt(now time.Time) bool {
+	return p != nil && (p.Until == nil || now.Before(p.Until.Time))
 }
 
 // Suffix writes the note as " (by X, until T): reason", the way the condition
@@ -75,8 +101,8 @@ func (n *SuspendNote) Suffix() string {
 // FailurePolicy pauses a GuardedJob whose runs keep failing.
 type FailurePolicy struct {
 	// suspendAfter is how many runs in a row may fail on their own before the
-	// manager suspends the GuardedJob (spec.suspend: true, with a suspendNote by
-	// "guardedjob-manager"): runs whose Job failed, and runs that ended
+	// manager pauses the GuardedJob (status.pause, by "guardedjob-manager";
+	// spec is not written): runs whose Job failed, and runs that ended
 	// MaxHoldExceeded. A run that succeeds starts the count again; runs stopped
 	// for anything that is not the workload failing (a Pod that did not start
 	// within podStartTimeout, a Job the API server rejected, a run
@@ -183,13 +209,29 @@ const (
 	// occurrence a backfill ran (plus lock.keepAfterSuccess): the same backfill
 	// started in another cluster within it skips the occurrence.
 	BackfillDoneMarkerTTL = 7 * 24 * time.Hour
-	// FailurePolicySuspender is suspendNote.by when the failure policy suspended
-	// the GuardedJob.
+	// FailurePolicySuspender is status.pause.by when the failure policy paused
+	// the GuardedJob (and spec.suspendNote.by where earlier versions wrote
+	// their pause into spec; the manager moves such a note to status.pause).
 	FailurePolicySuspender = "guardedjob-manager"
 )
 
 // Annotations of the requests in this file.
 const (
+	// PauseAnnotation asks the manager to pause the GuardedJob in status
+	// (status.pause): no new runs are scheduled until a resume request or the
+	// note's until. Its value identifies the request (kubectl guardedjob
+	// suspend sets the time); each value is handled once
+	// (status.lastPauseRequest). spec is never written.
+	PauseAnnotation = "batch.guardedjob.dev/pause"
+	// PauseNoteAnnotation is the pause request's note: a JSON object with by,
+	// reason and until (RFC 3339), as spec.suspendNote; optional.
+	PauseNoteAnnotation = "batch.guardedjob.dev/pause-note"
+	// ResumeAnnotation asks the manager to end status.pause. Its value
+	// identifies the request; each value is handled once
+	// (status.lastResumeRequest). It does not change spec.suspend, which is
+	// the manifest's.
+	ResumeAnnotation = "batch.guardedjob.dev/resume"
+
 	// RunNowParametersAnnotation holds the parameter values of manual runs: a
 	// JSON object of names and string values, such as {"REGION":"eu-west-1"}.
 	// Every run-now trigger handled while it is set uses these values (and the
@@ -223,25 +265,48 @@ const (
 
 // Condition types, reasons and event reasons of this file.
 const (
-	// SuspendedCondition is True while spec.suspend is true: reason
-	// SuspendRequested (a person or a tool suspended it; the message carries
-	// spec.suspendNote) or TooManyFailures (the failure policy did). False after
-	// a suspension ended: reason Resumed, or SuspendExpired when the manager
-	// resumed it at suspendNote.until. Absent on a GuardedJob never suspended.
+	// SuspendedCondition is True while no new runs are scheduled, because
+	// spec.suspend is true (reason SuspendRequested; the message carries
+	// spec.suspendNote) or because of a pause in status (reason TooManyFailures
+	// when the failure policy paused it, PauseRequested when a request did).
+	// False after a suspension ended: reason Resumed, or SuspendExpired when
+	// spec.suspendNote.until passed. Absent on a GuardedJob never suspended.
 	// It does not change kstatus or the Argo CD health (Ready says Suspended).
 	SuspendedCondition = "Suspended"
+	// PausedCondition is True while status.pause holds (reason TooManyFailures
+	// or PauseRequested), False after it ended (reason Resumed, or
+	// PauseExpired at its until). Absent on a GuardedJob never paused.
+	PausedCondition = "Paused"
 
 	// SuspendRequestedReason (Suspended=True): spec.suspend is true, set by a
 	// person or a tool.
 	SuspendRequestedReason = "SuspendRequested"
-	// TooManyFailuresReason (Suspended=True): the failure policy suspended the
-	// GuardedJob after spec.failurePolicy.suspendAfter failed runs in a row.
+	// PauseRequestedReason (Suspended=True, Paused=True; also a Normal event): a
+	// pause request paused the GuardedJob in status.
+	PauseRequestedReason = "PauseRequested"
+	// TooManyFailuresReason (Suspended=True, Paused=True): the failure policy
+	// paused the GuardedJob after spec.failurePolicy.suspendAfter failed runs in
+	// a row.
 	TooManyFailuresReason = "TooManyFailures"
-	// ResumedReason (Suspended=False): spec.suspend was set back to false.
+	// ResumedReason (Suspended=False, Paused=False; also a Normal event when a
+	// resume request ended a pause): spec.suspend was set back to false, or a
+	// resume request ended status.pause.
 	ResumedReason = "Resumed"
-	// SuspendExpiredReason (Suspended=False; also a Normal event): the manager
-	// resumed the GuardedJob at spec.suspendNote.until.
+	// SuspendExpiredReason (Suspended=False; also a Normal event):
+	// spec.suspendNote.until passed and runs are scheduled again; spec.suspend
+	// stays as the manifest has it.
 	SuspendExpiredReason = "SuspendExpired"
+	// PauseExpiredReason (Paused=False; also a Normal event): status.pause.until
+	// passed and the manager ended the pause.
+	PauseExpiredReason = "PauseExpired"
+	// InvalidPauseRequestReason (Warning event): a pause request's note is not
+	// a valid note (JSON with by, reason and until in the future); the
+	// GuardedJob is not paused.
+	InvalidPauseRequestReason = "InvalidPauseRequest"
+	// PauseMovedToStatusReason (Normal event): a pause that an earlier manager
+	// version wrote into spec (spec.suspendNote.by guardedjob-manager) was moved to
+	// status.pause, and spec.suspend and spec.suspendNote were removed.
+	PauseMovedToStatusReason = "PauseMovedToStatus"
 
 	// SuspendedAfterFailuresReason (Warning event): the failure policy suspended
 	// the GuardedJob; the message names the failed runs and how to resume.
@@ -430,6 +495,21 @@ type BackfillRequestRecord struct {
 	// handledAt is when the manager handled the request.
 	// +required
 	HandledAt metav1.Time `json:"handledAt"`
+}
+
+// SuspendedAt reports whether spec.suspend holds at now: true, and its note's
+// until (if any) not reached.
+func (s *GuardedJobSpec) SuspendedAt(now time.Time) bool {
+	if !s.Suspended() {
+		return false
+	}
+	return s.SuspendNote == nil || s.SuspendNote.Until == nil || now.Before(s.SuspendNote.Until.Time)
+}
+
+// SuspendedAt reports whether the GuardedJob schedules no new runs at now:
+// spec.suspend holds, or a pause in status does.
+func (gj *GuardedJob) SuspendedAt(now time.Time) bool {
+	return gj.Spec.SuspendedAt(now) || gj.Status.Pause.PausedAt(now)
 }
 
 // SuspendNoteOf returns spec.suspendNote while the GuardedJob is suspended, or nil.

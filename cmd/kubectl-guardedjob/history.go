@@ -136,8 +136,12 @@ func historyCmd(ctx context.Context, o *options, name string, now time.Time) err
 }
 
 func suspendedNote(gj *batchv1alpha1.GuardedJob) string {
-	if gj.Spec.Suspend != nil && *gj.Spec.Suspend {
+	now := time.Now()
+	switch {
+	case gj.Spec.SuspendedAt(now):
 		return ", suspended" + gj.Spec.SuspendNoteOf().Suffix()
+	case gj.Status.Pause.PausedAt(now):
+		return ", paused" + gj.Status.Pause.Suffix()
 	}
 	return ""
 }

@@ -482,11 +482,12 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 		g.Expect(stdout).To(ContainSubstring("guardedjob default/settle suspended"))
 		gj := &batchv1alpha1.GuardedJob{}
 		g.Expect(w.k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "settle"}, gj)).To(Succeed())
-		g.Expect(gj.Spec.Suspended()).To(BeTrue())
+		g.Expect(gj.Status.Pause).NotTo(BeNil())
+		g.Expect(gj.Spec.Suspended()).To(BeFalse(), "the spec is the manifest's")
 		code, _, _ = w.plugin("", nil, "resume", "settle", "-n", "default")
 		g.Expect(code).To(Equal(0))
 		g.Expect(w.k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "settle"}, gj)).To(Succeed())
-		g.Expect(gj.Spec.Suspended()).To(BeFalse())
+		g.Expect(gj.Status.Pause).To(BeNil())
 	})
 
 	t.Run("-o json, yaml, name and wide go through kubectl's printers, --no-headers drops the header", func(t *testing.T) {

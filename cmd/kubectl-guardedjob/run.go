@@ -44,36 +44,46 @@ the GuardedJob and its Job) to its end and exit 1 unless it Succeeded.`,
 
 func newSuspendCommand(o *options, suspend bool) *cobra.Command {
 	if !suspend {
-		return &cobra.Command{
-			Use:               "resume NAME",
-			Short:             "Schedule runs again (removes the suspend note)",
+		cmd := &cobra.Command{
+			Use:   "resume NAME",
+			Short: "End a pause (the failure policy's, or kubectl guardedjob suspend's)",
+			Long: `Ask the manager to end the GuardedJob's pause (status.pause): the failure policy's, or one
+kubectl guardedjob suspend asked for. It sets the batch.guardedjob.dev/resume annotation and
+waits for the manager's answer. spec.suspend is the manifest's: when it is true, set it to
+false where the manifest lives (Git), or with kubectl patch.`,
 			Args:              oneName,
 			ValidArgsFunction: o.completeNames,
-			RunE: func(cmd *cobra.Command, args []string) error {
-				return setSuspend(cmd.Context(), o, args[0], false, nil)
-			},
 		}
+		timeout := timeoutFlag(cmd, 30*time.Second, "how long to wait for the manager's answer")
+		cmd.RunE = func(cmd *cobra.Command, args []string) error {
+			o.timeout = *timeout
+			return resumeCmd(cmd.Context(), o, args[0])
+		}
+		return cmd
 	}
 	cmd := &cobra.Command{
 		Use:   "suspend NAME [--reason TEXT] [--until TIME]",
 		Short: "Stop scheduling new runs (a running one goes on), with a note: who, why, until when",
-		Long: `Set spec.suspend and spec.suspendNote: who suspended the GuardedJob (the user the API
-server knows you as, or --by), why (--reason) and, with --until, when the manager resumes
-it by itself. kubectl get gj -o wide and kubectl guardedjob status show the note.`,
+		Long: `Ask the manager to pause the GuardedJob in status (status.pause), with a note: who (the
+user the API server knows you as, or --by), why (--reason) and, with --until, when the
+pause ends by itself. The spec, which Git or your manifest owns, is not changed; end the
+pause with kubectl guardedjob resume. kubectl guardedjob status shows the note.`,
 		Example: `  kubectl guardedjob suspend daily-settlement -n payments --reason "ledger migration" --until 2026-12-01T06:00:00Z
   kubectl guardedjob suspend daily-settlement -n payments --reason "incident 4711" --until 2h`,
 		Args:              oneName,
 		ValidArgsFunction: o.completeNames,
 	}
 	reason := cmd.Flags().String("reason", "", "why it is suspended (at most 512 characters)")
-	until := cmd.Flags().String("until", "", "when the manager resumes it by itself: an RFC 3339 time, or a duration from now such as 2h")
+	until := cmd.Flags().String("until", "", "when the pause ends by itself: an RFC 3339 time, or a duration from now such as 2h")
 	by := cmd.Flags().String("by", "", "who suspends it (default: the user the API server knows you as)")
+	timeout := timeoutFlag(cmd, 30*time.Second, "how long to wait for the manager's answer")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		o.timeout = *timeout
 		note, err := suspendNote(cmd.Context(), o, *by, *reason, *until, time.Now())
 		if err != nil {
 			return err
 		}
-		return setSuspend(cmd.Context(), o, args[0], true, note)
+		return pauseCmd(cmd.Context(), o, args[0], note)
 	}
 	return cmd
 }
@@ -242,29 +252,5 @@ func report(out *lockedWriter, lr *batchv1alpha1.RunRecord) error {
 	if lr.Result != batchv1alpha1.RunResultSucceeded {
 		return runFailed{result: string(lr.Result), message: lr.Message}
 	}
-	return nil
-}
-
-// setSuspend sets spec.suspend and spec.suspendNote (removed on resume). A
-// running run goes on: suspend only stops new ones.
-func setSuspend(ctx context.Context, o *options, name string, suspend bool, note *batchv1alpha1.SuspendNote) error {
-	gj, err := o.get(ctx, name)
-	if err != nil {
-		return err
-	}
-	patch := client.MergeFrom(gj.DeepCopy())
-	gj.Spec.Suspend = &suspend
-	gj.Spec.SuspendNote = note
-	if err := o.k8s.Patch(ctx, gj, patch); err != nil {
-		return err
-	}
-	verb := "resumed"
-	if suspend {
-		verb = "suspended" + note.Suffix()
-		if n := len(gj.Status.Active); n > 0 {
-			verb += fmt.Sprintf(" (%d active run(s) go on; delete their Jobs to stop them)", n)
-		}
-	}
-	_, _ = fmt.Fprintf(o.Out, "guardedjob %s/%s %s\n", gj.Namespace, gj.Name, verb)
 	return nil
 }

@@ -67,7 +67,10 @@ func TestPluginSchedules(t *testing.T) {
 		code, stdout, stderr := w.plugin("", nil, "suspend", "paused", "-n", "default", "--reason", "ledger migration", "--until", "2h")
 		g.Expect(code).To(Equal(0), stderr)
 		g.Expect(stdout).To(MatchRegexp(`guardedjob default/paused suspended \(by admin, until \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\): ledger migration\n`))
-		note := get("paused").Spec.SuspendNoteOf()
+		paused := get("paused")
+		g.Expect(paused.Spec.Suspended()).To(BeFalse(), "the spec is the manifest's: not written")
+		g.Expect(paused.Spec.SuspendNote).To(BeNil())
+		note := paused.Status.Pause
 		g.Expect(note).To(And(Not(BeNil()), HaveField("By", "admin"), HaveField("Reason", "ledger migration")))
 		g.Expect(note.Until.Time).To(BeTemporally("~", time.Now().Add(2*time.Hour), time.Minute))
 
@@ -75,8 +78,8 @@ func TestPluginSchedules(t *testing.T) {
 		g.Eventually(func() string {
 			_, status, _ = w.plugin("", nil, "status", "paused", "-n", "default")
 			return status
-		}).Should(And(MatchRegexp(`Suspend:\s+true \(by admin, until [^)]+\): ledger migration`),
-			MatchRegexp(`Condition Suspended:\s+True SuspendRequested suspended: no new runs are scheduled \(by admin`)))
+		}).Should(And(MatchRegexp(`Paused:\s+since \S+ \(by admin, until [^)]+\): ledger migration \(resume with kubectl guardedjob resume paused\)`),
+			MatchRegexp(`Condition Suspended:\s+True PauseRequested suspended: no new runs are scheduled \(by admin`)))
 		t.Logf("kubectl guardedjob status paused:\n%s", status)
 
 		code, _, stderr = w.plugin("", nil, "suspend", "paused", "-n", "default", "--until", "yesterday")
@@ -86,7 +89,17 @@ func TestPluginSchedules(t *testing.T) {
 		code, stdout, _ = w.plugin("", nil, "resume", "paused", "-n", "default")
 		g.Expect(code).To(Equal(0))
 		g.Expect(stdout).To(Equal("guardedjob default/paused resumed\n"))
-		g.Expect(get("paused").Spec).To(And(HaveField("Suspend", Equal(ptr.To(false))), HaveField("SuspendNote", BeNil())))
+		g.Expect(get("paused").Status).To(And(HaveField("Pause", BeNil()), HaveField("Suspended", BeFalse())))
+		code, stdout, _ = w.plugin("", nil, "resume", "paused", "-n", "default")
+		g.Expect(code).To(Equal(0))
+		g.Expect(stdout).To(Equal("guardedjob default/paused is not suspended\n"))
+
+		// A suspension in the spec is the manifest's: resume says where to end it.
+		create("from-git", "@daily", func(s *batchv1alpha1.GuardedJobSpec) { s.Suspend = ptr.To(true) })
+		code, _, stderr = w.plugin("", nil, "resume", "from-git", "-n", "default")
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring("spec.suspend is true in guardedjob default/from-git: it is the manifest's; set it to false there"))
+		g.Expect(get("from-git").Spec.Suspended()).To(BeTrue())
 	})
 
 	t.Run("run --param sets declared values; others are refused before anything is set", func(t *testing.T) {

@@ -127,6 +127,9 @@ func printSummary(o *options, gj *batchv1alpha1.GuardedJob) {
 	row("Name", "%s/%s", gj.Namespace, gj.Name)
 	row("Schedule", "%s (%s)", gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault())
 	row("Suspend", "%t%s", gj.Spec.Suspended(), gj.Spec.SuspendNoteOf().Suffix())
+	if p := gj.Status.Pause; p != nil {
+		row("Paused", "since %s%s (resume with kubectl guardedjob resume %s)", p.Since.UTC().Format(time.RFC3339), p.Suffix(), gj.Name)
+	}
 	row("Lock key", "%s", gj.Spec.Lock.Key)
 	if t := gj.Status.LastScheduleTime; t != nil {
 		row("Last schedule", "%s", t.UTC().Format(time.RFC3339))

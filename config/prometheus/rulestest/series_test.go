@@ -123,6 +123,8 @@ guardedjob_info{namespace="payments", name="settle", schedule="*/10 * * * *", ti
 guardedjob_info{namespace="reports", name="daily", schedule="*/10 * * * *", timezone="Asia/Taipei", concurrency_policy="Forbid", store_ref="reports-redis"} 1x60
 guardedjob_spec_suspend{namespace="payments", name="settle"} 0x60
 guardedjob_spec_suspend{namespace="reports", name="daily"} 0x60
+guardedjob_suspended{namespace="payments", name="settle"} 0x60
+guardedjob_suspended{namespace="reports", name="daily"} 0x60
 guardedjob_status_active{namespace="payments", name="settle"} 0 1 0 0 0 0 0 0 0 0 0 1 0 0 0 0 0 0 0 0 0 1 0 0 0 0 0 0 0 0 0 1 0 0 0 0 0 0 0 0 0 1 0 0 0 0 0 0 0 0 0 1 0 0 0 0 0 0 0 0 0
 guardedjob_status_active{namespace="reports", name="daily"} 0x60
 guardedjob_fence{namespace="payments", name="settle"} 1+1x60
