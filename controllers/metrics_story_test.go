@@ -226,6 +226,7 @@ func TestMetricsNameTheGuardedJobWhoseRenewalsFail(t *testing.T) {
 	cur.Spec.Suspend = ptr.To(true)
 	g.Expect(k8s.Update(context.Background(), cur)).To(Succeed())
 	g.Eventually(func() float64 { return m.value("guardedjob_spec_suspend", obj...) }).Should(Equal(1.0))
+	g.Eventually(func() float64 { return m.value("guardedjob_suspended", obj...) }).Should(Equal(1.0))
 }
 
 // The controller-runtime families that the dashboard and the alerts use
