@@ -5,8 +5,8 @@
 -- reconciled the latest spec or waits for something that clears by itself (a
 -- store Secret not applied yet), Healthy otherwise. A run in progress, a busy
 -- lock or an unreachable store are normal operation: they are shown in the
--- message but never hold up a sync wave. A suspended GuardedJob (spec.suspend,
--- once the manager has reconciled it) is Suspended, as Argo CD's own CronJob
+-- message but never hold up a sync wave. A suspended GuardedJob (spec.suspend, or
+-- a pause in status.pause, once the manager has reconciled it) is Suspended, as Argo CD's own CronJob
 -- check says of a suspended CronJob, unless its spec needs fixing (Degraded).
 local hs = {}
 
@@ -45,7 +45,14 @@ if c.Stalled ~= nil and c.Stalled.status == "True" then
   hs.message = describe(c.Stalled)
   return hs
 end
-if obj.spec ~= nil and obj.spec.suspend == true then
+-- status.suspended is the manager's answer (spec.suspend within its note's
+-- until, or a pause in status); an object it has not written yet falls back
+-- to spec.suspend.
+local suspended = obj.status.suspended
+if suspended == nil then
+  suspended = obj.spec ~= nil and obj.spec.suspend == true
+end
+if suspended == true then
   hs.status = "Suspended"
   if c.Ready ~= nil and c.Ready.reason == "Suspended" then
     hs.message = c.Ready.message or "suspended: no new runs are scheduled"

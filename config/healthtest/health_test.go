@@ -66,6 +66,8 @@ func TestHealth(t *testing.T) {
 		{fixture: "suspended-after-failures", argo: "Suspended",
 			argoMsg: "suspended: no new runs are scheduled (by guardedjob-manager): 3 runs in a row ended Failed",
 			flux:    status.CurrentStatus, kstatus: status.CurrentStatus},
+		{fixture: "suspend-expired", argo: "Healthy", argoMsg: "the schedule, keys and lease timing are valid",
+			flux: status.CurrentStatus, kstatus: status.CurrentStatus},
 		{fixture: "suspended-not-reconciled", argo: "Progressing", argoMsg: "generation 4 (observed: 3)",
 			flux: status.InProgressStatus, kstatus: status.InProgressStatus},
 		{fixture: "suspended-invalid-schedule", argo: "Degraded", argoMsg: `InvalidSchedule: spec.schedule "every day"`,
