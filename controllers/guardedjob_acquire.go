@@ -147,13 +147,18 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		if ledgerNote != "" {
 			msg += " (" + ledgerNote + ")"
 		}
-		if gj.Spec.Lock.OnBusyOrDefault() == batchv1alpha1.OnBusyRetry {
+		_, untilDone := retryBusyUntil(gj, run, s.now) // deadline counts it (runStartDeadline)
+		if untilDone || gj.Spec.Lock.OnBusyOrDefault() == batchv1alpha1.OnBusyRetry {
 			if next, ok := busyRetry(gj).NextAttempt(runDueTime(gj, run), s.now, deadline); ok {
 				setLockHeld(gj, batchv1alpha1.LockBusyReason, msg+"; retrying until "+deadline.UTC().Format(time.RFC3339), s.now)
 				s.requeueAt(next)
 				return nil
 			}
-			msg += "; gave up at the starting deadline"
+			if untilDone {
+				msg += "; gave up when its occurrence's tries stopped (spec.retryOccurrence)"
+			} else {
+				msg += "; gave up at the starting deadline"
+			}
 			observeLockWait(lockWaitGaveUp, s.now.Sub(runDueTime(gj, run)))
 		}
 		finishRun(gj, *run, neverHeld, batchv1alpha1.RunResultBusy, holder, msg, s.now)
@@ -292,6 +297,13 @@ func busyRetry(gj *batchv1alpha1.GuardedJob) schedule.BusyRetry {
 // runStartDeadline is when a run that has no Job yet must give up: its scheduled
 // time (or a manual trigger's time) plus startingDeadlineSeconds.
 func runStartDeadline(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) time.Time {
+	// With spec.retryOccurrence a run may start until its occurrence's tries
+	// stop (never after the next occurrence: see guardedjob_retry.go).
+	if until, ok := retryBusyUntil(gj, run, run.ScheduledTime.Time); ok {
+		if run.StartDeadline == nil || until.After(run.StartDeadline.Time) {
+			return until
+		}
+	}
 	if run.StartDeadline != nil {
 		return run.StartDeadline.Time
 	}

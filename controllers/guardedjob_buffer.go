@@ -16,6 +16,9 @@ import (
 type runExtras struct {
 	backfill   string
 	parameters map[string]string
+	// retry is the attempt number of a retry of its occurrence
+	// (spec.retryOccurrence), 0 for a first try.
+	retry int32
 }
 
 // scheduleAll is the pass's scheduling step: the failure policy and
@@ -41,6 +44,9 @@ func (r *GuardedJobReconciler) scheduleAll(ctx context.Context, s *scope, spec *
 			s.requeueAfter(time.Millisecond)
 		}
 		return nil
+	}
+	if waiting, err := r.startRetry(ctx, s, spec); waiting || err != nil { // guardedjob_retry.go
+		return err
 	}
 	if waiting, err := r.startBuffered(ctx, s, spec); waiting || err != nil {
 		return err

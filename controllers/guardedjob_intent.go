@@ -195,7 +195,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 	run.JobName, run.Phase = jobName, batchv1alpha1.RunPhaseAcquiring
 	run.Holder, run.Token = leasetoken.HolderOf(token), token
 	run.StartDeadline = &metav1.Time{Time: due.Add(gj.Spec.StartingDeadline())}
-	run.Backfill, run.Parameters = extras.backfill, extras.parameters
+	run.Backfill, run.Parameters, run.Retry = extras.backfill, extras.parameters, extras.retry
 	if triggered {
 		run.RunNow = triggerValue
 	}

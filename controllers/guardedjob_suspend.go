@@ -247,6 +247,9 @@ func noteRunEnd(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, resu
 		backfillRunEnded(gj, run, result, heldBy, now)
 		return
 	}
+	if gj.Spec.RetryOccurrence != nil && run.RunNow == "" {
+		noteRetry(gj, run, result, now) // guardedjob_retry.go
+	}
 	switch {
 	case result == batchv1alpha1.RunResultSucceeded:
 		gj.Status.ConsecutiveFailures = 0

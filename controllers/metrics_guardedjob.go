@@ -74,6 +74,8 @@ var (
 		"Runs of the GuardedJob that ended, by status.lastRun.result, counted by this manager since it became the leader; a result appears with its first run.", append(objectLabels, "result"), nil)
 	busyInARowDesc = prometheus.NewDesc("guardedjob_busy_runs_in_a_row",
 		"Runs of the GuardedJob that ended Busy since the last one that ran or failed to, or whose occurrence another cluster's run was then found to have done (Skipped runs leave it as it is), counted by this manager since it became the leader; absent while 0.", objectLabels, nil)
+	abandonedDesc = prometheus.NewDesc("guardedjob_occurrences_abandoned_total",
+		"Occurrences of the GuardedJob whose tries (spec.retryOccurrence) stopped with no cluster sharing the lock store having done them, since the manager started.", objectLabels, nil)
 	busyDoneElsewhereDesc = prometheus.NewDesc("guardedjob_busy_runs_done_elsewhere_total",
 		"Runs of the GuardedJob that ended Busy because a run of the GuardedJob of the same name in another cluster held the lock, and whose occurrence that run then completed (its done-marker found), counted by this manager since it became the leader; appears with the first.", objectLabels, nil)
 	lastOccurrenceDoneDesc = prometheus.NewDesc("guardedjob_last_occurrence_done_time_seconds",
@@ -146,6 +148,9 @@ type objectRuns struct {
 	// busyDoneElsewhere counts Busy runs whose occurrence another cluster's run
 	// completed.
 	busyDoneElsewhere uint64
+	// abandoned counts occurrences whose tries stopped with no cluster having
+	// done them (spec.retryOccurrence).
+	abandoned uint64
 }
 
 // collectTimeout bounds a scrape's read of the cache (it only waits while the
@@ -185,6 +190,14 @@ func (c *guardedJobCollector) busyRunDoneElsewhere(gj *batchv1alpha1.GuardedJob)
 	e.busyInARow = 0
 }
 
+// occurrenceAbandoned counts an occurrence of gj whose tries stopped with no
+// cluster having done it.
+func (c *guardedJobCollector) occurrenceAbandoned(gj *batchv1alpha1.GuardedJob) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entry(gj).abandoned++
+}
+
 // entry returns the counters of gj, new for an object not counted yet (or
 // created again under its name). c.mu is held.
 func (c *guardedJobCollector) entry(gj *batchv1alpha1.GuardedJob) *objectRuns {
@@ -206,7 +219,7 @@ func (c *guardedJobCollector) forget(key types.NamespacedName) {
 
 func (c *guardedJobCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{createdDesc, lastScheduleDesc, nextScheduleDesc, lastSuccessDesc, fenceDesc, lockStateDesc, objectRunsDesc, busyInARowDesc,
-		infoDesc, suspendDesc, suspendedDesc, activeDesc, bufferedDesc, backfillRemainingDesc, failedInARowDesc, suspendedAfterFailuresDesc, busyDoneElsewhereDesc, lastOccurrenceDoneDesc} {
+		infoDesc, suspendDesc, suspendedDesc, activeDesc, bufferedDesc, backfillRemainingDesc, failedInARowDesc, suspendedAfterFailuresDesc, busyDoneElsewhereDesc, abandonedDesc, lastOccurrenceDoneDesc} {
 		ch <- d
 	}
 }
@@ -307,6 +320,9 @@ func (c *guardedJobCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if e.busyDoneElsewhere > 0 {
 			ch <- &seriesMetric{desc: busyDoneElsewhereDesc, labels: obj, value: float64(e.busyDoneElsewhere), counter: true}
+		}
+		if e.abandoned > 0 {
+			ch <- &seriesMetric{desc: abandonedDesc, labels: obj, value: float64(e.abandoned), counter: true}
 		}
 	}
 }

@@ -71,7 +71,7 @@ func TestMetricsListIsTheCollectors(t *testing.T) {
 		"guardedjob_info": "gauge", "guardedjob_spec_suspend": "gauge", "guardedjob_suspended": "gauge", "guardedjob_status_active": "gauge",
 		"guardedjob_failed_runs_in_a_row": "gauge", "guardedjob_suspended_after_failures": "gauge",
 		"guardedjob_busy_runs_done_elsewhere_total": "counter", "guardedjob_last_occurrence_done_time_seconds": "gauge",
-		"guardedjob_buffered_runs": "gauge", "guardedjob_backfill_remaining": "gauge",
+		"guardedjob_buffered_runs": "gauge", "guardedjob_backfill_remaining": "gauge", "guardedjob_occurrences_abandoned_total": "counter",
 	}
 	var want []listedFamily
 	for _, c := range managerCollectors() {

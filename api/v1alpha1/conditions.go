@@ -101,17 +101,21 @@ const (
 	// OccurrenceEnv is the occurrence's key: its done-marker in the store, the same
 	// for this occurrence in every cluster sharing the store.
 	OccurrenceEnv = "GUARDEDJOB_OCCURRENCE"
-	// TriggerEnv says what started the run: TriggerSchedule, TriggerRunNow or
-	// TriggerBackfill.
+	// TriggerEnv says what started the run: TriggerSchedule, TriggerRunNow,
+	// TriggerBackfill or TriggerRetry.
 	TriggerEnv = "GUARDEDJOB_TRIGGER"
-	// RequestEnv names the request that started the run: the run-now value, or
-	// the backfill's request value; empty for a scheduled run.
+	// RequestEnv names the request that started the run: the run-now value, the
+	// backfill's request value, or a retry's attempt number; empty for a
+	// scheduled run.
 	RequestEnv = "GUARDEDJOB_REQUEST"
 
 	// TriggerEnv's values.
 	TriggerSchedule = "schedule"
 	TriggerRunNow   = "run-now"
 	TriggerBackfill = "backfill"
+	// TriggerRetry: a retry of a scheduled occurrence no cluster has done yet
+	// (spec.retryOccurrence); GUARDEDJOB_REQUEST is its attempt number.
+	TriggerRetry = "retry"
 )
 
 // Condition types.

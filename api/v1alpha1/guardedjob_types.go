@@ -226,6 +226,14 @@ type GuardedJobSpec struct {
 	// +optional
 	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
 
+	// retryOccurrence keeps trying each scheduled occurrence until a cluster
+	// sharing the lock store has done it, for the multi-cluster setup where the
+	// occurrence must run once and must not be lost when the cluster that won
+	// it fails. Without it, an occurrence is tried once per cluster (onBusy
+	// decides what a busy key does) and a run that fails is not tried again.
+	// +optional
+	RetryOccurrence *OccurrenceRetry `json:"retryOccurrence,omitempty"`
+
 	// bufferLimit is how many runs concurrencyPolicy BufferAll keeps waiting for
 	// an active run; a run due while that many wait is skipped. Only with
 	// BufferAll. Defaults to 10; from 1 to 100.
@@ -535,6 +543,12 @@ type GuardedJobStatus struct {
 	// +optional
 	LastResumeRequest string `json:"lastResumeRequest,omitempty"`
 
+	// retry is the scheduled occurrence being tried again
+	// (spec.retryOccurrence): a run of it ended without success and no cluster
+	// has done it yet.
+	// +optional
+	Retry *OccurrenceRetryStatus `json:"retry,omitempty"`
+
 	// backfill is the progress of the running or last backfill
 	// (batch.guardedjob.dev/backfill).
 	// +optional
@@ -797,6 +811,11 @@ type ActiveRun struct {
 	// stopReason before its colon).
 	// +optional
 	StopResult RunResult `json:"stopResult,omitempty"`
+
+	// retry is the attempt number of a run that tries its occurrence again
+	// (spec.retryOccurrence): 1 for the first retry. 0 for a first try.
+	// +optional
+	Retry int32 `json:"retry,omitempty"`
 
 	// stopCause is what ended a Failed run: JobFailed (the Job failed on its
 	// own), or the reason of the event that stopped it (PodStartTimeout,

@@ -51,6 +51,53 @@ type SuspendNote struct {
 	Until *metav1.Time `json:"until,omitempty"`
 }
 
+// OccurrenceRetry keeps trying an occurrence until some cluster has done it.
+type OccurrenceRetry struct {
+	// within is how long after its scheduled time an occurrence is still
+	// tried, while no cluster sharing the lock store has written its
+	// done-marker: a run that finds the key busy waits for it (as onBusy
+	// Retry does until the starting deadline), and a run that ends without
+	// success (Failed, MaxHoldExceeded, LockLost, GuardStopped,
+	// StoreUnavailable; not a run replaced or a Job deleted by a person) is
+	// started again after a backoff (lock.busyRetry's). Tries also stop when
+	// the next occurrence is due. When they stop without a done-marker: a
+	// Warning event OccurrenceAbandoned and the series
+	// guardedjob_occurrences_abandoned_total. From 1m to 168h.
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$')",message="retryOccurrence.within must be a duration such as 30m or 6h"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1m') && duration(self) <= duration('168h'))",message="retryOccurrence.within must be from 1m to 168h"
+	Within metav1.Duration `json:"within"`
+}
+
+// OccurrenceRetryStatus is the occurrence being tried again.
+type OccurrenceRetryStatus struct {
+	// scheduledTime is the occurrence's scheduled time.
+	// +required
+	ScheduledTime metav1.Time `json:"scheduledTime"`
+
+	// attempts is how many retries of it have started.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+
+	// notBefore is when the next retry may start (the backoff after the last
+	// run ended).
+	// +optional
+	NotBefore *metav1.Time `json:"notBefore,omitempty"`
+
+	// until is when tries stop: the scheduled time plus
+	// spec.retryOccurrence.within, or the next occurrence, whichever is first.
+	// +required
+	Until metav1.Time `json:"until"`
+
+	// lastResult and lastMessage are how its last run ended.
+	// +optional
+	LastResult RunResult `json:"lastResult,omitempty"`
+	// +optional
+	LastMessage string `json:"lastMessage,omitempty"`
+}
+
 // Pause is a suspension the manager keeps in status, never in spec: the failure
 // policy's, or one a pause request asked for (the batch.guardedjob.dev/pause
 // annotation, kubectl guardedjob suspend). spec.suspend stays the user's and
@@ -303,6 +350,15 @@ const (
 	// a valid note (JSON with by, reason and until in the future); the
 	// GuardedJob is not paused.
 	InvalidPauseRequestReason = "InvalidPauseRequest"
+	// OccurrenceRetryingReason (Normal event): a run of an occurrence ended
+	// without success and no cluster has done it: it is tried again after a
+	// backoff (spec.retryOccurrence).
+	OccurrenceRetryingReason = "OccurrenceRetrying"
+	// OccurrenceAbandonedReason (Warning event): spec.retryOccurrence.within
+	// passed (or the next occurrence came) and no cluster sharing the lock
+	// store has done the occurrence: it is not tried again.
+	OccurrenceAbandonedReason = "OccurrenceAbandoned"
+
 	// PauseMovedToStatusReason (Normal event): a pause that an earlier manager
 	// version wrote into spec (spec.suspendNote.by guardedjob-manager) was moved to
 	// status.pause, and spec.suspend and spec.suspendNote were removed.

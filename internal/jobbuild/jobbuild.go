@@ -211,6 +211,8 @@ func OccurrenceEnv(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) [
 		request = run.Backfill
 	case batchv1alpha1.TriggerRunNow:
 		request = run.RunNow
+	case batchv1alpha1.TriggerRetry:
+		request = strconv.Itoa(int(run.Retry))
 	}
 	at := run.ScheduledTime.Time
 	return []corev1.EnvVar{
@@ -223,13 +225,16 @@ func OccurrenceEnv(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) [
 	}
 }
 
-// TriggerOf says what started a run: a backfill, a run-now, or the schedule.
+// TriggerOf says what started a run: a backfill, a run-now, a retry of its
+// occurrence, or the schedule.
 func TriggerOf(run *batchv1alpha1.ActiveRun) string {
 	switch {
 	case run.Backfill != "":
 		return batchv1alpha1.TriggerBackfill
 	case run.RunNow != "":
 		return batchv1alpha1.TriggerRunNow
+	case run.Retry > 0:
+		return batchv1alpha1.TriggerRetry
 	}
 	return batchv1alpha1.TriggerSchedule
 }

@@ -1,0 +1,180 @@
+package controllers_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+)
+
+// spec.retryOccurrence: an occurrence that no cluster sharing the lock store
+// has done is tried again, until spec.retryOccurrence.within after its
+// scheduled time, and given up with an OccurrenceAbandoned event and series
+// after that.
+
+// hourlyRetrying is an hourly GuardedJob whose occurrences are tried for
+// within, with short backoffs.
+func (h *harness) hourlyRetrying(name string, within time.Duration) *batchv1alpha1.GuardedJob {
+	gj := h.guardedJob(name, h.ns+":"+name)
+	gj.Spec.Schedule = "0 * * * *"
+	gj.Spec.StartingDeadlineSeconds = new(int64(60))
+	gj.Spec.RetryOccurrence = &batchv1alpha1.OccurrenceRetry{Within: metav1.Duration{Duration: within}}
+	gj.Spec.Lock.BusyRetry = &batchv1alpha1.BusyRetry{Initial: &metav1.Duration{Duration: 5 * time.Second}, Max: &metav1.Duration{Duration: 20 * time.Second}}
+	return gj
+}
+
+// nextHour is the first hourly occurrence after gj's creation.
+func (h *harness) nextHour(gj *batchv1alpha1.GuardedJob) time.Time {
+	return h.get(gj).CreationTimestamp.Truncate(time.Hour).Add(time.Hour)
+}
+
+// unfinishedJobFor waits for a Job of gj's occurrence at that has not ended.
+func (h *harness) unfinishedJobFor(gj *batchv1alpha1.GuardedJob, at time.Time, except ...string) *batchv1.Job {
+	h.t.Helper()
+	var found *batchv1.Job
+	h.g.Eventually(func() *batchv1.Job {
+		for _, j := range h.jobs() {
+			if j.Labels[batchv1alpha1.GuardedJobLabel] == gj.Name && j.Annotations[batchv1alpha1.ScheduledTimeAnnotation] == at.UTC().Format(time.RFC3339) &&
+				len(j.Status.Conditions) == 0 && !slices.Contains(except, j.Name) {
+				found = &j
+				return found
+			}
+		}
+		return nil
+	}).WithTimeout(20*time.Second).ShouldNot(BeNil(), "a new Job for %s", at.UTC().Format(time.RFC3339))
+	return found
+}
+
+func TestRetryOccurrence_ARunThatFailedIsTriedAgainUntilItSucceeds(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	g := h.g
+	gj := h.create(h.hourlyRetrying("settle", 30*time.Minute))
+	occ := h.nextHour(gj)
+	h.clock.SetTime(occ.Add(2 * time.Second))
+	h.poke(gj)
+	first := h.unfinishedJobFor(gj, occ)
+	g.Expect(envOf(first, batchv1alpha1.TriggerEnv)).To(Equal(batchv1alpha1.TriggerSchedule))
+	h.waitRecorded(gj)
+	h.fail(first)
+
+	// The occurrence waits for its backoff, then runs again: same scheduled
+	// time, a new Job, told it is retry 1.
+	g.Eventually(func() *batchv1alpha1.OccurrenceRetryStatus { return h.get(gj).Status.Retry }).Should(And(Not(BeNil()),
+		HaveField("ScheduledTime.Time", BeTemporally("==", occ)), HaveField("Attempts", BeZero()),
+		HaveField("LastResult", batchv1alpha1.RunResultFailed), HaveField("Until.Time", BeTemporally("==", occ.Add(30*time.Minute)))))
+	g.Consistently(func() int { return len(h.jobs()) }).WithTimeout(time.Second).Should(Equal(1), "not before its backoff")
+	h.clock.Step(6 * time.Second)
+	h.poke(gj)
+	second := h.unfinishedJobFor(gj, occ, first.Name)
+	g.Expect(envOf(second, batchv1alpha1.TriggerEnv)).To(Equal(batchv1alpha1.TriggerRetry))
+	g.Expect(envOf(second, batchv1alpha1.RequestEnv)).To(Equal("1"))
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix(
+		"OccurrenceRetrying: Trying occurrence " + occ.UTC().Format(time.RFC3339) + " again (retry 1, until ")))
+
+	// It succeeds: the retry is over, and history shows both runs of the occurrence.
+	h.waitRecorded(gj)
+	h.complete(second)
+	g.Eventually(func() *batchv1alpha1.OccurrenceRetryStatus { return h.get(gj).Status.Retry }).Should(BeNil())
+	g.Eventually(func() []batchv1alpha1.RunResult {
+		var out []batchv1alpha1.RunResult
+		for _, r := range h.get(gj).Status.RecentRuns {
+			if r.ScheduledTime.Equal(&metav1.Time{Time: occ}) {
+				out = append(out, r.Result)
+			}
+		}
+		return out
+	}).Should(Equal([]batchv1alpha1.RunResult{batchv1alpha1.RunResultSucceeded, batchv1alpha1.RunResultFailed}))
+}
+
+func TestRetryOccurrence_ARunWaitsForTheClusterThatWonAndDoesTheOccurrenceWhenThatRunFails(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	g := h.g
+	gj := h.create(h.hourlyRetrying("settle", 30*time.Minute))
+	key := gj.Spec.Lock.Key
+	occ := h.nextHour(gj)
+	// Another cluster won the occurrence.
+	g.Expect(h.rdb.Set(context.Background(), key, "cluster-b/"+h.ns+"/settle-29400000-a1b2c3#0123456789abcdef", time.Hour).Err()).To(Succeed())
+	h.clock.SetTime(occ.Add(2 * time.Second))
+	h.poke(gj)
+	g.Eventually(func() *batchv1alpha1.LockStatus { return h.get(gj).Status.Lock }).Should(And(Not(BeNil()), HaveField("State", batchv1alpha1.LockStateBusy)))
+
+	// Past its starting deadline it still waits: without retryOccurrence it
+	// would have been recorded Busy, and the occurrence lost if the winner fails.
+	h.clock.SetTime(occ.Add(5 * time.Minute))
+	h.poke(gj)
+	g.Consistently(func() []batchv1alpha1.ActiveRun { return h.get(gj).Status.Active }).WithTimeout(2 * time.Second).Should(HaveLen(1))
+	g.Expect(h.get(gj).Status.LastRun).To(BeNil())
+
+	// The winner's run failed: its lease is released, and no done-marker was
+	// written. This cluster's run takes the occurrence.
+	g.Expect(h.rdb.Del(context.Background(), key).Err()).To(Succeed())
+	h.clock.Step(30 * time.Second)
+	h.poke(gj)
+	job := h.unfinishedJobFor(gj, occ)
+	h.waitRecorded(gj)
+	h.complete(job)
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
+		HaveField("Result", batchv1alpha1.RunResultSucceeded), HaveField("ScheduledTime.Time", BeTemporally("==", occ))))
+
+	// The next occurrence, won by the other cluster whose run succeeds: the
+	// waiting run finds the done-marker and skips it, and nothing is retried.
+	next := occ.Add(time.Hour)
+	g.Expect(h.rdb.Set(context.Background(), key, "cluster-b/"+h.ns+"/settle-29400060-d4e5f6#0123456789abcdef", time.Hour).Err()).To(Succeed())
+	h.clock.SetTime(next.Add(2 * time.Second))
+	h.poke(gj)
+	g.Eventually(func() []batchv1alpha1.ActiveRun { return h.get(gj).Status.Active }).Should(HaveLen(1))
+	g.Expect(h.rdb.Set(context.Background(), key+":done:"+itoa(next.Unix()), "cluster-b/"+h.ns+"/settle-29400060-d4e5f6", time.Hour).Err()).To(Succeed())
+	g.Expect(h.rdb.Del(context.Background(), key).Err()).To(Succeed())
+	h.clock.Step(30 * time.Second)
+	h.poke(gj)
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(
+		HaveField("Result", batchv1alpha1.RunResultSkipped), HaveField("ScheduledTime.Time", BeTemporally("==", next))))
+	g.Expect(h.get(gj).Status.Retry).To(BeNil())
+	g.Expect(h.jobs()).To(HaveLen(1), "the other cluster did it")
+}
+
+func TestRetryOccurrence_AnOccurrenceNoClusterDidIsAbandonedWithAnEventAndASeries(t *testing.T) {
+	h := newHarness(t)
+	m := h.serveMetrics()
+	h.start()
+	g := h.g
+	gj := h.create(h.hourlyRetrying("settle", 2*time.Minute))
+	occ := h.nextHour(gj)
+	h.clock.SetTime(occ.Add(2 * time.Second))
+	h.poke(gj)
+	first := h.unfinishedJobFor(gj, occ)
+	h.waitRecorded(gj)
+	h.fail(first)
+	g.Eventually(func() *batchv1alpha1.OccurrenceRetryStatus { return h.get(gj).Status.Retry }).ShouldNot(BeNil())
+	h.clock.Step(6 * time.Second)
+	h.poke(gj)
+	second := h.unfinishedJobFor(gj, occ, first.Name)
+	h.waitRecorded(gj)
+	h.fail(second)
+	g.Eventually(func() int32 {
+		if rt := h.get(gj).Status.Retry; rt != nil && rt.NotBefore != nil {
+			return rt.Attempts
+		}
+		return -1
+	}).Should(Equal(int32(1)))
+
+	// Its tries stop at the scheduled time + 2m.
+	h.clock.SetTime(occ.Add(2*time.Minute + time.Second))
+	h.poke(gj)
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(And(
+		HavePrefix("OccurrenceAbandoned: Gave up occurrence "+occ.UTC().Format(time.RFC3339)+": its tries stopped at "),
+		ContainSubstring("(1 retries; the last run ended Failed: "))))
+	g.Expect(h.get(gj).Status.Retry).To(BeNil())
+	g.Consistently(func() int { return len(h.jobs()) }).WithTimeout(time.Second).Should(Equal(2))
+	g.Eventually(func() float64 {
+		return m.value("guardedjob_occurrences_abandoned_total", "namespace", h.ns, "name", "settle")
+	}).Should(Equal(1.0))
+}
