@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,20 +65,17 @@ func retryable(run *batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult) boo
 }
 
 // noteRetry is told of every scheduled run that ends (noteRunEnd): a run that
-// did its occurrence, or found it done, ends the retry; a run that ended
-// without success leaves the occurrence to be tried again after a backoff;
-// a run that waited for a busy key until the tries stopped leaves it to be
-// abandoned.
+// did its occurrence, or found it done, ends the retry, and so does a run a
+// person ended (its Job deleted, or replaced); a run that ended without
+// success leaves the occurrence to be tried again after a backoff; a run that
+// waited for a busy key until the tries stopped leaves it to be abandoned.
 func noteRetry(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, now time.Time) {
 	rt := gj.Status.Retry
 	same := rt != nil && rt.ScheduledTime.Equal(&run.ScheduledTime)
-	switch {
-	case result == batchv1alpha1.RunResultSucceeded, result == batchv1alpha1.RunResultSkipped:
+	if result != batchv1alpha1.RunResultBusy && !retryable(run, result) {
 		if same {
 			gj.Status.Retry = nil
 		}
-		return
-	case result != batchv1alpha1.RunResultBusy && !retryable(run, result):
 		return
 	}
 	if !same {
@@ -132,6 +130,8 @@ func (r *GuardedJobReconciler) startRetry(ctx context.Context, s *scope, spec *c
 		return abandon("spec.retryOccurrence was removed")
 	case gj.Status.LastScheduleTime != nil && gj.Status.LastScheduleTime.After(rt.ScheduledTime.Time):
 		return abandon("the occurrence at " + gj.Status.LastScheduleTime.UTC().Format(time.RFC3339) + " is due")
+	case slices.ContainsFunc(gj.Status.Active, func(a batchv1alpha1.ActiveRun) bool { return a.ScheduledTime.Equal(&rt.ScheduledTime) }):
+		return true, nil // a run of it goes on: its end decides, and brings the next pass
 	case !s.now.Before(rt.Until.Time):
 		return abandon("its tries stopped at " + rt.Until.UTC().Format(time.RFC3339) + " (spec.retryOccurrence.within, or the next occurrence)")
 	case len(gj.Status.Active) > 0 || gj.SuspendedAt(s.now):

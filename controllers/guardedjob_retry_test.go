@@ -70,6 +70,7 @@ func TestRetryFollowsHowEachRunEnded(t *testing.T) {
 		{"the store did not answer", run(""), batchv1alpha1.RunResultStoreUnavailable, true},
 		{"the pod guard stopped it", run(""), batchv1alpha1.RunResultGuardStopped, true},
 		{"replaced by concurrencyPolicy Replace", run(batchv1alpha1.JobStoppedReason), batchv1alpha1.RunResultFailed, false},
+		{"a Busy run whose wait ended", run(""), batchv1alpha1.RunResultBusy, true},
 		{"a person deleted its Job", run(batchv1alpha1.JobDeletedReason), batchv1alpha1.RunResultFailed, false},
 		{"it succeeded", run(""), batchv1alpha1.RunResultSucceeded, false},
 		{"another cluster did it", run(""), batchv1alpha1.RunResultSkipped, false},
@@ -88,6 +89,13 @@ func TestRetryFollowsHowEachRunEnded(t *testing.T) {
 			g.Expect(gj.Status.Retry.NotBefore.Time).To(BeTemporally("==", now.Add(batchv1alpha1.DefaultBusyRetryInitial)))
 		})
 	}
+	t.Run("a person deleting the retry's Job ends the retry", func(t *testing.T) {
+		g := NewWithT(t)
+		gj := retryingObject("0 * * * *", 30*time.Minute)
+		gj.Status.Retry = &batchv1alpha1.OccurrenceRetryStatus{ScheduledTime: metav1.Time{Time: occ}, Attempts: 1}
+		noteRetry(gj, run(batchv1alpha1.JobDeletedReason), batchv1alpha1.RunResultFailed, now)
+		g.Expect(gj.Status.Retry).To(BeNil())
+	})
 	t.Run("a success ends the retry of its occurrence, not of another", func(t *testing.T) {
 		g := NewWithT(t)
 		gj := retryingObject("0 * * * *", 30*time.Minute)

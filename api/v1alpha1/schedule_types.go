@@ -91,9 +91,11 @@ type OccurrenceRetryStatus struct {
 	// +required
 	Until metav1.Time `json:"until"`
 
-	// lastResult and lastMessage are how its last run ended.
+	// lastResult is how its last run ended.
 	// +optional
 	LastResult RunResult `json:"lastResult,omitempty"`
+
+	// lastMessage is why its last run ended (at most 256 characters).
 	// +optional
 	LastMessage string `json:"lastMessage,omitempty"`
 }

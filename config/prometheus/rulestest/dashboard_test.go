@@ -86,6 +86,7 @@ guardedjob_busy_runs_in_a_row{namespace="payments", name="settle"} 0x57 1x3
 guardedjob_object_runs_total{namespace="payments", name="settle", result="Busy"} 0x57 1x3
 guardedjob_object_runs_total{namespace="payments", name="settle", result="Failed"} 0x30 1x30
 guardedjob_object_runs_total{namespace="payments", name="settle", result="LockLost"} 0x55 1x5
+guardedjob_occurrences_abandoned_total{namespace="payments", name="settle"} _x58 1x2
 guardedjob_lock_state{namespace="payments", name="settle", state="Free"} 1x54 0x6
 guardedjob_lock_state{namespace="payments", name="settle", state="Lost"} 0x54 1x6
 guardedjob_lease_renewals_total{result="store_error"} 0x50 0+2x10
