@@ -387,6 +387,16 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "retry-past-next-occurrence",
+		bug:  "spec.retryOccurrence tries an occurrence until within after it even when the next occurrence comes first: a try may start after the occurrence's done-marker has expired, and run an occurrence another cluster already did",
+		file: "controllers/guardedjob_retry.go",
+		find: "next.After(scheduled) && next.Before(until)",
+		repl: "next.After(scheduled) && next.Before(until) && false",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestRetryTriesNeverOutliveTheOccurrencesDoneMarker"}},
+		},
+	},
+	{
 		name: "guard-deadline-from-reply",
 		bug:  "the pod guard's confirmation counts the lease from the read's reply instead of its send time",
 		file: "internal/lockclient/confirm.go",
