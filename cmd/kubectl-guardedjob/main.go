@@ -130,7 +130,7 @@ instead (for admins, break-glass).`,
 	registerConfigCompletions(root, o)
 	root.AddCommand(
 		newRunCommand(o), newSuspendCommand(o, true), newSuspendCommand(o, false), newBackfillCommand(o),
-		newStatusCommand(o), newHistoryCommand(o), newLocksCommand(o), newUnlockCommand(o), newVersionCommand(),
+		newStatusCommand(o), newHistoryCommand(o), newLogsCommand(o), newLocksCommand(o), newUnlockCommand(o), newVersionCommand(),
 	)
 	return root
 }

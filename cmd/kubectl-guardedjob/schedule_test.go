@@ -254,6 +254,23 @@ func TestPluginSchedules(t *testing.T) {
 		g.Expect(lines[5]).To(MatchRegexp(`^\S+T00:05:00\+08:00\s+Succeeded\s+run-now\s+nightly-\S+\s+1\s+`))
 		g.Expect(stdout).To(MatchRegexp(`\nJOB\s+STATUS\s+FENCE\s+AGE\s+PODS\nnightly-\S+\s+Complete\s+1\s+`))
 		g.Expect(stdout).To(MatchRegexp(`\nNext occurrences \(Asia/Taipei\):\n(  \S+T00:05:00\+08:00\n){5}$`))
+
+		// logs finds the latest run with a Job (the Busy and Skipped runs had
+		// none) and its Pods; this API server has no kubelet to serve their logs,
+		// so it says which Pod and why.
+		job := get("nightly").Status.RecentRuns[2].JobName
+		code, _, stderr = w.plugin("", nil, "logs", "nightly", "-n", "default")
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring("error: job " + job + " has no Pods (Complete)"))
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: job + "-x1", Namespace: "default", Labels: map[string]string{batchv1.JobNameLabel: job}},
+			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "w", Image: "busybox"}}}}
+		g.Expect(w.k8s.Create(ctx, pod)).To(Succeed())
+		code, stdout, stderr = w.plugin("", nil, "logs", "nightly", "-n", "default", "--tail", "10")
+		g.Expect(code).To(Equal(0), "stdout: %s\nstderr: %s", stdout, stderr)
+		g.Expect(stderr).To(Equal("job.batch/" + job + " (Complete), fence 1: 1 Pod(s)\npod " + job + "-x1 is not on a node yet (Pending): it has no logs\n"))
+		code, _, stderr = w.plugin("", nil, "logs", "nightly", "-n", "default", "--job", "not-a-run")
+		g.Expect(code).To(Equal(1))
+		g.Expect(stderr).To(ContainSubstring("job not-a-run of guardedjob default/nightly: "))
 	})
 
 	t.Run("backfill --cancel stops a running backfill", func(t *testing.T) {
