@@ -251,6 +251,8 @@ func TestAlertsFire(t *testing.T) {
 			firesAt: 12 * time.Minute, quietAt: 11 * time.Minute, labels: daily, whenWhat: "a run in a tenant's own store ended StoreUnavailable"},
 		{alert: "GuardedJobStoreUnavailable", trouble: `guardedjob_object_runs_total{namespace="payments", name="settle", result="StoreUnavailable"} 0x10 1x50`,
 			firesAt: 12 * time.Minute, quietAt: 11 * time.Minute, labels: settle, whenWhat: "a run in the manager's store ended StoreUnavailable"},
+		{alert: "GuardedJobOccurrenceAbandoned", trouble: `guardedjob_occurrences_abandoned_total{namespace="payments", name="settle"} _x20 1x40`,
+			firesAt: 21 * time.Minute, quietAt: 20 * time.Minute, labels: settle, whenWhat: "the first occurrence given up (the manager serves no zero series)"},
 		{alert: "GuardedJobRunsFailing", trouble: `guardedjob_object_runs_total{namespace="payments", name="settle", result="Failed"} 0x10 1x50`,
 			firesAt: 12 * time.Minute, quietAt: 11 * time.Minute, labels: settle, whenWhat: "a run failed"},
 		{alert: "GuardedJobStoreUnavailable", trouble: `guardedjob_object_runs_total{namespace="reports", name="daily", result="StoreUnavailable"} _x10 1x50`,
