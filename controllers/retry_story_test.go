@@ -37,35 +37,33 @@ func (h *harness) nextHour(gj *batchv1alpha1.GuardedJob) time.Time {
 	return h.get(gj).CreationTimestamp.Truncate(time.Hour).Add(time.Hour)
 }
 
+// firstTryFails creates gj, lets its first hourly occurrence come and its run
+// start, and fails that run's Job. It returns the occurrence and the Job.
+func (h *harness) firstTryFails(gj *batchv1alpha1.GuardedJob) (time.Time, *batchv1.Job) {
+	h.t.Helper()
+	h.create(gj)
+	occ := h.nextHour(gj)
+	h.clock.SetTime(occ.Add(2 * time.Second))
+	h.poke(gj)
+	first := h.unfinishedJobFor(gj, occ)
+	h.g.Expect(envOf(first, batchv1alpha1.TriggerEnv)).To(Equal(batchv1alpha1.TriggerSchedule))
+	h.waitRecorded(gj)
+	h.fail(first)
+	return occ, first
+}
+
 // unfinishedJobFor waits for a Job of gj's occurrence at that has not ended.
 func (h *harness) unfinishedJobFor(gj *batchv1alpha1.GuardedJob, at time.Time, except ...string) *batchv1.Job {
 	h.t.Helper()
-	var found *batchv1.Job
-	h.g.Eventually(func() *batchv1.Job {
-		for _, j := range h.jobs() {
-			if j.Labels[batchv1alpha1.GuardedJobLabel] == gj.Name && j.Annotations[batchv1alpha1.ScheduledTimeAnnotation] == at.UTC().Format(time.RFC3339) &&
-				len(j.Status.Conditions) == 0 && !slices.Contains(except, j.Name) {
-				found = &j
-				return found
-			}
-		}
-		return nil
-	}).WithTimeout(20*time.Second).ShouldNot(BeNil(), "a new Job for %s", at.UTC().Format(time.RFC3339))
-	return found
+	return h.jobOf(gj, at, func(j batchv1.Job) bool { return len(j.Status.Conditions) == 0 && !slices.Contains(except, j.Name) }, "a new Job")
 }
 
 func TestRetryOccurrence_ARunThatFailedIsTriedAgainUntilItSucceeds(t *testing.T) {
 	h := newHarness(t)
 	h.start()
 	g := h.g
-	gj := h.create(h.hourlyRetrying("settle", 30*time.Minute))
-	occ := h.nextHour(gj)
-	h.clock.SetTime(occ.Add(2 * time.Second))
-	h.poke(gj)
-	first := h.unfinishedJobFor(gj, occ)
-	g.Expect(envOf(first, batchv1alpha1.TriggerEnv)).To(Equal(batchv1alpha1.TriggerSchedule))
-	h.waitRecorded(gj)
-	h.fail(first)
+	gj := h.hourlyRetrying("settle", 30*time.Minute)
+	occ, first := h.firstTryFails(gj)
 
 	// The occurrence waits for its backoff, then runs again: same scheduled
 	// time, a new Job, told it is retry 1.
@@ -149,13 +147,8 @@ func TestRetryOccurrence_AnOccurrenceNoClusterDidIsAbandonedWithAnEventAndASerie
 	m := h.serveMetrics()
 	h.start()
 	g := h.g
-	gj := h.create(h.hourlyRetrying("settle", 2*time.Minute))
-	occ := h.nextHour(gj)
-	h.clock.SetTime(occ.Add(2 * time.Second))
-	h.poke(gj)
-	first := h.unfinishedJobFor(gj, occ)
-	h.waitRecorded(gj)
-	h.fail(first)
+	gj := h.hourlyRetrying("settle", 2*time.Minute)
+	occ, first := h.firstTryFails(gj)
 	g.Eventually(func() *batchv1alpha1.OccurrenceRetryStatus { return h.get(gj).Status.Retry }).ShouldNot(BeNil())
 	h.clock.Step(6 * time.Second)
 	h.poke(gj)

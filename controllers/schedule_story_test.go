@@ -42,16 +42,22 @@ func (h *harness) condition(gj *batchv1alpha1.GuardedJob, typ string) *metav1.Co
 // jobFor returns the Job of gj's run for the occurrence at, once it exists.
 func (h *harness) jobFor(gj *batchv1alpha1.GuardedJob, at time.Time) *batchv1.Job {
 	h.t.Helper()
+	return h.jobOf(gj, at, func(batchv1.Job) bool { return true }, "a Job")
+}
+
+// jobOf waits for a Job of gj's occurrence at that accept takes.
+func (h *harness) jobOf(gj *batchv1alpha1.GuardedJob, at time.Time, accept func(batchv1.Job) bool, what string) *batchv1.Job {
+	h.t.Helper()
 	var found *batchv1.Job
 	h.g.Eventually(func() *batchv1.Job {
 		for _, j := range h.jobs() {
-			if j.Labels[batchv1alpha1.GuardedJobLabel] == gj.Name && j.Annotations[batchv1alpha1.ScheduledTimeAnnotation] == at.UTC().Format(time.RFC3339) {
+			if j.Labels[batchv1alpha1.GuardedJobLabel] == gj.Name && j.Annotations[batchv1alpha1.ScheduledTimeAnnotation] == at.UTC().Format(time.RFC3339) && accept(j) {
 				found = &j
 				return found
 			}
 		}
 		return nil
-	}).WithTimeout(20*time.Second).ShouldNot(BeNil(), "a Job for %s", at.UTC().Format(time.RFC3339))
+	}).WithTimeout(20*time.Second).ShouldNot(BeNil(), "%s for %s", what, at.UTC().Format(time.RFC3339))
 	return found
 }
 
