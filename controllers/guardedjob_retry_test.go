@@ -17,11 +17,10 @@ func retryingObject(schedule string, within time.Duration) *batchv1alpha1.Guarde
 	return gj
 }
 
-// The tries of an occurrence stop at its scheduled time + within, and never
-// after the next occurrence is due: the done-marker a run writes lives until
-// the latest start of its occurrence any cluster may make, which counts from
-// the next occurrence, so a try after it could do the occurrence a second time.
-func TestRetryTriesNeverOutliveTheOccurrencesDoneMarker(t *testing.T) {
+// A run of an occurrence that is retried may start until its tries stop, and
+// the spec's latest start of the occurrence (when its done-marker expires) is
+// never before that.
+func TestRetryDeadlinesOfARunFollowTheOccurrencesTries(t *testing.T) {
 	g := NewWithT(t)
 	occ := time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC)
 	for _, tt := range []struct {
@@ -49,71 +48,4 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-func TestRetryFollowsHowEachRunEnded(t *testing.T) {
-	occ := time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC)
-	now := occ.Add(3 * time.Minute)
-	run := func(cause string) *batchv1alpha1.ActiveRun {
-		return &batchv1alpha1.ActiveRun{JobName: "settle-1", ScheduledTime: metav1.Time{Time: occ}, StopCause: cause}
-	}
-	for _, tt := range []struct {
-		name   string
-		run    *batchv1alpha1.ActiveRun
-		result batchv1alpha1.RunResult
-		retry  bool
-	}{
-		{"the Job failed", run(string(batchv1alpha1.FailureJobFailed)), batchv1alpha1.RunResultFailed, true},
-		{"no Pod started in time", run(batchv1alpha1.PodStartTimeoutReason), batchv1alpha1.RunResultFailed, true},
-		{"maxHold reached", run(""), batchv1alpha1.RunResultMaxHoldExceeded, true},
-		{"the lease was lost", run(""), batchv1alpha1.RunResultLockLost, true},
-		{"the store did not answer", run(""), batchv1alpha1.RunResultStoreUnavailable, true},
-		{"the pod guard stopped it", run(""), batchv1alpha1.RunResultGuardStopped, true},
-		{"replaced by concurrencyPolicy Replace", run(batchv1alpha1.JobStoppedReason), batchv1alpha1.RunResultFailed, false},
-		{"a Busy run whose wait ended", run(""), batchv1alpha1.RunResultBusy, true},
-		{"a person deleted its Job", run(batchv1alpha1.JobDeletedReason), batchv1alpha1.RunResultFailed, false},
-		{"it succeeded", run(""), batchv1alpha1.RunResultSucceeded, false},
-		{"another cluster did it", run(""), batchv1alpha1.RunResultSkipped, false},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			g := NewWithT(t)
-			gj := retryingObject("0 * * * *", 30*time.Minute)
-			gj.Status.LastRun = &batchv1alpha1.RunRecord{Message: "why it ended"}
-			noteRetry(gj, tt.run, tt.result, now)
-			if !tt.retry {
-				g.Expect(gj.Status.Retry).To(BeNil())
-				return
-			}
-			g.Expect(gj.Status.Retry).To(And(Not(BeNil()), HaveField("LastResult", tt.result), HaveField("LastMessage", "why it ended"),
-				HaveField("Until.Time", BeTemporally("==", occ.Add(30*time.Minute)))))
-			g.Expect(gj.Status.Retry.NotBefore.Time).To(BeTemporally("==", now.Add(batchv1alpha1.DefaultBusyRetryInitial)))
-		})
-	}
-	t.Run("a person deleting the retry's Job ends the retry", func(t *testing.T) {
-		g := NewWithT(t)
-		gj := retryingObject("0 * * * *", 30*time.Minute)
-		gj.Status.Retry = &batchv1alpha1.OccurrenceRetryStatus{ScheduledTime: metav1.Time{Time: occ}, Attempts: 1}
-		noteRetry(gj, run(batchv1alpha1.JobDeletedReason), batchv1alpha1.RunResultFailed, now)
-		g.Expect(gj.Status.Retry).To(BeNil())
-	})
-	t.Run("a success ends the retry of its occurrence, not of another", func(t *testing.T) {
-		g := NewWithT(t)
-		gj := retryingObject("0 * * * *", 30*time.Minute)
-		gj.Status.Retry = &batchv1alpha1.OccurrenceRetryStatus{ScheduledTime: metav1.Time{Time: occ}, Attempts: 2}
-		other := run("")
-		other.ScheduledTime = metav1.Time{Time: occ.Add(-time.Hour)}
-		noteRetry(gj, other, batchv1alpha1.RunResultSucceeded, now)
-		g.Expect(gj.Status.Retry).NotTo(BeNil())
-		noteRetry(gj, run(""), batchv1alpha1.RunResultSucceeded, now)
-		g.Expect(gj.Status.Retry).To(BeNil())
-	})
-	t.Run("the backoff doubles up to lock.busyRetry.max", func(t *testing.T) {
-		g := NewWithT(t)
-		gj := retryingObject("0 * * * *", 30*time.Minute)
-		var got []time.Duration
-		for n := range int32(6) {
-			got = append(got, retryBackoff(gj, n))
-		}
-		g.Expect(got).To(Equal([]time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second, time.Minute, time.Minute}))
-	})
 }

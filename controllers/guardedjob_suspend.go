@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/due"
 )
 
 // Suspension has two owners. spec.suspend (with its note) is the user's and
@@ -20,12 +21,6 @@ import (
 // failure policy's, or one a pause request asks for) lives in status.pause and
 // ends by a resume request or at its until; no apply of the manifest can
 // clear it, and none is refused because of it.
-
-// maxNoteReason is the longest suspendNote.reason (the schema's bound).
-const maxNoteReason = 512
-
-// maxNoteBy is the longest suspendNote.by (the schema's bound).
-const maxNoteBy = 128
 
 // applySuspension moves a pause an earlier version wrote into spec to status,
 // answers pause and resume requests, pauses the GuardedJob when its failure
@@ -45,7 +40,7 @@ func (r *GuardedJobReconciler) applySuspension(ctx context.Context, s *scope) er
 				reason += fmt.Sprintf("; the last, %s, ended %s: %s", dashIfEmpty(lr.JobName), lr.Result, lr.Message)
 			}
 			gj.Status.Pause = &batchv1alpha1.Pause{
-				SuspendNote: batchv1alpha1.SuspendNote{By: batchv1alpha1.FailurePolicySuspender, Reason: clip(reason, maxNoteReason)},
+				SuspendNote: batchv1alpha1.SuspendNote{By: batchv1alpha1.FailurePolicySuspender, Reason: clip(reason, due.MaxNoteReason)},
 				Since:       metav1.Time{Time: s.now},
 			}
 			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.SuspendedAfterFailuresReason,
@@ -86,7 +81,7 @@ func (r *GuardedJobReconciler) servePauseRequests(s *scope) {
 	gj := s.gj
 	if v := gj.Annotations[batchv1alpha1.PauseAnnotation]; v != "" && clip(v, maxRequestValue) != gj.Status.LastPauseRequest {
 		gj.Status.LastPauseRequest = clip(v, maxRequestValue)
-		note, err := pauseNoteOf(gj.Annotations[batchv1alpha1.PauseNoteAnnotation], s.now)
+		note, err := due.PauseNote(gj.Annotations[batchv1alpha1.PauseNoteAnnotation], s.now)
 		if err != nil {
 			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InvalidPauseRequestReason,
 				"Pause request %q not handled: %s=%s; the GuardedJob is not paused", gj.Status.LastPauseRequest, batchv1alpha1.PauseNoteAnnotation, err)
@@ -104,27 +99,6 @@ func (r *GuardedJobReconciler) servePauseRequests(s *scope) {
 			r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.ResumedReason, "Resumed by request (paused%s)", p.Suffix())
 		}
 	}
-}
-
-// pauseNoteOf reads a pause request's note: by and reason within the schema's
-// bounds, until in the future.
-func pauseNoteOf(value string, now time.Time) (batchv1alpha1.SuspendNote, error) {
-	var note batchv1alpha1.SuspendNote
-	if value == "" {
-		return note, nil
-	}
-	if err := json.Unmarshal([]byte(value), &note); err != nil {
-		return note, fmt.Errorf("not a JSON object with by, reason and until: %w", err)
-	}
-	switch {
-	case len(note.By) > maxNoteBy:
-		return note, fmt.Errorf("by is %d characters, more than %d", len(note.By), maxNoteBy)
-	case len(note.Reason) > maxNoteReason:
-		return note, fmt.Errorf("reason is %d characters, more than %d", len(note.Reason), maxNoteReason)
-	case note.Until != nil && !note.Until.After(now):
-		return note, fmt.Errorf("until %s is not in the future", note.Until.UTC().Format(time.RFC3339))
-	}
-	return note, nil
 }
 
 // movePauseOutOfSpec moves a failure-policy pause that an earlier version wrote

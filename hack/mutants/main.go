@@ -389,11 +389,12 @@ var mutants = []mutant{
 	{
 		name: "retry-past-next-occurrence",
 		bug:  "spec.retryOccurrence tries an occurrence until within after it even when the next occurrence comes first: a try may start after the occurrence's done-marker has expired, and run an occurrence another cluster already did",
-		file: "controllers/guardedjob_retry.go",
+		file: "internal/due/retry.go",
 		find: "next.After(scheduled) && next.Before(until)",
 		repl: "next.After(scheduled) && next.Before(until) && false",
 		catchers: []catcher{
-			{"./controllers/", []string{"TestRetryTriesNeverOutliveTheOccurrencesDoneMarker"}},
+			{"./internal/due/", []string{"TestRetryTriesNeverOutliveTheOccurrencesDoneMarker"}},
+			{"./controllers/", []string{"TestRetryDeadlinesOfARunFollowTheOccurrencesTries"}},
 		},
 	},
 	{
