@@ -321,18 +321,21 @@ func TestADueRunWaitsOrIsSkippedByTheConcurrencyPolicy(t *testing.T) {
 	})
 }
 
-// The failure policy's series come from status and spec: failures in a row
-// while there are any, and a 1 while the policy has the object suspended.
+// The failure policy's series come from status: failures in a row while there
+// are any, and a 1 while the policy's pause holds (not a person's suspension,
+// nor a pause a request asked for).
 func TestFailurePolicySeries(t *testing.T) {
 	g := NewWithT(t)
 	failing := batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "failing", UID: "u1"}}
 	failing.Status.ConsecutiveFailures = 2
-	paused := *suspendedObject(&batchv1alpha1.SuspendNote{By: batchv1alpha1.FailurePolicySuspender, Reason: "3 failed"})
+	paused := *pausedObject(&batchv1alpha1.Pause{SuspendNote: batchv1alpha1.SuspendNote{By: batchv1alpha1.FailurePolicySuspender, Reason: "3 failed"}})
 	paused.UID = "u2"
 	byPerson := *suspendedObject(&batchv1alpha1.SuspendNote{By: "alice"})
 	byPerson.Name, byPerson.UID = "by-person", "u3"
+	byRequest := *pausedObject(&batchv1alpha1.Pause{SuspendNote: batchv1alpha1.SuspendNote{By: "bob"}, Request: "2026-12-05T02:00:00Z"})
+	byRequest.Name, byRequest.UID = "by-request", "u4"
 	c := &guardedJobCollector{}
-	c.use(listReader{items: []batchv1alpha1.GuardedJob{failing, paused, byPerson}}, nil)
+	c.use(listReader{items: []batchv1alpha1.GuardedJob{failing, paused, byPerson, byRequest}}, nil)
 	reg := prometheus.NewPedanticRegistry()
 	g.Expect(reg.Register(c)).To(Succeed())
 	families, err := reg.Gather()
