@@ -146,6 +146,9 @@ func TestGitOps_AnApplyOfTheGitManifestAfterTheManagersPauseIsAcceptedAndNothing
 				git.apply(manifest, serverSide)
 				git.inSync(manifest)
 			}
+			_, out, _ := git.kubectl("get", "guardedjob", "settle")
+			_, cond, _ := git.kubectl("get", "guardedjob", "settle", "-o", `jsonpath={range .status.conditions[?(@.type=="Paused")]}{.type}={.status} {.reason}: {.message}{end}`)
+			t.Logf("after the pause and three applies of the manifest:\n%s%s", out, cond)
 			g.Consistently(func() int64 { return h.get(gj).Generation }).WithTimeout(2 * time.Second).Should(Equal(generation))
 			cur := h.get(gj)
 			g.Expect(cur.Status.Pause).NotTo(BeNil(), "an apply of the manifest does not end the manager's pause")
