@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -86,14 +85,4 @@ func (r *GuardedJobReconciler) startRetry(ctx context.Context, s *scope, spec *c
 		"Trying occurrence %s again (retry %d, until %s): its last run ended %s: %s",
 		occurrence, rt.Attempts, rt.Until.UTC().Format(time.RFC3339), rt.LastResult, rt.LastMessage)
 	return true, r.recordIntent(ctx, s, spec, rt.ScheduledTime.Time, s.now, false, "", runExtras{retry: rt.Attempts})
-}
-
-// retryMessage describes status.retry for a message: "; occurrence T is tried
-// again from U (retry n, until V)".
-func retryMessage(rt *batchv1alpha1.OccurrenceRetryStatus) string {
-	if rt == nil || rt.NotBefore == nil {
-		return ""
-	}
-	return fmt.Sprintf("; occurrence %s is tried again from %s (retry %d, until %s)", rt.ScheduledTime.UTC().Format(time.RFC3339),
-		rt.NotBefore.UTC().Format(time.RFC3339), rt.Attempts+1, rt.Until.UTC().Format(time.RFC3339))
 }
