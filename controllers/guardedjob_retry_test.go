@@ -10,42 +10,28 @@ import (
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 )
 
-func retryingObject(schedule string, within time.Duration) *batchv1alpha1.GuardedJob {
-	gj := &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Name: "settle", Namespace: "payments"}}
-	gj.Spec.Schedule = schedule
-	gj.Spec.RetryOccurrence = &batchv1alpha1.OccurrenceRetry{Within: metav1.Duration{Duration: within}}
-	return gj
-}
-
-// A run of an occurrence that is retried may start until its tries stop, and
-// the spec's latest start of the occurrence (when its done-marker expires) is
-// never before that.
+// A scheduled run of an occurrence that is retried may start (and wait for a
+// busy key) until the occurrence's tries stop, which is never after the spec's
+// latest start of it, when its done-marker expires; a run-now run keeps its
+// own start deadline. internal/due tests when the tries stop.
 func TestRetryDeadlinesOfARunFollowTheOccurrencesTries(t *testing.T) {
 	g := NewWithT(t)
 	occ := time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC)
-	for _, tt := range []struct {
-		schedule string
-		within   time.Duration
-		want     time.Time
-	}{
-		{"0 * * * *", 30 * time.Minute, occ.Add(30 * time.Minute)},
-		{"0 * * * *", 6 * time.Hour, occ.Add(time.Hour)},     // the next occurrence comes first
-		{"0 2 * * *", 6 * time.Hour, occ.Add(6 * time.Hour)}, // daily
-		{"*/5 * * * *", time.Hour, occ.Add(5 * time.Minute)}, // every five minutes
-		{"0 2 * * *", 168 * time.Hour, occ.Add(24 * time.Hour)},
-	} {
-		gj := retryingObject(tt.schedule, tt.within)
+	started := &metav1.Time{Time: occ.Add(5 * time.Minute)}
+	for _, schedule := range []string{"0 * * * *", "0 2 * * *", "*/5 * * * *"} {
+		gj := &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Name: "settle", Namespace: "payments"}}
+		gj.Spec.Schedule = schedule
+		gj.Spec.RetryOccurrence = &batchv1alpha1.OccurrenceRetry{Within: metav1.Duration{Duration: 3 * time.Hour}}
 		until := retryUntil(gj, occ, occ)
-		g.Expect(until).To(BeTemporally("==", tt.want), "%s within %s", tt.schedule, tt.within)
-		g.Expect(latestStart(gj, occ, occ)).To(BeTemporally(">=", until), "a retry may start only while the done-marker lives")
-		run := &batchv1alpha1.ActiveRun{ScheduledTime: metav1.Time{Time: occ}, StartDeadline: &metav1.Time{Time: occ.Add(5 * time.Minute)}}
-		g.Expect(runStartDeadline(gj, run)).To(BeTemporally("==", maxTime(until, occ.Add(5*time.Minute))), "a busy run waits until the tries stop")
-	}
-}
+		g.Expect(latestStart(gj, occ, occ)).To(BeTemporally(">=", until), schedule)
 
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
+		scheduled := &batchv1alpha1.ActiveRun{ScheduledTime: metav1.Time{Time: occ}, StartDeadline: started}
+		want := until
+		if started.After(until) {
+			want = started.Time
+		}
+		g.Expect(runStartDeadline(gj, scheduled)).To(BeTemporally("==", want), schedule)
+		manual := &batchv1alpha1.ActiveRun{ScheduledTime: metav1.Time{Time: occ}, StartDeadline: started, RunNow: "2026-12-05T02:00:00Z"}
+		g.Expect(runStartDeadline(gj, manual)).To(BeTemporally("==", started.Time), schedule)
 	}
-	return b
 }
