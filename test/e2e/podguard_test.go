@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -188,12 +187,14 @@ func TestPodGuardStopsTheWorkloadOfAForceDeletedPodBeforeItsKeyCouldExpire(t *te
 		podguard.EnvTerminationMessagePath+"="+filepath.Join(dir, "termination-log"), "GUARD_BIN="+bins.Guard(t), "ENDED="+endedFile)
 	// PID 1 of the stand-in Pod is the shell (the pause container); the workload
 	// starts once the guard's startup gate opens, as the kubelet waits for the
-	// guard's startup probe; its end is written by the shell when it dies.
+	// guard's startup probe; its end is marked by the shell when it dies, with
+	// builtins only (the file's modification time is the end): a process the
+	// shell started then, such as date, could be caught by the guard's sweep.
 	script := `"$GUARD_BIN" & g=$!
 while [ ! -e "$GUARDEDJOB_GUARD_STATE_DIR/ready" ]; do sleep 0.1; done
 sleep 100000 & w=$!
 wait $w
-date +%s.%N > "$ENDED"
+printf 'ended\n' > "$ENDED"
 wait $g`
 	podLog := filepath.Join(dir, "pod.log")
 	logf, err := os.Create(podLog)
@@ -305,7 +306,7 @@ wait $g`
 				expiresBound = sent.Add(p)
 			}
 		}
-		// The shell creates the file before it writes the time into it.
+		// The shell creates the file before it writes its line into it.
 		if b, err := os.ReadFile(endedFile); err != nil || !strings.HasSuffix(string(b), "\n") {
 			return errors.New("still running")
 		}
@@ -314,15 +315,11 @@ wait $g`
 		state, _ := exec.Command(bins.Kubectl(t), "--kubeconfig="+c.adminKubeconfig, "-n", namespace, "get", "pods,jobs,gj", "-o", "yaml").CombinedOutput()
 		t.Fatalf("%v\nmanager:\n%s\npod:\n%s\nobjects:\n%s", err, mgr.Tail(15), testproc.TailFile(podLog, 20), state)
 	}
-	raw, err := os.ReadFile(endedFile)
+	info, err := os.Stat(endedFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	secs, err := strconv.ParseFloat(strings.TrimSpace(string(raw)), 64)
-	if err != nil {
-		t.Fatalf("%s: %v", endedFile, err)
-	}
-	ended := time.Unix(0, int64(secs*float64(time.Second)))
+	ended := info.ModTime()
 	var takenAt time.Time
 	select {
 	case takenAt = <-taken:
