@@ -60,7 +60,11 @@ func historyCmd(ctx context.Context, o *options, name string, now time.Time) err
 		}
 		return t.In(loc).Format(time.RFC3339)
 	}
-	_, _ = fmt.Fprintf(o.Out, "GuardedJob %s/%s: schedule %q (%s)%s\n\n", gj.Namespace, gj.Name, gj.Spec.Schedule, loc, suspendedNote(gj))
+	_, _ = fmt.Fprintf(o.Out, "GuardedJob %s/%s: schedule %q (%s)%s\n", gj.Namespace, gj.Name, gj.Spec.Schedule, loc, suspendedNote(gj))
+	if line := retryLine(gj.Status.Retry, loc, now); line != "" {
+		_, _ = fmt.Fprintln(o.Out, line)
+	}
+	_, _ = fmt.Fprintln(o.Out)
 
 	w := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
 	_, _ = fmt.Fprintln(w, "SCHEDULED\tRESULT\tTRIGGER\tJOB\tFENCE\tENDED\tWHY")
@@ -176,4 +180,21 @@ func ago(t *metav1.Time, now time.Time) string {
 // oneLine keeps a message on its row.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// retryLine says which occurrence is being tried again (spec.retryOccurrence),
+// when its next try comes and until when; "" when none is.
+func retryLine(rt *batchv1alpha1.OccurrenceRetryStatus, loc *time.Location, now time.Time) string {
+	if rt == nil {
+		return ""
+	}
+	next := "as soon as no run of it is active"
+	if rt.NotBefore != nil {
+		next = "at " + rt.NotBefore.In(loc).Format(time.RFC3339)
+		if rt.NotBefore.After(now) {
+			next += " (in " + duration.HumanDuration(rt.NotBefore.Sub(now)) + ")"
+		}
+	}
+	return fmt.Sprintf("Retrying occurrence %s: try %d %s, until %s; the last run ended %s: %s",
+		rt.ScheduledTime.In(loc).Format(time.RFC3339), rt.Attempts+1, next, rt.Until.In(loc).Format(time.RFC3339), rt.LastResult, oneLine(rt.LastMessage))
 }

@@ -85,3 +85,18 @@ func TestKeysOf(t *testing.T) {
 func keysWith(lock, occurrence, fence string) lockclient.Keys {
 	return lockclient.Keys{Lock: lock, Occurrence: occurrence, Fence: fence}
 }
+
+// history's header names an occurrence being tried again, in the schedule's zone.
+func TestHistorySaysWhichOccurrenceIsTriedAgain(t *testing.T) {
+	g := NewWithT(t)
+	taipei, err := time.LoadLocation("Asia/Taipei")
+	g.Expect(err).NotTo(HaveOccurred())
+	occ := time.Date(2026, 12, 4, 16, 5, 0, 0, time.UTC)
+	now := occ.Add(10 * time.Minute)
+	g.Expect(retryLine(nil, taipei, now)).To(BeEmpty())
+	rt := &batchv1alpha1.OccurrenceRetryStatus{ScheduledTime: metav1.NewTime(occ), Attempts: 1, NotBefore: &metav1.Time{Time: now.Add(40 * time.Second)},
+		Until: metav1.NewTime(occ.Add(6 * time.Hour)), LastResult: batchv1alpha1.RunResultFailed, LastMessage: "the Job failed: BackoffLimitExceeded"}
+	g.Expect(retryLine(rt, taipei, now)).To(Equal("Retrying occurrence 2026-12-05T00:05:00+08:00: try 2 at 2026-12-05T00:15:40+08:00 (in 40s), until 2026-12-05T06:05:00+08:00; the last run ended Failed: the Job failed: BackoffLimitExceeded"))
+	rt.NotBefore = nil
+	g.Expect(retryLine(rt, taipei, now)).To(HavePrefix("Retrying occurrence 2026-12-05T00:05:00+08:00: try 2 as soon as no run of it is active, until"))
+}
