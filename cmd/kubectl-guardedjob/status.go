@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -129,6 +130,9 @@ func printSummary(o *options, gj *batchv1alpha1.GuardedJob) {
 	row("Suspend", "%t%s", gj.Spec.Suspended(), gj.Spec.SuspendNoteOf().Suffix())
 	if p := gj.Status.Pause; p != nil {
 		row("Paused", "since %s%s (resume with kubectl guardedjob resume %s)", p.Since.UTC().Format(time.RFC3339), p.Suffix(), gj.Name)
+	}
+	if line := retryLine(gj.Status.Retry, time.UTC, time.Now()); line != "" {
+		row("Retry", "%s", strings.TrimPrefix(line, "Retrying "))
 	}
 	row("Lock key", "%s", gj.Spec.Lock.Key)
 	if t := gj.Status.LastScheduleTime; t != nil {
