@@ -199,21 +199,34 @@ func TestGitOps_ATimedSuspensionCommittedToGitEndsAtUntilWithoutALoop(t *testing
 	g.Expect(h.get(gj).Status.NextScheduleTime).NotTo(BeNil())
 }
 
-func TestGitOps_APauseAnEarlierVersionWroteIntoSpecMovesToStatus(t *testing.T) {
+func TestGitOps_APauseAnEarlierVersionWroteIntoSpecMovesToStatusOnce(t *testing.T) {
 	h := newHarness(t)
-	h.start()
 	g := h.g
 	git := newGitops(h)
-	// What an earlier manager left: the manifest says suspend: false, and the
-	// object carries the failure policy's suspend: true with its note, which
-	// made the schema refuse the next apply of the manifest.
-	gj := h.guardedJob("settle", h.ns+":settle")
-	gj.Spec.Suspend = ptr.To(true)
-	gj.Spec.SuspendNote = &batchv1alpha1.SuspendNote{By: batchv1alpha1.FailurePolicySuspender, Reason: "3 runs in a row failed"}
-	h.create(gj)
+	ctx := context.Background()
+	// What an earlier manager left, before this one starts: the manifest says
+	// suspend: false, the object carries the failure policy's suspend: true
+	// with its note (which made the schema refuse the next apply of the
+	// manifest), and the status the old manager wrote says why.
+	legacy := func(name string) *batchv1alpha1.GuardedJob {
+		gj := h.guardedJob(name, h.ns+":"+name)
+		gj.Spec.Suspend = ptr.To(true)
+		gj.Spec.SuspendNote = &batchv1alpha1.SuspendNote{By: batchv1alpha1.FailurePolicySuspender, Reason: "3 runs in a row failed"}
+		return h.create(gj)
+	}
+	gj := legacy("settle")
+	since := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	gj.Status.Conditions = []metav1.Condition{{Type: batchv1alpha1.SuspendedCondition, Status: metav1.ConditionTrue,
+		Reason: batchv1alpha1.TooManyFailuresReason, Message: "suspended: no new runs are scheduled (by guardedjob-manager): 3 runs in a row failed", LastTransitionTime: since}}
+	g.Expect(k8s.Status().Update(ctx, gj)).To(Succeed())
+	// The same note, written by whoever may edit the spec (no such status):
+	// it is the manifest's own suspension, and stays.
+	copied := legacy("copied")
+	h.start()
 
 	g.Eventually(func() *batchv1alpha1.Pause { return h.get(gj).Status.Pause }).Should(And(Not(BeNil()),
-		HaveField("By", batchv1alpha1.FailurePolicySuspender), HaveField("Reason", "3 runs in a row failed")))
+		HaveField("By", batchv1alpha1.FailurePolicySuspender), HaveField("Reason", "3 runs in a row failed"),
+		HaveField("Since", Equal(since))))
 	cur := h.get(gj)
 	g.Expect(cur.Spec.Suspended()).To(BeFalse())
 	g.Expect(cur.Spec.SuspendNote).To(BeNil())
@@ -222,6 +235,25 @@ func TestGitOps_APauseAnEarlierVersionWroteIntoSpecMovesToStatus(t *testing.T) {
 	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("PauseMovedToStatus: ")))
 	// The manifest applies again, server-side, without --force-conflicts.
 	git.apply(settleManifest(h.ns, "  suspend: false\n"), true)
+
+	// Git holding a copy of the old object puts the note back: it is the
+	// manifest's now, and the manager never removes it again (no loop with
+	// self-heal), during the pause and after its resume.
+	withNote := settleManifest(h.ns, "  suspend: true\n  suspendNote:\n    by: guardedjob-manager\n    reason: 3 runs in a row failed\n")
+	git.apply(withNote, false) // client-side: the test, not Git, created the object and owns its fields
+	h.request(gj, map[string]string{batchv1alpha1.ResumeAnnotation: "resume-1"})
+	g.Eventually(func() *batchv1alpha1.Pause { return h.get(gj).Status.Pause }).Should(BeNil())
+	generation := h.get(gj).Generation
+	h.poke(gj)
+	g.Consistently(func() int64 { return h.get(gj).Generation }).WithTimeout(2 * time.Second).Should(Equal(generation))
+	g.Expect(h.get(gj).Spec.SuspendNote).NotTo(BeNil())
+	g.Expect(h.condition(gj, batchv1alpha1.SuspendedCondition)).To(HaveField("Reason", batchv1alpha1.SuspendRequestedReason))
+	git.inSync(withNote)
+
+	g.Eventually(func() *metav1.Condition { return h.condition(copied, batchv1alpha1.SuspendedCondition) }).Should(And(Not(BeNil()),
+		HaveField("Reason", batchv1alpha1.SuspendRequestedReason)))
+	g.Expect(h.get(copied).Spec.SuspendNote).To(Equal(copied.Spec.SuspendNote))
+	g.Expect(h.get(copied).Status.Pause).To(BeNil())
 
 	// A person's own note is never moved or removed.
 	other := h.guardedJob("mine", h.ns+":mine")

@@ -387,6 +387,16 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "pause-move-trusts-the-note",
+		bug:  "the manager moves any suspendNote by guardedjob-manager out of spec, without the old manager's status: a note Git holds is removed on every sync, and a person's copy of it too",
+		file: "controllers/guardedjob_suspend.go",
+		find: "if c == nil || c.Status != metav1.ConditionTrue || c.Reason != batchv1alpha1.TooManyFailuresReason {\n\t\treturn nil\n\t}",
+		repl: "if c == nil {\n\t\tc = &metav1.Condition{}\n\t}",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestGitOps_APauseAnEarlierVersionWroteIntoSpecMovesToStatusOnce"}},
+		},
+	},
+	{
 		name: "retry-past-next-occurrence",
 		bug:  "spec.retryOccurrence tries an occurrence until within after it even when the next occurrence comes first: a try may start after the occurrence's done-marker has expired, and run an occurrence another cluster already did",
 		file: "internal/due/retry.go",
