@@ -299,6 +299,9 @@ type scope struct {
 	// guardedWriteFailed is set when a resourceVersion-guarded write failed: the
 	// pass worked from a stale object and must write nothing else.
 	guardedWriteFailed bool
+	// abandoned says the pass gave up an occurrence's tries (startRetry); the
+	// series counts it once a status write succeeded.
+	abandoned bool
 	// unrecorded names the run this pass started that the API server's status
 	// does not have yet: its first status write records its intent with the
 	// result of its acquisition.
@@ -545,7 +548,17 @@ func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error 
 		guardedJobMetrics.countRun(s.gj, last.Result)
 	}
 	r.countDoneElsewhere(s)
+	countAbandoned(s)
 	return nil
+}
+
+// countAbandoned counts an occurrence the pass gave up (startRetry) once a
+// status write recorded it: a pass whose write fails gives it up again.
+func countAbandoned(s *scope) {
+	if s.abandoned {
+		guardedJobMetrics.occurrenceAbandoned(s.gj)
+		s.abandoned = false
+	}
 }
 
 // writeGuarded makes the status durable before a side effect (acquiring a lease,
@@ -564,6 +577,7 @@ func (r *GuardedJobReconciler) writeGuarded(ctx context.Context, s *scope) error
 	}
 	r.markSuperseded(client.ObjectKeyFromObject(s.gj), before, s.gj.ResourceVersion)
 	s.orig = s.gj.DeepCopy()
+	countAbandoned(s)
 	return nil
 }
 

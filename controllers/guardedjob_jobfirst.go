@@ -344,6 +344,7 @@ func (r *GuardedJobReconciler) trustedRun(s *scope, job *batchv1.Job, hint, reco
 		}
 		source = "the spec for its occurrence"
 		want.Backfill, want.Parameters, want.StartDeadline, want.RunNow = hint.Backfill, hint.Parameters, hint.StartDeadline, hint.RunNow
+		want.Retry = hint.Retry // what started it, for history; the manager acts on nothing in it
 	}
 	if field := runcore.RunDiffers(&want, hint); field != "" {
 		return nil, "its " + batchv1alpha1.RunAnnotation + " annotation does not match " + source + " (" + field + ")"

@@ -57,7 +57,7 @@ func (r *GuardedJobReconciler) startRetry(ctx context.Context, s *scope, spec *c
 	occurrence := rt.ScheduledTime.UTC().Format(time.RFC3339)
 	abandon := func(why string) (bool, error) {
 		gj.Status.Retry = nil
-		guardedJobMetrics.occurrenceAbandoned(gj)
+		s.abandoned = true // counted once the status says so (countWritten)
 		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.OccurrenceAbandonedReason,
 			"Gave up occurrence %s: %s, and no cluster sharing the lock store has done it (%d retries; the last run ended %s: %s)",
 			occurrence, why, rt.Attempts, rt.LastResult, rt.LastMessage)

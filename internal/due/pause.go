@@ -26,6 +26,8 @@ func PauseNote(value string, now time.Time) (batchv1alpha1.SuspendNote, error) {
 		return note, fmt.Errorf("not a JSON object with by, reason and until: %w", err)
 	}
 	switch {
+	case note.By == batchv1alpha1.FailurePolicySuspender:
+		return note, fmt.Errorf("by %q is the failure policy's name: a request names who asks", note.By)
 	case len(note.By) > MaxNoteBy:
 		return note, fmt.Errorf("by is %d characters, more than %d", len(note.By), MaxNoteBy)
 	case len(note.Reason) > MaxNoteReason:

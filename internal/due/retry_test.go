@@ -127,6 +127,7 @@ func TestAPauseRequestsNoteIsCheckedAsTheSchemaChecksSpecs(t *testing.T) {
 		{value: ""},
 		{value: `{"by":"alice","reason":"db migration","until":"2026-12-05T03:00:00Z"}`},
 		{value: `{"by":`, err: "not a JSON object with by, reason and until"},
+		{value: `{"by":"guardedjob-manager"}`, err: `by "guardedjob-manager" is the failure policy's name`},
 		{value: `{"until":"2026-12-05T01:00:00Z"}`, err: "until 2026-12-05T01:00:00Z is not in the future"},
 		{value: `{"reason":"` + strings.Repeat("x", 513) + `"}`, err: "reason is 513 characters, more than 512"},
 	} {
