@@ -14,9 +14,8 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/testutil/bins"
@@ -37,20 +36,19 @@ type gitops struct {
 func newGitops(h *harness) *gitops {
 	h.t.Helper()
 	dir := h.t.TempDir()
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: restCfg.Host, CertificateAuthorityData: restCfg.CAData}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: restCfg.CertData, ClientKeyData: restCfg.KeyData, Token: restCfg.BearerToken}
-	cfg.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin", Namespace: h.ns}
-	cfg.CurrentContext = "envtest"
+	user, err := testEnv.AddUser(envtest.User{Name: "gitops-" + h.ns, Groups: []string{"system:masters"}}, nil)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	kc, err := user.KubeConfig()
+	h.g.Expect(err).NotTo(HaveOccurred())
 	path := filepath.Join(dir, "kubeconfig")
-	h.g.Expect(clientcmd.WriteToFile(*cfg, path)).To(Succeed())
+	h.g.Expect(os.WriteFile(path, kc, 0o600)).To(Succeed())
 	return &gitops{h: h, kubeconfig: path, dir: dir}
 }
 
 // kubectl runs kubectl and returns its exit code, stdout and stderr.
 func (o *gitops) kubectl(args ...string) (int, string, string) {
 	o.h.t.Helper()
-	cmd := exec.Command(bins.Kubectl(o.h.t), append(args, "--kubeconfig", o.kubeconfig)...)
+	cmd := exec.Command(bins.Kubectl(o.h.t), append(args, "--kubeconfig", o.kubeconfig, "-n", o.h.ns)...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

@@ -45,6 +45,9 @@ import (
 )
 
 var (
+	// testEnv is the API server every test shares (AddUser gives a test a
+	// kubeconfig of its own, for the real kubectl).
+	testEnv   *envtest.Environment
 	restCfg   *rest.Config
 	k8s       client.Client
 	scheme    = runtime.NewScheme()
@@ -81,6 +84,7 @@ func TestMain(m *testing.M) {
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}
+	testEnv = env
 	var err error
 	if restCfg, err = env.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, "start envtest:", err)

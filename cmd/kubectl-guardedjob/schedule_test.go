@@ -100,6 +100,15 @@ func TestPluginSchedules(t *testing.T) {
 		g.Expect(code).To(Equal(1))
 		g.Expect(stderr).To(ContainSubstring("spec.suspend is true in guardedjob default/from-git: it is the manifest's; set it to false there"))
 		g.Expect(get("from-git").Spec.Suspended()).To(BeTrue())
+		// Paused as well: resume ends the pause and warns that the spec still suspends it.
+		code, _, stderr = w.plugin("", nil, "suspend", "from-git", "-n", "default")
+		g.Expect(code).To(Equal(0), stderr)
+		code, stdout, stderr = w.plugin("", nil, "resume", "from-git", "-n", "default")
+		g.Expect(code).To(Equal(0), stderr)
+		g.Expect(stdout).To(Equal("guardedjob default/from-git resumed\n"))
+		g.Expect(stderr).To(ContainSubstring("warning: no runs are scheduled yet: spec.suspend is true in guardedjob default/from-git"))
+		g.Expect(get("from-git").Status.Pause).To(BeNil())
+		g.Expect(get("from-git").Spec.Suspended()).To(BeTrue())
 	})
 
 	t.Run("run --param sets declared values; others are refused before anything is set", func(t *testing.T) {
