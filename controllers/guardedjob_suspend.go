@@ -103,25 +103,17 @@ func (r *GuardedJobReconciler) servePauseRequests(s *scope) {
 
 // movePauseOutOfSpec moves a failure-policy pause that an earlier version wrote
 // into spec (spec.suspend: true with a suspendNote by guardedjob-manager) to
-// status.pause, and removes both fields. Anyone who may edit the spec can
-// write that note (Git may hold a copy of the old object), so the note alone
-// decides nothing: the move happens only while the status, which only the
-// manager writes, still says the failure policy suspended the object
-// (Suspended=True, TooManyFailures) and holds no pause yet. It therefore
-// happens once: a note Git puts back afterwards is the manifest's own
-// suspension. The JSON patch tests the note first, so that a note a person
-// wrote meanwhile is never removed. The pass keeps its status and writes it
+// status.pause, and removes both fields, once, when due.LegacyPause says the
+// status confirms it. The JSON patch tests the note first, so that a note a
+// person wrote meanwhile is never removed. The pass keeps its status and writes it
 // against the new resourceVersion.
 func (r *GuardedJobReconciler) movePauseOutOfSpec(ctx context.Context, s *scope) error {
 	gj := s.gj
+	since, ok := due.LegacyPause(gj)
+	if !ok {
+		return nil
+	}
 	note := gj.Spec.SuspendNoteOf()
-	if note == nil || note.By != batchv1alpha1.FailurePolicySuspender || gj.Status.Pause != nil {
-		return nil
-	}
-	c := findCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != batchv1alpha1.TooManyFailuresReason {
-		return nil
-	}
 	ops := []map[string]any{
 		{"op": "test", "path": "/spec/suspendNote/by", "value": batchv1alpha1.FailurePolicySuspender},
 		{"op": "test", "path": "/spec/suspend", "value": true},
@@ -142,7 +134,7 @@ func (r *GuardedJobReconciler) movePauseOutOfSpec(ctx context.Context, s *scope)
 	gj.Status = *status
 	s.orig.ObjectMeta = *gj.ObjectMeta.DeepCopy()
 	s.orig.Spec = *gj.Spec.DeepCopy()
-	gj.Status.Pause = &batchv1alpha1.Pause{SuspendNote: moved, Since: c.LastTransitionTime}
+	gj.Status.Pause = &batchv1alpha1.Pause{SuspendNote: moved, Since: since}
 	r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.PauseMovedToStatusReason,
 		"The failure policy's pause moved from spec to status.pause; spec.suspend and spec.suspendNote removed (the manager no longer writes spec). Resume with kubectl guardedjob resume %s", gj.Name)
 	return nil

@@ -389,10 +389,11 @@ var mutants = []mutant{
 	{
 		name: "pause-move-trusts-the-note",
 		bug:  "the manager moves any suspendNote by guardedjob-manager out of spec, without the old manager's status: a note Git holds is removed on every sync, and a person's copy of it too",
-		file: "controllers/guardedjob_suspend.go",
-		find: "if c == nil || c.Status != metav1.ConditionTrue || c.Reason != batchv1alpha1.TooManyFailuresReason {\n\t\treturn nil\n\t}",
-		repl: "if c == nil {\n\t\tc = &metav1.Condition{}\n\t}",
+		file: "internal/due/pause.go",
+		find: "return c.LastTransitionTime, c.Status == metav1.ConditionTrue && c.Reason == batchv1alpha1.TooManyFailuresReason",
+		repl: "return c.LastTransitionTime, true",
 		catchers: []catcher{
+			{"./internal/due/", []string{"TestALegacyPauseMovesOnlyWithTheOldManagersStatus"}},
 			{"./controllers/", []string{"TestGitOps_APauseAnEarlierVersionWroteIntoSpecMovesToStatusOnce"}},
 		},
 	},

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 )
 
@@ -36,4 +38,25 @@ func PauseNote(value string, now time.Time) (batchv1alpha1.SuspendNote, error) {
 		return note, fmt.Errorf("until %s is not in the future", note.Until.UTC().Format(time.RFC3339))
 	}
 	return note, nil
+}
+
+// LegacyPause says whether gj carries a pause an earlier version wrote into
+// spec that the manager should move to status.pause, and since when: a
+// suspendNote by guardedjob-manager on a suspended spec. Anyone who may edit
+// the spec can write that note (Git may hold a copy of the old object), so the
+// note alone decides nothing: the status, which only the manager writes, must
+// still say the failure policy suspended the object (Suspended=True,
+// TooManyFailures) and hold no pause yet. The move thus happens once, and a
+// note Git puts back afterwards is the manifest's own suspension.
+func LegacyPause(gj *batchv1alpha1.GuardedJob) (metav1.Time, bool) {
+	note := gj.Spec.SuspendNoteOf()
+	if note == nil || note.By != batchv1alpha1.FailurePolicySuspender || gj.Status.Pause != nil {
+		return metav1.Time{}, false
+	}
+	for _, c := range gj.Status.Conditions {
+		if c.Type == batchv1alpha1.SuspendedCondition {
+			return c.LastTransitionTime, c.Status == metav1.ConditionTrue && c.Reason == batchv1alpha1.TooManyFailuresReason
+		}
+	}
+	return metav1.Time{}, false
 }

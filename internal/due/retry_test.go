@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/due"
@@ -136,6 +137,42 @@ func TestAPauseRequestsNoteIsCheckedAsTheSchemaChecksSpecs(t *testing.T) {
 			NewWithT(t).Expect(err).NotTo(HaveOccurred(), tt.value)
 		} else {
 			NewWithT(t).Expect(err).To(MatchError(ContainSubstring(tt.err)), tt.value)
+		}
+	}
+}
+
+// A suspendNote by guardedjob-manager is moved out of spec only while the
+// status the old manager wrote confirms its pause: the note is anyone's to
+// write, the status only the manager's.
+func TestALegacyPauseMovesOnlyWithTheOldManagersStatus(t *testing.T) {
+	since := metav1.NewTime(time.Date(2026, 12, 4, 0, 6, 0, 0, time.UTC))
+	object := func(by string, reason string, paused bool) *batchv1alpha1.GuardedJob {
+		gj := &batchv1alpha1.GuardedJob{}
+		gj.Spec.Suspend = ptr.To(true)
+		gj.Spec.SuspendNote = &batchv1alpha1.SuspendNote{By: by, Reason: "3 runs in a row failed"}
+		if reason != "" {
+			gj.Status.Conditions = []metav1.Condition{{Type: batchv1alpha1.SuspendedCondition, Status: metav1.ConditionTrue, Reason: reason, LastTransitionTime: since}}
+		}
+		if paused {
+			gj.Status.Pause = &batchv1alpha1.Pause{Since: since}
+		}
+		return gj
+	}
+	for _, tt := range []struct {
+		name string
+		gj   *batchv1alpha1.GuardedJob
+		move bool
+	}{
+		{"the old manager's note and status", object(batchv1alpha1.FailurePolicySuspender, batchv1alpha1.TooManyFailuresReason, false), true},
+		{"the note without that status (Git's or a person's copy)", object(batchv1alpha1.FailurePolicySuspender, "", false), false},
+		{"the note, once the manifest's own suspension", object(batchv1alpha1.FailurePolicySuspender, batchv1alpha1.SuspendRequestedReason, false), false},
+		{"the note, after the move (a pause in status)", object(batchv1alpha1.FailurePolicySuspender, batchv1alpha1.TooManyFailuresReason, true), false},
+		{"a person's note", object("alice", batchv1alpha1.TooManyFailuresReason, false), false},
+	} {
+		got, move := due.LegacyPause(tt.gj)
+		NewWithT(t).Expect(move).To(Equal(tt.move), tt.name)
+		if move {
+			NewWithT(t).Expect(got).To(Equal(since), tt.name)
 		}
 	}
 }
