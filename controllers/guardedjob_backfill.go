@@ -44,8 +44,10 @@ func (r *GuardedJobReconciler) serveBackfillRequests(s *scope, spec *compiledSpe
 	}
 	value := ann[batchv1alpha1.BackfillAnnotation]
 	if value == "" || (gj.Status.LastBackfillRequest != nil && gj.Status.LastBackfillRequest.Request == clip(value, maxRequestValue)) {
+		r.serveBackfillObjects(s, spec)
 		return
 	}
+	r.deprecatedAnnotation(s, batchv1alpha1.BackfillAnnotation, value, "GuardedJobBackfill")
 	rec := &batchv1alpha1.BackfillRequestRecord{Request: clip(value, maxRequestValue), HandledAt: metav1.Time{Time: s.now}}
 	gj.Status.LastBackfillRequest = rec
 	b, err := r.acceptBackfill(s, spec, value)
@@ -89,7 +91,13 @@ func (r *GuardedJobReconciler) acceptBackfill(s *scope, spec *compiledSpec, valu
 	if err != nil {
 		return nil, err
 	}
-	rng, err := schedule.CheckBackfill(spec.rules.Schedule, gj.Spec.Schedule, from, to, s.now, batchv1alpha1.MaxBackfillOccurrences)
+	return newBackfill(s, spec, value, from, to, parallelism)
+}
+
+// newBackfill checks a backfill's range against the schedule and returns its
+// initial state.
+func newBackfill(s *scope, spec *compiledSpec, value string, from, to time.Time, parallelism int32) (*batchv1alpha1.BackfillStatus, error) {
+	rng, err := schedule.CheckBackfill(spec.rules.Schedule, s.gj.Spec.Schedule, from, to, s.now, batchv1alpha1.MaxBackfillOccurrences)
 	if err != nil {
 		return nil, err
 	}
@@ -145,6 +153,10 @@ func endBackfill(s *scope, b *batchv1alpha1.BackfillStatus) {
 // starts an occurrence another one's run of it may have completed unseen.
 func backfillStartsUntil(b *batchv1alpha1.BackfillStatus) (time.Time, bool) {
 	at, err := parseRequestTime(b.Request)
+	if isRequestObjectValue(b.Request) {
+		// A GuardedJobBackfill's time is when this manager accepted it.
+		at, err = b.StartedAt.Time, nil
+	}
 	if err != nil {
 		return time.Time{}, false
 	}

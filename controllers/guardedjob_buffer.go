@@ -19,6 +19,8 @@ type runExtras struct {
 	// retry is the attempt number of a retry of its occurrence
 	// (spec.retryOccurrence), 0 for a first try.
 	retry int32
+	// runNow is the request value of a buffered run-now, started later.
+	runNow string
 }
 
 // scheduleAll is the pass's scheduling step: the failure policy and
@@ -83,8 +85,8 @@ func (r *GuardedJobReconciler) bufferDue(s *scope, occurrence time.Time, trigger
 	entry := batchv1alpha1.BufferedRun{ScheduledTime: metav1.Time{Time: occurrence}, BufferedAt: metav1.Time{Time: s.now}}
 	if triggered {
 		entry.RunNow = triggerValue
-		entry.Parameters = triggerParameters(gj)
-		gj.Status.LastRunNow = triggerValue
+		entry.Parameters = s.triggerParams
+		answerTrigger(gj, triggerValue)
 	} else if gj.Status.LastScheduleTime == nil || occurrence.After(gj.Status.LastScheduleTime.Time) {
 		gj.Status.LastScheduleTime = &metav1.Time{Time: occurrence}
 	}
@@ -121,7 +123,7 @@ func (r *GuardedJobReconciler) startBuffered(ctx context.Context, s *scope, spec
 	}
 	// Never as a trigger: status.lastRunNow recorded its run-now value when it
 	// was buffered, and a newer one may have been handled since.
-	return true, r.recordIntent(ctx, s, spec, next.ScheduledTime.Time, due, false, "", runExtras{parameters: next.Parameters})
+	return true, r.recordIntent(ctx, s, spec, next.ScheduledTime.Time, due, false, "", runExtras{parameters: next.Parameters, runNow: next.RunNow})
 }
 
 // onlyBackfillActive says whether every active run is a backfill occurrence.

@@ -46,6 +46,10 @@ import (
 // only creator of Jobs. Renewals happen in the Keeper, never here.
 type GuardedJobReconciler struct {
 	client.Client
+	// requestsServed is set when the API server serves the request objects'
+	// kinds (GuardedJobRun, GuardedJobBackfill): a manager upgraded before its
+	// CRDs runs without them rather than failing to start.
+	requestsServed bool
 	// APIReader reads objects the cache does not hold (store Secrets).
 	APIReader client.Reader
 	Recorder  recorder.EventRecorder
@@ -147,6 +151,8 @@ type GuardedJobReconciler struct {
 // +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs/status,verbs=update;patch
 // +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobruns;guardedjobbackfills,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobruns/status;guardedjobbackfills/status,verbs=update;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;delete;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
@@ -253,8 +259,15 @@ func (r *GuardedJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := registerMetrics(r.Keeper, mgr.GetCache(), mgr.Elected()); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&batchv1alpha1.GuardedJob{}).
+	b := ctrl.NewControllerManagedBy(mgr).For(&batchv1alpha1.GuardedJob{})
+	served, err := r.setupRequests(mgr) // requests.go
+	if err != nil {
+		return err
+	}
+	for _, obj := range served {
+		b = b.Watches(obj, byRequest)
+	}
+	return b.
 		Watches(&batchv1.Job{}, byLabel).
 		Watches(&corev1.Pod{}, byLabel, builder.WithPredicates(predicate.Funcs{
 			// A Pod's disappearance moves a stopping run on, a pod guard that
@@ -306,6 +319,10 @@ type scope struct {
 	// does not have yet: its first status write records its intent with the
 	// result of its acquisition.
 	unrecorded string
+	// requests are the request objects naming the object (requests.go), and
+	// triggerParams the parameters of the run-now request this pass handles.
+	requests      *requestSet
+	triggerParams map[string]string
 	// recordLater is set when the pass created its run's Job: the pass ends
 	// without a status write, and the pass the Job's own watch event brings
 	// records it (adoptJob). That pass is queued behind every run due now, so
@@ -415,6 +432,10 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			// object gone, and its lease left to expire; a moved object's runs
 			// are resumed by its new shard.
 			r.leftShard(req.NamespacedName)
+			if r.requestsServed {
+				after, err := r.orphanRequests(ctx, req.NamespacedName, r.Clock.Now())
+				return ctrl.Result{RequeueAfter: after}, err
+			}
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -426,6 +447,13 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	r.ensureTracked(ctx, gj)
 	s := &scope{gj: gj, orig: gj.DeepCopy(), now: r.Clock.Now()}
 	r.claimShard(gj)
+	if r.requestsServed {
+		set, err := r.loadRequests(ctx, gj.Namespace, gj.Name)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		s.requests = set
+	}
 
 	defer func() {
 		if retErr == nil {
@@ -443,6 +471,8 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		setKstatus(gj, s.now)
 		setActiveCount(gj)
 		if err := r.patchStatus(ctx, s); err != nil {
+			retErr = errors.Join(retErr, err)
+		} else if err := r.answerRequests(ctx, s); err != nil { // requests.go: after the record they derive from
 			retErr = errors.Join(retErr, err)
 		}
 		if retErr == nil {

@@ -11,6 +11,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
+	"github.com/guardedjob/guardedjob/internal/runparams"
 	"github.com/guardedjob/guardedjob/internal/runtoken"
 	"github.com/guardedjob/guardedjob/internal/schedule"
 	"github.com/guardedjob/guardedjob/internal/specerror"
@@ -73,7 +74,7 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 		if !triggered {
 			gj.Status.LastScheduleTime = &metav1.Time{Time: occurrence}
 		} else {
-			gj.Status.LastRunNow = triggerValue
+			answerTrigger(gj, triggerValue)
 		}
 		recordRun(gj, "", occurrence, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
 		trigger := batchv1alpha1.TriggerSchedule
@@ -81,6 +82,9 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 			trigger = batchv1alpha1.TriggerRunNow
 		}
 		syncRecent(gj, trigger)
+		if triggered {
+			noteRequest(gj, triggerValue)
+		}
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.TriggerSkippedReason, "Skipped the run for %s: %s", occurrence.UTC().Format(time.RFC3339), msg)
 	}
 	for _, run := range gj.Status.Active {
@@ -131,35 +135,51 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 	}
 	extras := runExtras{}
 	if triggered {
-		extras.parameters = triggerParameters(gj)
+		extras.parameters = s.triggerParams
 	}
 	return r.recordIntent(ctx, s, spec, occurrence, dueAt, triggered, triggerValue, extras)
 }
 
-// pendingTrigger reads the run-now annotation. It returns the occurrence to run,
-// or handles a value that is stale or does not parse (recorded, with an event).
+// pendingTrigger reads the run-now request: the run-now annotation's value when
+// it is new, else the oldest GuardedJobRun not acted on (requests.go). It
+// returns the occurrence to run, or handles a request that is stale or does not
+// parse (recorded, with an event).
 func (r *GuardedJobReconciler) pendingTrigger(s *scope, spec *compiledSpec) (value string, ok bool, occurrence, at time.Time) {
 	gj := s.gj
 	value = gj.Annotations[batchv1alpha1.RunNowAnnotation]
+	var params map[string]string
+	var paramErr error
 	if value == "" || value == gj.Status.LastRunNow {
-		return value, false, time.Time{}, time.Time{}
-	}
-	at, err := schedule.ParseTrigger(value)
-	if err != nil {
-		gj.Status.LastRunNow = value
-		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InvalidTriggerReason, "Ignored %s=%q: %v", batchv1alpha1.RunNowAnnotation, value, err)
-		return value, false, time.Time{}, time.Time{}
+		req := s.requests.nextRunRequest(gj)
+		if req == nil {
+			return value, false, time.Time{}, time.Time{}
+		}
+		value, at, params = runRequestValue(req), req.CreationTimestamp.Time, req.Spec.Parameters
+	} else {
+		r.deprecatedAnnotation(s, batchv1alpha1.RunNowAnnotation, value, "GuardedJobRun")
+		var err error
+		at, err = schedule.ParseTrigger(value)
+		if err != nil {
+			gj.Status.LastRunNow = value
+			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InvalidTriggerReason, "Ignored %s=%q: %v", batchv1alpha1.RunNowAnnotation, value, err)
+			return value, false, time.Time{}, time.Time{}
+		}
+		params, paramErr = runparams.Parse(gj.Annotations[batchv1alpha1.RunNowParametersAnnotation])
 	}
 	occ, stale, msg := schedule.TriggerOccurrence(spec.rules.Schedule, at, gj.CreationTimestamp.Time, s.now, gj.Spec.StartingDeadline())
 	if stale || occ.IsZero() {
-		gj.Status.LastRunNow = value
+		answerTrigger(gj, value)
 		recordRun(gj, "", at, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
 		syncRecent(gj, batchv1alpha1.TriggerRunNow)
+		noteRequest(gj, value)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.TriggerSkippedReason, "Skipped trigger %s: %s", value, msg)
 		return value, false, time.Time{}, time.Time{}
 	}
-	if r.refuseTriggerParameters(s, value, occ) { // guardedjob_params.go
+	if r.refuseTriggerParameters(s, value, occ, params, paramErr) { // guardedjob_params.go
 		return value, false, time.Time{}, time.Time{}
+	}
+	if len(params) > 0 {
+		s.triggerParams = params
 	}
 	// A trigger a little ahead of this manager's clock counts from now.
 	if at.After(s.now) {
@@ -196,14 +216,17 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 	run.Holder, run.Token = leasetoken.HolderOf(token), token
 	run.StartDeadline = &metav1.Time{Time: due.Add(gj.Spec.StartingDeadline())}
 	run.Backfill, run.Parameters, run.Retry = extras.backfill, extras.parameters, extras.retry
-	if triggered {
+	switch {
+	case triggered:
 		run.RunNow = triggerValue
+	case extras.runNow != "":
+		run.RunNow = extras.runNow
 	}
 	gj.Status.Active = append(gj.Status.Active, run)
 	recordLease(gj, &gj.Status.Active[len(gj.Status.Active)-1], s.now)
 	r.claimShard(gj)
 	if triggered {
-		gj.Status.LastRunNow = triggerValue
+		answerTrigger(gj, triggerValue)
 	}
 	if gj.Status.LastScheduleTime == nil || occurrence.After(gj.Status.LastScheduleTime.Time) {
 		gj.Status.LastScheduleTime = &metav1.Time{Time: occurrence}

@@ -25,23 +25,12 @@ func checkParameters(gj *batchv1alpha1.GuardedJob) error {
 	return nil
 }
 
-// triggerParameters returns the values the run-now-parameters annotation sets,
-// as checked by refuseTriggerParameters in the same pass.
-func triggerParameters(gj *batchv1alpha1.GuardedJob) map[string]string {
-	values, err := runparams.Parse(gj.Annotations[batchv1alpha1.RunNowParametersAnnotation])
-	if err != nil || len(values) == 0 {
-		return nil
-	}
-	return values
-}
-
 // refuseTriggerParameters refuses a run-now request whose parameters are not
 // declared or not allowed: the trigger is handled (status.lastRunNow), the run
 // does not start, status.lastRun says why (Skipped) and a Warning event
 // InvalidParameters repeats it. It reports whether it refused.
-func (r *GuardedJobReconciler) refuseTriggerParameters(s *scope, value string, occurrence time.Time) bool {
+func (r *GuardedJobReconciler) refuseTriggerParameters(s *scope, value string, occurrence time.Time, values map[string]string, err error) bool {
 	gj := s.gj
-	values, err := runparams.Parse(gj.Annotations[batchv1alpha1.RunNowParametersAnnotation])
 	if err == nil {
 		err = runparams.Check(gj.Spec.Parameters, values)
 	}
@@ -53,9 +42,11 @@ func (r *GuardedJobReconciler) refuseTriggerParameters(s *scope, value string, o
 		return false
 	}
 	msg := fmt.Sprintf("run-now %s refused: %v", value, err)
-	gj.Status.LastRunNow = value
+	answerTrigger(gj, value)
 	recordRun(gj, "", occurrence, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
 	syncRecent(gj, batchv1alpha1.TriggerRunNow)
+	noteRequest(gj, value)
+	s.requests.refuse(value, msg)
 	r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InvalidParametersReason, "%s", msg)
 	return true
 }

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"errors"
 	"time"
 
@@ -133,6 +134,7 @@ func finishRun(gj *batchv1alpha1.GuardedJob, run batchv1alpha1.ActiveRun, end le
 	// A success, or a skip because another run had done it (guardedjob_occurrence.go).
 	noteOccurrenceDone(gj, &run, result, heldBy, now)
 	syncRecent(gj, jobbuild.TriggerOf(&run))
+	noteRequest(gj, cmp.Or(run.RunNow, run.Backfill))
 }
 
 // recordRun sets status.lastRun.

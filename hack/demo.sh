@@ -332,7 +332,8 @@ start_manager() {
   k apply --server-side -f "$repo/config/rbac/role.yaml" >/dev/null
   k create clusterrolebinding guardedjob-manager --clusterrole=guardedjob-manager-role --user=guardedjob-manager \
     --dry-run=client -o yaml | k apply --server-side -f - >/dev/null
-  wait_for "the GuardedJob CRD" 60 k wait --for=condition=Established --timeout=5s crd/guardedjobs.batch.guardedjob.dev
+  wait_for "the CRDs" 60 k wait --for=condition=Established --timeout=5s crd/guardedjobs.batch.guardedjob.dev \
+    crd/guardedjobruns.batch.guardedjob.dev crd/guardedjobbackfills.batch.guardedjob.dev
   kubeconfig "$state/manager.kubeconfig" "$manager_token" guardedjob-manager
 
   log "Starting the manager ($manager_bin, cluster name '$cluster_name', /readyz on 127.0.0.1:$probe_port)"
@@ -462,6 +463,8 @@ watch_runs() {
             "$green" "$run_job" "$seen_holder" "$fence" "$reset"
           if ! $first_done; then
             first_done=true
+            section "kubectl get guardedjobruns (the run-now request and what became of it)"
+            k -n "$gj_ns" get guardedjobruns -o wide || true
             section "kubectl guardedjob history $gj_name (what happened, after the events have expired too)"
             KUBECONFIG="$state/kubeconfig" "$plugin_bin" -n "$gj_ns" history "$gj_name" || true
             [[ $oneshot != 1 ]] || return 0
@@ -498,7 +501,8 @@ ${bold}The demo keeps running; a run starts every minute.${reset} Explore it fro
   kubectl get gj,jobs,pods
   kubectl describe gj $gj_name
   $plugin_bin history $gj_name      # the kubectl plugin: kubectl guardedjob history
-  kubectl annotate gj $gj_name batch.guardedjob.dev/run-now=\$(date -u +%FT%TZ) --overwrite
+  kubectl create -f $repo/hack/demo/run-now.yaml   # run now: a GuardedJobRun request
+  kubectl get gjrun                 # each request's phase, result and Job
   redis-cli -p $redis_port GET $gj_ns:$gj_name
   tail -f $state/logs/manager.log
 
@@ -539,9 +543,9 @@ up() {
   start_manager
   log "Everything is up after $((SECONDS - t0))s. To explore: export KUBECONFIG=$state/kubeconfig"
 
-  log "Applying hack/demo/guardedjob.yaml and triggering a run now"
+  log "Applying hack/demo/guardedjob.yaml and asking for a run now (hack/demo/run-now.yaml, a GuardedJobRun)"
   k apply -f "$repo/hack/demo/guardedjob.yaml"
-  k -n "$gj_ns" annotate gj "$gj_name" "batch.guardedjob.dev/run-now=$(date -u +%FT%TZ)" --overwrite
+  k create -f "$repo/hack/demo/run-now.yaml"
 
   rc=0
   watch_runs || rc=$?

@@ -339,6 +339,10 @@ const (
 	TriggerSkippedReason = "TriggerSkipped"
 	// InvalidTriggerReason (Warning): a run-now value does not parse.
 	InvalidTriggerReason = "InvalidTrigger"
+	// DeprecatedAnnotationReason (Warning): a request annotation (run-now,
+	// backfill) was handled; request objects (GuardedJobRun, GuardedJobBackfill)
+	// replace them.
+	DeprecatedAnnotationReason = "DeprecatedAnnotation"
 	// UnguardedReason (Warning): a FailOpen run started without a lease because the store
 	// was unreachable. Also a LockHeld=False reason.
 	UnguardedReason = "Unguarded"

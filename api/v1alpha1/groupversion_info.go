@@ -45,7 +45,8 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &GuardedJob{}, &GuardedJobList{})
+	s.AddKnownTypes(GroupVersion, &GuardedJob{}, &GuardedJobList{},
+		&GuardedJobRun{}, &GuardedJobRunList{}, &GuardedJobBackfill{}, &GuardedJobBackfillList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -881,6 +881,12 @@ type RecentRun struct {
 	// trigger is what started it: schedule, run-now or backfill.
 	// +optional
 	Trigger string `json:"trigger,omitempty"`
+	// request is the request that started it: a run-now annotation's value, or
+	// guardedjobrun:<uid> or guardedjobbackfill:<uid> for a request object; empty
+	// for a scheduled run.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Request string `json:"request,omitempty"`
 	// finishedAt is when it ended, or was found unable to start.
 	// +optional
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`

@@ -24,8 +24,8 @@ func newBackfillCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "backfill NAME --from TIME [--to TIME] [--parallelism N] [--wait | --dry-run]",
 		Short: "Run every occurrence of the schedule in a range, once, through the lock",
-		Long: `Ask the manager (the batch.guardedjob.dev/backfill annotation; needs patch on the
-GuardedJob, never the store's credentials) to run every occurrence of the schedule from
+		Long: `Ask the manager (a GuardedJobBackfill request: it needs only the guardedjob-requester
+role, never patch on the GuardedJob or the store's credentials) to run every occurrence of the schedule from
 --from to --to, both included, one at a time or --parallelism at once. An occurrence
 whose done-marker exists (it succeeded in this cluster or another sharing the store) is
 skipped; one whose lock another holder has is tried again later. Each run gets its
@@ -158,6 +158,12 @@ func backfillCmd(ctx context.Context, o *options, name, fromText, toText string,
 	if b := gj.Status.Backfill; b != nil && b.State == batchv1alpha1.BackfillRunning {
 		return fmt.Errorf("guardedjob %s/%s: backfill %s is running (%d occurrence(s) remaining): cancel it first with --cancel", gj.Namespace, gj.Name, b.Request, b.Remaining)
 	}
+	summary := fmt.Sprintf("guardedjob %s/%s: backfill of %d occurrence(s) from %s to %s%s, %d at a time", gj.Namespace, gj.Name,
+		rng.Count, rng.First.In(loc).Format(time.RFC3339), rng.Last.In(loc).Format(time.RFC3339), zoneNote(loc), parallelism)
+	if served, err := backfillByRequest(ctx, o, gj, rng.From, rng.To, int32(parallelism), summary); served || err != nil { //nolint:gosec // 1 to 10
+		return err
+	}
+	// An API server without the GuardedJobBackfill kind: the annotations.
 
 	value := requestValue()
 	err = o.setAnnotations(ctx, gj, map[string]*string{
@@ -257,7 +263,11 @@ func cancelBackfill(ctx context.Context, o *options, name string) error {
 	if b == nil || b.State != batchv1alpha1.BackfillRunning {
 		return fmt.Errorf("guardedjob %s/%s has no backfill running", gj.Namespace, gj.Name)
 	}
-	if err := o.setAnnotations(ctx, gj, map[string]*string{batchv1alpha1.BackfillCancelAnnotation: &b.Request}); err != nil {
+	if isObjectRequest(b.Request) {
+		if err := cancelBackfillRequest(ctx, o, gj, b.Request); err != nil {
+			return err
+		}
+	} else if err := o.setAnnotations(ctx, gj, map[string]*string{batchv1alpha1.BackfillCancelAnnotation: &b.Request}); err != nil {
 		return fmt.Errorf("set %s: %w", batchv1alpha1.BackfillCancelAnnotation, err)
 	}
 	answerCtx, cancel := context.WithTimeout(ctx, o.timeout)

@@ -19,10 +19,12 @@ import (
 func newRunCommand(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run NAME",
-		Short: "Run the occurrence due now (the run-now annotation), and show its Job",
-		Long: `Set batch.guardedjob.dev/run-now to now, wait until the manager handles it, and print
-the run's Job and fence, or why it did not run. With --wait, follow the run (watching
-the GuardedJob and its Job) to its end and exit 1 unless it Succeeded.`,
+		Short: "Run the GuardedJob now (a GuardedJobRun request), and show its Job",
+		Long: `Create a GuardedJobRun for the GuardedJob (it needs only the guardedjob-requester role,
+not patch on the GuardedJob), wait until the manager answers it, and print the run's Job
+and fence, or why it did not run. With --wait, follow the run (its request and its Job)
+to its end and exit 1 unless it Succeeded. Against an install without the GuardedJobRun
+kind it sets the batch.guardedjob.dev/run-now annotation instead.`,
 		Example:           `  kubectl guardedjob run daily-settlement -n payments --wait`,
 		Args:              oneName,
 		ValidArgsFunction: o.completeNames,
@@ -115,6 +117,17 @@ func runCmd(ctx context.Context, o *options, name string) error {
 	if err != nil {
 		return err
 	}
+	if err := runparams.Check(gj.Spec.Parameters, o.params); err != nil {
+		return fmt.Errorf("guardedjob %s/%s refuses these parameters: %w", gj.Namespace, gj.Name, err)
+	}
+	req, served, err := createRunRequest(ctx, o, gj)
+	if err != nil {
+		return err
+	}
+	if served {
+		return runByRequest(ctx, o, gj, req, &lockedWriter{o: o})
+	}
+	// An API server without the GuardedJobRun kind: the run-now annotation.
 	trigger := time.Now().UTC().Truncate(time.Second)
 	value := trigger.Format(time.RFC3339)
 	if gj.Status.LastRunNow == value { // a trigger in the same second was handled already
@@ -128,9 +141,6 @@ func runCmd(ctx context.Context, o *options, name string) error {
 	}
 	// The parameters go with the trigger in one patch, and a run without any
 	// removes those of an earlier one.
-	if err := runparams.Check(gj.Spec.Parameters, o.params); err != nil {
-		return fmt.Errorf("guardedjob %s/%s refuses these parameters: %w", gj.Namespace, gj.Name, err)
-	}
 	ann := map[string]*string{batchv1alpha1.RunNowAnnotation: &value, batchv1alpha1.RunNowParametersAnnotation: nil}
 	if len(o.params) > 0 {
 		ann[batchv1alpha1.RunNowParametersAnnotation] = ptr.To(runparams.Format(o.params))

@@ -125,7 +125,9 @@ func TestPluginSchedules(t *testing.T) {
 		code, _, stderr = w.plugin("", nil, "run", "params", "-n", "default", "--param", "REGION")
 		g.Expect(code).To(Equal(2))
 		g.Expect(stderr).To(ContainSubstring(`--param "REGION": want NAME=VALUE`))
-		g.Expect(get("params").Annotations).NotTo(HaveKey(batchv1alpha1.RunNowAnnotation), "nothing was asked of the manager")
+		requests := &batchv1alpha1.GuardedJobRunList{}
+		g.Expect(w.k8s.List(ctx, requests, client.InNamespace("default"))).To(Succeed())
+		g.Expect(requests.Items).NotTo(ContainElement(HaveField("Spec.GuardedJobName", "params")), "nothing was asked of the manager")
 
 		code, stdout, stderr := w.plugin("", nil, "run", "params", "-n", "default", "--param", "REGION=us-east-1")
 		g.Expect(code).To(Equal(0), stderr)
@@ -136,7 +138,10 @@ func TestPluginSchedules(t *testing.T) {
 		g.Expect(w.k8s.List(ctx, jobs, client.InNamespace("default"), client.MatchingLabels{batchv1alpha1.GuardedJobLabel: "params"})).To(Succeed())
 		g.Expect(jobs.Items).To(HaveLen(1))
 		g.Expect(jobs.Items[0].Spec.Template.Spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "REGION", Value: "us-east-1"}))
-		g.Expect(get("params").Annotations).To(HaveKeyWithValue(batchv1alpha1.RunNowParametersAnnotation, `{"REGION":"us-east-1"}`))
+		g.Expect(w.k8s.List(ctx, requests, client.InNamespace("default"))).To(Succeed())
+		g.Expect(requests.Items).To(ContainElement(And(HaveField("Spec.GuardedJobName", "params"),
+			HaveField("Spec.Parameters", map[string]string{"REGION": "us-east-1"}))), "the request carries the parameters")
+		g.Expect(get("params").Annotations).NotTo(HaveKey(batchv1alpha1.RunNowAnnotation), "a request object, not an annotation")
 		g.Eventually(func() []batchv1alpha1.ActiveRun { return get("params").Status.Active }).Should(ConsistOf(HaveField("JobUID", Not(BeEmpty()))))
 		w.complete(g, &jobs.Items[0])
 
@@ -165,7 +170,18 @@ func TestPluginSchedules(t *testing.T) {
 		code, _, stderr = w.plugin("", nil, "backfill", "history", "-n", "default")
 		g.Expect(code).To(Equal(2))
 		g.Expect(stderr).To(ContainSubstring("backfill needs --from"))
-		g.Expect(get("history").Annotations).NotTo(HaveKey(batchv1alpha1.BackfillAnnotation), "nothing was asked of the manager")
+		backfills := func() int {
+			list := &batchv1alpha1.GuardedJobBackfillList{}
+			g.Expect(w.k8s.List(ctx, list, client.InNamespace("default"))).To(Succeed())
+			n := 0
+			for _, b := range list.Items {
+				if b.Spec.GuardedJobName == "history" {
+					n++
+				}
+			}
+			return n
+		}
+		g.Expect(backfills()).To(Equal(0), "nothing was asked of the manager")
 
 		done := make(chan struct{})
 		var stdout string
@@ -194,11 +210,10 @@ func TestPluginSchedules(t *testing.T) {
 		g.Expect(stdout).To(MatchRegexp(`Backfill:\s+\S+ from ` + from.Format(time.RFC3339) + ` to \S+: Complete: 3/3 done`))
 
 		// A dry run of the same range names the Jobs that did each occurrence here.
-		request := get("history").Annotations[batchv1alpha1.BackfillAnnotation]
 		code, stdout, stderr = w.plugin("", nil, "backfill", "history", "-n", "default", "--from", from.Format(time.RFC3339), "--dry-run")
 		g.Expect(code).To(Equal(0), stderr)
 		g.Expect(strings.Count(stdout, "done here: Job history-")).To(Equal(3), stdout)
-		g.Expect(get("history").Annotations).To(HaveKeyWithValue(batchv1alpha1.BackfillAnnotation, request), "a dry run writes nothing")
+		g.Expect(backfills()).To(Equal(2), "a dry run writes nothing")
 	})
 
 	t.Run("backfill reads a range without an offset in the schedule's zone, and --dry-run lists it", func(t *testing.T) {
@@ -288,7 +303,7 @@ func TestPluginSchedules(t *testing.T) {
 		from := time.Now().UTC().Add(-5 * time.Hour).Truncate(time.Hour)
 		code, stdout, stderr := w.plugin("", nil, "backfill", "cancelled", "-n", "default", "--from", from.Format(time.RFC3339))
 		g.Expect(code).To(Equal(0), stderr)
-		g.Expect(stdout).To(ContainSubstring("follow it with: kubectl guardedjob status cancelled -n default"))
+		g.Expect(stdout).To(MatchRegexp(`follow it with: kubectl get guardedjobbackfill cancelled-\S+ -n default -w`))
 		g.Eventually(func() []batchv1alpha1.ActiveRun { return get("cancelled").Status.Active }).Should(HaveLen(1))
 
 		code, _, stderr = w.plugin("", nil, "backfill", "cancelled", "-n", "default", "--from", from.Format(time.RFC3339))

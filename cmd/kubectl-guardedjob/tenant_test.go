@@ -113,6 +113,7 @@ func TestTenantSeesAndUnlocksItsLocksWithoutStoreCredentials(t *testing.T) {
 	startAggregation(t, w)
 	w.applyClusterRole(g, "guardedjob_editor_role.yaml")
 	w.applyClusterRole(g, "guardedjob_viewer_role.yaml")
+	w.applyClusterRole(g, "guardedjob_requester_role.yaml")
 	for _, ns := range []string{"team-a", "team-b"} {
 		g.Expect(w.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 	}

@@ -767,15 +767,23 @@ func TestChartCRDsApplyClientSide(t *testing.T) {
 	out, err := run(t, bins.Helm(t), "template", release, "charts/guardedjob", "--namespace", namespace, "--kube-version", kubeVersion,
 		"--set", "redis.existingSecret=s", "--show-only", "templates/crds.yaml")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(decode(t, out).kinds()).To(ConsistOf("CustomResourceDefinition/" + crdName))
+	g.Expect(decode(t, out).kinds()).To(ConsistOf("CustomResourceDefinition/"+crdName,
+		"CustomResourceDefinition/guardedjobruns.batch.guardedjob.dev", "CustomResourceDefinition/guardedjobbackfills.batch.guardedjob.dev"))
 	crds := filepath.Join(t.TempDir(), "crds.yaml")
 	g.Expect(os.WriteFile(crds, out, 0o644)).To(Succeed())
 	applied, err := kubectl(t, kubeconfig, "apply", "-f", crds)
 	g.Expect(err).NotTo(HaveOccurred(), applied)
-	g.Expect(applied).To(Equal("customresourcedefinition.apiextensions.k8s.io/" + crdName + " created\n"))
+	lines := func(verb string) string {
+		out := ""
+		for _, name := range []string{"guardedjobbackfills.batch.guardedjob.dev", "guardedjobruns.batch.guardedjob.dev", crdName} {
+			out += "customresourcedefinition.apiextensions.k8s.io/" + name + " " + verb + "\n"
+		}
+		return out
+	}
+	g.Expect(applied).To(Equal(lines("created")))
 	applied, err = kubectl(t, kubeconfig, "apply", "-f", crds)
 	g.Expect(err).NotTo(HaveOccurred(), applied)
-	g.Expect(applied).To(Equal("customresourcedefinition.apiextensions.k8s.io/" + crdName + " unchanged\n"))
+	g.Expect(applied).To(Equal(lines("unchanged")))
 }
 
 // chartMeta reads charts/guardedjob/Chart.yaml.

@@ -138,6 +138,8 @@ func TestDemoOneShot(t *testing.T) {
 		`GET default:demo-settlement -> demo/default/` + q(job) + `#[0-9a-f]+`,
 		// kubectl guardedjob history: the run that succeeded, started by the run-now.
 		`SCHEDULED\s+RESULT\s+TRIGGER\s+JOB\s+FENCE\s+ENDED\s+WHY\n(.*\n)*\S+\s+Succeeded\s+(run-now|schedule)\s+` + q(job) + `\s+` + fence + `\s`,
+		// kubectl get guardedjobruns -o wide: the run-now request and what became of it.
+		`NAME\s+GUARDEDJOB\s+PHASE\s+RESULT\s+JOB\s+FENCE\s+SCHEDULED\s+MESSAGE\s+AGE\n` + `demo-settlement-[a-z0-9]{5}\s+demo-settlement\s+(Running|Finished)\s`,
 		// The fence reached the Pod.
 		`GUARDEDJOB_FENCE=` + fence + `\s`,
 		// kubectl describe gj after the run.

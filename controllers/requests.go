@@ -1,0 +1,553 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/schedule"
+)
+
+// Request objects (GuardedJobRun, GuardedJobBackfill) are read at the start of
+// the pass of the GuardedJob they name, and answered after that pass's status
+// write: the GuardedJob's status is the record of what was done (a run's
+// runNow, a recent run's request, status.backfill.request), and each request's
+// status is derived from it. So a manager that stops between the two writes
+// answers the request in its next pass, and a request is never acted on twice.
+// A request's fields are a tenant's input like an annotation's: parameters are
+// checked against the GuardedJob's declarations, a backfill's range against its
+// schedule, and nothing else of it is used.
+
+// requestNameKey indexes request objects by the GuardedJob they name.
+const requestNameKey = ".spec.guardedJobName"
+
+// requestSet is the request objects naming one GuardedJob, oldest first.
+type requestSet struct {
+	runs      []*batchv1alpha1.GuardedJobRun
+	backfills []*batchv1alpha1.GuardedJobBackfill
+	// refused holds what this pass refused, by request value, for the answer;
+	// waiting says why requests that wait do.
+	refused map[string]string
+	waiting string
+}
+
+func runRequestValue(req *batchv1alpha1.GuardedJobRun) string {
+	return batchv1alpha1.RunRequestPrefix + string(req.UID)
+}
+
+func backfillRequestValue(req *batchv1alpha1.GuardedJobBackfill) string {
+	return batchv1alpha1.BackfillRequestPrefix + string(req.UID)
+}
+
+// isRequestObjectValue says whether a request value names a request object
+// rather than an annotation's value.
+func isRequestObjectValue(v string) bool {
+	return strings.HasPrefix(v, batchv1alpha1.RunRequestPrefix) || strings.HasPrefix(v, batchv1alpha1.BackfillRequestPrefix)
+}
+
+func requestFinished(p batchv1alpha1.RequestPhase) bool {
+	return p == batchv1alpha1.RequestFinished || p == batchv1alpha1.RequestRefused || p == batchv1alpha1.RequestCancelled
+}
+
+func olderFirst(a, b metav1.ObjectMeta) int {
+	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Name, b.Name)
+}
+
+// loadRequests reads the request objects naming gj from the cache.
+func (r *GuardedJobReconciler) loadRequests(ctx context.Context, ns, name string) (*requestSet, error) {
+	set := &requestSet{}
+	var runs batchv1alpha1.GuardedJobRunList
+	if err := r.List(ctx, &runs, client.InNamespace(ns), client.MatchingFields{requestNameKey: name}); err != nil {
+		return nil, fmt.Errorf("list GuardedJobRuns: %w", err)
+	}
+	for i := range runs.Items {
+		set.runs = append(set.runs, &runs.Items[i])
+	}
+	slices.SortFunc(set.runs, func(a, b *batchv1alpha1.GuardedJobRun) int { return olderFirst(a.ObjectMeta, b.ObjectMeta) })
+	var backfills batchv1alpha1.GuardedJobBackfillList
+	if err := r.List(ctx, &backfills, client.InNamespace(ns), client.MatchingFields{requestNameKey: name}); err != nil {
+		return nil, fmt.Errorf("list GuardedJobBackfills: %w", err)
+	}
+	for i := range backfills.Items {
+		set.backfills = append(set.backfills, &backfills.Items[i])
+	}
+	slices.SortFunc(set.backfills, func(a, b *batchv1alpha1.GuardedJobBackfill) int { return olderFirst(a.ObjectMeta, b.ObjectMeta) })
+	return set, nil
+}
+
+// runRequestAnswered says whether the GuardedJob's status shows that the
+// request value was acted on: a run in flight or waiting, or a recent outcome.
+func runRequestAnswered(gj *batchv1alpha1.GuardedJob, value string) bool {
+	for _, run := range gj.Status.Active {
+		if run.RunNow == value {
+			return true
+		}
+	}
+	for _, b := range gj.Status.Buffered {
+		if b.RunNow == value {
+			return true
+		}
+	}
+	for _, rr := range gj.Status.RecentRuns {
+		if rr.Request == value {
+			return true
+		}
+	}
+	return false
+}
+
+// nextRunRequest is the oldest GuardedJobRun not acted on yet, or nil.
+func (set *requestSet) nextRunRequest(gj *batchv1alpha1.GuardedJob) *batchv1alpha1.GuardedJobRun {
+	if set == nil {
+		return nil
+	}
+	for _, req := range set.runs {
+		if req.DeletionTimestamp.IsZero() && !requestFinished(req.Status.Phase) && req.Status.AcceptedAt == nil &&
+			!runRequestAnswered(gj, runRequestValue(req)) {
+			return req
+		}
+	}
+	return nil
+}
+
+// refuse records that this pass refused a request, for its answer.
+func (set *requestSet) refuse(value, msg string) {
+	if set == nil || !isRequestObjectValue(value) {
+		return
+	}
+	if set.refused == nil {
+		set.refused = map[string]string{}
+	}
+	set.refused[value] = msg
+}
+
+// answerRequests writes each open request's status as the GuardedJob's written
+// status shows it, and deletes finished requests past their TTL. It runs after
+// the pass's status write succeeded.
+func (r *GuardedJobReconciler) answerRequests(ctx context.Context, s *scope) error {
+	set := s.requests
+	if set == nil {
+		return nil
+	}
+	var errs []error
+	for _, req := range set.runs {
+		want := runRequestStatus(s.gj, req, set.refused[runRequestValue(req)], set.waiting, s.now)
+		changed := !equality.Semantic.DeepEqual(&req.Status, want)
+		req.Status = *want
+		if err := r.writeRequest(ctx, s, req, changed, want.Phase, want.FinishedAt, req.Spec.TTLSecondsAfterFinished); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, req := range set.backfills {
+		want := backfillRequestStatus(s.gj, req, set.refused[backfillRequestValue(req)], set.waiting, s.now)
+		changed := !equality.Semantic.DeepEqual(&req.Status, want)
+		req.Status = *want
+		if err := r.writeRequest(ctx, s, req, changed, want.Phase, want.FinishedAt, req.Spec.TTLSecondsAfterFinished); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("answer requests: %w", errs[0])
+	}
+	return nil
+}
+
+// writeRequest writes a request's status when it changed, and deletes a
+// finished request whose TTL has passed (or has the pass look again then).
+func (r *GuardedJobReconciler) writeRequest(ctx context.Context, s *scope, obj client.Object, changed bool, phase batchv1alpha1.RequestPhase, finishedAt *metav1.Time, ttl *int32) error {
+	if changed {
+		if err := r.Status().Update(ctx, obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			s.requeueAfter(time.Second)
+			return fmt.Errorf("status of %s: %w", obj.GetName(), err)
+		}
+	}
+	if !requestFinished(phase) || finishedAt == nil || !obj.GetDeletionTimestamp().IsZero() {
+		return nil
+	}
+	keep := time.Duration(batchv1alpha1.DefaultRequestTTL) * time.Second
+	if ttl != nil {
+		keep = time.Duration(*ttl) * time.Second
+	}
+	if gone := finishedAt.Add(keep); s.now.Before(gone) {
+		s.requeueAt(gone)
+		return nil
+	}
+	// The UID precondition: never a request created again under the same name.
+	uid := obj.GetUID()
+	if err := r.Delete(ctx, obj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete finished request %s: %w", obj.GetName(), err)
+	}
+	return nil
+}
+
+// setRequestConditions sets a request's Accepted and Complete conditions from
+// its phase.
+func setRequestConditions(conds *[]metav1.Condition, gen int64, phase batchv1alpha1.RequestPhase, result, msg string, now time.Time) {
+	set := func(t string, st metav1.ConditionStatus, reason string) {
+		c := metav1.Condition{Type: t, Status: st, Reason: reason, Message: clip(msg, 1024), ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now)}
+		if old := meta.FindStatusCondition(*conds, t); old != nil && old.Status == st {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+		meta.SetStatusCondition(conds, c)
+	}
+	switch phase {
+	case batchv1alpha1.RequestPending:
+		set(batchv1alpha1.RequestAcceptedCondition, metav1.ConditionFalse, batchv1alpha1.RequestWaitingReason)
+		set(batchv1alpha1.RequestCompleteCondition, metav1.ConditionFalse, batchv1alpha1.RequestWaitingReason)
+	case batchv1alpha1.RequestRunning:
+		set(batchv1alpha1.RequestAcceptedCondition, metav1.ConditionTrue, batchv1alpha1.RequestAcceptedReason)
+		set(batchv1alpha1.RequestCompleteCondition, metav1.ConditionFalse, batchv1alpha1.RequestInProgressReason)
+	case batchv1alpha1.RequestRefused:
+		reason := batchv1alpha1.RequestRefusedReason
+		if result != "" {
+			reason = result
+		}
+		set(batchv1alpha1.RequestAcceptedCondition, metav1.ConditionFalse, reason)
+		set(batchv1alpha1.RequestCompleteCondition, metav1.ConditionTrue, reason)
+	default: // Finished, Cancelled
+		set(batchv1alpha1.RequestAcceptedCondition, metav1.ConditionTrue, batchv1alpha1.RequestAcceptedReason)
+		reason := string(phase)
+		if result != "" {
+			reason = result
+		}
+		set(batchv1alpha1.RequestCompleteCondition, metav1.ConditionTrue, reason)
+	}
+}
+
+// runRequestStatus is what a GuardedJobRun's status should say, given the
+// GuardedJob's status (as written) and what this pass refused.
+func runRequestStatus(gj *batchv1alpha1.GuardedJob, req *batchv1alpha1.GuardedJobRun, refused, waiting string, now time.Time) *batchv1alpha1.GuardedJobRunStatus {
+	st := req.Status.DeepCopy()
+	if requestFinished(st.Phase) {
+		return st
+	}
+	value := runRequestValue(req)
+	st.Request = value
+	stamp := func(p **metav1.Time) {
+		if *p == nil {
+			*p = &metav1.Time{Time: now}
+		}
+	}
+	switch {
+	case refused != "" && st.AcceptedAt != nil:
+		st.Phase, st.Message = batchv1alpha1.RequestFinished, refused
+		stamp(&st.FinishedAt)
+	case refused != "":
+		st.Phase, st.Message = batchv1alpha1.RequestRefused, refused
+		stamp(&st.FinishedAt)
+	case activeRunFor(gj, value) != nil:
+		run := activeRunFor(gj, value)
+		st.Phase, st.Fence = batchv1alpha1.RequestRunning, run.Fence
+		if run.JobUID != "" { // its Job exists
+			st.JobName = run.JobName
+		}
+		st.ScheduledTime = run.ScheduledTime.DeepCopy()
+		st.Message = fmt.Sprintf("run %s is %s", run.JobName, strings.ToLower(string(run.Phase)))
+		stamp(&st.AcceptedAt)
+	case bufferedFor(gj, value) != nil:
+		b := bufferedFor(gj, value)
+		st.Phase, st.ScheduledTime = batchv1alpha1.RequestRunning, b.ScheduledTime.DeepCopy()
+		st.Message = fmt.Sprintf("waits for the active run to end (concurrencyPolicy %s)", gj.Spec.ConcurrencyPolicyOrDefault())
+		stamp(&st.AcceptedAt)
+	case recentFor(gj, value) != nil:
+		rr := recentFor(gj, value)
+		st.Phase, st.Result, st.JobName, st.Fence, st.HeldBy = batchv1alpha1.RequestFinished, rr.Result, rr.JobName, rr.Fence, rr.HeldBy
+		st.ScheduledTime, st.Message = rr.ScheduledTime.DeepCopy(), rr.Message
+		if st.Message == "" {
+			st.Message = "the run " + strings.ToLower(string(rr.Result))
+		}
+		stamp(&st.AcceptedAt)
+		st.FinishedAt = rr.FinishedAt.DeepCopy()
+		stamp(&st.FinishedAt)
+	case st.Phase == batchv1alpha1.RequestRunning:
+		// Its outcome fell out of status.recentRuns before it was copied here.
+		st.Phase, st.Message = batchv1alpha1.RequestFinished, "the run ended; its outcome is no longer in the GuardedJob's status.recentRuns: see kubectl guardedjob history "+gj.Name
+		stamp(&st.FinishedAt)
+	default:
+		st.Phase, st.Message = batchv1alpha1.RequestPending, "waiting for the manager"
+		if waiting != "" {
+			st.Message = waiting
+		}
+	}
+	setRequestConditions(&st.Conditions, req.Generation, st.Phase, string(st.Result), st.Message, now)
+	return st
+}
+
+func activeRunFor(gj *batchv1alpha1.GuardedJob, value string) *batchv1alpha1.ActiveRun {
+	for i := range gj.Status.Active {
+		if gj.Status.Active[i].RunNow == value {
+			return &gj.Status.Active[i]
+		}
+	}
+	return nil
+}
+
+func bufferedFor(gj *batchv1alpha1.GuardedJob, value string) *batchv1alpha1.BufferedRun {
+	for i := range gj.Status.Buffered {
+		if gj.Status.Buffered[i].RunNow == value {
+			return &gj.Status.Buffered[i]
+		}
+	}
+	return nil
+}
+
+func recentFor(gj *batchv1alpha1.GuardedJob, value string) *batchv1alpha1.RecentRun {
+	for i := range gj.Status.RecentRuns {
+		if gj.Status.RecentRuns[i].Request == value {
+			return &gj.Status.RecentRuns[i]
+		}
+	}
+	return nil
+}
+
+// noteRequest records, in status.recentRuns' newest entry, the request that
+// the outcome recordRun just wrote answers.
+func noteRequest(gj *batchv1alpha1.GuardedJob, value string) {
+	if len(gj.Status.RecentRuns) > 0 {
+		gj.Status.RecentRuns[0].Request = clip(value, maxRequestValue)
+	}
+}
+
+// answerTrigger records that a run-now value was handled. An annotation's value
+// goes to status.lastRunNow (the annotation stays on the object); a request
+// object's is recorded by its run or its outcome instead, so that it never
+// hides an annotation's value.
+func answerTrigger(gj *batchv1alpha1.GuardedJob, value string) {
+	if !isRequestObjectValue(value) {
+		gj.Status.LastRunNow = value
+	}
+}
+
+// orphanRequests answers the requests naming a GuardedJob that does not exist:
+// refused once they have waited RequestWaitForGuardedJob for it (a GitOps sync
+// may create them first). The API server, not the cache, says it does not
+// exist: a shard's cache holds only its own GuardedJobs.
+func (r *GuardedJobReconciler) orphanRequests(ctx context.Context, key types.NamespacedName, now time.Time) (time.Duration, error) {
+	set, err := r.loadRequests(ctx, key.Namespace, key.Name)
+	if err != nil || len(set.runs)+len(set.backfills) == 0 {
+		return 0, err
+	}
+	if err := r.APIReader.Get(ctx, key, &batchv1alpha1.GuardedJob{}); !apierrors.IsNotFound(err) {
+		return 0, client.IgnoreNotFound(err) // it exists (another shard's), or the read failed
+	}
+	s := &scope{gj: &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}, now: now, requests: set}
+	wait := time.Duration(batchv1alpha1.RequestWaitForGuardedJob) * time.Second
+	msg := fmt.Sprintf("there is no GuardedJob %s in namespace %s", key.Name, key.Namespace)
+	set.waiting = fmt.Sprintf("waits for GuardedJob %s to exist in namespace %s", key.Name, key.Namespace)
+	for _, req := range set.runs {
+		if now.Sub(req.CreationTimestamp.Time) >= wait || req.Status.Phase == batchv1alpha1.RequestRunning {
+			set.refuse(runRequestValue(req), msg)
+		} else {
+			s.requeueAt(req.CreationTimestamp.Add(wait))
+		}
+	}
+	for _, req := range set.backfills {
+		if now.Sub(req.CreationTimestamp.Time) >= wait || req.Status.Phase == batchv1alpha1.RequestRunning {
+			set.refuse(backfillRequestValue(req), msg)
+		} else {
+			s.requeueAt(req.CreationTimestamp.Add(wait))
+		}
+	}
+	err = r.answerRequests(ctx, s)
+	if s.requeue.IsZero() {
+		return 0, err
+	}
+	return max(s.requeue.Sub(now), time.Millisecond), err
+}
+
+// deprecatedAnnotation warns, once per value (the pass that handles it), that a
+// request annotation is deprecated in favour of a request object.
+func (r *GuardedJobReconciler) deprecatedAnnotation(s *scope, annotation, value, kind string) {
+	r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.DeprecatedAnnotationReason,
+		"%s=%s was handled, but request annotations are deprecated and will be removed: create a %s instead (kubectl guardedjob uses one); see docs/upgrade.md",
+		annotation, clip(value, maxRequestValue), kind)
+}
+
+// serveBackfillObjects starts the oldest open GuardedJobBackfill when no
+// backfill runs, cancels the running one when its request asks, and cancels
+// or refuses requests that cannot start. Requests start one at a time, in the
+// order they were created, and only once every earlier one is answered as
+// finished: a backfill's final counts are copied to its request before
+// status.backfill is taken by the next.
+func (r *GuardedJobReconciler) serveBackfillObjects(s *scope, spec *compiledSpec) {
+	gj, set := s.gj, s.requests
+	if set == nil {
+		return
+	}
+	for _, req := range set.backfills {
+		value := backfillRequestValue(req)
+		if requestFinished(req.Status.Phase) || !req.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if b := gj.Status.Backfill; b != nil && b.Request == value {
+			if req.Spec.Cancel && b.State == batchv1alpha1.BackfillRunning {
+				r.cancelBackfill(s, b)
+			}
+			return // its answer follows status.backfill; the next waits for it
+		}
+		if req.Status.AcceptedAt != nil {
+			return // accepted, and its final state is not written to it yet
+		}
+		if req.Spec.Cancel {
+			set.refuse(value, "cancelled before it started")
+			continue
+		}
+		if backfillRunning(gj) {
+			return // waits for the running backfill
+		}
+		b, err := r.acceptBackfillObject(s, spec, req, value)
+		if err != nil {
+			set.refuse(value, err.Error())
+			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.BackfillRefusedReason, "Refused GuardedJobBackfill %s: %v", req.Name, err)
+			continue
+		}
+		gj.Status.Backfill = b
+		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.BackfillStartedReason, "Backfill %s (GuardedJobBackfill %s): %d occurrence(s) from %s to %s, %d at a time",
+			value, req.Name, b.Total, b.From.UTC().Format(time.RFC3339), b.To.UTC().Format(time.RFC3339), b.Parallelism)
+		return
+	}
+}
+
+// acceptBackfillObject reads a GuardedJobBackfill's range in the schedule's
+// zone (unless it names an offset) and returns the backfill's initial state.
+func (r *GuardedJobReconciler) acceptBackfillObject(s *scope, spec *compiledSpec, req *batchv1alpha1.GuardedJobBackfill, value string) (*batchv1alpha1.BackfillStatus, error) {
+	loc := spec.rules.Schedule.Location()
+	from, err := schedule.ParseRangeTime("spec.from", req.Spec.From, loc, false)
+	if err != nil {
+		return nil, err
+	}
+	to, err := schedule.ParseRangeTime("spec.to", req.Spec.To, loc, true)
+	if err != nil {
+		return nil, err
+	}
+	parallelism := int32(1)
+	if req.Spec.Parallelism != nil {
+		parallelism = *req.Spec.Parallelism
+	}
+	if parallelism < 1 || parallelism > batchv1alpha1.MaxBackfillParallelism {
+		return nil, fmt.Errorf("spec.parallelism %d must be from 1 to %d", parallelism, batchv1alpha1.MaxBackfillParallelism)
+	}
+	return newBackfill(s, spec, value, from, to, parallelism)
+}
+
+// backfillRequestStatus is what a GuardedJobBackfill's status should say,
+// given the GuardedJob's status (as written) and what this pass refused.
+func backfillRequestStatus(gj *batchv1alpha1.GuardedJob, req *batchv1alpha1.GuardedJobBackfill, refused, waiting string, now time.Time) *batchv1alpha1.GuardedJobBackfillStatus {
+	st := req.Status.DeepCopy()
+	if requestFinished(st.Phase) {
+		return st
+	}
+	value := backfillRequestValue(req)
+	st.Request = value
+	b := gj.Status.Backfill
+	switch {
+	case b != nil && b.Request == value:
+		st.RangeStart, st.RangeEnd = b.From.DeepCopy(), b.To.DeepCopy()
+		st.Total, st.Succeeded, st.Skipped, st.Failed, st.Remaining = b.Total, b.Succeeded, b.Skipped, b.Failed, b.Remaining
+		st.FailedOccurrences = slices.Clone(b.FailedOccurrences)
+		st.AcceptedAt, st.Message = b.StartedAt.DeepCopy(), b.Message
+		switch b.State {
+		case batchv1alpha1.BackfillComplete:
+			st.Phase, st.FinishedAt = batchv1alpha1.RequestFinished, b.FinishedAt.DeepCopy()
+		case batchv1alpha1.BackfillCancelled:
+			st.Phase, st.FinishedAt = batchv1alpha1.RequestCancelled, b.FinishedAt.DeepCopy()
+		default:
+			st.Phase = batchv1alpha1.RequestRunning
+		}
+		if st.FinishedAt == nil && st.Phase != batchv1alpha1.RequestRunning {
+			st.FinishedAt = &metav1.Time{Time: now}
+		}
+	case refused != "" && req.Spec.Cancel:
+		st.Phase, st.Message, st.FinishedAt = batchv1alpha1.RequestCancelled, refused, &metav1.Time{Time: now}
+	case refused != "" && st.AcceptedAt != nil:
+		st.Phase, st.Message, st.FinishedAt = batchv1alpha1.RequestFinished, refused, &metav1.Time{Time: now}
+	case refused != "":
+		st.Phase, st.Message, st.FinishedAt = batchv1alpha1.RequestRefused, refused, &metav1.Time{Time: now}
+	case st.AcceptedAt != nil:
+		// status.backfill no longer shows it: the GuardedJob's status was replaced.
+		st.Phase, st.FinishedAt = batchv1alpha1.RequestFinished, &metav1.Time{Time: now}
+		st.Message = "the GuardedJob's status.backfill no longer shows this backfill; the counts above are the last seen"
+	default:
+		st.Phase, st.Message = batchv1alpha1.RequestPending, "waiting for the manager"
+		if waiting != "" {
+			st.Message = waiting
+		}
+		if b != nil && b.State == batchv1alpha1.BackfillRunning {
+			st.Message = fmt.Sprintf("waits for backfill %s of %s to end (one backfill at a time)", b.Request, gj.Name)
+		}
+	}
+	setRequestConditions(&st.Conditions, req.Generation, st.Phase, "", st.Message, now)
+	return st
+}
+
+// setupRequests indexes the request objects by the GuardedJob they name and
+// returns the kinds to watch: none when the API server does not serve them (the
+// CRDs are not installed yet), with a log line saying so.
+func (r *GuardedJobReconciler) setupRequests(mgr ctrl.Manager) ([]client.Object, error) {
+	kinds := []client.Object{&batchv1alpha1.GuardedJobRun{}, &batchv1alpha1.GuardedJobBackfill{}}
+	for _, obj := range kinds {
+		gvk, err := apiutil.GVKForObject(obj, mgr.GetScheme())
+		if err != nil {
+			return nil, err
+		}
+		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+			if meta.IsNoMatchError(err) {
+				ctrl.Log.WithName("setup").Info("Request objects are off: the API server does not serve them; install the CRDs in config/crd (or the chart's) and restart the manager", "kind", gvk.Kind)
+				return nil, nil
+			}
+			return nil, fmt.Errorf("look up %s: %w", gvk.Kind, err)
+		}
+	}
+	for _, obj := range kinds {
+		err := mgr.GetFieldIndexer().IndexField(context.Background(), obj, requestNameKey, func(o client.Object) []string {
+			switch req := o.(type) {
+			case *batchv1alpha1.GuardedJobRun:
+				return []string{req.Spec.GuardedJobName}
+			case *batchv1alpha1.GuardedJobBackfill:
+				return []string{req.Spec.GuardedJobName}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("index requests: %w", err)
+		}
+	}
+	r.requestsServed = true
+	return kinds, nil
+}
+
+// byRequest queues the GuardedJob a request names.
+var byRequest = handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []ctrl.Request {
+	var name string
+	switch req := o.(type) {
+	case *batchv1alpha1.GuardedJobRun:
+		name = req.Spec.GuardedJobName
+	case *batchv1alpha1.GuardedJobBackfill:
+		name = req.Spec.GuardedJobName
+	}
+	if name == "" {
+		return nil
+	}
+	return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+})
