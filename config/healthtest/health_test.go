@@ -24,6 +24,7 @@ import (
 
 const (
 	luaFile       = "../argocd/guardedjob-health.lua"
+	requestLua    = "../argocd/guardedjob-request-health.lua"
 	argoPatchFile = "../argocd/argocd-cm-patch.yaml"
 	argoKey       = "resource.customizations.health.batch.guardedjob.dev_GuardedJob"
 	fluxFile      = "../flux/kustomization-healthcheck.yaml"
@@ -113,7 +114,7 @@ func TestHealth(t *testing.T) {
 	}
 }
 
-// The ConfigMap patch users apply carries exactly the tested script.
+// The ConfigMap patch users apply carries exactly the tested scripts.
 func TestArgoCDPatchCarriesTheScript(t *testing.T) {
 	g := NewWithT(t)
 	var patch struct {
@@ -121,6 +122,32 @@ func TestArgoCDPatchCarriesTheScript(t *testing.T) {
 	}
 	g.Expect(yaml.Unmarshal([]byte(read(t, argoPatchFile)), &patch)).To(Succeed())
 	g.Expect(patch.Data).To(HaveKeyWithValue(argoKey, read(t, luaFile)))
+	for _, kind := range []string{"GuardedJobRun", "GuardedJobBackfill"} {
+		g.Expect(patch.Data).To(HaveKeyWithValue("resource.customizations.health.batch.guardedjob.dev_"+kind, read(t, requestLua)))
+	}
+}
+
+// A request kept in Git is Progressing until its run or backfill has ended,
+// Healthy when it did what was asked, and Degraded when someone should look.
+func TestRequestHealth(t *testing.T) {
+	script := read(t, requestLua)
+	for _, tt := range []struct{ fixture, argo, argoMsg string }{
+		{"request-run-no-status", "Progressing", "Waiting for the manager"},
+		{"request-run-running", "Progressing", "Running: run daily-settlement-29412000-5f3a9c is running"},
+		{"request-run-succeeded", "Healthy", "Finished (Succeeded): Job daily-settlement-29412000-5f3a9c completed"},
+		{"request-run-busy", "Degraded", "Finished (Busy): lock payments:settlement is held by cluster-b/"},
+		{"request-run-refused", "Degraded", `Refused: run-now guardedjobrun:5d1c refused: parameter "PATH" is not declared`},
+		{"request-backfill-pending", "Progressing", "Pending: waits for backfill"},
+		{"request-backfill-failed", "Degraded", "Finished: finished: 28 succeeded, 1 skipped (done already), 1 failed"},
+		{"request-backfill-cancelled", "Healthy", "Cancelled: cancelled at 2026-12-05T03:10:00Z"},
+	} {
+		t.Run(tt.fixture, func(t *testing.T) {
+			g := NewWithT(t)
+			health, msg := argoHealth(t, script, read(t, filepath.Join("testdata", tt.fixture+".yaml")))
+			g.Expect(health).To(Equal(tt.argo), msg)
+			g.Expect(msg).To(ContainSubstring(tt.argoMsg))
+		})
+	}
 }
 
 // docs/operations.md shows the same expressions as the tested Kustomization.
