@@ -313,8 +313,7 @@ func TestADueRunWaitsOrIsSkippedByTheConcurrencyPolicy(t *testing.T) {
 	t.Run("a run-now keeps its value and parameters, and is handled", func(t *testing.T) {
 		g := NewWithT(t)
 		gj := object(batchv1alpha1.BufferOneConcurrent, nil, 0, false)
-		gj.Annotations = map[string]string{batchv1alpha1.RunNowParametersAnnotation: `{"REGION":"eu"}`}
-		s := &scope{gj: gj, now: schedNow}
+		s := &scope{gj: gj, now: schedNow, triggerParams: map[string]string{"REGION": "eu"}} // as pendingTrigger read them
 		g.Expect((&GuardedJobReconciler{}).bufferDue(s, occurrence, true, "2026-11-30T10:00:00Z", func(string) {})).To(BeTrue())
 		g.Expect(gj.Status.Buffered).To(ConsistOf(And(HaveField("RunNow", "2026-11-30T10:00:00Z"), HaveField("Parameters", map[string]string{"REGION": "eu"}))))
 		g.Expect(gj.Status.LastRunNow).To(Equal("2026-11-30T10:00:00Z"))

@@ -913,7 +913,9 @@ var noPrebuilt = []string{"GUARDEDJOB_MANAGER_BIN=", "GUARDEDJOB_PLUGIN_BIN=", "
 
 func (r *runner) goTest(dir string, c catcher) result {
 	pattern := "^(" + strings.Join(c.tests, "|") + ")$"
-	return r.command(dir, noPrebuilt, "go", "test", "-count=1", "-vet=off", "-v", "-timeout", r.timeout.String(), "-run", pattern, c.pkg)
+	// Test binaries linked without symbol tables and DWARF (as make test links
+	// them): a third less link time for each of the many copies.
+	return r.command(dir, noPrebuilt, "go", "test", "-count=1", "-vet=off", "-ldflags=-s -w", "-v", "-timeout", r.timeout.String(), "-run", pattern, c.pkg)
 }
 
 func (r *runner) command(dir string, env []string, name string, args ...string) result {
