@@ -25,10 +25,12 @@ var grantedElsewhere = map[string]string{
 	"create tokenreviews.authentication.k8s.io":          "the secure metrics endpoint authenticates scrapers (cmd/manager)",
 	"create subjectaccessreviews.authorization.k8s.io":   "the secure metrics endpoint authorizes scrapers (cmd/manager)",
 	"update guardedjobs.batch.guardedjob.dev/finalizers": "the API server requires it to set blockOwnerDeletion on a Job's owner reference (no request of its own)",
-	"list jobs.batch":                     "the Job informer lists when the API server does not stream the initial state over a watch (this one does)",
-	"patch events.events.k8s.io":          "the event recorder patches an event that repeats into a series",
-	"list nodes":                          "cmd/manager reads the Pod ranges (Nodes' spec.podCIDRs) for --store-allow's cluster-ranges",
-	"list servicecidrs.networking.k8s.io": "cmd/manager reads the Service ranges for --store-allow's cluster-ranges",
+	"list jobs.batch":                               "the Job informer lists when the API server does not stream the initial state over a watch (this one does)",
+	"list guardedjobruns.batch.guardedjob.dev":      "as for Jobs: the request informers list only when the API server does not stream",
+	"list guardedjobbackfills.batch.guardedjob.dev": "as for Jobs: the request informers list only when the API server does not stream",
+	"patch events.events.k8s.io":                    "the event recorder patches an event that repeats into a series",
+	"list nodes":                                    "cmd/manager reads the Pod ranges (Nodes' spec.podCIDRs) for --store-allow's cluster-ranges",
+	"list servicecidrs.networking.k8s.io":           "cmd/manager reads the Service ranges for --store-allow's cluster-ranges",
 }
 
 // checkRole compares the recorded requests with config/rbac/role.yaml: every

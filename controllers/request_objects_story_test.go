@@ -186,6 +186,20 @@ func TestRequests_ABadRequestIsRefusedWithItsReasonAndDeletedAfterItsTTL(t *test
 	g.Eventually(func() batchv1alpha1.GuardedJobRunStatus { return h.runRequest(k8s, orphan).Status }).WithTimeout(20 * time.Second).Should(And(
 		HaveField("Phase", batchv1alpha1.RequestRefused), HaveField("Message", "there is no GuardedJob missing in namespace "+h.ns)))
 
+	// A backfill whose range does not read is refused, with the reason, and
+	// deleted after its TTL like any finished request.
+	badRange := &batchv1alpha1.GuardedJobBackfill{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "report-last-week"},
+		Spec: batchv1alpha1.GuardedJobBackfillSpec{GuardedJobName: gj.Name, From: "last week!", To: "2026-11-30",
+			TTLSecondsAfterFinished: ptr.To(int32(0))},
+	}
+	g.Expect(k8s.Create(ctx, badRange)).To(Succeed())
+	g.Eventually(func() []string { return h.events(gj) }).WithTimeout(20 * time.Second).Should(
+		ContainElement(HavePrefix("BackfillRefused: Refused GuardedJobBackfill report-last-week: spec.from \"last week!\"")))
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(badRange), &batchv1alpha1.GuardedJobBackfill{}))
+	}).WithTimeout(20*time.Second).Should(BeTrue(), "deleted at once with ttlSecondsAfterFinished 0")
+
 	// A request's spec cannot change once made.
 	cur := h.runRequest(k8s, orphan)
 	cur.Spec.GuardedJobName = gj.Name
