@@ -96,22 +96,7 @@ func (r *GuardedJobReconciler) loadRequests(ctx context.Context, ns, name string
 // runRequestAnswered says whether the GuardedJob's status shows that the
 // request value was acted on: a run in flight or waiting, or a recent outcome.
 func runRequestAnswered(gj *batchv1alpha1.GuardedJob, value string) bool {
-	for _, run := range gj.Status.Active {
-		if run.RunNow == value {
-			return true
-		}
-	}
-	for _, b := range gj.Status.Buffered {
-		if b.RunNow == value {
-			return true
-		}
-	}
-	for _, rr := range gj.Status.RecentRuns {
-		if rr.Request == value {
-			return true
-		}
-	}
-	return false
+	return activeRunFor(gj, value) != nil || bufferedFor(gj, value) != nil || recentFor(gj, value) != nil
 }
 
 // nextRunRequest is the oldest GuardedJobRun not acted on yet, or nil.
@@ -294,31 +279,26 @@ func runRequestStatus(gj *batchv1alpha1.GuardedJob, req *batchv1alpha1.GuardedJo
 	return st
 }
 
-func activeRunFor(gj *batchv1alpha1.GuardedJob, value string) *batchv1alpha1.ActiveRun {
-	for i := range gj.Status.Active {
-		if gj.Status.Active[i].RunNow == value {
-			return &gj.Status.Active[i]
+// find returns a pointer to the first item whose request value is value, or nil.
+func find[T any](items []T, requestOf func(*T) string, value string) *T {
+	for i := range items {
+		if requestOf(&items[i]) == value {
+			return &items[i]
 		}
 	}
 	return nil
+}
+
+func activeRunFor(gj *batchv1alpha1.GuardedJob, value string) *batchv1alpha1.ActiveRun {
+	return find(gj.Status.Active, func(r *batchv1alpha1.ActiveRun) string { return r.RunNow }, value)
 }
 
 func bufferedFor(gj *batchv1alpha1.GuardedJob, value string) *batchv1alpha1.BufferedRun {
-	for i := range gj.Status.Buffered {
-		if gj.Status.Buffered[i].RunNow == value {
-			return &gj.Status.Buffered[i]
-		}
-	}
-	return nil
+	return find(gj.Status.Buffered, func(b *batchv1alpha1.BufferedRun) string { return b.RunNow }, value)
 }
 
 func recentFor(gj *batchv1alpha1.GuardedJob, value string) *batchv1alpha1.RecentRun {
-	for i := range gj.Status.RecentRuns {
-		if gj.Status.RecentRuns[i].Request == value {
-			return &gj.Status.RecentRuns[i]
-		}
-	}
-	return nil
+	return find(gj.Status.RecentRuns, func(r *batchv1alpha1.RecentRun) string { return r.Request }, value)
 }
 
 // noteRequest records, in status.recentRuns' newest entry, the request that

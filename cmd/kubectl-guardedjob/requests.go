@@ -80,21 +80,14 @@ func runByRequest(ctx context.Context, o *options, gj *batchv1alpha1.GuardedJob,
 		if !o.wait {
 			return nil
 		}
-		jobCtx, stopJob := context.WithCancel(ctx)
-		defer stopJob()
-		reportJob := jobReporter(out)
-		jobDone := make(chan struct{})
-		go func() {
-			defer close(jobDone)
-			o.watchJob(jobCtx, gj.Namespace, cur.Status.JobName, reportJob)
-		}()
+		jobName := cur.Status.JobName
+		stopJob, _ := followJob(ctx, o, out, gj.Namespace, jobName)
 		cur, err = waitForRequest(ctx, o, &batchv1alpha1.GuardedJobRunList{}, req, func(r *batchv1alpha1.GuardedJobRun) bool {
 			return requestDone(r.Status.Phase)
 		})
 		stopJob()
-		<-jobDone
 		if err != nil {
-			return fmt.Errorf("waiting for job %s to end: %w", cur.Status.JobName, deadlineOr(ctx, err, o.timeout))
+			return fmt.Errorf("waiting for job %s to end: %w", jobName, deadlineOr(ctx, err, o.timeout))
 		}
 	}
 	if cur.Status.Phase == batchv1alpha1.RequestRefused {

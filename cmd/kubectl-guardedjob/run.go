@@ -190,21 +190,13 @@ func runCmd(ctx context.Context, o *options, name string) error {
 
 	// Follow the run: its Job's conditions as they come, and its end in the
 	// GuardedJob's status (the lease released or completed).
-	jobCtx, stopJob := context.WithCancel(ctx)
-	defer stopJob()
-	reportJob := jobReporter(out)
-	jobDone := make(chan struct{})
-	go func() {
-		defer close(jobDone)
-		o.watchJob(jobCtx, gj.Namespace, jobName, reportJob)
-	}()
+	stopJob, reportJob := followJob(ctx, o, out, gj.Namespace, jobName)
 	var ended *batchv1alpha1.RunRecord
 	_, err = o.waitFor(ctx, gj.Namespace, gj.Name, func(cur *batchv1alpha1.GuardedJob) (bool, error) {
 		ended = endedRun(cur, jobName)
 		return ended != nil, nil
 	})
 	stopJob()
-	<-jobDone
 	// The run may end before the Job's watch saw its last change: show it.
 	job := &batchv1.Job{}
 	if o.k8s.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: jobName}, job) == nil {
@@ -214,6 +206,19 @@ func runCmd(ctx context.Context, o *options, name string) error {
 		return fmt.Errorf("waiting for job %s to end: %w", jobName, deadlineOr(ctx, err, o.timeout))
 	}
 	return report(out, ended)
+}
+
+// followJob prints the Job's conditions as they come, until the returned stop
+// is called (it waits for the watch to end); report prints the Job once more.
+func followJob(ctx context.Context, o *options, out *lockedWriter, namespace, name string) (stop func(), report func(*batchv1.Job)) {
+	jobCtx, cancel := context.WithCancel(ctx)
+	report = jobReporter(out)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		o.watchJob(jobCtx, namespace, name, report)
+	}()
+	return func() { cancel(); <-done }, report
 }
 
 // endedRun is the record of the run with the given Job name once it is over.
