@@ -153,7 +153,7 @@ func endBackfill(s *scope, b *batchv1alpha1.BackfillStatus) {
 // starts an occurrence another one's run of it may have completed unseen.
 func backfillStartsUntil(b *batchv1alpha1.BackfillStatus) (time.Time, bool) {
 	at, err := parseRequestTime(b.Request)
-	if isRequestObjectValue(b.Request) {
+	if batchv1alpha1.IsRequestObjectValue(b.Request) {
 		// A GuardedJobBackfill's time is when this manager accepted it.
 		at, err = b.StartedAt.Time, nil
 	}

@@ -154,7 +154,7 @@ func (r *GuardedJobReconciler) pendingTrigger(s *scope, spec *compiledSpec) (val
 		if req == nil {
 			return value, false, time.Time{}, time.Time{}
 		}
-		value, at, params = runRequestValue(req), req.CreationTimestamp.Time, req.Spec.Parameters
+		value, at, params = req.RequestValue(), req.CreationTimestamp.Time, req.Spec.Parameters
 	} else {
 		r.deprecatedAnnotation(s, batchv1alpha1.RunNowAnnotation, value, "GuardedJobRun")
 		var err error

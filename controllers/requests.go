@@ -46,24 +46,6 @@ type requestSet struct {
 	waiting string
 }
 
-func runRequestValue(req *batchv1alpha1.GuardedJobRun) string {
-	return batchv1alpha1.RunRequestPrefix + string(req.UID)
-}
-
-func backfillRequestValue(req *batchv1alpha1.GuardedJobBackfill) string {
-	return batchv1alpha1.BackfillRequestPrefix + string(req.UID)
-}
-
-// isRequestObjectValue says whether a request value names a request object
-// rather than an annotation's value.
-func isRequestObjectValue(v string) bool {
-	return strings.HasPrefix(v, batchv1alpha1.RunRequestPrefix) || strings.HasPrefix(v, batchv1alpha1.BackfillRequestPrefix)
-}
-
-func requestFinished(p batchv1alpha1.RequestPhase) bool {
-	return p == batchv1alpha1.RequestFinished || p == batchv1alpha1.RequestRefused || p == batchv1alpha1.RequestCancelled
-}
-
 func olderFirst(a, b metav1.ObjectMeta) int {
 	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
 		return c
@@ -105,8 +87,8 @@ func (set *requestSet) nextRunRequest(gj *batchv1alpha1.GuardedJob) *batchv1alph
 		return nil
 	}
 	for _, req := range set.runs {
-		if req.DeletionTimestamp.IsZero() && !requestFinished(req.Status.Phase) && req.Status.AcceptedAt == nil &&
-			!runRequestAnswered(gj, runRequestValue(req)) {
+		if req.DeletionTimestamp.IsZero() && !req.Status.Phase.Final() && req.Status.AcceptedAt == nil &&
+			!runRequestAnswered(gj, req.RequestValue()) {
 			return req
 		}
 	}
@@ -115,7 +97,7 @@ func (set *requestSet) nextRunRequest(gj *batchv1alpha1.GuardedJob) *batchv1alph
 
 // refuse records that this pass refused a request, for its answer.
 func (set *requestSet) refuse(value, msg string) {
-	if set == nil || !isRequestObjectValue(value) {
+	if set == nil || !batchv1alpha1.IsRequestObjectValue(value) {
 		return
 	}
 	if set.refused == nil {
@@ -134,7 +116,7 @@ func (r *GuardedJobReconciler) answerRequests(ctx context.Context, s *scope) err
 	}
 	var errs []error
 	for _, req := range set.runs {
-		want := runRequestStatus(s.gj, req, set.refused[runRequestValue(req)], set.waiting, s.now)
+		want := runRequestStatus(s.gj, req, set.refused[req.RequestValue()], set.waiting, s.now)
 		changed := !equality.Semantic.DeepEqual(&req.Status, want)
 		req.Status = *want
 		if err := r.writeRequest(ctx, s, req, changed, want.Phase, want.FinishedAt, req.Spec.TTLSecondsAfterFinished); err != nil {
@@ -142,7 +124,7 @@ func (r *GuardedJobReconciler) answerRequests(ctx context.Context, s *scope) err
 		}
 	}
 	for _, req := range set.backfills {
-		want := backfillRequestStatus(s.gj, req, set.refused[backfillRequestValue(req)], set.waiting, s.now)
+		want := backfillRequestStatus(s.gj, req, set.refused[req.RequestValue()], set.waiting, s.now)
 		changed := !equality.Semantic.DeepEqual(&req.Status, want)
 		req.Status = *want
 		if err := r.writeRequest(ctx, s, req, changed, want.Phase, want.FinishedAt, req.Spec.TTLSecondsAfterFinished); err != nil {
@@ -167,7 +149,7 @@ func (r *GuardedJobReconciler) writeRequest(ctx context.Context, s *scope, obj c
 			return fmt.Errorf("status of %s: %w", obj.GetName(), err)
 		}
 	}
-	if !requestFinished(phase) || finishedAt == nil || !obj.GetDeletionTimestamp().IsZero() {
+	if !phase.Final() || finishedAt == nil || !obj.GetDeletionTimestamp().IsZero() {
 		return nil
 	}
 	keep := time.Duration(batchv1alpha1.DefaultRequestTTL) * time.Second
@@ -224,10 +206,10 @@ func setRequestConditions(conds *[]metav1.Condition, gen int64, phase batchv1alp
 // GuardedJob's status (as written) and what this pass refused.
 func runRequestStatus(gj *batchv1alpha1.GuardedJob, req *batchv1alpha1.GuardedJobRun, refused, waiting string, now time.Time) *batchv1alpha1.GuardedJobRunStatus {
 	st := req.Status.DeepCopy()
-	if requestFinished(st.Phase) {
+	if st.Phase.Final() {
 		return st
 	}
-	value := runRequestValue(req)
+	value := req.RequestValue()
 	st.Request = value
 	stamp := func(p **metav1.Time) {
 		if *p == nil {
@@ -314,7 +296,7 @@ func noteRequest(gj *batchv1alpha1.GuardedJob, value string) {
 // object's is recorded by its run or its outcome instead, so that it never
 // hides an annotation's value.
 func answerTrigger(gj *batchv1alpha1.GuardedJob, value string) {
-	if !isRequestObjectValue(value) {
+	if !batchv1alpha1.IsRequestObjectValue(value) {
 		gj.Status.LastRunNow = value
 	}
 }
@@ -337,14 +319,14 @@ func (r *GuardedJobReconciler) orphanRequests(ctx context.Context, key types.Nam
 	set.waiting = fmt.Sprintf("waits for GuardedJob %s to exist in namespace %s", key.Name, key.Namespace)
 	for _, req := range set.runs {
 		if now.Sub(req.CreationTimestamp.Time) >= wait || req.Status.Phase == batchv1alpha1.RequestRunning {
-			set.refuse(runRequestValue(req), msg)
+			set.refuse(req.RequestValue(), msg)
 		} else {
 			s.requeueAt(req.CreationTimestamp.Add(wait))
 		}
 	}
 	for _, req := range set.backfills {
 		if now.Sub(req.CreationTimestamp.Time) >= wait || req.Status.Phase == batchv1alpha1.RequestRunning {
-			set.refuse(backfillRequestValue(req), msg)
+			set.refuse(req.RequestValue(), msg)
 		} else {
 			s.requeueAt(req.CreationTimestamp.Add(wait))
 		}
@@ -376,8 +358,8 @@ func (r *GuardedJobReconciler) serveBackfillObjects(s *scope, spec *compiledSpec
 		return
 	}
 	for _, req := range set.backfills {
-		value := backfillRequestValue(req)
-		if requestFinished(req.Status.Phase) || !req.DeletionTimestamp.IsZero() {
+		value := req.RequestValue()
+		if req.Status.Phase.Final() || !req.DeletionTimestamp.IsZero() {
 			continue
 		}
 		if b := gj.Status.Backfill; b != nil && b.Request == value {
@@ -435,10 +417,10 @@ func (r *GuardedJobReconciler) acceptBackfillObject(s *scope, spec *compiledSpec
 // given the GuardedJob's status (as written) and what this pass refused.
 func backfillRequestStatus(gj *batchv1alpha1.GuardedJob, req *batchv1alpha1.GuardedJobBackfill, refused, waiting string, now time.Time) *batchv1alpha1.GuardedJobBackfillStatus {
 	st := req.Status.DeepCopy()
-	if requestFinished(st.Phase) {
+	if st.Phase.Final() {
 		return st
 	}
-	value := backfillRequestValue(req)
+	value := req.RequestValue()
 	st.Request = value
 	b := gj.Status.Backfill
 	switch {

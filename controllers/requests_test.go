@@ -17,7 +17,7 @@ func TestARequestsAnswerFollowsTheGuardedJobsRecord(t *testing.T) {
 	now := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
 	occ := metav1.NewTime(now.Truncate(time.Hour))
 	req := &batchv1alpha1.GuardedJobRun{ObjectMeta: metav1.ObjectMeta{Name: "settle-x7k2p", UID: "5d1c", Generation: 1}}
-	value := runRequestValue(req)
+	value := req.RequestValue()
 	gj := func(mutate func(*batchv1alpha1.GuardedJobStatus)) *batchv1alpha1.GuardedJob {
 		o := &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Name: "settle"}}
 		mutate(&o.Status)
@@ -77,7 +77,7 @@ func TestARequestsAnswerFollowsTheGuardedJobsRecord(t *testing.T) {
 		other := &batchv1alpha1.BackfillStatus{Request: "guardedjobbackfill:0b7e", State: batchv1alpha1.BackfillRunning}
 		g.Expect(backfillRequestStatus(gj(func(st *batchv1alpha1.GuardedJobStatus) { st.Backfill = other }), bf, "", "", now)).To(And(
 			HaveField("Phase", batchv1alpha1.RequestPending), HaveField("Message", ContainSubstring("waits for backfill guardedjobbackfill:0b7e"))))
-		mine := &batchv1alpha1.BackfillStatus{Request: backfillRequestValue(bf), State: batchv1alpha1.BackfillComplete, Total: 3, Succeeded: 2, Skipped: 1,
+		mine := &batchv1alpha1.BackfillStatus{Request: bf.RequestValue(), State: batchv1alpha1.BackfillComplete, Total: 3, Succeeded: 2, Skipped: 1,
 			StartedAt: metav1.NewTime(now.Add(-time.Hour)), FinishedAt: &metav1.Time{Time: now}}
 		g.Expect(backfillRequestStatus(gj(func(st *batchv1alpha1.GuardedJobStatus) { st.Backfill = mine }), bf, "", "", now)).To(And(
 			HaveField("Phase", batchv1alpha1.RequestFinished), HaveField("Total", int32(3)), HaveField("Succeeded", int32(2)), HaveField("Skipped", int32(1))))

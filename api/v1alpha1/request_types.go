@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -329,3 +331,20 @@ const (
 	RunRequestPrefix      = "guardedjobrun:"
 	BackfillRequestPrefix = "guardedjobbackfill:"
 )
+
+// RequestValue is the value this request's run carries: guardedjobrun:<uid>.
+func (r *GuardedJobRun) RequestValue() string { return RunRequestPrefix + string(r.UID) }
+
+// RequestValue is the value this backfill's runs carry: guardedjobbackfill:<uid>.
+func (r *GuardedJobBackfill) RequestValue() string { return BackfillRequestPrefix + string(r.UID) }
+
+// IsRequestObjectValue says whether a request value (a run's runNow, a
+// backfill's request) names a request object rather than an annotation's value.
+func IsRequestObjectValue(v string) bool {
+	return strings.HasPrefix(v, RunRequestPrefix) || strings.HasPrefix(v, BackfillRequestPrefix)
+}
+
+// Final says whether a request in this phase is answered for good.
+func (p RequestPhase) Final() bool {
+	return p == RequestFinished || p == RequestRefused || p == RequestCancelled
+}

@@ -263,7 +263,7 @@ func cancelBackfill(ctx context.Context, o *options, name string) error {
 	if b == nil || b.State != batchv1alpha1.BackfillRunning {
 		return fmt.Errorf("guardedjob %s/%s has no backfill running", gj.Namespace, gj.Name)
 	}
-	if isObjectRequest(b.Request) {
+	if batchv1alpha1.IsRequestObjectValue(b.Request) {
 		if err := cancelBackfillRequest(ctx, o, gj, b.Request); err != nil {
 			return err
 		}

@@ -70,12 +70,12 @@ func runByRequest(ctx context.Context, o *options, gj *batchv1alpha1.GuardedJob,
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	cur, err := waitForRequest(ctx, o, &batchv1alpha1.GuardedJobRunList{}, req, func(r *batchv1alpha1.GuardedJobRun) bool {
-		return r.Status.JobName != "" || requestDone(r.Status.Phase)
+		return r.Status.JobName != "" || r.Status.Phase.Final()
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for the manager to answer guardedjobrun %s: %w", req.Name, deadlineOr(ctx, err, o.timeout))
 	}
-	if !requestDone(cur.Status.Phase) {
+	if !cur.Status.Phase.Final() {
 		out.printf("job.batch/%s started (scheduled %s, fence %d)\n", cur.Status.JobName, timeText(cur.Status.ScheduledTime), cur.Status.Fence)
 		if !o.wait {
 			return nil
@@ -83,7 +83,7 @@ func runByRequest(ctx context.Context, o *options, gj *batchv1alpha1.GuardedJob,
 		jobName := cur.Status.JobName
 		stopJob, _ := followJob(ctx, o, out, gj.Namespace, jobName)
 		cur, err = waitForRequest(ctx, o, &batchv1alpha1.GuardedJobRunList{}, req, func(r *batchv1alpha1.GuardedJobRun) bool {
-			return requestDone(r.Status.Phase)
+			return r.Status.Phase.Final()
 		})
 		stopJob()
 		if err != nil {
@@ -94,10 +94,6 @@ func runByRequest(ctx context.Context, o *options, gj *batchv1alpha1.GuardedJob,
 		return runFailed{result: "Refused", message: cur.Status.Message}
 	}
 	return report(out, &batchv1alpha1.RunRecord{JobName: cur.Status.JobName, Fence: cur.Status.Fence, Result: cur.Status.Result, Message: cur.Status.Message})
-}
-
-func requestDone(p batchv1alpha1.RequestPhase) bool {
-	return p == batchv1alpha1.RequestFinished || p == batchv1alpha1.RequestRefused || p == batchv1alpha1.RequestCancelled
 }
 
 func timeText(t *metav1.Time) string {
@@ -126,7 +122,7 @@ func backfillByRequest(ctx context.Context, o *options, gj *batchv1alpha1.Guarde
 	answerCtx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	cur, err := waitForRequest(answerCtx, o, &batchv1alpha1.GuardedJobBackfillList{}, req, func(r *batchv1alpha1.GuardedJobBackfill) bool {
-		return r.Status.AcceptedAt != nil || requestDone(r.Status.Phase)
+		return r.Status.AcceptedAt != nil || r.Status.Phase.Final()
 	})
 	switch {
 	case err != nil && cur != nil && cur.Status.Phase == batchv1alpha1.RequestPending:
@@ -144,7 +140,7 @@ func backfillByRequest(ctx context.Context, o *options, gj *batchv1alpha1.Guarde
 		return true, nil
 	}
 	// The GuardedJob's status.backfill has the occurrences in flight and their Jobs.
-	return true, followBackfill(ctx, o, gj.Namespace, gj.Name, batchv1alpha1.BackfillRequestPrefix+string(req.UID))
+	return true, followBackfill(ctx, o, gj.Namespace, gj.Name, req.RequestValue())
 }
 
 // cancelBackfillRequest sets spec.cancel on the GuardedJobBackfill whose
@@ -156,7 +152,7 @@ func cancelBackfillRequest(ctx context.Context, o *options, gj *batchv1alpha1.Gu
 	}
 	for i := range list.Items {
 		req := &list.Items[i]
-		if batchv1alpha1.BackfillRequestPrefix+string(req.UID) != value {
+		if req.RequestValue() != value {
 			continue
 		}
 		patch := client.MergeFrom(req.DeepCopy())
@@ -167,10 +163,4 @@ func cancelBackfillRequest(ctx context.Context, o *options, gj *batchv1alpha1.Gu
 		return nil
 	}
 	return fmt.Errorf("guardedjob %s/%s: the GuardedJobBackfill of the running backfill (%s) is gone; the backfill cannot be cancelled from it", gj.Namespace, gj.Name, value)
-}
-
-// isObjectRequest says whether a backfill's request value names a request
-// object.
-func isObjectRequest(v string) bool {
-	return len(v) > len(batchv1alpha1.BackfillRequestPrefix) && v[:len(batchv1alpha1.BackfillRequestPrefix)] == batchv1alpha1.BackfillRequestPrefix
 }
