@@ -2,11 +2,13 @@ package config_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -85,8 +87,15 @@ func TestInstallerAppliesClientSide(t *testing.T) {
 	g.Expect(first).To(ContainElement("customresourcedefinition.apiextensions.k8s.io/guardedjobs.batch.guardedjob.dev created"))
 	g.Expect(first).To(HaveEach(HaveSuffix(" created")))
 
-	_, errOut, err := kubectlRun(t, kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", "crd/guardedjobs.batch.guardedjob.dev")
-	g.Expect(err).NotTo(HaveOccurred(), errOut)
+	// kubectl wait fails rather than waits while a new CRD has no status yet, so
+	// it is retried until the deadline.
+	g.Eventually(func() error {
+		_, errOut, err := kubectlRun(t, kubeconfig, "wait", "--for=condition=Established", "--timeout=10s", "crd/guardedjobs.batch.guardedjob.dev")
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, errOut)
+		}
+		return nil
+	}).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
 	samples := apply("-k", "config/samples")
 	g.Expect(samples).To(ContainElement(HavePrefix("guardedjob.batch.guardedjob.dev/")))
 	g.Expect(samples).To(HaveEach(HaveSuffix(" created")))
