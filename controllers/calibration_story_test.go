@@ -23,7 +23,7 @@ import (
 // without making the object look unhealthy to GitOps tools. Raising maxHold
 // clears it.
 func TestRunDurationsCalibrateMaxHold(t *testing.T) {
-	h := newHarness(t)
+	h := newHarnessAlone(t)
 	g := h.g
 	ctx := context.Background()
 	gj := h.guardedJob("calibrated", h.ns+":calibrated")

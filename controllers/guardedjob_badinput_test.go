@@ -32,7 +32,7 @@ import (
 // percent-encoded, in its URL as written) are hostile, and no fragment of them
 // shows in status, events, the manager's log or its metrics.
 func TestBadInputMatrix(t *testing.T) {
-	h := newHarness(t)
+	h := newHarnessAlone(t)
 	logs := &logBuffer{}
 	h.logger = zap.New(zap.WriteTo(logs), zap.UseDevMode(true), zap.Level(zapcore.DebugLevel))
 	metrics := h.serveMetrics()

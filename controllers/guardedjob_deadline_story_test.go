@@ -31,7 +31,7 @@ func (h *harness) podGoneBefore(pod *corev1.Pod, expires time.Time, within time.
 }
 
 func TestWindowClockSkew_ALeaseResumedFromAFastClocksRecordStopsThePodsBeforeTheKeyCouldExpire(t *testing.T) {
-	h := newHarness(t)
+	h := newHarnessAlone(t)
 	proxy := h.storeViaProxy()
 	// The replicas' clocks may differ by up to 10s (--clock-skew-allowance).
 	h.clockSkew = 10 * time.Second
@@ -69,7 +69,7 @@ func TestWindowClockSkew_ALeaseResumedFromAFastClocksRecordStopsThePodsBeforeThe
 }
 
 func TestWindowSlowRenewal_TheDeadlineCountsFromARenewalsSendTimeNotItsLateReply(t *testing.T) {
-	h := newHarness(t)
+	h := newHarnessAlone(t)
 	// A call timeout long enough for a reply 9s late to count as an answer:
 	// ttl 30s > renewInterval 5s + timeout 12s + grace 5s + 5s.
 	proxy := h.storeViaProxyWithTimeout(12 * time.Second)

@@ -45,7 +45,7 @@ func (h *harness) waitRenewal(key string, low, high time.Duration) time.Time {
 }
 
 func TestWindowResumedLease_ARestartWhileCutOffFromRedisStopsThePodsBeforeTheKeyCouldExpire(t *testing.T) {
-	h := newHarness(t)
+	h := newHarnessAlone(t)
 	proxy := h.storeViaProxy()
 	h.start()
 	ctx := context.Background()
@@ -85,7 +85,7 @@ func TestWindowResumedLease_ARestartWhileCutOffFromRedisStopsThePodsBeforeTheKey
 }
 
 func TestWindowTimingTie_AHealthyRunAtTheSmallestSafeTTLIsNeverStopped(t *testing.T) {
-	h := newHarness(t)
+	h := newHarnessAlone(t)
 	h.start()
 	// renewInterval 1s + call timeout 1s + grace 2s + margin 5s = 9s: the smallest
 	// safe ttl is 10s. Redis answering late is not a fault.
@@ -431,7 +431,7 @@ func TestWindowResumeWaitsOnTheAPIServer_FiveHundredLeasesAcrossFiftyTenantStore
 	}
 	const runs, secrets = 500, 50
 	const ttl = 20 * time.Second
-	h := newHarness(t)
+	h := newHarnessAlone(t)
 	ctx := context.Background()
 	for i := range secrets {
 		h.g.Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("store-%d", i), Namespace: h.ns},
@@ -503,7 +503,7 @@ func TestWindowStoppingManyAtOnce_TwoHundredRunsAreStoppedBeforeTheirLeasesCould
 	}
 	const n = 200
 	const ttl, interval = 20 * time.Second, 2 * time.Second
-	h := newHarness(t)
+	h := newHarnessAlone(t)
 	h.start()
 	pods := h.massRuns(n, "mass", ttl, interval)
 
@@ -549,7 +549,7 @@ func TestWindowStoppingManyAtOnce_WhenTheAPIServerIsTheLimitTheDeletesGoFirstAnd
 	// run is two deletes (its Job and its Pod), so at most 30 runs a second can
 	// be stopped, and the manager is told it can count on 25.
 	const writesPerSecond, stopRate = 60, 25
-	h := newHarness(t)
+	h := newHarnessAlone(t)
 	h.stopRate = stopRate
 	saturated := &atomic.Bool{}
 	limit := rate.NewLimiter(writesPerSecond, 1)

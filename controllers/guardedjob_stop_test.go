@@ -285,7 +285,7 @@ func TestTwoHundredLostLeasesAreAllStoppedPromptly(t *testing.T) {
 		t.Skip("creates 200 GuardedJobs")
 	}
 	const n = 200
-	h := newHarness(t)
+	h := newHarnessAlone(t)
 	h.start()
 	ctx := context.Background()
 	started := time.Now()

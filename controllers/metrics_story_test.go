@@ -32,6 +32,9 @@ type scraper struct {
 // returns a scraper holding a token that is allowed to read them.
 func (h *harness) serveMetrics() *scraper {
 	h.t.Helper()
+	if !h.alone {
+		h.t.Fatal("a story that reads metrics runs alone (newHarnessAlone): the per-object series come from the manager that started last")
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	h.g.Expect(err).NotTo(HaveOccurred())
 	h.metricsAddr = l.Addr().String()
@@ -70,7 +73,7 @@ func unix(t *metav1.Time) float64 { return float64(t.UnixMilli()) / 1000 }
 // status, the run counter and the latency histograms move with the run, and
 // every series of the object goes with it.
 func TestMetricsFollowARunAndGoWithTheGuardedJob(t *testing.T) {
-	h := newHarness(t)
+	h := newHarnessAlone(t)
 	m := h.serveMetrics()
 	h.start()
 	g := h.g
@@ -198,7 +201,7 @@ func TestMetricsFollowARunAndGoWithTheGuardedJob(t *testing.T) {
 // named (so an alert can be routed to its namespace, and to the store it uses);
 // once renewals succeed again its series goes. A suspended GuardedJob says so.
 func TestMetricsNameTheGuardedJobWhoseRenewalsFail(t *testing.T) {
-	h := newHarness(t)
+	h := newHarnessAlone(t)
 	proxy := h.storeViaProxy()
 	m := h.serveMetrics()
 	h.start()
@@ -233,7 +236,7 @@ func TestMetricsNameTheGuardedJobWhoseRenewalsFail(t *testing.T) {
 // (config/prometheus/metrics.txt lists them) are in a running manager's scrape,
 // with the labels listed.
 func TestMetricsListedFromControllerRuntimeAreServed(t *testing.T) {
-	h := newHarness(t)
+	h := newHarnessAlone(t)
 	m := h.serveMetrics()
 	h.start()
 	g := h.g

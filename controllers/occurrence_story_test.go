@@ -20,7 +20,7 @@ import (
 // B's Job.
 func raceForOneOccurrence(t *testing.T) (a, b *harness, m *scraper, gjA, gjB *batchv1alpha1.GuardedJob, jobB batchv1.Job) {
 	t.Helper()
-	a, b = newHarness(t), newHarness(t)
+	a, b = newHarnessAlone(t), newHarnessAlone(t)
 	b.clusterName = "cluster-b"
 	m = a.serveMetrics()
 	// The manager that starts last serves the per-object series of its cache.

@@ -143,7 +143,7 @@ func TestRetryOccurrence_ARunWaitsForTheClusterThatWonAndDoesTheOccurrenceWhenTh
 }
 
 func TestRetryOccurrence_AnOccurrenceNoClusterDidIsAbandonedWithAnEventAndASeries(t *testing.T) {
-	h := newHarness(t)
+	h := newHarnessAlone(t)
 	m := h.serveMetrics()
 	h.start()
 	g := h.g

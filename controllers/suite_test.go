@@ -4,10 +4,15 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,8 +56,16 @@ var (
 	restCfg   *rest.Config
 	k8s       client.Client
 	scheme    = runtime.NewScheme()
-	nsCounter int
+	nsCounter atomic.Int64
+	// parallelTests remembers the tests already made parallel: a story with two
+	// clusters makes two harnesses.
+	parallelTests sync.Map
 )
+
+// storiesAtOnce is how many stories run side by side (go test's -parallel, when
+// it is not given): a story mostly waits on leases, Pods and the API server, so
+// a few share two cores without slowing each other's waits.
+const storiesAtOnce = 4
 
 // quietRedis drops go-redis' own messages (reconnect attempts while a test has
 // stopped Redis on purpose).
@@ -75,6 +88,12 @@ func TestMain(m *testing.M) {
 	}
 
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	flag.Parse()
+	parallelGiven := false
+	flag.Visit(func(f *flag.Flag) { parallelGiven = parallelGiven || f.Name == "test.parallel" })
+	if !parallelGiven {
+		utilruntime.Must(flag.Set("test.parallel", strconv.Itoa(storiesAtOnce)))
+	}
 	if assets == "" {
 		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds kube-apiserver and etcd")
 		os.Exit(1)
@@ -155,6 +174,8 @@ type harness struct {
 	keeperOutlives bool
 	// clusterName is the manager's --cluster-name; empty means cluster-a.
 	clusterName string
+	// alone: the story runs by itself (newHarnessAlone).
+	alone bool
 }
 
 // storeViaProxy makes the manager reach Redis through a proxy the test can cut
@@ -176,11 +197,32 @@ func (h *harness) storeViaProxyWithTimeout(timeout time.Duration) *tcpproxy.Prox
 	return h.proxy
 }
 
+// newHarness returns a world for a story that runs beside other stories (a
+// top-level test runs in parallel once it makes its harness).
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	if !strings.Contains(t.Name(), "/") {
+		if _, seen := parallelTests.LoadOrStore(t.Name(), true); !seen {
+			t.Parallel()
+		}
+	}
+	return makeHarness(t)
+}
+
+// newHarnessAlone returns a world for a story that must have the API server and
+// the cores to itself: mass stories, and stories whose assertions are time
+// bounds a busy machine could miss, or process-wide metrics.
+func newHarnessAlone(t *testing.T) *harness {
+	t.Helper()
+	h := makeHarness(t)
+	h.alone = true
+	return h
+}
+
+func makeHarness(t *testing.T) *harness {
+	t.Helper()
 	h := &harness{t: t, g: NewWithT(t), clock: clocktesting.NewFakeClock(time.Now())}
-	nsCounter++
-	h.ns = fmt.Sprintf("t%d-%d", nsCounter, time.Now().UnixNano()%100000)
+	h.ns = fmt.Sprintf("t%d-%d", nsCounter.Add(1), time.Now().UnixNano()%100000)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: h.ns}}
 	h.g.Expect(k8s.Create(context.Background(), ns)).To(Succeed())
 	h.redis = redisserver.Start(t)
