@@ -251,7 +251,7 @@ func (r *GuardedJobReconciler) startUnguarded(ctx context.Context, s *scope, run
 // never had a Job. It returns why a token minted for this run was refused, or ""
 // with ok false when the token is not this run's at all.
 func (r *GuardedJobReconciler) takeUpOrphan(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client, value string) (ok bool, refused string, err error) {
-	jobName, minted := runtoken.MintedFor(value, r.runIdentity(s.gj, run.ScheduledTime.Time))
+	jobName, minted := runtoken.MintedFor(value, r.runIdentity(s.gj, run))
 	if !minted || value == run.Token {
 		return false, "", nil
 	}

@@ -11,6 +11,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/runparams"
 	"github.com/guardedjob/guardedjob/internal/runtoken"
 	"github.com/guardedjob/guardedjob/internal/schedule"
@@ -208,12 +209,6 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 		}
 		return err
 	}
-	token, jobName, err := runtoken.Mint(r.runIdentity(gj, occurrence))
-	if err != nil {
-		return err
-	}
-	run.JobName, run.Phase = jobName, batchv1alpha1.RunPhaseAcquiring
-	run.Holder, run.Token = leasetoken.HolderOf(token), token
 	run.StartDeadline = &metav1.Time{Time: due.Add(gj.Spec.StartingDeadline())}
 	run.Backfill, run.Parameters, run.Retry = extras.backfill, extras.parameters, extras.retry
 	switch {
@@ -222,6 +217,12 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 	case extras.runNow != "":
 		run.RunNow = extras.runNow
 	}
+	token, jobName, err := runtoken.Mint(r.runIdentity(gj, &run))
+	if err != nil {
+		return err
+	}
+	run.JobName, run.Phase = jobName, batchv1alpha1.RunPhaseAcquiring
+	run.Holder, run.Token = leasetoken.HolderOf(token), token
 	gj.Status.Active = append(gj.Status.Active, run)
 	recordLease(gj, &gj.Status.Active[len(gj.Status.Active)-1], s.now)
 	r.claimShard(gj)
@@ -266,9 +267,10 @@ func (r *GuardedJobReconciler) runFromSpec(gj *batchv1alpha1.GuardedJob, spec *c
 }
 
 // runIdentity is what a run's token is minted for: this cluster, the object and
-// the occurrence.
-func (r *GuardedJobReconciler) runIdentity(gj *batchv1alpha1.GuardedJob, occurrence time.Time) runtoken.Run {
-	return runtoken.Run{Cluster: r.ClusterName, Namespace: gj.Namespace, Name: gj.Name, UID: string(gj.UID), Occurrence: occurrence}
+// the occurrence, and what started the run.
+func (r *GuardedJobReconciler) runIdentity(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) runtoken.Run {
+	return runtoken.Run{Cluster: r.ClusterName, Namespace: gj.Namespace, Name: gj.Name, UID: string(gj.UID),
+		Occurrence: run.ScheduledTime.Time, Start: runcore.StartOf(run)}
 }
 
 // reapUnclaimedJobs handles Jobs of this GuardedJob that no active run claims:

@@ -254,7 +254,7 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 			return true, nil
 		}
 		token = st.Holder
-		why = runcore.Adoptable(gj.Status.Leases, run, runcore.KeyView{Holder: st.Holder, Fence: st.Fence}, err, r.runIdentity(gj, run.ScheduledTime.Time))
+		why = runcore.Adoptable(gj.Status.Leases, run, recorded == nil, runcore.KeyView{Holder: st.Holder, Fence: st.Fence}, err, r.runIdentity(gj, run))
 		if why == "" && recorded != nil && token != recorded.Token {
 			why = "lock " + run.Key + " holds another token of its run"
 		}

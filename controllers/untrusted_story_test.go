@@ -104,3 +104,71 @@ func TestUntrusted_AnAnnotationThatLengthensTheLeaseIsNeverAdopted(t *testing.T)
 	}
 	g.Expect(ptr.Deref(job.Spec.Suspend, false)).To(BeTrue())
 }
+
+// TestUntrusted_AnAnnotationNamingAPendingRequestNeverAnswersIt: a run's Job
+// waits for adoption after its manager died before recording the run, a run
+// the run-now annotation started. A GuardedJobRun is created meanwhile, and a
+// tenant who may edit Jobs changes the Job's run annotation to say that the
+// request started it. Adopted as written, the request would read Running with
+// that Job (a run it never asked for, without its parameters), and no run of
+// its own would start. What started a run (its trigger or request, parameters,
+// backfill, retry and start deadline) is bound into its lease token, which
+// only the manager writes: the Job is not adopted, and the request gets an
+// answer of its own.
+func TestUntrusted_AnAnnotationNamingAPendingRequestNeverAnswersIt(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	g := h.g
+	gj, job, _ := h.unrecordedJob("answered")
+
+	req := &batchv1alpha1.GuardedJobRun{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, GenerateName: "answered-"},
+		Spec:       batchv1alpha1.GuardedJobRunSpec{GuardedJobName: gj.Name},
+	}
+	g.Expect(k8s.Create(ctx, req)).To(Succeed())
+	var run batchv1alpha1.ActiveRun
+	g.Expect(json.Unmarshal([]byte(job.Annotations[batchv1alpha1.RunAnnotation]), &run)).To(Succeed())
+	g.Expect(run.RunNow).NotTo(BeEmpty(), "the run-now annotation started the run")
+	run.RunNow = batchv1alpha1.RunRequestPrefix + string(req.UID)
+	raw, err := json.Marshal(run)
+	g.Expect(err).NotTo(HaveOccurred())
+	patch := client.MergeFrom(job.DeepCopy())
+	job.Annotations[batchv1alpha1.RunAnnotation] = string(raw)
+	g.Expect(k8s.Patch(ctx, &job, patch)).To(Succeed())
+
+	h.start()
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(And(
+		HavePrefix("StaleJob: Deleted Job "+job.Name+", which was created before its run was recorded and never started"),
+		ContainSubstring("does not match the run"))))
+	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("RunAdopted:")))
+	g.Eventually(func() bool {
+		cur := &batchv1.Job{}
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(&job), cur)
+		if err != nil {
+			g.Expect(client.IgnoreNotFound(err)).To(Succeed())
+			return true
+		}
+		if cur.UID != job.UID {
+			return true
+		}
+		g.Expect(jobbuild.Gated(cur)).To(BeTrue(), "never started: still suspended at its start gate")
+		return !cur.DeletionTimestamp.IsZero()
+	}).Should(BeTrue(), "the Job is deleted")
+	// The request's answer, once it has one, names a Job started for it: its
+	// Pods are told which request started them. (A Job of the same name may
+	// answer it: a run that takes up the lease the deleted Job left gets that
+	// lease's Job name, and a Job of its own.)
+	var answered batchv1alpha1.GuardedJobRunStatus
+	g.Eventually(func() batchv1alpha1.RequestPhase {
+		cur := &batchv1alpha1.GuardedJobRun{}
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(req), cur)).To(Succeed())
+		answered = cur.Status
+		return cur.Status.Phase
+	}).WithTimeout(30*time.Second).Should(BeElementOf(batchv1alpha1.RequestRunning, batchv1alpha1.RequestFinished), "the request gets an answer of its own")
+	if answered.JobName != "" {
+		var mine batchv1.Job
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: answered.JobName}, &mine)).To(Succeed())
+		g.Expect(mine.UID).NotTo(Equal(job.UID), "the request is never answered with a Job it did not start")
+		g.Expect(envOf(&mine, "GUARDEDJOB_REQUEST")).To(Equal(req.RequestValue()))
+	}
+}

@@ -26,6 +26,7 @@ declare -A probes=(
   [PAUSE]="two_runs old_create_deleted paused_past_deadline take_back_due"
   [MARKER]="late_skipped marker_expired"
   [ADOPT]="forged_stopped"
+  [RETELL]="retold_stopped adopted"
   [DEPOSED]="stale_reacquire stale_release lapse_expired skipped_late inflight_ghost"
   [LEFT]="left_to_expire guard_stop trigger_run unlock_refused_ledger"
   [GUARD]="stopped_vanished_pod gate_refuses"
@@ -44,7 +45,8 @@ declare -A probes=(
 # DEPOSED, MARKER and ADOPT have one occurrence; the leadership guard keeps a deposed
 # leader from confirming its late Job; in the Job-first order a run is recorded with
 # its Job, and no leader opens the gate of a run whose status write failed; in ADOPT
-# only the tenant's Job is unrecorded, and it is never adopted)
+# only the tenant's Job is unrecorded, and it is never adopted; RETELL has one
+# occurrence, and its recorded runs' Jobs are recorded with them)
 declare -A unfired=(
   [RUN]="stop_unclaimed drop_finalizer"
   [PAUSE]="paused_confirm"
@@ -59,10 +61,11 @@ declare -A unfired=(
   [REPL]="stop_unclaimed skip_forbid drop_finalizer"
   [GRANTS]=""
   [JOBFIRST_RUN]="adopt"
+  [RETELL]="stop_stopping skip_forbid adopt"
   [JOBFIRST_PAUSE]="paused_confirm"
   [JOBFIRST_GUARD]="adopt"
 )
-configs=(RUN PAUSE DEPOSED MARKER ADOPT LEFT GUARD UNLOCK SHARD TWIN REPL GRANTS JOBFIRST_RUN JOBFIRST_PAUSE JOBFIRST_GUARD)
+configs=(RUN PAUSE DEPOSED MARKER ADOPT RETELL LEFT GUARD UNLOCK SHARD TWIN REPL GRANTS JOBFIRST_RUN JOBFIRST_PAUSE JOBFIRST_GUARD)
 # hole switch: the configuration that shows it
 declare -A holes=(
   [HOLE_TAKEUP_LEFT_LEASE]=LEFT
@@ -91,6 +94,7 @@ declare -A holes=(
   [HOLE_GATE_STALE_CONFIRM]=DEPOSED
   [HOLE_MARKER_EXPIRES_EARLY]=MARKER
   [HOLE_ADOPT_TRUSTS_ANNOTATION]=ADOPT
+  [HOLE_ADOPT_TRUSTS_START]=RETELL
   [HOLE_SHARD_CLAIM_UNTRACKED]=SHARD
   [HOLE_GRANTS_UNPUBLISHED]=GRANTS
   [HOLE_GRANTS_PUBLICATION_LAPSE]=GRANTS
@@ -103,7 +107,7 @@ hole_order=(HOLE_TAKEUP_LEFT_LEASE HOLE_UNLOCK_LIVE_FOREIGN HOLE_SHARD_BREAK_BEF
   HOLE_ACQUIRE_IGNORES_MARKER HOLE_STRICT_WITHOUT_FLOOR
   HOLE_JOBFIRST_ADOPT_ANY HOLE_JOBFIRST_GATE_EARLY HOLE_JOBFIRST_NO_FLOOR
   HOLE_NOT_LEADING HOLE_INFLIGHT_REACQUIRE_RENEWED HOLE_SKIP_ON_STALE_CACHE HOLE_GATE_STALE_CONFIRM
-  HOLE_MARKER_EXPIRES_EARLY HOLE_ADOPT_TRUSTS_ANNOTATION HOLE_SHARD_CLAIM_UNTRACKED
+  HOLE_MARKER_EXPIRES_EARLY HOLE_ADOPT_TRUSTS_ANNOTATION HOLE_ADOPT_TRUSTS_START HOLE_SHARD_CLAIM_UNTRACKED
   HOLE_GRANTS_UNPUBLISHED HOLE_GRANTS_PUBLICATION_LAPSE HOLE_GRANTS_REFUSE_ACQUIRE_ONLY)
 
 jobs=()

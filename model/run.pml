@@ -9,7 +9,7 @@
  * request) may come arbitrarily late, or never. Every step is one atomic action: a
  * crash falls between any two of them. Timers count down, so the state space is finite.
  *
- * Configurations (define one): CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_LEFT, CFG_GUARD, CFG_UNLOCK,
+ * Configurations (define one): CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_RETELL, CFG_LEFT, CFG_GUARD, CFG_UNLOCK,
  * CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_GRANTS (a model of its own: key grants published
  * in a shared store); CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE and
  * CFG_JOBFIRST_GUARD are RUN, PAUSE and GUARD in the Job-first run order (JOB_FIRST,
@@ -21,7 +21,7 @@
  * HOLE_MARKER_UNACKED, HOLE_IDENTITY_WINDOW, HOLE_IDENTITY_OUTAGE, HOLE_IDENTITY_OWN_STORE_ONLY, HOLE_NOT_LEADING,
  * HOLE_INFLIGHT_REACQUIRE_RENEWED, HOLE_SKIP_ON_STALE_CACHE, HOLE_GATE_STALE_CONFIRM,
  * HOLE_MARKER_EXPIRES_EARLY, HOLE_ADOPT_TRUSTS_ANNOTATION, HOLE_SHARD_CLAIM_UNTRACKED,
- * HOLE_GRANTS_UNPUBLISHED, HOLE_GRANTS_REFUSE_ACQUIRE_ONLY;
+ * HOLE_GRANTS_UNPUBLISHED, HOLE_GRANTS_REFUSE_ACQUIRE_ONLY, HOLE_ADOPT_TRUSTS_START;
  * a timing assumption:
  * HOLE_SLOW_HANDOVER, HOLE_GRANTS_PUBLICATION_LAPSE; and two planted bugs that show I2 and I3 can
  * fail: HOLE_ACQUIRE_IGNORES_MARKER, HOLE_STRICT_WITHOUT_FLOOR. Holes of the
@@ -45,7 +45,8 @@
  * manager that did not ask it), I5 (no key written back, by a renewal or an
  * acquisition, or renewed for a run that is over, but once by a renewal in flight
  * across a pause, which is then Lost), I6 (a manager that does not lead releases no
- * lease the leader's run holds), I7 (GRANTS: two tenants never share a key).
+ * lease the leader's run holds), I7 (GRANTS: two tenants never share a key), I8
+ * (RETELL: a run-now trigger is answered only by a run started for it).
  *
  * Each step is `atomic { guard -> label: d_step { ... } }`: one indivisible action
  * (the d_step), and a guard that spin's "unreached" report shows when it never
@@ -118,6 +119,21 @@
 #define NOCC 1
 #define JOB_FIRST 1
 #define FORGE 1
+#elif defined(CFG_RETELL)
+/* one cluster in the Job-first order, one occurrence and a run-now trigger for it;
+ * the manager crashes (so a Job may wait for adoption), and a tenant who may edit
+ * Jobs changes, once, what a waiting Job's run annotation says started its run:
+ * the trigger for the occurrence's own run, or the reverse. What started a run is
+ * taken from its token, which attests it (HOLE_ADOPT_TRUSTS_START: from the
+ * annotation) */
+#define NOCC 1
+#define JOB_FIRST 1
+#define CRASH 1
+#ifndef CRASHES
+#define CRASHES 1
+#endif
+#define TRIGGER 1
+#define RETELL 1
 #elif defined(CFG_LEFT)
 /* one cluster with the pod guard: runs that end uncleanly leave their lease to
  * expire, a Pod cut off from the API server, history clean-up, a run-now trigger,
@@ -181,7 +197,7 @@
  * in the store; one cluster's manager cut off from the store for a while */
 #define GRANTS 1
 #else
-#error "define one of CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_GRANTS, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD"
+#error "define one of CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_RETELL, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_GRANTS, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD"
 #endif
 
 /* The unlock script refuses a GuardedJob token while its key has a time to live;
@@ -644,6 +660,10 @@ bit  k_unans[2];            /* I4: a renewal went unanswered or answered late si
                              * answered at once (kept once the deadline is reached) */
 #ifdef JOB_FIRST
 bit  gh_adopt;              /* probes: a run was recorded by adopting its Job */
+#ifdef RETELL
+bit  j_told[NJ];            /* RETELL: the Job's run annotation says another start than its token's */
+bit  gh_retold;             /* probes: a waiting Job was retold */
+#endif
 #endif
 
 /* Scratch variables of a step, zero between steps (BFS allows no hidden ones). */
@@ -696,16 +716,23 @@ byte h_s, h_t, h_o, h_r, h_f, h_i, h_p;
  * to that while it is suspended, and stops every other unrecorded Job. */
 #define UNREC(s) (BUSYJ(s, j_tok[s]) && j_tok[s] != a_tok)
 #define HOLDS(s) ((rkey == j_tok[s] || XKEY(j_tok[s])) && led[j_tok[s]] == 0 || led[j_tok[s]] == LIVE)
+/* ATTESTS: what the Job's annotation says started its run is what its token was
+ * minted for (HOLE_ADOPT_TRUSTS_START: not checked) */
+#if defined(RETELL) && !defined(HOLE_ADOPT_TRUSTS_START)
+#define ATTESTS(s) (!j_told[s])
+#else
+#define ATTESTS(s) 1
+#endif
 #ifdef HOLE_JOBFIRST_ADOPT_ANY
 #define ADOPTS(s) (UNREC(s))                      /* the hole: whatever the key and the ledger say */
 #else
-#define ADOPTS(s) (UNREC(s) && HOLDS(s))
+#define ADOPTS(s) (UNREC(s) && HOLDS(s) && ATTESTS(s))
 #endif
 #define ADOPTABLE (ADOPTS(0) || ADOPTS(1) || ADOPTS(2))
 #ifdef JOBFIRST_STOP_PENDING
 #define PENDING(s) 0            /* the stop controller stops a Job pending adoption too (costs only liveness) */
 #else
-#define PENDING(s) (JF && j_susp[s] && HOLDS(s))
+#define PENDING(s) (JF && j_susp[s] && HOLDS(s) && ATTESTS(s))
 #endif
 
 /* s := the slot of the Job named t, NJ if none */
@@ -727,6 +754,9 @@ inline free_slot(s) {
 }
 
 inline clear_slot(s) {
+#ifdef RETELL
+  j_told[s] = 0;
+#endif
   j_tok[s] = 0; j_ex[s] = 0; j_susp[s] = 0; j_del[s] = 0; j_fin[s] = 0;
   j_cond[s] = JRUN; j_fence[s] = 0; p_st[s] = PNONE; p_inv[s] = 0; p_ovl[s] = 0
 }
@@ -1098,7 +1128,18 @@ proctype Stopper(byte p) {
 inline adopt_job(p, s) {
   a_tok = j_tok[s]; a_ph = RUNNING; a_f = j_fence[s]; a_slot = s + 1; led[a_tok] = LIVE;
   if :: ADOPT_RAISES_FLOOR && a_f > lfence -> lfence = a_f :: else fi;
+#ifdef RETELL
+  /* what started the run, as the annotation tells it: the trigger when its token
+   * was minted for the occurrence due (onext), or the reverse once retold */
+  if
+  :: (t_occ[a_tok] == onext) != j_told[s] -> onext++
+  :: else ->
+     CHECK(t_occ[a_tok] != onext, "I8: the run-now trigger is answered by run t%d, started for the occurrence due", a_tok);
+     trig = 1
+  fi;
+#else
   if :: t_occ[a_tok] == onext -> onext++ :: else -> trig = 1 fi;
+#endif
   track_resumed(p, a_tok); gh_adopt = 1;
   printf("MODEL: p%d adopts Job t%d (fence %d), which no status recorded (key %d)\n", p, a_tok, a_f, rkey)
 }
@@ -1599,6 +1640,24 @@ active proctype Forger() {
 }
 #endif
 
+#ifdef RETELL
+/* The tenant changes, once, what the run annotation of a Job waiting at its gate
+ * says started its run. */
+active proctype Reteller() {
+  do
+  :: atomic { !gh_retold && j_tok[0] != 0 && j_ex[0] && j_susp[0] && !j_del[0] -> retell_job: d_step {
+       j_told[0] = 1; gh_retold = 1;
+       printf("MODEL: the tenant edits Job t%d: its annotation names another start\n", j_tok[0]) } }
+  :: atomic { !gh_retold && j_tok[1] != 0 && j_ex[1] && j_susp[1] && !j_del[1] -> d_step {
+       j_told[1] = 1; gh_retold = 1;
+       printf("MODEL: the tenant edits Job t%d: its annotation names another start\n", j_tok[1]) } }
+  :: atomic { !gh_retold && j_tok[2] != 0 && j_ex[2] && j_susp[2] && !j_del[2] -> d_step {
+       j_told[2] = 1; gh_retold = 1;
+       printf("MODEL: the tenant edits Job t%d: its annotation names another start\n", j_tok[2]) } }
+  od
+}
+#endif
+
 /* Faults: a manager crash (at any step: every step is atomic), the leader's pause
  * (a new leader takes over), the restart, Redis losing its data, the move. */
 #if defined(CRASH) || defined(PAUSE) || defined(DATALOSS) || defined(SHARDS) || defined(REPL)
@@ -1863,6 +1922,9 @@ ltl probe_inflight_ghost     { [] !(fl_st == 2 && fl_res == FL_REACQ && led[fl_t
 #elif defined(CFG_MARKER)
 ltl probe_late_skipped       { [] !(b_done && mk_by[1] != 0 && mk_by[1] != FV && age >= LATEST && rmark[1] != 0) }
 ltl probe_marker_expired     { [] !(age > LATEST && rmark[1] == 0 && mk_by[1] != 0) }
+#elif defined(CFG_RETELL)
+ltl probe_retold_stopped      { [] !(gh_retold && crashed > 0 && (j_told[0] && j_del[0] || j_told[1] && j_del[1] || j_told[2] && j_del[2])) }
+ltl probe_adopted             { [] !(gh_adopt && crashed > 0 && a_tok != 0 && PODSOF(a_tok)) }
 #elif defined(CFG_ADOPT)
 ltl probe_forged_stopped     { [] !(forged && (j_tok[0] == XT && j_del[0] && p_st[0] == PNONE || j_tok[1] == XT && j_del[1] && p_st[1] == PNONE) && rmark[1] != 0) }
 #elif defined(CFG_LEFT)

@@ -114,8 +114,8 @@ var mutants = []mutant{
 		name: "takeup-ignores-binding",
 		bug:  "take-up adopts a token of this cluster and object name whatever run (object UID, occurrence) it was minted for",
 		file: "internal/runtoken/runtoken.go",
-		find: "if len(random) != 32 || random[16:] != binding(r) {",
-		repl: "if len(random) != 32 {",
+		find: "if len(random) != 32 && len(random) != 48 || random[16:32] != binding(r) {",
+		repl: "if len(random) != 32 && len(random) != 48 {",
 		catchers: []catcher{
 			{"./internal/runtoken/", []string{"TestMintedForRecognisesOnlyItsOwnRun"}},
 			{"./controllers/", []string{"TestTwoWrites_ALeaseMintedForAnotherObjectOrClusterIsNeverTakenUp"}},
@@ -268,7 +268,7 @@ var mutants = []mutant{
 		name: "jobfirst-adopt-any",
 		bug:  "a Job no status records is adopted whatever its lock key, fence counter and the lease ledger say: an old leader's late Job of a completed run starts",
 		file: "controllers/guardedjob_jobfirst.go",
-		find: "\t\twhy = runcore.Adoptable(gj.Status.Leases, run, runcore.KeyView{Holder: st.Holder, Fence: st.Fence}, err, r.runIdentity(gj, run.ScheduledTime.Time))\n",
+		find: "\t\twhy = runcore.Adoptable(gj.Status.Leases, run, recorded == nil, runcore.KeyView{Holder: st.Holder, Fence: st.Fence}, err, r.runIdentity(gj, run))\n",
 		repl: "\t\twhy = \"\"\n",
 		catchers: []catcher{
 			{"./controllers/", []string{"TestJobFirst_AJobLeftUnrecordedWhoseLeaseExpiredIsDeletedNeverStarted", "TestEveryActor_APausedOldLeaderNeverStartsTheJobOfARunThatAlreadyCompleted"}},
@@ -292,6 +292,17 @@ var mutants = []mutant{
 		repl: "if holder != run.Holder {",
 		catchers: []catcher{
 			{"./internal/runcore/", []string{"TestAdoptableOnlyWhileTheKeyHoldsTheTokenMintedForThisVeryJob"}},
+		},
+	},
+	{
+		name: "adoption-trusts-start",
+		bug:  "a Job waiting for adoption is adopted with what its annotation says started its run (a request, parameters, a backfill), though its token attests another start: a tenant who may edit Jobs makes a pending request look answered",
+		file: "internal/runcore/adopt.go",
+		find: "if unrecorded && !runtoken.StartedBy(key.Holder, StartOf(run)) {",
+		repl: "if unrecorded && false {",
+		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestAdoptableOnlyWhileTheKeyHoldsTheTokenMintedForThisVeryJob"}},
+			{"./controllers/", []string{"TestUntrusted_AnAnnotationNamingAPendingRequestNeverAnswersIt"}},
 		},
 	},
 	{

@@ -20,8 +20,10 @@ type KeyView struct {
 // minted for this very Job (its holder alone is not enough), the fence counter
 // must still be at the Job's fence (nobody acquired the key since), and the
 // lease ledger (leases, from status) must not record the run as released or
-// left to expire. readErr is the store's error reading the keys, if any.
-func Adoptable(leases []batchv1alpha1.LeaseRecord, run *batchv1alpha1.ActiveRun, key KeyView, readErr error, identity runtoken.Run) string {
+// left to expire. A run no status records (unrecorded) takes what started it
+// from the Job's annotation: the token must attest it (StartOf). readErr is the
+// store's error reading the keys, if any.
+func Adoptable(leases []batchv1alpha1.LeaseRecord, run *batchv1alpha1.ActiveRun, unrecorded bool, key KeyView, readErr error, identity runtoken.Run) string {
 	if readErr != nil {
 		return "its lock key cannot be read: " + readErr.Error()
 	}
@@ -31,6 +33,9 @@ func Adoptable(leases []batchv1alpha1.LeaseRecord, run *batchv1alpha1.ActiveRun,
 	holder := leasetoken.HolderOf(key.Holder)
 	if name, ok := runtoken.MintedFor(key.Holder, identity); !ok || name != run.JobName || holder != run.Holder {
 		return "lock " + run.Key + " is held by " + holder
+	}
+	if unrecorded && !runtoken.StartedBy(key.Holder, StartOf(run)) {
+		return "its " + batchv1alpha1.RunAnnotation + " annotation does not match the run lock " + run.Key + " was taken for (what started it)"
 	}
 	if run.Fence > 0 && key.Fence != run.Fence {
 		return fmt.Sprintf("the fence counter %s is at %d, not at the Job's fence %d: the key was acquired again since", run.FenceKey, key.Fence, run.Fence)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/runcore"
@@ -15,19 +17,46 @@ import (
 // TestAdoptableOnlyWhileTheKeyHoldsTheTokenMintedForThisVeryJob: the judgement
 // of step adopt_unrecorded, without an API server or a store.
 func TestAdoptableOnlyWhileTheKeyHoldsTheTokenMintedForThisVeryJob(t *testing.T) {
+	started := &batchv1alpha1.ActiveRun{RunNow: "2026-12-05T02:00:00Z", Parameters: map[string]string{"REGION": "eu"}}
 	id := runtoken.Run{Cluster: "cluster-a", Namespace: "payments", Name: "payout", UID: "uid-1",
-		Occurrence: time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC)}
+		Occurrence: time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC), Start: runcore.StartOf(started)}
 	token, job, err := runtoken.Mint(id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	holder := leasetoken.HolderOf(token)
-	run := &batchv1alpha1.ActiveRun{JobName: job, Key: "payments:payout", FenceKey: "payments:payout:fence", Holder: holder, Fence: 7}
+	run := &batchv1alpha1.ActiveRun{JobName: job, Key: "payments:payout", FenceKey: "payments:payout:fence", Holder: holder, Fence: 7,
+		RunNow: started.RunNow, Parameters: started.Parameters}
+	// What a tenant who may edit Jobs can make the annotation say started the run.
+	retold := map[string]func(*batchv1alpha1.ActiveRun){
+		"a request":        func(r *batchv1alpha1.ActiveRun) { r.RunNow = batchv1alpha1.RunRequestPrefix + "uid-9" },
+		"other parameters": func(r *batchv1alpha1.ActiveRun) { r.Parameters = map[string]string{"REGION": "us"} },
+		"a backfill":       func(r *batchv1alpha1.ActiveRun) { r.Backfill = batchv1alpha1.BackfillRequestPrefix + "uid-9" },
+		"a retry":          func(r *batchv1alpha1.ActiveRun) { r.Retry = 3 },
+		"a later deadline": func(r *batchv1alpha1.ActiveRun) { r.StartDeadline = &metav1.Time{Time: id.Occurrence.Add(time.Hour)} },
+	}
+	for what, retell := range retold {
+		t.Run("the annotation says "+what+" started it", func(t *testing.T) {
+			told := run.DeepCopy()
+			retell(told)
+			toldID := id
+			toldID.Start = runcore.StartOf(told)
+			if got := runcore.Adoptable(nil, told, true, runcore.KeyView{Holder: token, Fence: 7}, nil, toldID); !strings.Contains(got, "does not match the run") {
+				t.Errorf("adoptable as told (%q)", got)
+			}
+			if got := runcore.Adoptable(nil, told, false, runcore.KeyView{Holder: token, Fence: 7}, nil, toldID); got != "" {
+				t.Errorf("a run status records is judged by its token's identity alone: %s", got)
+			}
+		})
+	}
+	if got := runcore.Adoptable(nil, run, true, runcore.KeyView{Holder: holder + "#" + token[len(token)-48:len(token)-16], Fence: 7}, nil, id); got == "" {
+		t.Error("a token of the previous scheme attests nothing, so a run no status records is not adopted from it")
+	}
 	other, _, err := runtoken.Mint(id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameHolderForeign := holder + "#0123456789abcdef0123456789abcdef"
+	sameHolderForeign := holder + "#0123456789abcdef0123456789abcdef0123456789abcdef"
 	otherRun := runtoken.Run{Cluster: "cluster-b", Namespace: "payments", Name: "payout", UID: "uid-1", Occurrence: id.Occurrence}
 	for name, c := range map[string]struct {
 		key    runcore.KeyView
@@ -49,7 +78,7 @@ func TestAdoptableOnlyWhileTheKeyHoldsTheTokenMintedForThisVeryJob(t *testing.T)
 			leases: []batchv1alpha1.LeaseRecord{{Holder: leasetoken.HolderOf(other), State: batchv1alpha1.LeaseReleased}}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got := runcore.Adoptable(c.leases, run, c.key, c.err, c.id)
+			got := runcore.Adoptable(c.leases, run, true, c.key, c.err, c.id)
 			switch {
 			case c.want == "" && got != "":
 				t.Errorf("not adoptable: %s", got)

@@ -1,6 +1,11 @@
 package runcore
 
 import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -34,4 +39,22 @@ func RunDiffers(want, hint *batchv1alpha1.ActiveRun) string {
 		}
 	}
 	return ""
+}
+
+// StartOf is what started a run, in the canonical form its token attests
+// (runtoken.Run.Start): its trigger or request, parameters, backfill, retry and
+// start deadline. A run no status records takes these from its Job's annotation,
+// which anyone who may edit Jobs can change, so they count only when the token
+// in the lock key, which only the manager writes, attests them.
+func StartOf(run *batchv1alpha1.ActiveRun) string {
+	var deadline int64
+	if run.StartDeadline != nil {
+		deadline = run.StartDeadline.Unix()
+	}
+	parts := []string{strconv.Quote(run.RunNow), strconv.Quote(run.Backfill),
+		strconv.FormatInt(int64(run.Retry), 10), strconv.FormatInt(deadline, 10)}
+	for _, name := range slices.Sorted(maps.Keys(run.Parameters)) {
+		parts = append(parts, strconv.Quote(name)+"="+strconv.Quote(run.Parameters[name]))
+	}
+	return strings.Join(parts, " ")
 }

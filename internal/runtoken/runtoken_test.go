@@ -40,11 +40,32 @@ func TestMintedForRecognisesOnlyItsOwnRun(t *testing.T) {
 		"a foreign value":                      "some-service-instance-7",
 		"a token of the old kind (all random)": leasetoken.HolderOf(token) + "#0123456789abcdef0123456789abcdef",
 		"another holder":                       strings.Replace(token, "cluster-a/", "cluster-a2/", 1),
-		"not hex":                              token[:len(token)-32] + "zz" + token[len(token)-30:],
+		"not hex":                              token[:len(token)-2] + "zz",
 	} {
 		_, ok := MintedFor(bad, run)
 		g.Expect(ok).To(BeFalse(), name)
 	}
+}
+
+// TestATokenAttestsWhatStartedItsRun: the start a run was minted with is
+// attested by its token and recognised; any other is not, and whatever
+// started it, the token identifies its run.
+func TestATokenAttestsWhatStartedItsRun(t *testing.T) {
+	g := NewWithT(t)
+	run := Run{Cluster: "cluster-a", Namespace: "payments", Name: "settle", UID: "uid-1",
+		Occurrence: time.Date(2026, 11, 30, 0, 5, 0, 0, time.UTC), Start: `"2026-11-30T00:05:00Z" "" 0 1796000000`}
+	token, job, err := Mint(run)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(token[strings.LastIndexByte(token, '#')+1:]).To(MatchRegexp(`^[0-9a-f]{48}$`))
+	g.Expect(StartedBy(token, run.Start)).To(BeTrue())
+	g.Expect(StartedBy(token, `"guardedjobrun:uid-9" "" 0 1796000000`)).To(BeFalse(), "another start")
+	g.Expect(StartedBy(token, "")).To(BeFalse(), "no start")
+	g.Expect(StartedBy(leasetoken.HolderOf(token)+"#"+token[len(token)-48:len(token)-16], run.Start)).To(BeFalse(), "a token of the previous scheme attests nothing")
+	other := run
+	other.Start = "anything"
+	got, ok := MintedFor(token, other)
+	g.Expect(ok).To(BeTrue(), "the start does not identify the run")
+	g.Expect(got).To(Equal(job))
 }
 
 func TestJobName(t *testing.T) {
