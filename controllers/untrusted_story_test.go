@@ -33,6 +33,20 @@ func (h *harness) forgedJob(gj *batchv1alpha1.GuardedJob, run batchv1alpha1.Acti
 	return job
 }
 
+// editRunAnnotation changes a Job's run annotation as a tenant who may edit
+// Jobs can.
+func (h *harness) editRunAnnotation(job *batchv1.Job, edit func(*batchv1alpha1.ActiveRun)) {
+	h.t.Helper()
+	var run batchv1alpha1.ActiveRun
+	h.g.Expect(json.Unmarshal([]byte(job.Annotations[batchv1alpha1.RunAnnotation]), &run)).To(Succeed())
+	edit(&run)
+	raw, err := json.Marshal(run)
+	h.g.Expect(err).NotTo(HaveOccurred())
+	patch := client.MergeFrom(job.DeepCopy())
+	job.Annotations[batchv1alpha1.RunAnnotation] = string(raw)
+	h.g.Expect(k8s.Patch(context.Background(), job, patch)).To(Succeed())
+}
+
 // TestUntrusted_ATenantsJobNamingAnotherNamespacesKeyNeverMakesTheManagerReadIt:
 // a tenant who may create Jobs in its namespace creates one that looks like a
 // run's Job waiting for adoption, whose run annotation names a key of another
@@ -86,15 +100,10 @@ func TestUntrusted_AnAnnotationThatLengthensTheLeaseIsNeverAdopted(t *testing.T)
 	gj, job, token := h.unrecordedJob("lengthened")
 	key := h.ns + ":lengthened"
 
-	var run batchv1alpha1.ActiveRun
-	g.Expect(json.Unmarshal([]byte(job.Annotations[batchv1alpha1.RunAnnotation]), &run)).To(Succeed())
-	run.TTL = metav1.Duration{Duration: time.Hour}
-	run.MaxHold = metav1.Duration{Duration: 30 * 24 * time.Hour}
-	raw, err := json.Marshal(run)
-	g.Expect(err).NotTo(HaveOccurred())
-	patch := client.MergeFrom(job.DeepCopy())
-	job.Annotations[batchv1alpha1.RunAnnotation] = string(raw)
-	g.Expect(k8s.Patch(ctx, &job, patch)).To(Succeed())
+	h.editRunAnnotation(&job, func(run *batchv1alpha1.ActiveRun) {
+		run.TTL = metav1.Duration{Duration: time.Hour}
+		run.MaxHold = metav1.Duration{Duration: 30 * 24 * time.Hour}
+	})
 
 	h.start()
 	h.unadoptedDeleted(gj, &job, "does not match")
@@ -126,15 +135,10 @@ func TestUntrusted_AnAnnotationNamingAPendingRequestNeverAnswersIt(t *testing.T)
 		Spec:       batchv1alpha1.GuardedJobRunSpec{GuardedJobName: gj.Name},
 	}
 	g.Expect(k8s.Create(ctx, req)).To(Succeed())
-	var run batchv1alpha1.ActiveRun
-	g.Expect(json.Unmarshal([]byte(job.Annotations[batchv1alpha1.RunAnnotation]), &run)).To(Succeed())
-	g.Expect(run.RunNow).NotTo(BeEmpty(), "the run-now annotation started the run")
-	run.RunNow = batchv1alpha1.RunRequestPrefix + string(req.UID)
-	raw, err := json.Marshal(run)
-	g.Expect(err).NotTo(HaveOccurred())
-	patch := client.MergeFrom(job.DeepCopy())
-	job.Annotations[batchv1alpha1.RunAnnotation] = string(raw)
-	g.Expect(k8s.Patch(ctx, &job, patch)).To(Succeed())
+	h.editRunAnnotation(&job, func(run *batchv1alpha1.ActiveRun) {
+		g.Expect(run.RunNow).NotTo(BeEmpty(), "the run-now annotation started the run")
+		run.RunNow = req.RequestValue()
+	})
 
 	h.start()
 	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(And(
