@@ -121,6 +121,9 @@ func TestFaults(t *testing.T) {
 	if os.Getenv("E2E_FAULTS") != "1" {
 		t.Skip("the fault test runs with `make test-e2e` (E2E_FAULTS=1)")
 	}
+	// make test-e2e runs its tests side by side: each has clusters of its own,
+	// and most of their time is waiting on them.
+	t.Parallel()
 	seed := envInt(t, "E2E_SEED", time.Now().UnixNano()%1_000_000_007)
 	faultFor := time.Duration(envInt(t, "E2E_FAULT_SECONDS", 180)) * time.Second
 	quiet := time.Duration(envInt(t, "E2E_QUIET_SECONDS", 45)) * time.Second

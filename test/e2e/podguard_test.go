@@ -43,6 +43,7 @@ func TestPodGuardStopsTheWorkloadOfAForceDeletedPodBeforeItsKeyCouldExpire(t *te
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the guard runs in a PID namespace of its own (unshare)")
 	}
+	t.Parallel()
 	ctx := t.Context()
 	root := repoRoot(t)
 	dir := t.TempDir()

@@ -54,6 +54,7 @@ func TestShardMove(t *testing.T) {
 	if os.Getenv("E2E_SHARD") != "1" {
 		t.Skip("the shard move test runs with `make test-e2e-shard` (E2E_SHARD=1)")
 	}
+	t.Parallel()
 	root := repoRoot(t)
 	dir := t.TempDir()
 	ctx := t.Context()
