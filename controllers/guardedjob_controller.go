@@ -151,8 +151,8 @@ type GuardedJobReconciler struct {
 // +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs/status,verbs=update;patch
 // +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs/finalizers,verbs=update
-// +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobruns;guardedjobbackfills,verbs=list;watch;delete
-// +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobruns/status;guardedjobbackfills/status,verbs=update
+// +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobruns;guardedjobbackfills;guardedjobinspects;guardedjobunlocks,verbs=list;watch;delete
+// +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobruns/status;guardedjobbackfills/status;guardedjobinspects/status;guardedjobunlocks/status,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;delete;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get

@@ -35,29 +35,86 @@ type requestTarget struct {
 // maxRequestValue is the longest request value echoed into status.
 const maxRequestValue = 64
 
-// serveRequests answers the inspect-now and unlock annotations. It reports
-// whether an unlock deleted a key: the pass then ends, so that the status
-// recording the deletion is written before anything else in the pass could drop
-// the write. spec is nil when the spec is invalid (specErr says why) or the
-// object is being deleted.
+// serveRequests answers the oldest open GuardedJobInspect and GuardedJobUnlock
+// (one of each per pass: the GuardedJob's status holds one answer of each), or
+// else the inspect-now and unlock annotations. It reports whether an unlock
+// deleted a key: the pass then ends, so that the status recording the deletion
+// is written before anything else in the pass could drop the write. spec is nil
+// when the spec is invalid (specErr says why) or the object is being deleted.
 func (r *GuardedJobReconciler) serveRequests(ctx context.Context, s *scope, spec *compiledSpec, specErr error) bool {
-	ann := s.gj.Annotations
-	inspect := ann[batchv1alpha1.InspectNowAnnotation]
-	unlock := ann[batchv1alpha1.UnlockAnnotation]
-	inspectDue := inspect != "" && (s.gj.Status.StoreView == nil || s.gj.Status.StoreView.Request != clip(inspect, maxRequestValue))
-	unlockDue := unlock != "" && (s.gj.Status.LastUnlock == nil || s.gj.Status.LastUnlock.Request != clip(unlock, maxRequestValue))
-	if s.guardedWriteFailed || !inspectDue && !unlockDue {
+	if s.guardedWriteFailed {
+		return false
+	}
+	inspect, unlock := r.inspectAsked(s), r.unlockAsked(s)
+	if inspect == nil && unlock == nil {
 		return false
 	}
 	targets, targetErr := r.requestTargets(ctx, s, spec, specErr)
 	deleted := false
-	if unlockDue {
-		deleted = r.handleUnlock(ctx, s, unlock, targets, targetErr)
+	if unlock != nil {
+		deleted = r.handleUnlock(ctx, s, *unlock, targets, targetErr)
 	}
-	if inspectDue {
-		r.answerInspect(ctx, s, inspect, targets, targetErr)
+	if inspect != nil {
+		r.answerInspect(ctx, s, *inspect, targets, targetErr)
 	}
 	return deleted
+}
+
+// inspectAsk is a request to read the store: its value (status.storeView.request)
+// and, for an annotation, why its value is not a time.
+type inspectAsk struct {
+	value string
+	bad   error
+}
+
+// inspectAsked is the inspect request to answer in this pass, or nil: the oldest
+// open GuardedJobInspect, or else an inspect-now annotation not answered yet.
+func (r *GuardedJobReconciler) inspectAsked(s *scope) *inspectAsk {
+	if req := s.requests.nextInspect(s.gj); req != nil {
+		return &inspectAsk{value: req.RequestValue()}
+	}
+	value := s.gj.Annotations[batchv1alpha1.InspectNowAnnotation]
+	if value == "" || s.gj.Status.StoreView != nil && s.gj.Status.StoreView.Request == clip(value, maxRequestValue) {
+		return nil
+	}
+	r.deprecatedAnnotation(s, batchv1alpha1.InspectNowAnnotation, value, "GuardedJobInspect")
+	ask := &inspectAsk{value: value}
+	if _, err := parseRequestTime(value); err != nil {
+		ask.bad = fmt.Errorf("%s: %w", batchv1alpha1.InspectNowAnnotation, err)
+	}
+	return ask
+}
+
+// unlockAsk is a request to delete a key: its value (status.lastUnlock.request),
+// what it names, when it was made, and how the user named the fields (for the
+// messages).
+type unlockAsk struct {
+	value, key, holder string
+	at                 time.Time
+	bad                error
+	// label names the request in events; keyField and holderField name where
+	// the key and the holder are given.
+	label, keyField, holderField string
+}
+
+// unlockAsked is the unlock request to carry out in this pass, or nil: the
+// oldest open GuardedJobUnlock (made when the API server created it), or else an
+// unlock annotation not answered yet.
+func (r *GuardedJobReconciler) unlockAsked(s *scope) *unlockAsk {
+	if req := s.requests.nextUnlock(s.gj); req != nil {
+		return &unlockAsk{value: req.RequestValue(), key: req.Spec.Key, holder: req.Spec.Holder, at: req.CreationTimestamp.Time,
+			label: "GuardedJobUnlock " + req.Name, keyField: "spec.key", holderField: "spec.holder"}
+	}
+	ann := s.gj.Annotations
+	value := ann[batchv1alpha1.UnlockAnnotation]
+	if value == "" || s.gj.Status.LastUnlock != nil && s.gj.Status.LastUnlock.Request == clip(value, maxRequestValue) {
+		return nil
+	}
+	r.deprecatedAnnotation(s, batchv1alpha1.UnlockAnnotation, value, "GuardedJobUnlock")
+	ask := &unlockAsk{value: value, key: ann[batchv1alpha1.UnlockKeyAnnotation], holder: ann[batchv1alpha1.UnlockHolderAnnotation],
+		label: batchv1alpha1.UnlockAnnotation + "=" + clip(value, maxRequestValue), keyField: batchv1alpha1.UnlockKeyAnnotation, holderField: batchv1alpha1.UnlockHolderAnnotation}
+	ask.at, ask.bad = parseRequestTime(value)
+	return ask
 }
 
 // requestTargets returns the keys requests may touch: each active run's, as it
@@ -121,12 +178,12 @@ func (r *GuardedJobReconciler) requestTargets(ctx context.Context, s *scope, spe
 // answerInspect reads the targets' keys and writes what the store holds into
 // status.storeView: holders, never tokens. A store that does not answer within
 // its call timeout gives an answer with the error.
-func (r *GuardedJobReconciler) answerInspect(ctx context.Context, s *scope, value string, targets []requestTarget, targetErr error) {
+func (r *GuardedJobReconciler) answerInspect(ctx context.Context, s *scope, ask inspectAsk, targets []requestTarget, targetErr error) {
 	gj := s.gj
-	view := &batchv1alpha1.StoreView{Request: clip(value, maxRequestValue), ObservedAt: metav1.Time{Time: s.now}}
+	view := &batchv1alpha1.StoreView{Request: clip(ask.value, maxRequestValue), ObservedAt: metav1.Time{Time: s.now}}
 	gj.Status.StoreView = view
-	if _, err := parseRequestTime(value); err != nil {
-		view.Error = fmt.Sprintf("%s: %v", batchv1alpha1.InspectNowAnnotation, err)
+	if ask.bad != nil {
+		view.Error = ask.bad.Error()
 		return
 	}
 	if targetErr != nil {
@@ -195,33 +252,31 @@ func (r *GuardedJobReconciler) whose(gj *batchv1alpha1.GuardedJob, value string)
 // GuardedJob's lock key or current done-marker, is deleted while its value still
 // has the holder the user saw. The lease of a run that may still be working in
 // this cluster is never deleted. It reports whether a key was deleted.
-func (r *GuardedJobReconciler) handleUnlock(ctx context.Context, s *scope, value string, targets []requestTarget, targetErr error) bool {
+func (r *GuardedJobReconciler) handleUnlock(ctx context.Context, s *scope, ask unlockAsk, targets []requestTarget, targetErr error) bool {
 	gj := s.gj
-	ann := gj.Annotations
 	rec := &batchv1alpha1.UnlockRecord{
-		Request:    clip(value, maxRequestValue),
-		Key:        clip(ann[batchv1alpha1.UnlockKeyAnnotation], lockclient.MaxKeyLength),
-		Holder:     clip(ann[batchv1alpha1.UnlockHolderAnnotation], lockclient.MaxKeyLength),
+		Request:    clip(ask.value, maxRequestValue),
+		Key:        clip(ask.key, lockclient.MaxKeyLength),
+		Holder:     clip(ask.holder, lockclient.MaxKeyLength),
 		FinishedAt: metav1.Time{Time: s.now},
 	}
 	gj.Status.LastUnlock = rec
 	refuse := func(format string, args ...any) bool {
 		rec.Result = batchv1alpha1.UnlockRefused
 		rec.Message = fmt.Sprintf(format, args...)
-		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.UnlockRefusedReason, "Refused %s=%s: %s", batchv1alpha1.UnlockAnnotation, rec.Request, rec.Message)
+		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.UnlockRefusedReason, "Refused %s: %s", ask.label, rec.Message)
 		return false
 	}
 
-	at, err := parseRequestTime(value)
-	if err != nil {
-		return refuse("%v", err)
+	if ask.bad != nil {
+		return refuse("%v", ask.bad)
 	}
-	if d := s.now.Sub(at); d > batchv1alpha1.UnlockRequestWindow || d < -batchv1alpha1.UnlockRequestWindow {
+	if d := s.now.Sub(ask.at); d > batchv1alpha1.UnlockRequestWindow || d < -batchv1alpha1.UnlockRequestWindow {
 		return refuse("the request's time %s is more than %s from the manager's clock (%s): a request is carried out only when it is fresh; ask again",
-			at.UTC().Format(time.RFC3339), batchv1alpha1.UnlockRequestWindow, s.now.UTC().Format(time.RFC3339))
+			ask.at.UTC().Format(time.RFC3339), batchv1alpha1.UnlockRequestWindow, s.now.UTC().Format(time.RFC3339))
 	}
 	if rec.Holder == "" {
-		return refuse("%s is not set: name the holder status.storeView shows, so that a key that changed hands is never deleted", batchv1alpha1.UnlockHolderAnnotation)
+		return refuse("%s is not set: name the holder status.storeView shows, so that a key that changed hands is never deleted", ask.holderField)
 	}
 	if targetErr != nil {
 		return refuse("%v", targetErr)
@@ -234,7 +289,7 @@ func (r *GuardedJobReconciler) handleUnlock(ctx context.Context, s *scope, value
 			}
 		}
 		if len(locks) != 1 {
-			return refuse("%s is not set and this GuardedJob has %d lock keys (%s): name one", batchv1alpha1.UnlockKeyAnnotation, len(locks), strings.Join(locks, ", "))
+			return refuse("%s is not set and this GuardedJob has %d lock keys (%s): name one", ask.keyField, len(locks), strings.Join(locks, ", "))
 		}
 		rec.Key = locks[0]
 	}
@@ -264,7 +319,7 @@ func (r *GuardedJobReconciler) handleUnlock(ctx context.Context, s *scope, value
 	if what == "lock" {
 		kind = lockclient.UnlockLock
 	}
-	err = target.store.Unlock(ctx, rec.Key, rec.Holder, kind)
+	err := target.store.Unlock(ctx, rec.Key, rec.Holder, kind)
 	var (
 		nh   *lockclient.NotHeldError
 		live *lockclient.LiveLeaseError
@@ -276,7 +331,7 @@ func (r *GuardedJobReconciler) handleUnlock(ctx context.Context, s *scope, value
 	case err == nil:
 		rec.Result = batchv1alpha1.UnlockDeleted
 		rec.Message = fmt.Sprintf("deleted %s %s held by %s", what, rec.Key, rec.Holder)
-		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.ManualUnlockReason, "Deleted %s %s held by %s (%s=%s)", what, rec.Key, rec.Holder, batchv1alpha1.UnlockAnnotation, rec.Request)
+		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.ManualUnlockReason, "Deleted %s %s held by %s (%s)", what, rec.Key, rec.Holder, ask.label)
 		return true
 	case errors.As(err, &nh) && nh.Holder == "":
 		rec.Result = batchv1alpha1.UnlockAbsent

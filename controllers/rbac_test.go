@@ -28,6 +28,8 @@ var grantedElsewhere = map[string]string{
 	"list jobs.batch":                               "the Job informer lists when the API server does not stream the initial state over a watch (this one does)",
 	"list guardedjobruns.batch.guardedjob.dev":      "as for Jobs: the request informers list only when the API server does not stream",
 	"list guardedjobbackfills.batch.guardedjob.dev": "as for Jobs: the request informers list only when the API server does not stream",
+	"list guardedjobinspects.batch.guardedjob.dev":  "as for Jobs: the request informers list only when the API server does not stream",
+	"list guardedjobunlocks.batch.guardedjob.dev":   "as for Jobs: the request informers list only when the API server does not stream",
 	"patch events.events.k8s.io":                    "the event recorder patches an event that repeats into a series",
 	"list nodes":                                    "cmd/manager reads the Pod ranges (Nodes' spec.podCIDRs) for --store-allow's cluster-ranges",
 	"list servicecidrs.networking.k8s.io":           "cmd/manager reads the Service ranges for --store-allow's cluster-ranges",

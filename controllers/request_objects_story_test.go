@@ -206,3 +206,70 @@ func TestRequests_ABadRequestIsRefusedWithItsReasonAndDeletedAfterItsTTL(t *test
 	err := k8s.Update(ctx, cur)
 	g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
 }
+
+// TestRequests_AUserWhoMayOnlyCreateRequestsLooksAtTheStoreAndUnlocksAStaleLock:
+// the on-call user of the requester role, with no access to the store and no
+// patch on the GuardedJob, asks what holds its lock (a process outside
+// GuardedJob that set it without an expiry), deletes that stale lock by the
+// holder it saw, and an unlock naming a holder the key no longer has deletes
+// nothing. Each answer is in the request's status, and the GuardedJob's events
+// name the request.
+func TestRequests_AUserWhoMayOnlyCreateRequestsLooksAtTheStoreAndUnlocksAStaleLock(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	g := h.g
+	oncall := h.requesterClient()
+	key := h.ns + ":stale"
+	gj := h.create(h.guardedJob("stale", key))
+	g.Expect(h.rdb.Set(ctx, key, "batch-host-7", 0).Err()).To(Succeed())
+	h.clock.SetTime(time.Now())
+
+	inspect := &batchv1alpha1.GuardedJobInspect{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, GenerateName: "stale-"},
+		Spec:       batchv1alpha1.GuardedJobInspectSpec{GuardedJobName: gj.Name},
+	}
+	g.Expect(oncall.Create(ctx, inspect)).To(Succeed())
+	var seen batchv1alpha1.GuardedJobInspectStatus
+	g.Eventually(func() batchv1alpha1.RequestPhase {
+		cur := &batchv1alpha1.GuardedJobInspect{}
+		g.Expect(oncall.Get(ctx, client.ObjectKeyFromObject(inspect), cur)).To(Succeed())
+		seen = cur.Status
+		return cur.Status.Phase
+	}).WithTimeout(20 * time.Second).Should(Equal(batchv1alpha1.RequestFinished))
+	g.Expect(seen.Request).To(Equal(inspect.RequestValue()))
+	g.Expect(seen.View).NotTo(BeNil())
+	g.Expect(seen.View.Entries).To(HaveLen(1))
+	g.Expect(seen.View.Entries[0].Lock).To(And(HaveField("Key", key), HaveField("Holder", "batch-host-7"),
+		HaveField("Whose", batchv1alpha1.LockWhoseForeign), HaveField("NoExpiry", true)))
+	g.Expect(seen.Conditions).To(ContainElement(And(HaveField("Type", batchv1alpha1.RequestCompleteCondition), HaveField("Status", metav1.ConditionTrue))))
+	g.Expect(h.get(gj).Status.StoreView.Request).To(Equal(inspect.RequestValue()), "the GuardedJob's status records the answer too")
+
+	unlock := func(holder string) (batchv1alpha1.GuardedJobUnlockStatus, string) {
+		t.Helper()
+		req := &batchv1alpha1.GuardedJobUnlock{
+			ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, GenerateName: "stale-"},
+			Spec:       batchv1alpha1.GuardedJobUnlockSpec{GuardedJobName: gj.Name, Holder: holder},
+		}
+		g.Expect(oncall.Create(ctx, req)).To(Succeed())
+		var st batchv1alpha1.GuardedJobUnlockStatus
+		g.Eventually(func() bool {
+			cur := &batchv1alpha1.GuardedJobUnlock{}
+			g.Expect(oncall.Get(ctx, client.ObjectKeyFromObject(req), cur)).To(Succeed())
+			st = cur.Status
+			return cur.Status.Phase.Final()
+		}).WithTimeout(20 * time.Second).Should(BeTrue())
+		g.Expect(st.Request).To(Equal(req.RequestValue()))
+		return st, req.Name
+	}
+	st, name := unlock("batch-host-7")
+	g.Expect(st).To(And(HaveField("Phase", batchv1alpha1.RequestFinished), HaveField("Result", batchv1alpha1.UnlockDeleted), HaveField("Key", key)), st.Message)
+	g.Expect(h.rdb.Exists(ctx, key).Val()).To(BeZero(), "the stale lock is gone")
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement("ManualUnlock: Deleted lock " + key + " held by batch-host-7 (GuardedJobUnlock " + name + ")"))
+
+	g.Expect(h.rdb.Set(ctx, key, "batch-host-8", 0).Err()).To(Succeed())
+	st, _ = unlock("batch-host-7")
+	g.Expect(st).To(And(HaveField("Phase", batchv1alpha1.RequestFinished), HaveField("Result", batchv1alpha1.UnlockChanged), HaveField("FoundHolder", "batch-host-8")), st.Message)
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal("batch-host-8"), "a lock that changed hands is left alone")
+	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("DeprecatedAnnotation:")), "requests objects are not deprecated")
+}

@@ -23,7 +23,8 @@ import (
 	"github.com/guardedjob/guardedjob/internal/schedule"
 )
 
-// Request objects (GuardedJobRun, GuardedJobBackfill) are read at the start of
+// Request objects (GuardedJobRun, GuardedJobBackfill, GuardedJobInspect,
+// GuardedJobUnlock) are read at the start of
 // the pass of the GuardedJob they name, and answered after that pass's status
 // write: the GuardedJob's status is the record of what was done (a run's
 // runNow, a recent run's request, status.backfill.request), and each request's
@@ -40,39 +41,106 @@ const requestNameKey = ".spec.guardedJobName"
 type requestSet struct {
 	runs      []*batchv1alpha1.GuardedJobRun
 	backfills []*batchv1alpha1.GuardedJobBackfill
+	inspects  []*batchv1alpha1.GuardedJobInspect
+	unlocks   []*batchv1alpha1.GuardedJobUnlock
 	// refused holds what this pass refused, by request value, for the answer;
 	// waiting says why requests that wait do.
 	refused map[string]string
 	waiting string
 }
 
-func olderFirst(a, b metav1.ObjectMeta) int {
-	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+func olderFirst[P client.Object](a, b P) int {
+	if c := a.GetCreationTimestamp().Compare(b.GetCreationTimestamp().Time); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.Name, b.Name)
+	return cmp.Compare(a.GetName(), b.GetName())
 }
 
 // loadRequests reads the request objects naming gj from the cache.
 func (r *GuardedJobReconciler) loadRequests(ctx context.Context, ns, name string) (*requestSet, error) {
-	set := &requestSet{}
-	var runs batchv1alpha1.GuardedJobRunList
-	if err := r.List(ctx, &runs, client.InNamespace(ns), client.MatchingFields{requestNameKey: name}); err != nil {
-		return nil, fmt.Errorf("list GuardedJobRuns: %w", err)
+	var (
+		set       = &requestSet{}
+		err       error
+		runs      batchv1alpha1.GuardedJobRunList
+		backfills batchv1alpha1.GuardedJobBackfillList
+		inspects  batchv1alpha1.GuardedJobInspectList
+		unlocks   batchv1alpha1.GuardedJobUnlockList
+	)
+	if set.runs, err = listNaming(ctx, r, &runs, &runs.Items, ns, name); err != nil {
+		return nil, err
 	}
-	for i := range runs.Items {
-		set.runs = append(set.runs, &runs.Items[i])
+	if set.backfills, err = listNaming(ctx, r, &backfills, &backfills.Items, ns, name); err != nil {
+		return nil, err
 	}
-	slices.SortFunc(set.runs, func(a, b *batchv1alpha1.GuardedJobRun) int { return olderFirst(a.ObjectMeta, b.ObjectMeta) })
-	var backfills batchv1alpha1.GuardedJobBackfillList
-	if err := r.List(ctx, &backfills, client.InNamespace(ns), client.MatchingFields{requestNameKey: name}); err != nil {
-		return nil, fmt.Errorf("list GuardedJobBackfills: %w", err)
+	if set.inspects, err = listNaming(ctx, r, &inspects, &inspects.Items, ns, name); err != nil {
+		return nil, err
 	}
-	for i := range backfills.Items {
-		set.backfills = append(set.backfills, &backfills.Items[i])
+	if set.unlocks, err = listNaming(ctx, r, &unlocks, &unlocks.Items, ns, name); err != nil {
+		return nil, err
 	}
-	slices.SortFunc(set.backfills, func(a, b *batchv1alpha1.GuardedJobBackfill) int { return olderFirst(a.ObjectMeta, b.ObjectMeta) })
 	return set, nil
+}
+
+// listNaming lists the request objects of one kind that name the GuardedJob
+// name in ns (items is list's item slice), oldest first.
+func listNaming[T any, P interface {
+	*T
+	client.Object
+}](ctx context.Context, c client.Reader, list client.ObjectList, items *[]T, ns, name string) ([]P, error) {
+	if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingFields{requestNameKey: name}); err != nil {
+		return nil, fmt.Errorf("list %T: %w", list, err)
+	}
+	out := make([]P, 0, len(*items))
+	for i := range *items {
+		out = append(out, P(&(*items)[i]))
+	}
+	slices.SortFunc(out, olderFirst[P])
+	return out, nil
+}
+
+// nextInspect is the oldest GuardedJobInspect not answered yet, or nil.
+func (set *requestSet) nextInspect(gj *batchv1alpha1.GuardedJob) *batchv1alpha1.GuardedJobInspect {
+	if set == nil {
+		return nil
+	}
+	answered := ""
+	if sv := gj.Status.StoreView; sv != nil {
+		answered = sv.Request
+	}
+	return nextOpen(set.inspects, func(r *batchv1alpha1.GuardedJobInspect) batchv1alpha1.RequestPhase { return r.Status.Phase }, answered)
+}
+
+// nextUnlock is the oldest GuardedJobUnlock not answered yet, or nil.
+func (set *requestSet) nextUnlock(gj *batchv1alpha1.GuardedJob) *batchv1alpha1.GuardedJobUnlock {
+	if set == nil {
+		return nil
+	}
+	answered := ""
+	if lu := gj.Status.LastUnlock; lu != nil {
+		answered = lu.Request
+	}
+	return nextOpen(set.unlocks, func(r *batchv1alpha1.GuardedJobUnlock) batchv1alpha1.RequestPhase { return r.Status.Phase }, answered)
+}
+
+// nextOpen is the oldest of reqs not answered for good, or nil. One is served at
+// a time: while the GuardedJob's status holds the answer to one (its value is
+// answered) that its own status does not show yet, the next waits, since that
+// status field holds one answer.
+func nextOpen[P interface {
+	client.Object
+	RequestValue() string
+}](reqs []P, phase func(P) batchv1alpha1.RequestPhase, answered string) P {
+	var none P
+	for _, req := range reqs {
+		if phase(req).Final() || !req.GetDeletionTimestamp().IsZero() {
+			continue
+		}
+		if req.RequestValue() == answered {
+			return none
+		}
+		return req
+	}
+	return none
 }
 
 // runRequestAnswered says whether the GuardedJob's status shows that the
@@ -125,6 +193,22 @@ func (r *GuardedJobReconciler) answerRequests(ctx context.Context, s *scope) err
 	}
 	for _, req := range set.backfills {
 		want := backfillRequestStatus(s.gj, req, set.refused[req.RequestValue()], set.waiting, s.now)
+		changed := !equality.Semantic.DeepEqual(&req.Status, want)
+		req.Status = *want
+		if err := r.writeRequest(ctx, s, req, changed, want.Phase, want.FinishedAt, req.Spec.TTLSecondsAfterFinished); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, req := range set.inspects {
+		want := inspectRequestStatus(s.gj, req, set.refused[req.RequestValue()], set.waiting, s.now)
+		changed := !equality.Semantic.DeepEqual(&req.Status, want)
+		req.Status = *want
+		if err := r.writeRequest(ctx, s, req, changed, want.Phase, want.FinishedAt, req.Spec.TTLSecondsAfterFinished); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, req := range set.unlocks {
+		want := unlockRequestStatus(s.gj, req, set.refused[req.RequestValue()], set.waiting, s.now)
 		changed := !equality.Semantic.DeepEqual(&req.Status, want)
 		req.Status = *want
 		if err := r.writeRequest(ctx, s, req, changed, want.Phase, want.FinishedAt, req.Spec.TTLSecondsAfterFinished); err != nil {
@@ -307,7 +391,7 @@ func answerTrigger(gj *batchv1alpha1.GuardedJob, value string) {
 // exist: a shard's cache holds only its own GuardedJobs.
 func (r *GuardedJobReconciler) orphanRequests(ctx context.Context, key types.NamespacedName, now time.Time) (time.Duration, error) {
 	set, err := r.loadRequests(ctx, key.Namespace, key.Name)
-	if err != nil || len(set.runs)+len(set.backfills) == 0 {
+	if err != nil || len(set.runs)+len(set.backfills)+len(set.inspects)+len(set.unlocks) == 0 {
 		return 0, err
 	}
 	if err := r.APIReader.Get(ctx, key, &batchv1alpha1.GuardedJob{}); !apierrors.IsNotFound(err) {
@@ -317,18 +401,29 @@ func (r *GuardedJobReconciler) orphanRequests(ctx context.Context, key types.Nam
 	wait := time.Duration(batchv1alpha1.RequestWaitForGuardedJob) * time.Second
 	msg := fmt.Sprintf("there is no GuardedJob %s in namespace %s", key.Name, key.Namespace)
 	set.waiting = fmt.Sprintf("waits for GuardedJob %s to exist in namespace %s", key.Name, key.Namespace)
+	type open struct {
+		created time.Time
+		value   string
+		running bool
+	}
+	var all []open
 	for _, req := range set.runs {
-		if now.Sub(req.CreationTimestamp.Time) >= wait || req.Status.Phase == batchv1alpha1.RequestRunning {
-			set.refuse(req.RequestValue(), msg)
-		} else {
-			s.requeueAt(req.CreationTimestamp.Add(wait))
-		}
+		all = append(all, open{req.CreationTimestamp.Time, req.RequestValue(), req.Status.Phase == batchv1alpha1.RequestRunning})
 	}
 	for _, req := range set.backfills {
-		if now.Sub(req.CreationTimestamp.Time) >= wait || req.Status.Phase == batchv1alpha1.RequestRunning {
-			set.refuse(req.RequestValue(), msg)
+		all = append(all, open{req.CreationTimestamp.Time, req.RequestValue(), req.Status.Phase == batchv1alpha1.RequestRunning})
+	}
+	for _, req := range set.inspects {
+		all = append(all, open{created: req.CreationTimestamp.Time, value: req.RequestValue()})
+	}
+	for _, req := range set.unlocks {
+		all = append(all, open{created: req.CreationTimestamp.Time, value: req.RequestValue()})
+	}
+	for _, req := range all {
+		if now.Sub(req.created) >= wait || req.running {
+			set.refuse(req.value, msg)
 		} else {
-			s.requeueAt(req.CreationTimestamp.Add(wait))
+			s.requeueAt(req.created.Add(wait))
 		}
 	}
 	err = r.answerRequests(ctx, s)
@@ -467,7 +562,7 @@ func backfillRequestStatus(gj *batchv1alpha1.GuardedJob, req *batchv1alpha1.Guar
 // returns the kinds to watch: none when the API server does not serve them (the
 // CRDs are not installed yet), with a log line saying so.
 func (r *GuardedJobReconciler) setupRequests(mgr ctrl.Manager) ([]client.Object, error) {
-	kinds := []client.Object{&batchv1alpha1.GuardedJobRun{}, &batchv1alpha1.GuardedJobBackfill{}}
+	kinds := []client.Object{&batchv1alpha1.GuardedJobRun{}, &batchv1alpha1.GuardedJobBackfill{}, &batchv1alpha1.GuardedJobInspect{}, &batchv1alpha1.GuardedJobUnlock{}}
 	for _, obj := range kinds {
 		gvk, err := apiutil.GVKForObject(obj, mgr.GetScheme())
 		if err != nil {
@@ -483,11 +578,8 @@ func (r *GuardedJobReconciler) setupRequests(mgr ctrl.Manager) ([]client.Object,
 	}
 	for _, obj := range kinds {
 		err := mgr.GetFieldIndexer().IndexField(context.Background(), obj, requestNameKey, func(o client.Object) []string {
-			switch req := o.(type) {
-			case *batchv1alpha1.GuardedJobRun:
-				return []string{req.Spec.GuardedJobName}
-			case *batchv1alpha1.GuardedJobBackfill:
-				return []string{req.Spec.GuardedJobName}
+			if name := requestedName(o); name != "" {
+				return []string{name}
 			}
 			return nil
 		})
@@ -501,15 +593,80 @@ func (r *GuardedJobReconciler) setupRequests(mgr ctrl.Manager) ([]client.Object,
 
 // byRequest queues the GuardedJob a request names.
 var byRequest = handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []ctrl.Request {
-	var name string
-	switch req := o.(type) {
-	case *batchv1alpha1.GuardedJobRun:
-		name = req.Spec.GuardedJobName
-	case *batchv1alpha1.GuardedJobBackfill:
-		name = req.Spec.GuardedJobName
-	}
+	name := requestedName(o)
 	if name == "" {
 		return nil
 	}
 	return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 })
+
+// requestedName is the GuardedJob a request object names.
+func requestedName(o client.Object) string {
+	switch req := o.(type) {
+	case *batchv1alpha1.GuardedJobRun:
+		return req.Spec.GuardedJobName
+	case *batchv1alpha1.GuardedJobBackfill:
+		return req.Spec.GuardedJobName
+	case *batchv1alpha1.GuardedJobInspect:
+		return req.Spec.GuardedJobName
+	case *batchv1alpha1.GuardedJobUnlock:
+		return req.Spec.GuardedJobName
+	}
+	return ""
+}
+
+// inspectRequestStatus is what a GuardedJobInspect's status should say: the
+// GuardedJob's status.storeView once it answers this request.
+func inspectRequestStatus(gj *batchv1alpha1.GuardedJob, req *batchv1alpha1.GuardedJobInspect, refused, waiting string, now time.Time) *batchv1alpha1.GuardedJobInspectStatus {
+	st := req.Status.DeepCopy()
+	if st.Phase.Final() {
+		return st
+	}
+	value := req.RequestValue()
+	st.Request = value
+	switch sv := gj.Status.StoreView; {
+	case refused != "":
+		st.Phase, st.Message, st.FinishedAt = batchv1alpha1.RequestRefused, refused, &metav1.Time{Time: now}
+	case sv != nil && sv.Request == value:
+		st.Phase, st.View, st.FinishedAt = batchv1alpha1.RequestFinished, sv.DeepCopy(), sv.ObservedAt.DeepCopy()
+		st.Message = fmt.Sprintf("read %d set(s) of keys in %s", len(sv.Entries), sv.Store)
+		if sv.Error != "" {
+			st.Message = sv.Error
+		}
+	default:
+		st.Phase, st.Message = batchv1alpha1.RequestPending, "waiting for the manager"
+		if waiting != "" {
+			st.Message = waiting
+		}
+	}
+	setRequestConditions(&st.Conditions, req.Generation, st.Phase, "", st.Message, now)
+	return st
+}
+
+// unlockRequestStatus is what a GuardedJobUnlock's status should say: the
+// GuardedJob's status.lastUnlock once it answers this request.
+func unlockRequestStatus(gj *batchv1alpha1.GuardedJob, req *batchv1alpha1.GuardedJobUnlock, refused, waiting string, now time.Time) *batchv1alpha1.GuardedJobUnlockStatus {
+	st := req.Status.DeepCopy()
+	if st.Phase.Final() {
+		return st
+	}
+	value := req.RequestValue()
+	st.Request = value
+	switch lu := gj.Status.LastUnlock; {
+	case refused != "":
+		st.Phase, st.Result, st.Message, st.FinishedAt = batchv1alpha1.RequestRefused, batchv1alpha1.UnlockRefused, refused, &metav1.Time{Time: now}
+	case lu != nil && lu.Request == value:
+		st.Phase = batchv1alpha1.RequestFinished
+		if lu.Result == batchv1alpha1.UnlockRefused {
+			st.Phase = batchv1alpha1.RequestRefused
+		}
+		st.Result, st.Key, st.FoundHolder, st.Message, st.FinishedAt = lu.Result, lu.Key, lu.FoundHolder, lu.Message, lu.FinishedAt.DeepCopy()
+	default:
+		st.Phase, st.Message = batchv1alpha1.RequestPending, "waiting for the manager"
+		if waiting != "" {
+			st.Message = waiting
+		}
+	}
+	setRequestConditions(&st.Conditions, req.Generation, st.Phase, string(st.Result), st.Message, now)
+	return st
+}

@@ -46,7 +46,8 @@ var (
 
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion, &GuardedJob{}, &GuardedJobList{},
-		&GuardedJobRun{}, &GuardedJobRunList{}, &GuardedJobBackfill{}, &GuardedJobBackfillList{})
+		&GuardedJobRun{}, &GuardedJobRunList{}, &GuardedJobBackfill{}, &GuardedJobBackfillList{},
+		&GuardedJobInspect{}, &GuardedJobInspectList{}, &GuardedJobUnlock{}, &GuardedJobUnlockList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -339,9 +339,15 @@ func (r *GuardedJobRun) RequestValue() string { return RunRequestPrefix + string
 func (r *GuardedJobBackfill) RequestValue() string { return BackfillRequestPrefix + string(r.UID) }
 
 // IsRequestObjectValue says whether a request value (a run's runNow, a
-// backfill's request) names a request object rather than an annotation's value.
+// backfill's request, a store view's or an unlock's request) names a request
+// object rather than an annotation's value.
 func IsRequestObjectValue(v string) bool {
-	return strings.HasPrefix(v, RunRequestPrefix) || strings.HasPrefix(v, BackfillRequestPrefix)
+	for _, prefix := range []string{RunRequestPrefix, BackfillRequestPrefix, InspectRequestPrefix, UnlockRequestPrefix} {
+		if strings.HasPrefix(v, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // Final says whether a request in this phase is answered for good.

@@ -130,19 +130,18 @@ func locksCmd(ctx context.Context, o *options, out *output) error {
 
 // askViews asks the manager for a store view of every GuardedJob, then watches
 // until each has answered or the timeout passed. GuardedJobs the user may not
-// patch get their last recorded observation.
+// ask about (create guardedjobinspects) get their last recorded observation.
 func askViews(ctx context.Context, o *options, namespace string, items []batchv1alpha1.GuardedJob) ([]lockRow, []string) {
-	value := requestValue()
-	asked := map[string]int{} // namespace/name -> index into items
+	asked := map[string]string{} // namespace/name -> the value its answer repeats
 	var failed []string
 	recorded := map[string]bool{}
 	for i := range items {
 		gj := &items[i]
 		id := gj.Namespace + "/" + gj.Name
-		err := o.annotate(ctx, gj, map[string]string{batchv1alpha1.InspectNowAnnotation: value})
+		value, err := o.requestInspect(ctx, gj)
 		switch {
 		case err == nil:
-			asked[id] = i
+			asked[id] = value
 		case isForbidden(err):
 			recorded[id] = true
 		default:
@@ -154,7 +153,7 @@ func askViews(ctx context.Context, o *options, namespace string, items []batchv1
 		wctx, cancel := context.WithTimeout(ctx, o.timeout)
 		err := o.watchAll(wctx, namespace, func(gj *batchv1alpha1.GuardedJob) (bool, error) {
 			id := gj.Namespace + "/" + gj.Name
-			if _, ok := asked[id]; ok && gj.Status.StoreView != nil && gj.Status.StoreView.Request == value {
+			if value, ok := asked[id]; ok && gj.Status.StoreView != nil && gj.Status.StoreView.Request == value {
 				answered[id] = gj
 			}
 			return len(answered) == len(asked), nil

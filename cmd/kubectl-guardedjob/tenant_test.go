@@ -202,7 +202,7 @@ func TestTenantSeesAndUnlocksItsLocksWithoutStoreCredentials(t *testing.T) {
 		g := NewWithT(t)
 		code, stdout, stderr := w.plugin("", nil, "--as", "bob", "-n", "team-a", "status", "settle")
 		g.Expect(code).To(Equal(0), stderr)
-		g.Expect(stdout).To(ContainSubstring("Redis now: not available: asking the manager what the lock store holds needs patch on guardedjobs in namespace team-a (the edit role); you may only read."))
+		g.Expect(stdout).To(ContainSubstring("Redis now: not available: asking the manager what the lock store holds needs create on guardedjobinspects in namespace team-a (the guardedjob-requester role, part of edit); you may only read."))
 		g.Expect(stdout).To(MatchRegexp(`last answer of the manager, read at \S+:\n\s+lock\s+team-a:settle\s+held by cluster-b/team-a/settle-1-abcdef`))
 
 		code, stdout, stderr = w.plugin("", nil, "--as", "bob", "-n", "team-a", "locks")
@@ -212,7 +212,7 @@ func TestTenantSeesAndUnlocksItsLocksWithoutStoreCredentials(t *testing.T) {
 
 		code, _, stderr = w.plugin("", nil, "--as", "bob", "-n", "team-a", "unlock", "settle", "--force", "--yes")
 		g.Expect(code).To(Equal(1))
-		g.Expect(stderr).To(ContainSubstring("unlock needs patch on guardedjobs in namespace team-a (the edit role)"))
+		g.Expect(stderr).To(ContainSubstring("unlock needs create on guardedjobinspects and guardedjobunlocks in namespace team-a (the guardedjob-requester role, part of edit)"))
 		g.Expect(rdb.Exists(ctx, "team-a:settle").Val()).To(Equal(int64(1)))
 	})
 

@@ -69,7 +69,7 @@ func unlockCmd(ctx context.Context, o *options, name string) error {
 	}
 	cur, err := o.askView(ctx, gj)
 	if isForbidden(err) {
-		return fmt.Errorf("unlock needs patch on guardedjobs in namespace %s (the edit role): %w", gj.Namespace, err)
+		return fmt.Errorf("unlock needs create on guardedjobinspects and guardedjobunlocks in namespace %s (the guardedjob-requester role, part of edit): %w", gj.Namespace, err)
 	}
 	if err != nil {
 		return err
@@ -103,12 +103,8 @@ func unlockCmd(ctx context.Context, o *options, name string) error {
 		}
 	}
 	return confirmEach(o, cands, func(c candidate) (bool, error) {
-		value := requestValue()
-		if err := o.annotate(ctx, cur, map[string]string{
-			batchv1alpha1.UnlockAnnotation:       value,
-			batchv1alpha1.UnlockKeyAnnotation:    c.key,
-			batchv1alpha1.UnlockHolderAnnotation: c.value,
-		}); err != nil {
+		value, err := o.requestUnlock(ctx, cur, c.key, c.value)
+		if err != nil {
 			return false, err
 		}
 		wctx, cancel := context.WithTimeout(ctx, o.timeout)

@@ -8,6 +8,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 )
 
@@ -16,8 +19,8 @@ import (
 // returns the GuardedJob as it was when answered. A user who may not patch the
 // GuardedJob gets the API server's Forbidden error.
 func (o *options) askView(ctx context.Context, gj *batchv1alpha1.GuardedJob) (*batchv1alpha1.GuardedJob, error) {
-	value := requestValue()
-	if err := o.annotate(ctx, gj, map[string]string{batchv1alpha1.InspectNowAnnotation: value}); err != nil {
+	value, err := o.requestInspect(ctx, gj)
+	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -98,5 +101,43 @@ func printView(w io.Writer, view *batchv1alpha1.StoreView) {
 
 // noPatchNote is what a user who may only read is told about "Redis now".
 func noPatchNote(namespace string) string {
-	return fmt.Sprintf("asking the manager what the lock store holds needs patch on guardedjobs in namespace %s (the edit role); you may only read", namespace)
+	return fmt.Sprintf("asking the manager what the lock store holds needs create on guardedjobinspects in namespace %s (the guardedjob-requester role, part of edit); you may only read", namespace)
+}
+
+// requestInspect asks the manager to read the lock store for gj's keys, with a
+// GuardedJobInspect (or, against an API server that does not serve it, the
+// inspect-now annotation), and returns the value status.storeView.request will
+// repeat in the answer.
+func (o *options) requestInspect(ctx context.Context, gj *batchv1alpha1.GuardedJob) (string, error) {
+	req := &batchv1alpha1.GuardedJobInspect{
+		ObjectMeta: metav1.ObjectMeta{Namespace: gj.Namespace, GenerateName: requestName(gj.Name)},
+		Spec:       batchv1alpha1.GuardedJobInspectSpec{GuardedJobName: gj.Name},
+	}
+	err := o.k8s.Create(ctx, req)
+	if err == nil || !meta.IsNoMatchError(err) {
+		return req.RequestValue(), err
+	}
+	value := requestValue()
+	return value, o.annotate(ctx, gj, map[string]string{batchv1alpha1.InspectNowAnnotation: value})
+}
+
+// requestUnlock asks the manager to delete key while it holds holder, with a
+// GuardedJobUnlock (or, against an API server that does not serve it, the unlock
+// annotations), and returns the value status.lastUnlock.request will repeat in
+// the answer.
+func (o *options) requestUnlock(ctx context.Context, gj *batchv1alpha1.GuardedJob, key, holder string) (string, error) {
+	req := &batchv1alpha1.GuardedJobUnlock{
+		ObjectMeta: metav1.ObjectMeta{Namespace: gj.Namespace, GenerateName: requestName(gj.Name)},
+		Spec:       batchv1alpha1.GuardedJobUnlockSpec{GuardedJobName: gj.Name, Key: key, Holder: holder},
+	}
+	err := o.k8s.Create(ctx, req)
+	if err == nil || !meta.IsNoMatchError(err) {
+		return req.RequestValue(), err
+	}
+	value := requestValue()
+	return value, o.annotate(ctx, gj, map[string]string{
+		batchv1alpha1.UnlockAnnotation:       value,
+		batchv1alpha1.UnlockKeyAnnotation:    key,
+		batchv1alpha1.UnlockHolderAnnotation: holder,
+	})
 }

@@ -169,6 +169,22 @@ func startManager(t *testing.T, bin string, args ...string) *managerProc {
 	return p
 }
 
+// dailyGuardedJob is a GuardedJob in the default namespace that runs daily (and
+// when triggered) a Job of one container, under key.
+func dailyGuardedJob(name, key string) *batchv1alpha1.GuardedJob {
+	return &batchv1alpha1.GuardedJob{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: batchv1alpha1.GuardedJobSpec{
+			Schedule: "@daily",
+			Lock:     batchv1alpha1.LockSpec{Key: key},
+			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "w", Image: "busybox"}},
+				TerminationGracePeriodSeconds: ptr.To(int64(5)),
+			}}}},
+		},
+	}
+}
+
 // triggerNow sets the run-now annotation to the current time, which is never
 // older than the object (a trigger older than its object is skipped as stale).
 func triggerNow(t *testing.T, k8s client.Client, gj *batchv1alpha1.GuardedJob) {
@@ -184,6 +200,7 @@ func triggerNow(t *testing.T, k8s client.Client, gj *batchv1alpha1.GuardedJob) {
 // real Redis: it becomes ready, runs a triggered GuardedJob, reports not-ready
 // (but alive) while Redis is down, and stops on SIGTERM.
 func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
+	t.Parallel() // each test here has a control plane, a store and a manager of its own
 	g := NewWithT(t)
 	bin := buildManager(t)
 	cp := startControlPlane(t)
@@ -234,17 +251,7 @@ func TestTheManagerBinaryRunsAGuardedJob(t *testing.T) {
 	g.Expect(probe("http://"+pprofAddr+"/debug/pprof/")).To(Equal(http.StatusOK), "--pprof-bind-address serves Go's profiles")
 
 	ctx := context.Background()
-	gj := &batchv1alpha1.GuardedJob{
-		ObjectMeta: metav1.ObjectMeta{Name: "smoke", Namespace: "default"},
-		Spec: batchv1alpha1.GuardedJobSpec{
-			Schedule: "@daily",
-			Lock:     batchv1alpha1.LockSpec{Key: "lock:smoke"},
-			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "w", Image: "busybox"}},
-				TerminationGracePeriodSeconds: ptr.To(int64(5)),
-			}}}},
-		},
-	}
+	gj := dailyGuardedJob("smoke", "lock:smoke")
 	g.Expect(k8s.Create(ctx, gj)).To(Succeed())
 	triggerNow(t, k8s, gj)
 	g.Eventually(func() []batchv1.Job {

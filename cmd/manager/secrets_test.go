@@ -20,6 +20,7 @@ import (
 // either starts and logs in with exactly that password, or exits saying what to
 // fix; its log (at debug level) holds no 3-character fragment of the password.
 func TestHostilePasswordsInRedisURLNeverReachTheLog(t *testing.T) {
+	t.Parallel()
 	bin := buildManager(t)
 	cp := startControlPlane(t)
 	ctx := context.Background()
@@ -72,6 +73,7 @@ func TestHostilePasswordsInRedisURLNeverReachTheLog(t *testing.T) {
 // --store-allow: a malformed list stops the manager with a clear error; when
 // it is unset while GuardedJobs name stores of their own, the manager warns.
 func TestStoreAllowIsParsedAndItsAbsenceWarnedAbout(t *testing.T) {
+	t.Parallel()
 	bin := buildManager(t)
 	cp := startControlPlane(t)
 	srv := redisserver.Start(t)

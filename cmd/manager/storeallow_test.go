@@ -24,6 +24,7 @@ import (
 // names and kubeadm's Service CIDR, refused it. Here the tenant's Pods are on a Node
 // whose Pod range is 127.0.0.0/24, where the test's Redis and Sentinel listen.
 func TestClusterRangesAdmitATenantsSentinelInTheCluster(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	bin := buildManager(t)

@@ -1,11 +1,14 @@
--- Argo CD health of a request (GuardedJobRun, GuardedJobBackfill;
--- batch.guardedjob.dev/v1alpha1), for requests kept in Git (as sync hooks).
+-- Argo CD health of a request (GuardedJobRun, GuardedJobBackfill, GuardedJobInspect,
+-- GuardedJobUnlock; batch.guardedjob.dev/v1alpha1), for requests kept in Git (as
+-- sync hooks).
 --
 -- Progressing until the manager has answered and while the run or backfill is in
 -- flight; Healthy once it succeeded (a run that found its occurrence done already,
--- Skipped, succeeded elsewhere) or a backfill was cancelled by a person; Degraded
--- when it was refused, or its run ended otherwise (Failed, Busy, LockLost, ...), or
--- an occurrence of the backfill failed: someone should look.
+-- Skipped, succeeded elsewhere), a backfill was cancelled by a person, the store was
+-- read, or a key was deleted (or was gone already); Degraded when it was refused,
+-- its run ended otherwise (Failed, Busy, LockLost, ...), an occurrence of the
+-- backfill failed, the store could not be read, or an unlock deleted nothing
+-- because the key changed hands or the store did not answer: someone should look.
 local hs = {}
 local st = obj.status
 if st == nil or st.phase == nil or st.phase == "" then
@@ -32,6 +35,18 @@ elseif obj.kind == "GuardedJobRun" then
     hs.status = "Healthy"
   else
     hs.status = "Degraded"
+  end
+elseif obj.kind == "GuardedJobUnlock" then
+  if st.result == "Deleted" or st.result == "Absent" then
+    hs.status = "Healthy"
+  else
+    hs.status = "Degraded"
+  end
+elseif obj.kind == "GuardedJobInspect" then
+  if st.view ~= nil and st.view.error ~= nil and st.view.error ~= "" then
+    hs.status = "Degraded"
+  else
+    hs.status = "Healthy"
   end
 elseif st.failed ~= nil and st.failed > 0 then
   hs.status = "Degraded"

@@ -122,7 +122,7 @@ func TestArgoCDPatchCarriesTheScript(t *testing.T) {
 	}
 	g.Expect(yaml.Unmarshal([]byte(read(t, argoPatchFile)), &patch)).To(Succeed())
 	g.Expect(patch.Data).To(HaveKeyWithValue(argoKey, read(t, luaFile)))
-	for _, kind := range []string{"GuardedJobRun", "GuardedJobBackfill"} {
+	for _, kind := range []string{"GuardedJobRun", "GuardedJobBackfill", "GuardedJobInspect", "GuardedJobUnlock"} {
 		g.Expect(patch.Data).To(HaveKeyWithValue("resource.customizations.health.batch.guardedjob.dev_"+kind, read(t, requestLua)))
 	}
 }
@@ -140,6 +140,11 @@ func TestRequestHealth(t *testing.T) {
 		{"request-backfill-pending", "Progressing", "Pending: waits for backfill"},
 		{"request-backfill-failed", "Degraded", "Finished: finished: 28 succeeded, 1 skipped (done already), 1 failed"},
 		{"request-backfill-cancelled", "Healthy", "Cancelled: cancelled at 2026-12-05T03:10:00Z"},
+		{"request-inspect-read", "Healthy", "Finished: read 1 set(s) of keys in redis://redis.example:6379"},
+		{"request-inspect-store-down", "Degraded", "Finished: the store did not answer"},
+		{"request-unlock-deleted", "Healthy", "Finished (Deleted): deleted lock payments:settlement held by batch-host-7"},
+		{"request-unlock-changed", "Degraded", "Finished (Changed): lock payments:settlement is held by batch-host-8 now"},
+		{"request-unlock-refused", "Degraded", "Refused (Refused): lock payments:settlement is held by cluster-b/"},
 	} {
 		t.Run(tt.fixture, func(t *testing.T) {
 			g := NewWithT(t)

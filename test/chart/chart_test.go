@@ -768,14 +768,16 @@ func TestChartCRDsApplyClientSide(t *testing.T) {
 		"--set", "redis.existingSecret=s", "--show-only", "templates/crds.yaml")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(decode(t, out).kinds()).To(ConsistOf("CustomResourceDefinition/"+crdName,
-		"CustomResourceDefinition/guardedjobruns.batch.guardedjob.dev", "CustomResourceDefinition/guardedjobbackfills.batch.guardedjob.dev"))
+		"CustomResourceDefinition/guardedjobruns.batch.guardedjob.dev", "CustomResourceDefinition/guardedjobbackfills.batch.guardedjob.dev",
+		"CustomResourceDefinition/guardedjobinspects.batch.guardedjob.dev", "CustomResourceDefinition/guardedjobunlocks.batch.guardedjob.dev"))
 	crds := filepath.Join(t.TempDir(), "crds.yaml")
 	g.Expect(os.WriteFile(crds, out, 0o644)).To(Succeed())
 	applied, err := kubectl(t, kubeconfig, "apply", "-f", crds)
 	g.Expect(err).NotTo(HaveOccurred(), applied)
 	lines := func(verb string) string {
 		out := ""
-		for _, name := range []string{"guardedjobbackfills.batch.guardedjob.dev", "guardedjobruns.batch.guardedjob.dev", crdName} {
+		// In the order of their files' names (the chart globs files/crds/).
+		for _, name := range []string{"guardedjobbackfills.batch.guardedjob.dev", "guardedjobinspects.batch.guardedjob.dev", "guardedjobruns.batch.guardedjob.dev", crdName, "guardedjobunlocks.batch.guardedjob.dev"} {
 			out += "customresourcedefinition.apiextensions.k8s.io/" + name + " " + verb + "\n"
 		}
 		return out

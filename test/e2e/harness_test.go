@@ -343,7 +343,8 @@ func (c *cluster) setUp(ctx context.Context, root string) error {
 	// roles as the manifests do.
 	var manifests []*unstructured.Unstructured
 	for _, f := range []string{"config/crd/bases/batch.guardedjob.dev_guardedjobs.yaml", "config/rbac/role.yaml", "config/rbac/leader_election_role.yaml",
-		"config/crd/bases/batch.guardedjob.dev_guardedjobruns.yaml", "config/crd/bases/batch.guardedjob.dev_guardedjobbackfills.yaml"} {
+		"config/crd/bases/batch.guardedjob.dev_guardedjobruns.yaml", "config/crd/bases/batch.guardedjob.dev_guardedjobbackfills.yaml",
+		"config/crd/bases/batch.guardedjob.dev_guardedjobinspects.yaml", "config/crd/bases/batch.guardedjob.dev_guardedjobunlocks.yaml"} {
 		o, err := readManifest(filepath.Join(root, f))
 		if err != nil {
 			return err
