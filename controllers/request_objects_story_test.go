@@ -272,4 +272,22 @@ func TestRequests_AUserWhoMayOnlyCreateRequestsLooksAtTheStoreAndUnlocksAStaleLo
 	g.Expect(st).To(And(HaveField("Phase", batchv1alpha1.RequestFinished), HaveField("Result", batchv1alpha1.UnlockChanged), HaveField("FoundHolder", "batch-host-8")), st.Message)
 	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal("batch-host-8"), "a lock that changed hands is left alone")
 	g.Expect(h.events(gj)).NotTo(ContainElement(HavePrefix("DeprecatedAnnotation:")), "requests objects are not deprecated")
+
+	// Answered requests go after their ttlSecondsAfterFinished.
+	now := ptr.To(int32(0))
+	shortLived := []client.Object{
+		&batchv1alpha1.GuardedJobInspect{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, GenerateName: "stale-"},
+			Spec: batchv1alpha1.GuardedJobInspectSpec{GuardedJobName: gj.Name, TTLSecondsAfterFinished: now}},
+		&batchv1alpha1.GuardedJobUnlock{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, GenerateName: "stale-"},
+			Spec: batchv1alpha1.GuardedJobUnlockSpec{GuardedJobName: gj.Name, Holder: "batch-host-9", TTLSecondsAfterFinished: now}},
+	}
+	for _, obj := range shortLived {
+		g.Expect(oncall.Create(ctx, obj)).To(Succeed())
+		g.Eventually(func() bool {
+			err := oncall.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+			g.Expect(client.IgnoreNotFound(err)).To(Succeed())
+			return apierrors.IsNotFound(err)
+		}).WithTimeout(20*time.Second).Should(BeTrue(), "%T %s is deleted once answered", obj, obj.GetName())
+	}
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal("batch-host-8"))
 }
