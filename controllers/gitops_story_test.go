@@ -144,8 +144,11 @@ func TestGitOps_AnApplyOfTheGitManifestAfterTheManagersPauseIsAcceptedAndNothing
 				git.apply(manifest, serverSide)
 				git.inSync(manifest)
 			}
-			_, out, _ := git.kubectl("get", "guardedjob", "settle")
-			_, cond, _ := git.kubectl("get", "guardedjob", "settle", "-o", `jsonpath={range .status.conditions[?(@.type=="Paused")]}{.type}={.status} {.reason}: {.message}{end}`)
+			code, out, errOut := git.kubectl("get", "guardedjob", "settle")
+			g.Expect(code).To(BeZero(), "kubectl get guardedjob settle: %s", errOut)
+			code, cond, errOut := git.kubectl("get", "guardedjob", "settle", "-o", `jsonpath={range .status.conditions[?(@.type=="Paused")]}{.type}={.status} {.reason}: {.message}{end}`)
+			g.Expect(code).To(BeZero(), errOut)
+			g.Expect(cond).To(HavePrefix("Paused=True"))
 			t.Logf("after the pause and three applies of the manifest:\n%s%s", out, cond)
 			g.Consistently(func() int64 { return h.get(gj).Generation }).WithTimeout(2 * time.Second).Should(Equal(generation))
 			cur := h.get(gj)

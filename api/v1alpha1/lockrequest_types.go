@@ -63,7 +63,7 @@ type GuardedJobInspectStatus struct {
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=gjinspect,categories=guardedjob
+// +kubebuilder:resource:shortName=gjinspect,categories=guardedjobrequests
 // +kubebuilder:printcolumn:name="GuardedJob",type=string,JSONPath=`.spec.guardedJobName`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.status.view.entries[0].lock.holder`
@@ -172,7 +172,7 @@ type GuardedJobUnlockStatus struct {
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=gjunlock,categories=guardedjob
+// +kubebuilder:resource:shortName=gjunlock,categories=guardedjobrequests
 // +kubebuilder:printcolumn:name="GuardedJob",type=string,JSONPath=`.spec.guardedJobName`
 // +kubebuilder:printcolumn:name="Holder",type=string,JSONPath=`.spec.holder`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`

@@ -144,7 +144,7 @@ type GuardedJobRunStatus struct {
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=gjrun,categories=guardedjob
+// +kubebuilder:resource:shortName=gjrun,categories=guardedjobrequests
 // +kubebuilder:printcolumn:name="GuardedJob",type=string,JSONPath=`.spec.guardedJobName`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Result",type=string,JSONPath=`.status.result`
@@ -287,7 +287,7 @@ type GuardedJobBackfillStatus struct {
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=gjbackfill,categories=guardedjob
+// +kubebuilder:resource:shortName=gjbackfill,categories=guardedjobrequests
 // +kubebuilder:printcolumn:name="GuardedJob",type=string,JSONPath=`.spec.guardedJobName`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.total`
