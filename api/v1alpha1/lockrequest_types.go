@@ -218,4 +218,3 @@ func (r *GuardedJobInspect) RequestValue() string { return InspectRequestPrefix 
 
 // RequestValue is this request's value: guardedjobunlock:<uid>.
 func (r *GuardedJobUnlock) RequestValue() string { return UnlockRequestPrefix + string(r.UID) }
-
