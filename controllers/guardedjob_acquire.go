@@ -11,10 +11,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/due"
 	"github.com/guardedjob/guardedjob/internal/leadership"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
-	"github.com/guardedjob/guardedjob/internal/runtoken"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/schedule"
 )
 
@@ -36,19 +37,11 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 			return err
 		}
 	}
-	deadline := runStartDeadline(gj, run)
-	if !s.now.Before(deadline) && !acquireAttempted(gj, run) {
-		// The manager was down (or far behind) when the run was due.
-		return r.skipLate(ctx, s, run, store, missedDeadline(run, deadline))
+	sched, _ := schedule.Parse(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault())
+	if why := due.Late(&gj.Spec, sched, run, acquireAttempted(gj, run), s.now); why != "" {
+		return r.skipLate(ctx, s, run, store, why)
 	}
-	if latest := latestStart(gj, run.ScheduledTime.Time, s.now); run.Backfill == "" && s.now.After(latest) {
-		// Later than any start of its occurrence the spec allows (a buffered
-		// run that waited longer than the runs ahead of it may hold): the
-		// occurrence's done-marker, written by a run in any cluster, is kept
-		// only until then, so a run now could do it a second time.
-		return r.skipLate(ctx, s, run, store, fmt.Sprintf("the run for %s would start after %s, the latest start of its occurrence the spec allows in any cluster (startingDeadlineSeconds, and for a run waiting behind others lock.maxHold and the buffer): its done-marker may have expired",
-			run.ScheduledTime.UTC().Format(time.RFC3339), latest.UTC().Format(time.RFC3339)))
-	}
+	deadline := due.StartDeadline(&gj.Spec, sched, run)
 	var floor int64
 	if run.FencingPolicy == batchv1alpha1.FencingStrict {
 		floor = gj.Status.LastFence
@@ -147,7 +140,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		if ledgerNote != "" {
 			msg += " (" + ledgerNote + ")"
 		}
-		_, untilDone := retryBusyUntil(gj, run, s.now) // deadline counts it (runStartDeadline)
+		_, untilDone := retryBusyUntil(gj, run, s.now) // deadline counts it (due.StartDeadline)
 		if untilDone || gj.Spec.Lock.OnBusyOrDefault() == batchv1alpha1.OnBusyRetry {
 			if next, ok := busyRetry(gj).NextAttempt(runDueTime(gj, run), s.now, deadline); ok {
 				setLockHeld(gj, batchv1alpha1.LockBusyReason, msg+"; retrying until "+deadline.UTC().Format(time.RFC3339), s.now)
@@ -251,25 +244,14 @@ func (r *GuardedJobReconciler) startUnguarded(ctx context.Context, s *scope, run
 // never had a Job. It returns why a token minted for this run was refused, or ""
 // with ok false when the token is not this run's at all.
 func (r *GuardedJobReconciler) takeUpOrphan(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client, value string) (ok bool, refused string, err error) {
-	jobName, minted := runtoken.MintedFor(value, r.runIdentity(s.gj, run))
-	if !minted || value == run.Token {
-		return false, "", nil
+	_, dup := r.Identity.Duplicate(store.Identity())
+	id := runcore.Identity{Duplicate: dup, Settled: r.Identity.Settled(store.Identity())}
+	ledger := func(holder string) string { return ledgerSays(s.gj, holder, s.now) }
+	orphan, minted, refused := runcore.TakeUp(value, run.Token, r.runIdentity(s.gj, run), id, s.gj.Status.Active, ledger)
+	if !minted || refused != "" {
+		return false, refused, nil
 	}
-	if _, dup := r.Identity.Duplicate(store.Identity()); dup {
-		return false, "a token minted under this cluster's name, while another manager claims that name: never taken up", nil
-	}
-	if !r.Identity.Settled(store.Identity()) {
-		return false, "a token minted under this cluster's name, taken up only once this manager's identity heartbeat has shown for a few beats that no other manager claims that name", nil
-	}
-	holder := leasetoken.HolderOf(value)
-	for i := range s.gj.Status.Active {
-		if s.gj.Status.Active[i].Token == value || s.gj.Status.Active[i].JobName == jobName {
-			return false, "the lease of this GuardedJob's active run " + jobName, nil
-		}
-	}
-	if why := ledgerSays(s.gj, holder, s.now); why != "" {
-		return false, why, nil
-	}
+	jobName, holder := orphan.JobName, orphan.Holder
 	job, err := r.getJobConfirmed(ctx, s.gj.Namespace, jobName)
 	if err != nil {
 		return false, "", err
@@ -292,22 +274,6 @@ func busyRetry(gj *batchv1alpha1.GuardedJob) schedule.BusyRetry {
 		Initial: gj.Spec.Lock.BusyRetryInitial(), Max: gj.Spec.Lock.BusyRetryMax(),
 		Factor: batchv1alpha1.BusyRetryFactor, Jitter: batchv1alpha1.BusyRetryJitter,
 	}
-}
-
-// runStartDeadline is when a run that has no Job yet must give up: its scheduled
-// time (or a manual trigger's time) plus startingDeadlineSeconds.
-func runStartDeadline(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) time.Time {
-	// With spec.retryOccurrence a run may start until its occurrence's tries
-	// stop (never after the next occurrence: see guardedjob_retry.go).
-	if until, ok := retryBusyUntil(gj, run, run.ScheduledTime.Time); ok {
-		if run.StartDeadline == nil || until.After(run.StartDeadline.Time) {
-			return until
-		}
-	}
-	if run.StartDeadline != nil {
-		return run.StartDeadline.Time
-	}
-	return run.ScheduledTime.Add(gj.Spec.StartingDeadline())
 }
 
 // acquireAttempted says whether this run has already been tried and is waiting
@@ -343,11 +309,6 @@ func (r *GuardedJobReconciler) skipLate(ctx context.Context, s *scope, run *batc
 	setLockHeld(s.gj, "", "", s.now)
 	r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.StartingDeadlineExceededReason, "Skipped %s: %s", run.JobName, msg)
 	return nil
-}
-
-// missedDeadline says that a run did not start before its starting deadline.
-func missedDeadline(run *batchv1alpha1.ActiveRun, deadline time.Time) string {
-	return fmt.Sprintf("the run for %s did not start before its starting deadline %s", run.ScheduledTime.UTC().Format(time.RFC3339), deadline.UTC().Format(time.RFC3339))
 }
 
 // releaseUnconfirmed releases a lease a run without a Job may hold (an

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/due"
 	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/schedule"
 )
@@ -146,23 +147,6 @@ func endBackfill(s *scope, b *batchv1alpha1.BackfillStatus) {
 	b.FinishedAt = &metav1.Time{Time: s.now}
 }
 
-// backfillStartsUntil is when a backfill stops starting occurrences: the time
-// its request names plus BackfillDoneMarkerTTL. The same backfill started in
-// several clusters names the same time, and the done-marker of each occurrence
-// it ran anywhere lives at least that long (markerTTLForRun), so no cluster
-// starts an occurrence another one's run of it may have completed unseen.
-func backfillStartsUntil(b *batchv1alpha1.BackfillStatus) (time.Time, bool) {
-	at, err := parseRequestTime(b.Request)
-	if batchv1alpha1.IsRequestObjectValue(b.Request) {
-		// A GuardedJobBackfill's time is when this manager accepted it.
-		at, err = b.StartedAt.Time, nil
-	}
-	if err != nil {
-		return time.Time{}, false
-	}
-	return at.Add(batchv1alpha1.BackfillDoneMarkerTTL), true
-}
-
 // expireBackfill ends a backfill that ran out of time to start occurrences:
 // those running now go on, and are counted when they end; the others are not
 // run.
@@ -196,7 +180,7 @@ func (r *GuardedJobReconciler) advanceBackfill(ctx context.Context, s *scope, sp
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.BackfillFinishedReason, "Backfill %s %s", b.Request, b.Message)
 		return nil
 	}
-	if until, ok := backfillStartsUntil(b); ok && s.now.After(until) {
+	if until, ok := due.BackfillStartsUntil(b); ok && s.now.After(until) {
 		r.expireBackfill(s, b, until)
 		return nil
 	}
@@ -319,7 +303,7 @@ func markerTTLForRun(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun,
 	ttl := markerTTLFor(gj, run.ScheduledTime.Time, now)
 	if run.Backfill != "" {
 		// At least until the same backfill in another cluster stops starting
-		// occurrences (backfillStartsUntil): its request's time may be up to
+		// occurrences (due.BackfillStartsUntil): its request's time may be up to
 		// BackfillRequestWindow ahead of the moment this run started.
 		ttl = max(ttl, batchv1alpha1.BackfillDoneMarkerTTL+batchv1alpha1.BackfillRequestWindow+leasetiming.MarkerMargin+gj.Spec.Lock.KeepAfterSuccessOrDefault())
 	}

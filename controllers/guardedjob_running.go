@@ -17,6 +17,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/calibration"
+	"github.com/guardedjob/guardedjob/internal/due"
 	"github.com/guardedjob/guardedjob/internal/jobbuild"
 	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
@@ -110,7 +111,7 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 	switch {
 	case !exists && run.JobUID == "":
 		if deadline := runStartDeadline(gj, run); !s.now.Before(deadline) {
-			return r.skipLate(ctx, s, run, store, missedDeadline(run, deadline))
+			return r.skipLate(ctx, s, run, store, due.MissedDeadline(run, deadline))
 		}
 		if !r.leaseConfirmed(gj, run) {
 			s.requeueAfter(confirmRetry)

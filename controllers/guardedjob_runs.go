@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/due"
 	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/schedule"
@@ -204,24 +205,11 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // parses counts a day to the next occurrence).
 func markerTTLFor(gj *batchv1alpha1.GuardedJob, scheduled, now time.Time) time.Duration {
 	sched, _ := schedule.Parse(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault())
-	return leasetiming.MarkerTTL(sched, scheduled, now, startsOf(gj), gj.Spec.Lock.KeepAfterSuccessOrDefault())
+	return leasetiming.MarkerTTL(sched, scheduled, now, due.StartsOf(&gj.Spec), gj.Spec.Lock.KeepAfterSuccessOrDefault())
 }
 
-// latestStart is the latest moment any cluster running this spec may start a
-// run of the occurrence at scheduled (leasetiming.LatestStart).
-func latestStart(gj *batchv1alpha1.GuardedJob, scheduled, now time.Time) time.Time {
+// runStartDeadline is the run's own deadline to start (due.StartDeadline).
+func runStartDeadline(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) time.Time {
 	sched, _ := schedule.Parse(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault())
-	return leasetiming.LatestStart(startsOf(gj), scheduled, leasetiming.NextOccurrence(sched, scheduled, now))
-}
-
-// startsOf reads from the spec how late a run of an occurrence may start.
-func startsOf(gj *batchv1alpha1.GuardedJob) leasetiming.Starts {
-	buffered := int(gj.Spec.BufferLimitOrDefault())
-	if gj.Spec.ConcurrencyPolicyOrDefault() == batchv1alpha1.ReplaceConcurrent {
-		buffered = 1 // one waits behind a backfill run, which is never replaced
-	}
-	return leasetiming.Starts{
-		StartingDeadline: gj.Spec.StartingDeadline(), Jitter: gj.Spec.ScheduleJitterOrDefault(), Buffered: buffered,
-		RunAhead: gj.Spec.Lock.MaxHoldOrDefault() + leasetiming.StopBudget(gj.Spec.PodGracePeriod()),
-	}
+	return due.StartDeadline(&gj.Spec, sched, run)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/guardedjob/guardedjob/internal/leadership"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 )
 
 // A run's token binds it to this manager's cluster name, the object's UID and
@@ -44,15 +45,9 @@ import (
 // namespace name, so no namespace's default key prefix covers it.
 const identityKeyPrefix = "_guardedjob:identity:"
 
-// identityBeat is how often the leader writes its heartbeat by default;
-// identityStrikes of the last identityWindow beats must find another manager's
-// value to take it for a second live manager, and identityWindow beats in a row
-// its own value to take it for gone.
-const (
-	identityBeat    = 2 * time.Second
-	identityStrikes = 3
-	identityWindow  = 6
-)
+// identityBeat is how often the leader writes its heartbeat by default (the
+// judgement of the beats: runcore.Beats).
+const identityBeat = 2 * time.Second
 
 // IdentityCheck is the heartbeat of this manager's cluster identity, in its own
 // store and in every tenant store (spec.lock.storeRef) it has a client for: clones
@@ -68,24 +63,11 @@ type IdentityCheck struct {
 	tenantStores func() []*lockclient.Client
 
 	mu  sync.Mutex
-	own beats
+	own runcore.Beats
 	// tenants holds the beats in each tenant store, by store identity. A tenant
 	// can write its store, so what they find holds back only the runs whose
 	// leases live there, never another tenant's or the manager's own store's.
-	tenants map[string]*beats
-}
-
-// beats is what the heartbeat found in one store.
-type beats struct {
-	recent []bool // the last beats' outcomes, true: another manager's value
-	// down is set while the store does not answer the heartbeat.
-	down bool
-	// refused is set while a tenant store's ACL refuses the heartbeat key: no
-	// twin can be seen there (docs/security.md says what to allow).
-	refused bool
-	clear   int
-	other   string
-	dup     bool
+	tenants map[string]*runcore.Beats
 }
 
 // NewIdentityCheck returns the check of identity (cluster name and leader
@@ -148,7 +130,7 @@ func (c *IdentityCheck) WithTenantStores(stores func() []*lockclient.Client) *Id
 func (c *IdentityCheck) beat(ctx context.Context, logf func(string, ...any)) {
 	prev, err := c.store.Swap(ctx, c.key, c.value, c.ttl())
 	c.mu.Lock()
-	c.own.record(prev, err, c.value, func(msg string, kv ...any) { logf(msg, append(kv, "key", c.key)...) })
+	c.logChange(c.own.Record(beatOf(err, false), prev, c.value), prev, logf, "key", c.key)
 	c.mu.Unlock()
 	if c.tenantStores == nil {
 		return
@@ -182,85 +164,46 @@ func (c *IdentityCheck) recordTenant(id, prev string, err error, logf func(strin
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.tenants == nil {
-		c.tenants = map[string]*beats{}
+		c.tenants = map[string]*runcore.Beats{}
 	}
 	b := c.tenants[id]
 	if b == nil {
-		b = &beats{}
+		b = &runcore.Beats{}
 		c.tenants[id] = b
 	}
-	wasRefused := b.refused
-	if b.refused = lockclient.IsPermissionDenied(err); b.refused {
-		if !wasRefused {
-			logf("A tenant store's ACL refuses this manager's identity heartbeat: a clone of this cluster that shares only this store goes unseen. Allow the manager's user ~_guardedjob:identity:* in it (docs/security.md)",
-				"store", id, "key", c.key)
-		}
-		b.recent, b.down = b.recent[:0], false
-		return
+	c.logChange(b.Record(beatOf(err, true), prev, c.value), prev, logf, "key", c.key, "store", id)
+}
+
+// beatOf says what a heartbeat write's error makes of the beat. Only a tenant
+// store's ACL refusal counts as refused: in the manager's own store, the
+// store is down for the manager's every use.
+func beatOf(err error, tenant bool) runcore.Beat {
+	switch {
+	case errors.Is(err, leadership.ErrNotLeading):
+		return runcore.BeatNotSent
+	case tenant && lockclient.IsPermissionDenied(err):
+		return runcore.BeatRefused
+	case err != nil:
+		return runcore.BeatUnanswered
 	}
-	b.record(prev, err, c.value, func(msg string, kv ...any) { logf(msg, append(kv, "key", c.key, "store", id)...) })
+	return runcore.BeatAnswered
+}
+
+// logChange logs what a beat changed in a store's judgement; kv names the
+// store.
+func (c *IdentityCheck) logChange(ch runcore.Change, prev string, logf func(string, ...any), kv ...any) {
+	switch ch {
+	case runcore.TwinFound:
+		logf("ANOTHER MANAGER CLAIMS THIS MANAGER'S CLUSTER IDENTITY: no run starts until only one does", append([]any{"other", prev}, kv...)...)
+	case runcore.TwinGone:
+		logf("Only this manager claims its cluster identity again: runs start again", kv...)
+	case runcore.RefusedFirst:
+		logf("A tenant store's ACL refuses this manager's identity heartbeat: a clone of this cluster that shares only this store goes unseen. Allow the manager's user ~_guardedjob:identity:* in it (docs/security.md)", kv...)
+	}
 }
 
 // ttl is how long a heartbeat lives: a window of beats and one more.
-func (c *IdentityCheck) ttl() time.Duration { return identityWindow*c.interval + c.interval }
-
-// record counts one beat in a store: prev is what it replaced, self this
-// manager's value.
-func (b *beats) record(prev string, err error, self string, logf func(string, ...any)) {
-	if errors.Is(err, leadership.ErrNotLeading) {
-		// Not sent: this manager does not know it leads. A twin may have
-		// started meanwhile, so the beats before count no more; the store is
-		// not down for it, and runs stay held back until beats settle again.
-		b.recent = b.recent[:0]
-		return
-	}
-	if b.down = err != nil; b.down {
-		// A twin may start unseen while the store does not answer: settled again
-		// only after a few answered beats. The outage is reported elsewhere.
-		b.recent = b.recent[:0]
-		return
-	}
-	other := prev != "" && prev != self
-	b.recent = append(b.recent, other)
-	if len(b.recent) > identityWindow {
-		b.recent = b.recent[1:]
-	}
-	if !other {
-		if b.dup {
-			if b.clear++; b.clear >= identityWindow {
-				b.dup, b.clear = false, 0
-				logf("Only this manager claims its cluster identity again: runs start again")
-			}
-		}
-		return
-	}
-	b.clear = 0
-	b.other = prev
-	strikes := 0
-	for _, o := range b.recent {
-		if o {
-			strikes++
-		}
-	}
-	if strikes >= identityStrikes && !b.dup {
-		b.dup = true
-		logf("ANOTHER MANAGER CLAIMS THIS MANAGER'S CLUSTER IDENTITY: no run starts until only one does", "other", prev)
-	}
-}
-
-// settled says whether the beats in a store have found only this manager's
-// value for long enough.
-func (b *beats) settled() bool {
-	if b.dup || len(b.recent) < identityStrikes {
-		return false
-	}
-	for _, o := range b.recent[len(b.recent)-identityStrikes:] {
-		if o {
-			return false
-		}
-	}
-	return true
-}
+func (c *IdentityCheck) ttl() time.Duration { return runcore.IdentityWindow*c.interval + c.interval }
 
 // followerCheck runs while this manager waits to lead: it reads (never
 // writes) the heartbeat of the leader of its --leader-election-id, and says so
@@ -281,7 +224,7 @@ func (followerCheck) NeedLeaderElection() bool { return false }
 
 func (f followerCheck) Start(ctx context.Context) error {
 	log := ctrl.LoggerFrom(ctx).WithName("identity")
-	t := time.NewTicker(identityWindow * f.c.interval)
+	t := time.NewTicker(runcore.IdentityWindow * f.c.interval)
 	defer t.Stop()
 	reported := ""
 	for {
@@ -324,7 +267,7 @@ func (c *IdentityCheck) Settled(store string) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.own.settled() {
+	if !c.own.Settled() {
 		return false
 	}
 	if !c.isTenant(store) {
@@ -332,7 +275,7 @@ func (c *IdentityCheck) Settled(store string) bool {
 	}
 	// A tenant store not beaten in yet (its client is new) has not been seen.
 	t := c.tenants[store]
-	return t != nil && (t.refused || t.settled())
+	return t != nil && (t.Refused || t.Settled())
 }
 
 // isTenant says whether store names a tenant store rather than the manager's own.
@@ -350,9 +293,9 @@ func (c *IdentityCheck) storeDown(store string) bool {
 	defer c.mu.Unlock()
 	if c.isTenant(store) {
 		t := c.tenants[store]
-		return t != nil && t.down
+		return t != nil && t.Down
 	}
-	return c.own.down
+	return c.own.Down
 }
 
 // Duplicate says whether another live manager claims this identity in the
@@ -363,11 +306,11 @@ func (c *IdentityCheck) Duplicate(store string) (string, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.own.dup {
-		return c.own.other, true
+	if c.own.Dup {
+		return c.own.Other, true
 	}
-	if t := c.tenants[store]; c.isTenant(store) && t != nil && t.dup {
-		return t.other, true
+	if t := c.tenants[store]; c.isTenant(store) && t != nil && t.Dup {
+		return t.Other, true
 	}
 	return "", false
 }

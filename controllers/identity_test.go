@@ -12,6 +12,7 @@ import (
 
 	"github.com/guardedjob/guardedjob/internal/leadership"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
 	"github.com/guardedjob/guardedjob/internal/testutil/tcpproxy"
 )
@@ -30,7 +31,7 @@ func TestIdentityAStoreThatAnswersAgainBetweenBeatsIsNotSettled(t *testing.T) {
 	c := NewIdentityCheck(store, "cluster-a", "", time.Second)
 	logf := func(string, ...any) {}
 
-	for range identityStrikes {
+	for range runcore.IdentityStrikes {
 		c.beat(ctx, logf)
 	}
 	g.Expect(c.Settled("")).To(BeTrue(), "beats with only its own value")
@@ -50,7 +51,7 @@ func TestIdentityAStoreThatAnswersAgainBetweenBeatsIsNotSettled(t *testing.T) {
 	g.Expect(c.storeDown("")).To(BeFalse())
 	g.Expect(c.Settled("")).To(BeFalse(), "the beat found the twin's value")
 	g.Expect(r.identitySettled(&scope{})).To(BeFalse())
-	for range identityStrikes {
+	for range runcore.IdentityStrikes {
 		c.beat(ctx, logf) // the twin has gone: only this manager's value
 	}
 	g.Expect(c.Settled("")).To(BeTrue())
@@ -74,7 +75,7 @@ func TestIdentityABeatRefusedWhileNotLeadingUnsettlesWithoutTakingTheStoreForDow
 	}))
 	c := NewIdentityCheck(store, "cluster-a", "", time.Second)
 	logf := func(string, ...any) {}
-	for range identityStrikes {
+	for range runcore.IdentityStrikes {
 		c.beat(ctx, logf)
 	}
 	g.Expect(c.Settled("")).To(BeTrue())
@@ -88,7 +89,7 @@ func TestIdentityABeatRefusedWhileNotLeadingUnsettlesWithoutTakingTheStoreForDow
 	g.Expect(srv.Client(t).Exists(ctx, c.Key()).Val()).To(Equal(int64(1)), "the key from before is left as it was")
 
 	leading.Store(true)
-	for range identityStrikes {
+	for range runcore.IdentityStrikes {
 		c.beat(ctx, logf)
 	}
 	g.Expect(c.Settled("")).To(BeTrue())
@@ -107,7 +108,7 @@ func TestIdentityAnotherShardOnTheSameElectionIDIsNamedAsSuch(t *testing.T) {
 	b := NewIdentityCheck(store, "cluster-a", "", time.Second).ForShard("shard=b")
 	g.Expect(a.Key()).To(Equal(b.Key()))
 	logf := func(string, ...any) {}
-	for range identityWindow {
+	for range runcore.IdentityWindow {
 		a.beat(ctx, logf)
 		b.beat(ctx, logf)
 	}
@@ -150,7 +151,7 @@ func TestIdentityATwinInATenantStoreHoldsBackOnlyThatStore(t *testing.T) {
 	c := NewIdentityCheck(own, "cluster-a", "", time.Second).WithTenantStores(func() []*lockclient.Client { return stores })
 	var logged []string
 	logf := func(msg string, _ ...any) { logged = append(logged, msg) }
-	for range identityStrikes {
+	for range runcore.IdentityStrikes {
 		c.beat(ctx, logf)
 	}
 	g.Expect(c.Settled("")).To(BeTrue())
@@ -158,7 +159,7 @@ func TestIdentityATwinInATenantStoreHoldsBackOnlyThatStore(t *testing.T) {
 	g.Expect(c.Settled(tenant.Identity())).To(BeFalse(), "a store not beaten in yet: a twin there could not have been seen")
 
 	stores = append(stores, tenant)
-	for range identityWindow {
+	for range runcore.IdentityWindow {
 		g.Expect(tenantSrv.Client(t).Set(ctx, c.Key(), "host=clone pid=1 id=clone", time.Minute).Err()).To(Succeed())
 		c.beat(ctx, logf)
 	}
@@ -198,7 +199,7 @@ func TestIdentityATenantStoreWhoseACLRefusesTheHeartbeatHoldsNothingBack(t *test
 	c := NewIdentityCheck(own, "cluster-a", "", time.Second).WithTenantStores(func() []*lockclient.Client { return []*lockclient.Client{tenant} })
 	var logged []string
 	logf := func(msg string, kv ...any) { logged = append(logged, fmt.Sprint(append([]any{msg}, kv...)...)) }
-	for range identityStrikes {
+	for range runcore.IdentityStrikes {
 		c.beat(ctx, logf)
 	}
 	g.Expect(c.Settled(tenant.Identity())).To(BeTrue(), "nothing to wait for")

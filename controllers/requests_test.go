@@ -83,14 +83,3 @@ func TestARequestsAnswerFollowsTheGuardedJobsRecord(t *testing.T) {
 			HaveField("Phase", batchv1alpha1.RequestFinished), HaveField("Total", int32(3)), HaveField("Succeeded", int32(2)), HaveField("Skipped", int32(1))))
 	})
 }
-
-// A GuardedJobBackfill's starts stop BackfillDoneMarkerTTL after the manager
-// accepted it, as an annotation's stop that long after the time it names: the
-// done-markers of its runs outlive every start it can make.
-func TestABackfillRequestsStartsStopAWeekAfterItWasAccepted(t *testing.T) {
-	g := NewWithT(t)
-	accepted := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
-	until, ok := backfillStartsUntil(&batchv1alpha1.BackfillStatus{Request: batchv1alpha1.BackfillRequestPrefix + "9f", StartedAt: metav1.NewTime(accepted)})
-	g.Expect(ok).To(BeTrue())
-	g.Expect(until).To(Equal(accepted.Add(batchv1alpha1.BackfillDoneMarkerTTL)))
-}

@@ -124,10 +124,11 @@ var mutants = []mutant{
 	{
 		name: "takeup-ignores-ledger",
 		bug:  "take-up adopts a token the lease ledger knows (a lease its run left to expire)",
-		file: "controllers/guardedjob_acquire.go",
-		find: "if why := ledgerSays(s.gj, holder, s.now); why != \"\" {",
+		file: "internal/runcore/takeup.go",
+		find: "if why := ledger(o.Holder); why != \"\" {",
 		repl: "if why := \"\"; why != \"\" {",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestTakeUpOnlyAnOrphanNoRecordKnows"}},
 			{"./controllers/", []string{"TestEveryActor_ARunNowNeverTakesUpTheLeaseItsFailedRunLeftToExpire"}},
 		},
 	},
@@ -217,20 +218,22 @@ var mutants = []mutant{
 	{
 		name: "identity-unchecked",
 		bug:  "a manager never sees that another live manager claims its cluster identity, and starts runs beside it",
-		file: "controllers/identity.go",
-		find: "if strikes >= identityStrikes && !b.dup {",
+		file: "internal/runcore/beats.go",
+		find: "if strikes >= IdentityStrikes && !b.Dup {",
 		repl: "if false {",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestBeatsSettleOnlyOnAnsweredBeatsThatFindNoTwin"}},
 			{"./controllers/", []string{"TestEveryActor_TwoClustersClaimingOneIdentityStartNoRun"}},
 		},
 	},
 	{
 		name: "identity-not-settled",
 		bug:  "a manager that has just started takes up leases before its identity heartbeat could have seen a twin",
-		file: "controllers/identity.go",
-		find: "if b.dup || len(b.recent) < identityStrikes {\n\t\treturn false\n\t}",
-		repl: "if b.dup {\n\t\treturn false\n\t}\n\tif len(b.recent) < identityStrikes {\n\t\treturn true\n\t}",
+		file: "internal/runcore/beats.go",
+		find: "if b.Dup || len(b.recent) < IdentityStrikes {\n\t\treturn false\n\t}",
+		repl: "if b.Dup {\n\t\treturn false\n\t}\n\tif len(b.recent) < IdentityStrikes {\n\t\treturn true\n\t}",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestBeatsSettleOnlyOnAnsweredBeatsThatFindNoTwin"}},
 			{"./controllers/", []string{"TestEveryActor_AManagerJustStartedNeverTakesUpATwinsLease"}},
 		},
 	},
@@ -380,10 +383,11 @@ var mutants = []mutant{
 	{
 		name: "identity-outage-keeps-beats",
 		bug:  "beats from before a store outage still settle the identity, so a take-up right after it cannot have seen a twin that started meanwhile",
-		file: "controllers/identity.go",
-		find: "The outage is reported elsewhere.\n\t\tb.recent = b.recent[:0]\n",
-		repl: "The outage is reported elsewhere.\n",
+		file: "internal/runcore/beats.go",
+		find: "b.Down = true\n\t\tb.recent = b.recent[:0]\n",
+		repl: "b.Down = true\n",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestBeatsSettleOnlyOnAnsweredBeatsThatFindNoTwin"}},
 			{"./controllers/", []string{"TestIdentityAStoreThatAnswersAgainBetweenBeatsIsNotSettled"}},
 		},
 	},
@@ -564,10 +568,11 @@ var mutants = []mutant{
 	{
 		name: "late-start-runs",
 		bug:  "a buffered run past the latest start of its occurrence runs, after the done-marker may have expired",
-		file: "controllers/guardedjob_acquire.go",
-		find: "run.Backfill == \"\" && s.now.After(latest) {",
-		repl: "run.Backfill == \"\" && s.now.After(latest) && false {",
+		file: "internal/due/late.go",
+		find: "if latest := LatestStart(spec, sched, run.ScheduledTime.Time, now); now.After(latest) {",
+		repl: "if latest := LatestStart(spec, sched, run.ScheduledTime.Time, now); now.After(latest) && false {",
 		catchers: []catcher{
+			{"./internal/due/", []string{"TestLateRunsAreSkippedNeverRun"}},
 			{"./controllers/", []string{"TestMarker_ABufferedRunLaterThanItsOccurrencesLatestStartIsSkippedNotRun"}},
 		},
 	},
@@ -594,10 +599,11 @@ var mutants = []mutant{
 	{
 		name: "backfill-starts-forever",
 		bug:  "a backfill starts occurrences after the done-markers of its runs in other clusters may have expired",
-		file: "controllers/guardedjob_backfill.go",
-		find: "if until, ok := backfillStartsUntil(b); ok && s.now.After(until) {",
-		repl: "if until, ok := backfillStartsUntil(b); ok && s.now.After(until) && false {",
+		file: "internal/due/late.go",
+		find: "return at.Add(batchv1alpha1.BackfillDoneMarkerTTL), true",
+		repl: "return at.Add(batchv1alpha1.BackfillDoneMarkerTTL), false",
 		catchers: []catcher{
+			{"./internal/due/", []string{"TestABackfillStartsOccurrencesOnlyWhileItsMarkersLive"}},
 			{"./controllers/", []string{"TestBackfill_ABackfillStartsNoOccurrenceAfterItsMarkersCouldHaveExpired"}},
 		},
 	},
