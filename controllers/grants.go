@@ -117,7 +117,7 @@ func (c *GrantsCheck) Agree(namespace string, ks ...string) error {
 		return nil
 	}
 	for _, k := range ks {
-		if k == "" || c.ours.Allowed(namespace, k) == c.published.Allowed(namespace, k) {
+		if !keys.Disagree(c.ours, c.published, namespace, k) {
 			continue
 		}
 		return specerror.Errorf(specerror.KeyNotAllowedReason,

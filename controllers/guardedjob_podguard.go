@@ -16,6 +16,7 @@ import (
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/jobbuild"
 	"github.com/guardedjob/guardedjob/internal/podguard"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/specerror"
 	"github.com/guardedjob/guardedjob/internal/storeconfig"
 )
@@ -134,26 +135,16 @@ func guardExitChanged(e event.UpdateEvent) bool {
 }
 
 // guardedEndUnclean says whether a guarded run must leave its lease to expire
-// instead of releasing it: unless its Job completed with no Pod failed, a Pod of
-// the run may still be running where the API server no longer shows it (a node
-// cut off from the control plane, a force-deleted Pod), and only its guard, reading
-// the lease's remaining time, can stop it before another holder starts.
-//
-// A run whose Job's UID was never recorded may still have had a Job (created by a
-// manager that died before recording it, or by a pass that left the record to
-// the next one): the Job of its name decides, and with none left, nothing says
-// that no Pod of it ever ran.
+// instead of releasing it (runcore.LeaveToExpire), reading the Job of its name
+// from the cache and, when the cache does not show it, from the API server.
 func (r *GuardedJobReconciler) guardedEndUnclean(ctx context.Context, namespace string, run *batchv1alpha1.ActiveRun) (bool, error) {
-	if run.PodGuard == nil {
-		return false, nil
+	var view runcore.RunJobView
+	if run.PodGuard != nil { // nothing to read for a run without a pod guard
+		job, err := r.getJobConfirmed(ctx, namespace, run.JobName)
+		if err != nil {
+			return false, err
+		}
+		view = jobView(job, runcore.ReadLive)
 	}
-	job, err := r.getJobConfirmed(ctx, namespace, run.JobName)
-	if err != nil {
-		return false, err
-	}
-	if job == nil || run.JobUID != "" && job.UID != run.JobUID {
-		return true, nil
-	}
-	finished, ok := jobFinished(job)
-	return !ok || finished != batchv1.JobComplete || job.Status.Failed > 0, nil
+	return runcore.LeaveToExpire(run, view), nil
 }

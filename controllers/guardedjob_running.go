@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -22,6 +23,7 @@ import (
 	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 )
 
 // running creates the run's Job if it does not exist yet, and moves the run on
@@ -37,100 +39,48 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 		r.jobsCreated.Delete(run.Token)
 	}
 
-	// A Job that already ended is released (and its occurrence marked done) even
-	// if the lease ran out meanwhile: the marker is written over an absent key,
-	// never over another holder.
 	job := &batchv1.Job{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: run.JobName}, job)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get job %s: %w", run.JobName, err)
+	view, err := readRunJob(ctx, r.Client, gj.Namespace, run.JobName, job, runcore.ReadCached)
+	if err != nil {
+		return err
 	}
-	exists := err == nil
-	if !exists {
-		// The cache may not have seen the Job yet (created moments ago, or this
-		// manager's cache is older than the world): ask the API server before
-		// treating it as missing, whatever status says of its UID. A run skipped,
-		// stopped or released on a cached "not found" could leave a Pod working
-		// without its lease.
-		switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: run.JobName}, job); {
-		case err == nil && run.JobUID != "":
+	for {
+		lease := r.leaseView(gj, run)
+		v := runcore.Running(runcore.RunningView{
+			Run: run, Job: view, Lease: lease,
+			PastStartDeadline: !s.now.Before(runStartDeadline(gj, run)),
+			StopperBehind:     lease.MustStop() && r.Stopper != nil && r.Stopper.behind(),
+		})
+		if v.Step != "" {
+			ctrl.LoggerFrom(ctx).V(1).Info("step", "step", v.Step, "job", run.JobName)
+		}
+		switch v.Act {
+		case runcore.ReadJobLive:
+			if view, err = readRunJob(ctx, r.APIReader, gj.Namespace, run.JobName, job, runcore.ReadLive); err != nil {
+				return err
+			}
+			continue
+		case runcore.WaitForCache:
 			s.requeueAfter(cacheLagRetry) // a recorded Job: the cache catches up
 			return nil
-		case err == nil:
-			exists = true // its UID is recorded below (adoptJob)
-		case !apierrors.IsNotFound(err):
-			return fmt.Errorf("get job %s: %w", run.JobName, err)
-		}
-	}
-	if exists && job.UID == run.JobUID {
-		if finished, ok := jobFinished(job); ok {
-			run.Phase = batchv1alpha1.RunPhaseReleasing
-			if finished == batchv1.JobComplete {
-				setStop(run, batchv1alpha1.RunResultSucceeded, "the Job completed")
-			} else {
-				setStop(run, batchv1alpha1.RunResultFailed, "the Job failed: "+jobFailureMessage(job))
-				run.StopCause = string(batchv1alpha1.FailureJobFailed)
-				// The Job may have failed because a pod guard ended its workload.
-				why, err := r.guardStopped(ctx, run, job)
-				if err != nil {
-					return err
-				}
-				if why != "" {
-					setStop(run, batchv1alpha1.RunResultGuardStopped, why)
-					r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.GuardStoppedReason, "Job %s: %s", run.JobName, why)
-				}
-			}
-			if d, ok := calibration.JobDuration(job); ok {
-				r.recordRunDuration(s, run, d)
-			}
-			return r.release(ctx, s, run, store)
-		}
-	}
-
-	if st, ok := r.Keeper.Get(run.Token); ok {
-		if (st.State == lockclient.StateLost || st.DeadlineReached || st.MaxHoldReached) && r.deletesFirst(s) {
+		case runcore.ReleaseFinished:
+			return r.releaseFinished(ctx, s, run, job, store)
+		case runcore.WaitForDeletes:
+			s.requeueAfter(stopFirstRetry)
 			return nil
-		}
-		switch {
-		case st.State == lockclient.StateLost:
-			holder := leasetoken.HolderOf(st.Holder)
-			msg := "lock " + run.Key + " was lost: " + heldByOr(holder, "the key is gone")
-			return r.beginStop(s, run, batchv1alpha1.RunResultLockLost, msg, batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, holder)
-		case st.DeadlineReached:
-			return r.beginStop(s, run, batchv1alpha1.RunResultStoreUnavailable,
-				fmt.Sprintf("the lock store did not answer renewals for %s; stopped before the lease could expire", (run.TTL.Duration-st.ValidFor).Round(time.Second)),
-				batchv1alpha1.StoreUnavailableReason, batchv1alpha1.LockStateStoreDown, "")
-		case st.MaxHoldReached:
-			// The work would have gone on: it took at least maxHold.
-			r.recordRunDuration(s, run, run.MaxHold.Duration)
-			return r.beginStop(s, run, batchv1alpha1.RunResultMaxHoldExceeded,
-				fmt.Sprintf("the run reached lock.maxHold %s", run.MaxHold.Duration), batchv1alpha1.MaxHoldExceededReason, batchv1alpha1.LockStateHeld, run.Holder)
-		}
-	}
-
-	switch {
-	case !exists && run.JobUID == "":
-		if deadline := runStartDeadline(gj, run); !s.now.Before(deadline) {
-			return r.skipLate(ctx, s, run, store, due.MissedDeadline(run, deadline))
-		}
-		if !r.leaseConfirmed(gj, run) {
+		case runcore.StopRun:
+			return r.stopFor(s, run, v.Cause)
+		case runcore.SkipLateRun:
+			return r.skipLate(ctx, s, run, store, due.MissedDeadline(run, runStartDeadline(gj, run)))
+		case runcore.WaitConfirm:
 			s.requeueAfter(confirmRetry)
 			return nil
+		case runcore.CreateRunJob:
+			return r.createJob(ctx, s, run, store)
+		case runcore.AdoptJob:
+			return r.adoptJob(ctx, s, run, job)
 		}
-		return r.createJob(ctx, s, run, store)
-	case !exists:
-		// The Job is gone although its finalizer should have kept it: treat the run
-		// as over once no Pod of it remains.
-		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the Job "+run.JobName+" was deleted", batchv1alpha1.JobDeletedReason, batchv1alpha1.LockStateHeld, run.Holder)
-	}
-	if run.JobUID == "" {
-		return r.adoptJob(ctx, s, run, job)
-	}
-	if job.UID != run.JobUID {
-		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the Job "+run.JobName+" was replaced by another object of that name", batchv1alpha1.StaleJobReason, batchv1alpha1.LockStateHeld, run.Holder)
-	}
-	if !job.DeletionTimestamp.IsZero() {
-		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the Job "+run.JobName+" is being deleted", batchv1alpha1.JobDeletedReason, batchv1alpha1.LockStateHeld, run.Holder)
+		break // GoOn
 	}
 	if why, err := r.guardStopped(ctx, run, job); err != nil || why != "" {
 		if err != nil {
@@ -159,21 +109,96 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 	return nil
 }
 
+// readRunJob reads the Job of a run's name from reader (the cache or the API
+// server) into job, and says what it found.
+func readRunJob(ctx context.Context, reader client.Reader, namespace, name string, job *batchv1.Job, read runcore.JobRead) (runcore.RunJobView, error) {
+	err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, job)
+	switch {
+	case apierrors.IsNotFound(err):
+		return runcore.RunJobView{Read: read}, nil
+	case err != nil:
+		return runcore.RunJobView{}, fmt.Errorf("get job %s: %w", name, err)
+	}
+	return jobView(job, read), nil
+}
+
+// jobView is what the core is told of a Job read from read (nil: none).
+func jobView(job *batchv1.Job, read runcore.JobRead) runcore.RunJobView {
+	if job == nil {
+		return runcore.RunJobView{Read: read}
+	}
+	finished, _ := jobFinished(job)
+	return runcore.RunJobView{Read: read, Exists: true, UID: job.UID, Finished: finished,
+		Deleting: !job.DeletionTimestamp.IsZero(), Gated: jobbuild.Gated(job), PodsFailed: job.Status.Failed > 0}
+}
+
+// leaseView is what the keeper reports of a run's lease.
+func (r *GuardedJobReconciler) leaseView(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) runcore.LeaseView {
+	st, ok := r.Keeper.Get(run.Token)
+	if !ok {
+		return runcore.LeaseView{}
+	}
+	return runcore.LeaseView{Tracked: true, Lost: st.State == lockclient.StateLost, DeadlineReached: st.DeadlineReached, MaxHoldReached: st.MaxHoldReached,
+		Confirmed: st.Confirmed && st.State == lockclient.StateHeld && st.ValidFor > leasetiming.StopBudget(gj.Spec.PodGracePeriod())}
+}
+
+// releaseFinished releases the lease of a run whose Job finished, with the
+// Job's result (or the pod guard's, when it ended the workload).
+func (r *GuardedJobReconciler) releaseFinished(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, job *batchv1.Job, store *lockclient.Client) error {
+	run.Phase = batchv1alpha1.RunPhaseReleasing
+	if finished, _ := jobFinished(job); finished == batchv1.JobComplete {
+		setStop(run, batchv1alpha1.RunResultSucceeded, "the Job completed")
+	} else {
+		setStop(run, batchv1alpha1.RunResultFailed, "the Job failed: "+jobFailureMessage(job))
+		run.StopCause = string(batchv1alpha1.FailureJobFailed)
+		// The Job may have failed because a pod guard ended its workload.
+		why, err := r.guardStopped(ctx, run, job)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			setStop(run, batchv1alpha1.RunResultGuardStopped, why)
+			r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.GuardStoppedReason, "Job %s: %s", run.JobName, why)
+		}
+	}
+	if d, ok := calibration.JobDuration(job); ok {
+		r.recordRunDuration(s, run, d)
+	}
+	return r.release(ctx, s, run, store)
+}
+
+// stopFor stops a run for what the pass found.
+func (r *GuardedJobReconciler) stopFor(s *scope, run *batchv1alpha1.ActiveRun, cause runcore.Cause) error {
+	switch cause {
+	case runcore.CauseLost:
+		st, _ := r.Keeper.Get(run.Token)
+		holder := leasetoken.HolderOf(st.Holder)
+		msg := "lock " + run.Key + " was lost: " + heldByOr(holder, "the key is gone")
+		return r.beginStop(s, run, batchv1alpha1.RunResultLockLost, msg, batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, holder)
+	case runcore.CauseStoreSilent:
+		st, _ := r.Keeper.Get(run.Token)
+		return r.beginStop(s, run, batchv1alpha1.RunResultStoreUnavailable,
+			fmt.Sprintf("the lock store did not answer renewals for %s; stopped before the lease could expire", (run.TTL.Duration-st.ValidFor).Round(time.Second)),
+			batchv1alpha1.StoreUnavailableReason, batchv1alpha1.LockStateStoreDown, "")
+	case runcore.CauseMaxHold:
+		// The work would have gone on: it took at least maxHold.
+		r.recordRunDuration(s, run, run.MaxHold.Duration)
+		return r.beginStop(s, run, batchv1alpha1.RunResultMaxHoldExceeded,
+			fmt.Sprintf("the run reached lock.maxHold %s", run.MaxHold.Duration), batchv1alpha1.MaxHoldExceededReason, batchv1alpha1.LockStateHeld, run.Holder)
+	case runcore.CauseJobDeleted:
+		// The Job is gone although its finalizer should have kept it: the
+		// run is over once no Pod of it remains.
+		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the Job "+run.JobName+" was deleted", batchv1alpha1.JobDeletedReason, batchv1alpha1.LockStateHeld, run.Holder)
+	case runcore.CauseJobReplaced:
+		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the Job "+run.JobName+" was replaced by another object of that name", batchv1alpha1.StaleJobReason, batchv1alpha1.LockStateHeld, run.Holder)
+	default:
+		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the Job "+run.JobName+" is being deleted", batchv1alpha1.JobDeletedReason, batchv1alpha1.LockStateHeld, run.Holder)
+	}
+}
+
 // stopFirstRetry is how soon a run whose status write waits for the stop
 // controller's deletes looks again.
 const stopFirstRetry = time.Second
-
-// deletesFirst holds back the status write of a run the keeper says must stop
-// while the stop controller still has deletes to issue for such runs: the API
-// server is shared, and when many runs must stop at once their deletes go
-// first. The status can wait; the lease cannot.
-func (r *GuardedJobReconciler) deletesFirst(s *scope) bool {
-	if r.Stopper == nil || !r.Stopper.behind() {
-		return false
-	}
-	s.requeueAfter(stopFirstRetry)
-	return true
-}
 
 // podsNotStarted returns why the run must stop when no Pod of its Job has
 // reached Running or finished within lock.podStartTimeout of the Job's creation,

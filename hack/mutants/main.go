@@ -198,10 +198,11 @@ var mutants = []mutant{
 	{
 		name: "unclean-by-recorded-uid",
 		bug:  "a guarded run whose Job's UID was never recorded counts as one that never had a Job, and releases its lease",
-		file: "controllers/guardedjob_podguard.go",
-		find: "if run.PodGuard == nil {\n\t\treturn false, nil\n\t}",
-		repl: "if run.PodGuard == nil || run.JobUID == \"\" {\n\t\treturn false, nil\n\t}",
+		file: "internal/runcore/running.go",
+		find: "if run.PodGuard == nil {\n\t\treturn false\n\t}",
+		repl: "if run.PodGuard == nil || run.JobUID == \"\" {\n\t\treturn false\n\t}",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestAGuardedRunLeavesItsLeaseToExpireUnlessItsJobCompletedCleanly"}},
 			{"./controllers/", []string{"TestEveryActor_AGuardedRunStoppedBeforeItsJobUIDWasRecordedLeavesItsLeaseToExpire"}},
 		},
 	},
@@ -496,10 +497,11 @@ var mutants = []mutant{
 	{
 		name: "skip-on-cached-miss",
 		bug:  "a run whose Job UID status does not record is taken as Job-less on the cache's word, skipped and its lease released",
-		file: "controllers/guardedjob_running.go",
-		find: "\tif !exists {\n\t\t// The cache may not have seen the Job yet",
-		repl: "\tif !exists && run.JobUID != \"\" {\n\t\t// The cache may not have seen the Job yet",
+		file: "internal/runcore/running.go",
+		find: "case job.Read == ReadCached && !job.Exists:",
+		repl: "case job.Read == ReadCached && !job.Exists && run.JobUID != \"\":",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestARecordedRunsPassFollowsItsJobAndItsLease"}},
 			{"./controllers/", []string{"TestStaleCache_ARunWhoseJobTheCacheHasNotSeenIsNeverSkippedAndItsLeaseNeverReleased"}},
 		},
 	},
@@ -589,10 +591,11 @@ var mutants = []mutant{
 	{
 		name: "grants-disagreement-ignored",
 		bug:  "a manager sharing a store without another's --key-grants gives a granted key to the namespace whose default covers it",
-		file: "controllers/grants.go",
-		find: "if k == \"\" || c.ours.Allowed(namespace, k) == c.published.Allowed(namespace, k) {",
-		repl: "if true || c.ours.Allowed(namespace, k) == c.published.Allowed(namespace, k) {",
+		file: "internal/keys/grants.go",
+		find: "return key != \"\" && ours.Allowed(namespace, key) != theirs.Allowed(namespace, key)",
+		repl: "return false && ours.Allowed(namespace, key) != theirs.Allowed(namespace, key)",
 		catchers: []catcher{
+			{"./internal/keys/", []string{"TestKeyGrantsDisagreeOnlyOnKeysTheyGiveToDifferentNamespaces"}},
 			{"./controllers/", []string{"TestGrantsAManagerWithOtherKeyGrantsRefusesTheKeysTheyGiveToAnotherNamespace"}},
 		},
 	},

@@ -106,6 +106,15 @@ func (g Grants) Allowed(namespace, key string) bool {
 	return strings.HasPrefix(key, namespace+":") && g.grantedElsewhere(namespace, key) == ""
 }
 
+// Disagree reports whether two managers' grants sharing one store judge key
+// differently for namespace: one gives it to namespace, the other does not. A
+// cluster started without another's grants would give a granted key back to
+// the namespace whose default prefix covers it, and two tenants would then
+// hold one key; such a key is refused until the sets agree.
+func Disagree(ours, theirs Grants, namespace, key string) bool {
+	return key != "" && ours.Allowed(namespace, key) != theirs.Allowed(namespace, key)
+}
+
 // grantedElsewhere returns a namespace other than namespace that key was granted
 // to, or "".
 func (g Grants) grantedElsewhere(namespace, key string) string {

@@ -87,6 +87,33 @@ func TestKeyGrantsAllowed(t *testing.T) {
 	}
 }
 
+// Two managers sharing a store with other --key-grants disagree on exactly the
+// keys one gives to a namespace and the other does not: a key granted away
+// from the namespace whose default prefix covers it, and a granted prefix
+// outside every default.
+func TestKeyGrantsDisagreeOnlyOnKeysTheyGiveToDifferentNamespaces(t *testing.T) {
+	ours := Grants{"reports": {"shared:reports:"}}
+	none := Grants{}
+	for _, c := range []struct {
+		namespace, key string
+		want           bool
+	}{
+		{"shared", "shared:reports:daily", true}, // ours: reports'; theirs: shared's default
+		{"reports", "shared:reports:daily", true},
+		{"shared", "shared:other", false},
+		{"payments", "payments:nightly", false},
+		{"reports", "reports:x", false},
+		{"shared", "", false},
+	} {
+		if got := Disagree(ours, none, c.namespace, c.key); got != c.want {
+			t.Errorf("%s %q: disagree %v, want %v", c.namespace, c.key, got, c.want)
+		}
+		if Disagree(ours, ours, c.namespace, c.key) {
+			t.Errorf("%s %q: one set disagrees with itself", c.namespace, c.key)
+		}
+	}
+}
+
 func TestKeyGrantsCheckKeys(t *testing.T) {
 	tests := []struct {
 		name      string
