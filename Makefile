@@ -143,8 +143,15 @@ verify: manifests generate ## Fail when generated files or go.mod are stale, or 
 ##@ Test
 
 .PHONY: prepare
-prepare: ## Build everything the checks and tests run: tools, redis-server, the control plane and kubectl, the project's binaries, the race-detector build (the slow part on a fresh machine).
-	$(MAKE) --no-print-directory -j2 prepare-k8s prepare-others
+prepare: ## Build everything the checks and tests run: tools, redis-server and spin, the control plane and kubectl, the project's binaries, the race-detector build (the slow part on a fresh machine).
+	GOGC=$(PREPARE_GOGC) GOMEMLIMIT=$(PREPARE_GOMEMLIMIT) $(MAKE) --no-print-directory -j2 prepare-k8s prepare-others
+
+# The compiler and linker collect garbage less often while make prepare builds: a
+# cold build of the manager takes 15% less CPU at GOGC=400 than at the default 100.
+# GOMEMLIMIT bounds each of the four compiles or links that run at once (24 GiB
+# machines). Only the builds see these: no test runs under them.
+PREPARE_GOGC ?= 400
+PREPARE_GOMEMLIMIT ?= 4GiB
 
 # make prepare's two halves, built side by side: what compiles k8s.io/kubernetes and
 # the wrapper module's tools (the longer half), and the rest, which shares few of
@@ -154,6 +161,7 @@ prepare-k8s: controller-gen helm
 	CONTROL_PLANE_ONLY="kubectl kube-apiserver kube-controller-manager kube-scheduler kwok" hack/build-control-plane.sh --demo >/dev/null
 prepare-others: golangci-lint
 	hack/ensure-redis.sh
+	hack/ensure-spin.sh
 	CONTROL_PLANE_ONLY="etcd" hack/build-control-plane.sh --demo >/dev/null
 	$(MAKE) --no-print-directory binaries bench-scale-build
 	go build ./...
