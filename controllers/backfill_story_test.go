@@ -369,7 +369,10 @@ func TestBackfill_ABackfillStartsNoOccurrenceAfterItsMarkersCouldHaveExpired(t *
 	var first []batchv1.Job
 	g.Eventually(func() []batchv1.Job { first = h.unfinished(gj); return first }).WithTimeout(20 * time.Second).Should(HaveLen(1))
 
-	h.clock.SetTime(now.Add(batchv1alpha1.BackfillDoneMarkerTTL + time.Hour))
+	// Past the backfill's window, at half past an hour: the schedule's own
+	// occurrence of that hour is past its starting deadline and starts no Job
+	// (at a few minutes past, it would, and look like a backfill start).
+	h.clock.SetTime(now.Truncate(time.Hour).Add(batchv1alpha1.BackfillDoneMarkerTTL + 90*time.Minute))
 	h.complete(&first[0])
 	g.Eventually(func() batchv1alpha1.BackfillState {
 		if b := h.get(gj).Status.Backfill; b != nil {
