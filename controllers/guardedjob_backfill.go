@@ -68,7 +68,7 @@ func (r *GuardedJobReconciler) serveBackfillRequests(s *scope, spec *compiledSpe
 func (r *GuardedJobReconciler) acceptBackfill(s *scope, spec *compiledSpec, value string) (*batchv1alpha1.BackfillStatus, error) {
 	gj := s.gj
 	ann := gj.Annotations
-	at, err := parseRequestTime(value)
+	at, err := due.ParseRequestTime(value)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", batchv1alpha1.BackfillAnnotation, err)
 	}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/due"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/specerror"
@@ -79,7 +80,7 @@ func (r *GuardedJobReconciler) inspectAsked(s *scope) *inspectAsk {
 	}
 	r.deprecatedAnnotation(s, batchv1alpha1.InspectNowAnnotation, value, "GuardedJobInspect")
 	ask := &inspectAsk{value: value}
-	if _, err := parseRequestTime(value); err != nil {
+	if _, err := due.ParseRequestTime(value); err != nil {
 		ask.bad = fmt.Errorf("%s: %w", batchv1alpha1.InspectNowAnnotation, err)
 	}
 	return ask
@@ -113,7 +114,7 @@ func (r *GuardedJobReconciler) unlockAsked(s *scope) *unlockAsk {
 	r.deprecatedAnnotation(s, batchv1alpha1.UnlockAnnotation, value, "GuardedJobUnlock")
 	ask := &unlockAsk{value: value, key: ann[batchv1alpha1.UnlockKeyAnnotation], holder: ann[batchv1alpha1.UnlockHolderAnnotation],
 		label: batchv1alpha1.UnlockAnnotation + "=" + clip(value, maxRequestValue), keyField: batchv1alpha1.UnlockKeyAnnotation, holderField: batchv1alpha1.UnlockHolderAnnotation}
-	ask.at, ask.bad = parseRequestTime(value)
+	ask.at, ask.bad = due.ParseRequestTime(value)
 	return ask
 }
 
@@ -387,16 +388,6 @@ func (r *GuardedJobReconciler) liveHolder(ctx context.Context, s *scope, holder 
 		return fmt.Sprintf("a run of this cluster whose Job %s/%s has not finished; delete that Job, or wait for it", job.Namespace, job.Name)
 	}
 	return ""
-}
-
-// parseRequestTime reads a request value: an RFC 3339 time, fractional seconds
-// allowed.
-func parseRequestTime(value string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, value)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("the value must be an RFC 3339 time such as %s", time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC).Format(time.RFC3339))
-	}
-	return t, nil
 }
 
 // clip shortens user input that status repeats to at most n bytes of valid

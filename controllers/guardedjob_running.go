@@ -45,7 +45,7 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 		return err
 	}
 	for {
-		lease := r.leaseView(gj, run)
+		lease, st := r.leaseView(gj, run)
 		v := runcore.Running(runcore.RunningView{
 			Run: run, Job: view, Lease: lease,
 			PastStartDeadline: !s.now.Before(runStartDeadline(gj, run)),
@@ -69,7 +69,7 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 			s.requeueAfter(stopFirstRetry)
 			return nil
 		case runcore.StopRun:
-			return r.stopFor(s, run, v.Cause)
+			return r.stopFor(s, run, v.Cause, st)
 		case runcore.SkipLateRun:
 			return r.skipLate(ctx, s, run, store, due.MissedDeadline(run, runStartDeadline(gj, run)))
 		case runcore.WaitConfirm:
@@ -132,14 +132,15 @@ func jobView(job *batchv1.Job, read runcore.JobRead) runcore.RunJobView {
 		Deleting: !job.DeletionTimestamp.IsZero(), Gated: jobbuild.Gated(job), PodsFailed: job.Status.Failed > 0}
 }
 
-// leaseView is what the keeper reports of a run's lease.
-func (r *GuardedJobReconciler) leaseView(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) runcore.LeaseView {
+// leaseView is what the keeper reports of a run's lease, and the keeper's
+// status it was read from (the zero status when the keeper does not track it).
+func (r *GuardedJobReconciler) leaseView(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (runcore.LeaseView, lockclient.LeaseStatus) {
 	st, ok := r.Keeper.Get(run.Token)
 	if !ok {
-		return runcore.LeaseView{}
+		return runcore.LeaseView{}, st
 	}
 	return runcore.LeaseView{Tracked: true, Lost: st.State == lockclient.StateLost, DeadlineReached: st.DeadlineReached, MaxHoldReached: st.MaxHoldReached,
-		Confirmed: st.Confirmed && st.State == lockclient.StateHeld && st.ValidFor > leasetiming.StopBudget(gj.Spec.PodGracePeriod())}
+		Confirmed: st.Confirmed && st.State == lockclient.StateHeld && st.ValidFor > leasetiming.StopBudget(gj.Spec.PodGracePeriod())}, st
 }
 
 // releaseFinished releases the lease of a run whose Job finished, with the
@@ -167,16 +168,15 @@ func (r *GuardedJobReconciler) releaseFinished(ctx context.Context, s *scope, ru
 	return r.release(ctx, s, run, store)
 }
 
-// stopFor stops a run for what the pass found.
-func (r *GuardedJobReconciler) stopFor(s *scope, run *batchv1alpha1.ActiveRun, cause runcore.Cause) error {
+// stopFor stops a run for what the pass found; st is the keeper's status the
+// pass judged.
+func (r *GuardedJobReconciler) stopFor(s *scope, run *batchv1alpha1.ActiveRun, cause runcore.Cause, st lockclient.LeaseStatus) error {
 	switch cause {
 	case runcore.CauseLost:
-		st, _ := r.Keeper.Get(run.Token)
 		holder := leasetoken.HolderOf(st.Holder)
 		msg := "lock " + run.Key + " was lost: " + heldByOr(holder, "the key is gone")
 		return r.beginStop(s, run, batchv1alpha1.RunResultLockLost, msg, batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, holder)
 	case runcore.CauseStoreSilent:
-		st, _ := r.Keeper.Get(run.Token)
 		return r.beginStop(s, run, batchv1alpha1.RunResultStoreUnavailable,
 			fmt.Sprintf("the lock store did not answer renewals for %s; stopped before the lease could expire", (run.TTL.Duration-st.ValidFor).Round(time.Second)),
 			batchv1alpha1.StoreUnavailableReason, batchv1alpha1.LockStateStoreDown, "")
@@ -191,7 +191,7 @@ func (r *GuardedJobReconciler) stopFor(s *scope, run *batchv1alpha1.ActiveRun, c
 		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the Job "+run.JobName+" was deleted", batchv1alpha1.JobDeletedReason, batchv1alpha1.LockStateHeld, run.Holder)
 	case runcore.CauseJobReplaced:
 		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the Job "+run.JobName+" was replaced by another object of that name", batchv1alpha1.StaleJobReason, batchv1alpha1.LockStateHeld, run.Holder)
-	default:
+	default: // runcore.CauseJobDeleting
 		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the Job "+run.JobName+" is being deleted", batchv1alpha1.JobDeletedReason, batchv1alpha1.LockStateHeld, run.Holder)
 	}
 }
@@ -276,11 +276,8 @@ const confirmRetry = 250 * time.Millisecond
 // it is left to stop the Pods before it could expire. A FailOpen run started
 // without a lease needs none.
 func (r *GuardedJobReconciler) leaseConfirmed(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) bool {
-	if run.Unguarded {
-		return true
-	}
-	st, ok := r.Keeper.Get(run.Token)
-	return ok && st.Confirmed && st.State == lockclient.StateHeld && st.ValidFor > leasetiming.StopBudget(gj.Spec.PodGracePeriod())
+	lease, _ := r.leaseView(gj, run)
+	return run.Unguarded || lease.Confirmed
 }
 
 // createJob creates the Job of a run whose fence is recorded.

@@ -130,7 +130,7 @@ func (c *IdentityCheck) WithTenantStores(stores func() []*lockclient.Client) *Id
 func (c *IdentityCheck) beat(ctx context.Context, logf func(string, ...any)) {
 	prev, err := c.store.Swap(ctx, c.key, c.value, c.ttl())
 	c.mu.Lock()
-	c.logChange(c.own.Record(beatOf(err, false), prev, c.value), prev, logf, "key", c.key)
+	logChange(c.own.Record(beatOf(err, false), prev, c.value), prev, logf, "key", c.key)
 	c.mu.Unlock()
 	if c.tenantStores == nil {
 		return
@@ -171,7 +171,7 @@ func (c *IdentityCheck) recordTenant(id, prev string, err error, logf func(strin
 		b = &runcore.Beats{}
 		c.tenants[id] = b
 	}
-	c.logChange(b.Record(beatOf(err, true), prev, c.value), prev, logf, "key", c.key, "store", id)
+	logChange(b.Record(beatOf(err, true), prev, c.value), prev, logf, "key", c.key, "store", id)
 }
 
 // beatOf says what a heartbeat write's error makes of the beat. Only a tenant
@@ -191,7 +191,7 @@ func beatOf(err error, tenant bool) runcore.Beat {
 
 // logChange logs what a beat changed in a store's judgement; kv names the
 // store.
-func (c *IdentityCheck) logChange(ch runcore.Change, prev string, logf func(string, ...any), kv ...any) {
+func logChange(ch runcore.Change, prev string, logf func(string, ...any), kv ...any) {
 	switch ch {
 	case runcore.TwinFound:
 		logf("ANOTHER MANAGER CLAIMS THIS MANAGER'S CLUSTER IDENTITY: no run starts until only one does", append([]any{"other", prev}, kv...)...)

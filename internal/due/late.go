@@ -83,15 +83,28 @@ func MissedDeadline(run *batchv1alpha1.ActiveRun, deadline time.Time) string {
 // BackfillStartsUntil is when a backfill stops starting occurrences: while the
 // done-markers of the runs it made, in any cluster, live (BackfillDoneMarkerTTL
 // from the time its annotation request named, or from when this manager
-// accepted a GuardedJobBackfill). ok is false for a request time that does not
-// parse.
+// accepted a GuardedJobBackfill). The same annotation backfill started in
+// several clusters names the same time, and the done-marker of each occurrence
+// it ran anywhere lives at least that long, so no cluster starts an occurrence
+// another one's run of it may have completed unseen. ok is false for a request
+// time that does not parse.
 func BackfillStartsUntil(b *batchv1alpha1.BackfillStatus) (time.Time, bool) {
 	at := b.StartedAt.Time
 	if !batchv1alpha1.IsRequestObjectValue(b.Request) {
 		var err error
-		if at, err = time.Parse(time.RFC3339Nano, b.Request); err != nil {
+		if at, err = ParseRequestTime(b.Request); err != nil {
 			return time.Time{}, false
 		}
 	}
 	return at.Add(batchv1alpha1.BackfillDoneMarkerTTL), true
+}
+
+// ParseRequestTime reads the time a request annotation names: an RFC 3339
+// time, fractional seconds allowed.
+func ParseRequestTime(value string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, value)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("the value must be an RFC 3339 time such as %s", time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC).Format(time.RFC3339))
+	}
+	return t, nil
 }
