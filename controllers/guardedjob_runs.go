@@ -100,7 +100,7 @@ func (r *GuardedJobReconciler) trackRequest(gj *batchv1alpha1.GuardedJob, run *b
 		ReacquireIfAbsent: run.StoreFailurePolicy == batchv1alpha1.FailOpen,
 	}
 	if sentAt.IsZero() && run.AcquiredAt != nil && !run.Unguarded {
-		req.LastRenewed = run.AcquiredAt.Add(-r.ClockSkew)
+		req.LastRenewed = leasetiming.ResumedEvidence(run.AcquiredAt.Time, r.ClockSkew)
 	}
 	if run.AcquiredAt != nil && run.MaxHold.Duration > 0 {
 		req.MaxHoldUntil = run.AcquiredAt.Add(run.MaxHold.Duration)

@@ -65,6 +65,7 @@ var mutants = []mutant{
 		find: "func (c *Client) renewMany(ctx context.Context, items []renewItem) []error {\n",
 		repl: "func (c *Client) renewMany(ctx context.Context, items []renewItem) []error {\n\tif len(items) >= 0 {\n\t\treturn make([]error, len(items))\n\t}\n",
 		catchers: []catcher{
+			{"./internal/lockclient/", []string{"TestKeeperReportsATheftWithinOneRenewInterval"}},
 			{"./controllers/", []string{"TestAStolenLeaseStopsTheJobAndItsPodsAndLeavesTheThiefAlone"}},
 		},
 	},
@@ -75,16 +76,18 @@ var mutants = []mutant{
 		find: "k.applyLocked(e, sent, c.provenSent(sent, e.req.Lease.TTL), now, res[i])",
 		repl: "k.applyLocked(e, sent, now, now, res[i])",
 		catchers: []catcher{
+			{"./internal/lockclient/", []string{"TestKeeperCountsARenewalFromItsSendTimeNotItsLateReply"}},
 			{"./controllers/", []string{"TestWindowSlowRenewal_TheDeadlineCountsFromARenewalsSendTimeNotItsLateReply"}},
 		},
 	},
 	{
 		name: "skew-ignored",
 		bug:  "a resumed lease's self-fence deadline ignores the clock-skew allowance",
-		file: "controllers/guardedjob_runs.go",
-		find: "req.LastRenewed = run.AcquiredAt.Add(-r.ClockSkew)",
-		repl: "req.LastRenewed = run.AcquiredAt.Time",
+		file: "internal/leasetiming/leasetiming.go",
+		find: "return acquiredAt.Add(-skew)",
+		repl: "return acquiredAt",
 		catchers: []catcher{
+			{"./internal/leasetiming/", []string{"TestResumedEvidenceIsNeverYoungerThanTheLease"}},
 			{"./controllers/", []string{"TestWindowClockSkew_ALeaseResumedFromAFastClocksRecordStopsThePodsBeforeTheKeyCouldExpire"}},
 		},
 	},

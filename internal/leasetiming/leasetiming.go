@@ -84,6 +84,14 @@ func (t Timing) Check() error {
 // deadline: the time to stop its Pods, podGrace + StopMargin.
 func StopBudget(podGrace time.Duration) time.Duration { return podGrace + StopMargin }
 
+// ResumedEvidence is the last time a resumed lease is known to have been renewed:
+// its recorded acquisition time less the clock-skew allowance. The record may have
+// been written by another replica whose clock runs up to skew ahead of this one's,
+// and a lease is never assumed younger than it provably is.
+func ResumedEvidence(acquiredAt time.Time, skew time.Duration) time.Time {
+	return acquiredAt.Add(-skew)
+}
+
 // DeadlineGrace is the grace period for the Pods of a run stopped at its self-fence
 // deadline: what still fits before the lease could expire at validUntil once the
 // deletes are issued (validUntil - now - StopMargin), at most podGrace, in whole

@@ -133,6 +133,19 @@ func TestStopBudget(t *testing.T) {
 	g.Expect(StopBudget(0)).To(Equal(StopMargin))
 }
 
+// A lease resumed from a record another replica wrote counts from the record
+// less the skew allowance: with a clock 3 s fast, the record says 12:00:03 for a
+// lease taken at 12:00:00, and the lease must count from 12:00:00 at the latest.
+func TestResumedEvidenceIsNeverYoungerThanTheLease(t *testing.T) {
+	taken := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	for _, skew := range []time.Duration{0, time.Second, 3 * time.Second} {
+		recorded := taken.Add(skew) // written by a clock skew ahead
+		if got := ResumedEvidence(recorded, skew); got.After(taken) {
+			t.Errorf("skew %s: evidence %s is after the lease was taken (%s)", skew, got.Format(time.TimeOnly), taken.Format(time.TimeOnly))
+		}
+	}
+}
+
 func TestDeadlineGrace(t *testing.T) {
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	tests := []struct {

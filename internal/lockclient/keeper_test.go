@@ -421,6 +421,38 @@ func TestKeeperNeverStopsAHealthyLeaseAtTheTimingBoundaryEvenWhenARenewalIsSlow(
 	g.Expect(st.State).To(Equal(lockclient.StateHeld))
 }
 
+// A renewal proves the lease from when it was sent: the store may have renewed
+// it at any moment until the reply came, so a reply that comes late proves no
+// more than one that comes at once.
+func TestKeeperCountsARenewalFromItsSendTimeNotItsLateReply(t *testing.T) {
+	g := NewWithT(t)
+	srv := redisserver.Start(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := dial(t, srv, lockclient.WithClock(clk))
+	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
+	startKeeper(t, k)
+
+	const ttl, interval = 30 * time.Second, 10 * time.Second
+	l := acquire(t, c, keys("late-reply"), ttl)
+	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, Owner: "ns/gj", RenewInterval: interval, SelfFence: true, StopBudget: 5 * time.Second})).To(Succeed())
+	g.Eventually(planned(k, clk)).Should(BeTrue())
+
+	// Redis holds the next renewal's reply while the keeper's clock moves on.
+	srv.Pause()
+	sent := clk.Now().Add(interval)
+	clk.Step(interval)
+	g.Eventually(k.Settled).WithTimeout(time.Second).Should(BeFalse(), "the renewal is in flight")
+	clk.Step(1500 * time.Millisecond)
+	srv.Resume()
+	g.Eventually(k.Settled).WithTimeout(10 * time.Second).Should(BeTrue())
+
+	st, ok := k.Get(l.Token)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(st.State).To(Equal(lockclient.StateHeld))
+	g.Expect(st.LastRenewed).To(BeTemporally("==", sent), "the renewal proves the lease from its send time")
+	g.Expect(st.ValidUntil).To(BeTemporally("==", sent.Add(ttl)))
+}
+
 func TestKeeperReportsManyLeasesAtRiskEarlyEnoughToStopThemAllAtTheStopRate(t *testing.T) {
 	g := NewWithT(t)
 	srv := redisserver.Start(t)
