@@ -181,14 +181,14 @@ func (r *GuardedJobReconciler) unrecordedJobsOf(ctx context.Context, s *scope, j
 	return pending, nil
 }
 
-// waitsForAdoption says whether a Job of this GuardedJob was created ahead of
-// its run's status write and no status records it: it never had a Pod. A
-// finished Job is some run's history (its run ended before its gate opened),
-// never one waiting.
+// waitsForAdoption says whether a Job of this GuardedJob waits for adoption
+// (runcore.Waiting).
 func waitsForAdoption(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) bool {
 	_, finished := jobFinished(job)
-	return metav1.IsControlledBy(job, gj) && job.DeletionTimestamp.IsZero() && jobbuild.Gated(job) && !finished &&
-		job.Annotations[batchv1alpha1.RunAnnotation] != "" && runByName(gj, job.Name) == nil
+	return runcore.Waiting{
+		Controlled: metav1.IsControlledBy(job, gj), Deleting: !job.DeletionTimestamp.IsZero(), Gated: jobbuild.Gated(job),
+		Finished: finished, CarriesRun: job.Annotations[batchv1alpha1.RunAnnotation] != "", Recorded: runByName(gj, job.Name) != nil,
+	}.WaitsForAdoption()
 }
 
 // jobWaitingFor returns the Job of a recorded run that has none yet, when one
@@ -271,24 +271,10 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 	}
 
 	run.Token, run.JobUID, run.Phase = token, job.UID, batchv1alpha1.RunPhaseRunning
-	if recorded != nil {
-		*recorded = *run
-		run = recorded
-	} else {
-		gj.Status.Active = append(gj.Status.Active, *run)
-		run = &gj.Status.Active[len(gj.Status.Active)-1]
-	}
-	gj.Status.LastFence = max(gj.Status.LastFence, run.Fence)
+	run = runcore.RecordAdopted(&gj.Status, *run, recorded)
 	recordLease(gj, run, s.now)
 	if rec.RunNow != "" && gj.Annotations[batchv1alpha1.RunNowAnnotation] == rec.RunNow {
 		gj.Status.LastRunNow = rec.RunNow
-	}
-	if gj.Status.LastScheduleTime == nil || run.ScheduledTime.After(gj.Status.LastScheduleTime.Time) {
-		gj.Status.LastScheduleTime = &metav1.Time{Time: run.ScheduledTime.Time}
-	}
-	gj.Status.Buffered = slices.DeleteFunc(gj.Status.Buffered, func(b batchv1alpha1.BufferedRun) bool { return b.ScheduledTime.Equal(&run.ScheduledTime) })
-	if len(gj.Status.Buffered) == 0 {
-		gj.Status.Buffered = nil
 	}
 	setStoreReachable(gj, nil, s.now)
 	setLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, run.Fence)
@@ -311,51 +297,16 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 }
 
 // trustedRun returns the run a Job waiting for adoption would be adopted as, or
-// why it may not be. Its run annotation is a hint: anyone who may create Jobs
-// in the namespace can write one. So everything the manager acts on (the keys,
-// the store, the lease timing, the pod guard) comes from status when status
-// records the run, or else from the spec for the occurrence the annotation
-// names (its keys checked against the namespace's grants), and the annotation
-// must say the same; no store is asked about anything else. From the
-// annotation come only the fence (which the store's fence counter must show),
-// the acquisition time (never later than the Job's creation, which the API
-// server stamps), the holder (which the key must hold, minted for this very
-// Job), and, for a run no status records, its backfill, parameters and run-now
-// value.
+// why it may not be (runcore.TrustedRun: the annotation is a hint, checked
+// against status or the spec for the occurrence it names).
 func (r *GuardedJobReconciler) trustedRun(s *scope, job *batchv1.Job, hint, recorded *batchv1alpha1.ActiveRun) (*batchv1alpha1.ActiveRun, string) {
-	gj := s.gj
-	if hint.JobName != job.Name || hint.OwnerUID != gj.UID || hint.Cluster != r.ClusterName {
-		return nil, fmt.Sprintf("its run was recorded by cluster %q for object %s", hint.Cluster, hint.OwnerUID)
-	}
-	if hint.Unguarded {
-		return nil, "its run claims to hold no lease, and such a run's Job is never gated"
-	}
-	var want batchv1alpha1.ActiveRun
-	source := "the run status records"
-	switch {
-	case recorded != nil:
-		want = *recorded.DeepCopy()
-	case s.spec == nil:
-		return nil, "the spec is not valid now, so the run its annotation names cannot be checked against it"
-	default:
-		var err error
-		if want, err = r.runFromSpec(gj, s.spec, hint.ScheduledTime.Time); err != nil {
-			return nil, "the spec gives its occurrence no keys this GuardedJob may use: " + err.Error()
+	t := runcore.Trust{Cluster: r.ClusterName, OwnerUID: s.gj.UID, JobName: job.Name, JobCreated: job.CreationTimestamp, Recorded: recorded}
+	if s.spec != nil {
+		t.FromSpec = func(scheduled metav1.Time) (batchv1alpha1.ActiveRun, error) {
+			return r.runFromSpec(s.gj, s.spec, scheduled.Time)
 		}
-		source = "the spec for its occurrence"
-		want.Backfill, want.Parameters, want.StartDeadline, want.RunNow = hint.Backfill, hint.Parameters, hint.StartDeadline, hint.RunNow
-		want.Retry = hint.Retry // what started it, for history; the manager acts on nothing in it
 	}
-	if field := runcore.RunDiffers(&want, hint); field != "" {
-		return nil, "its " + batchv1alpha1.RunAnnotation + " annotation does not match " + source + " (" + field + ")"
-	}
-	run := want
-	run.JobName, run.Holder, run.Fence = job.Name, hint.Holder, hint.Fence
-	run.AcquiredAt = hint.AcquiredAt
-	if created := job.CreationTimestamp; run.AcquiredAt == nil || created.Before(run.AcquiredAt) {
-		run.AcquiredAt = created.DeepCopy() // the lease was taken before its Job was created
-	}
-	return &run, ""
+	return runcore.TrustedRun(t, hint)
 }
 
 // deleteUnadopted deletes a Job that waited for adoption and may not run. It

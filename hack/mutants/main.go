@@ -284,10 +284,11 @@ var mutants = []mutant{
 	{
 		name: "jobfirst-deletes-history",
 		bug:  "a Job that finished while it still waited at its start gate is taken for one waiting for adoption: the next pass deletes the run's history as StaleJob",
-		file: "controllers/guardedjob_jobfirst.go",
-		find: "jobbuild.Gated(job) && !finished &&",
-		repl: "jobbuild.Gated(job) && (finished || !finished) &&",
+		file: "internal/runcore/hint.go",
+		find: "w.Gated && !w.Finished &&",
+		repl: "w.Gated && (w.Finished || !w.Finished) &&",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestOnlyAGatedUnfinishedUnrecordedJobWaitsForAdoption"}},
 			{"./controllers/", []string{"TestJobFirst_AJobThatFinishedBeforeItsGateOpenedKeepsItsHistory"}},
 		},
 	},
@@ -335,10 +336,11 @@ var mutants = []mutant{
 	{
 		name: "jobfirst-no-floor",
 		bug:  "adopting a Job records its fence in the run but does not raise status.lastFence: once the history limit deletes the Job, a data loss hands its fence out again",
-		file: "controllers/guardedjob_jobfirst.go",
-		find: "\tgj.Status.LastFence = max(gj.Status.LastFence, run.Fence)\n",
+		file: "internal/runcore/adopt.go",
+		find: "\tst.LastFence = max(st.LastFence, r.Fence)\n",
 		repl: "",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestRecordAdoptedRaisesTheFenceFloor"}},
 			{"./controllers/", []string{"TestJobFirst_AManagerThatDiesBetweenTheJobAndTheStatusWriteLeavesAJobTheNextOneAdopts"}},
 		},
 	},
@@ -511,10 +513,11 @@ var mutants = []mutant{
 	{
 		name: "adopt-trusts-annotation",
 		bug:  "adoption takes a Job's run annotation as it is: keys and lease timing a tenant wrote",
-		file: "controllers/guardedjob_jobfirst.go",
-		find: "if field := runcore.RunDiffers(&want, hint); field != \"\" {",
-		repl: "want = *hint\n\tif field := runcore.RunDiffers(&want, hint); field != \"\" {",
+		file: "internal/runcore/hint.go",
+		find: "if field := RunDiffers(&want, hint); field != \"\" {",
+		repl: "want = *hint\n\tif field := RunDiffers(&want, hint); field != \"\" {",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestTrustedRunTakesFromTheAnnotationOnlyWhatItMayGive"}},
 			{"./controllers/", []string{"TestUntrusted_AnAnnotationThatLengthensTheLeaseIsNeverAdopted"}},
 		},
 	},

@@ -2,6 +2,7 @@ package runcore
 
 import (
 	"fmt"
+	"slices"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
@@ -55,4 +56,31 @@ func LedgerRecord(leases []batchv1alpha1.LeaseRecord, holder string) *batchv1alp
 		}
 	}
 	return nil
+}
+
+// RecordAdopted is step adopt's record in status: run, whose Job waited at its gate and
+// may be adopted, becomes an active run (in place of recorded, the run status
+// records without its Job, when there is one). Status takes what the run's start
+// means: the fence floor rises to the run's fence (once the history limit deletes
+// the Job, a data loss must not hand that fence out again), the last schedule
+// time moves up to its occurrence, and the occurrence leaves the buffer. It
+// returns the run as status now holds it.
+func RecordAdopted(st *batchv1alpha1.GuardedJobStatus, run batchv1alpha1.ActiveRun, recorded *batchv1alpha1.ActiveRun) *batchv1alpha1.ActiveRun {
+	var r *batchv1alpha1.ActiveRun
+	if recorded != nil {
+		*recorded = run
+		r = recorded
+	} else {
+		st.Active = append(st.Active, run)
+		r = &st.Active[len(st.Active)-1]
+	}
+	st.LastFence = max(st.LastFence, r.Fence)
+	if st.LastScheduleTime == nil || r.ScheduledTime.After(st.LastScheduleTime.Time) {
+		st.LastScheduleTime = r.ScheduledTime.DeepCopy()
+	}
+	st.Buffered = slices.DeleteFunc(st.Buffered, func(b batchv1alpha1.BufferedRun) bool { return b.ScheduledTime.Equal(&r.ScheduledTime) })
+	if len(st.Buffered) == 0 {
+		st.Buffered = nil
+	}
+	return r
 }

@@ -91,3 +91,35 @@ func TestAdoptableOnlyWhileTheKeyHoldsTheTokenMintedForThisVeryJob(t *testing.T)
 		})
 	}
 }
+
+// TestRecordAdoptedRaisesTheFenceFloor: an adopted run's fence becomes the
+// floor at once, before the history limit can delete its Job.
+func TestRecordAdoptedRaisesTheFenceFloor(t *testing.T) {
+	earlier := metav1.NewTime(time.Date(2026, 12, 5, 1, 0, 0, 0, time.UTC))
+	occurrence := metav1.NewTime(time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC))
+	for _, recordedFirst := range []bool{false, true} {
+		st := batchv1alpha1.GuardedJobStatus{
+			LastFence: 3, LastScheduleTime: &earlier,
+			Buffered: []batchv1alpha1.BufferedRun{{ScheduledTime: occurrence}},
+		}
+		var recorded *batchv1alpha1.ActiveRun
+		if recordedFirst {
+			st.Active = []batchv1alpha1.ActiveRun{{JobName: "payout-1", ScheduledTime: occurrence, Phase: batchv1alpha1.RunPhaseAcquiring}}
+			recorded = &st.Active[0]
+		}
+		run := runcore.RecordAdopted(&st, batchv1alpha1.ActiveRun{JobName: "payout-1", ScheduledTime: occurrence, Fence: 9, JobUID: "job-uid",
+			Phase: batchv1alpha1.RunPhaseRunning}, recorded)
+		if len(st.Active) != 1 || run != &st.Active[0] || run.JobUID != "job-uid" {
+			t.Errorf("recorded first %v: active %+v", recordedFirst, st.Active)
+		}
+		if st.LastFence != 9 {
+			t.Errorf("recorded first %v: the fence floor is %d, want the adopted run's 9", recordedFirst, st.LastFence)
+		}
+		if st.LastScheduleTime == nil || !st.LastScheduleTime.Equal(&occurrence) {
+			t.Errorf("recorded first %v: last schedule time %v", recordedFirst, st.LastScheduleTime)
+		}
+		if st.Buffered != nil {
+			t.Errorf("recorded first %v: the occurrence is still buffered", recordedFirst)
+		}
+	}
+}

@@ -1,12 +1,15 @@
 package runcore
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 )
@@ -57,4 +60,87 @@ func StartOf(run *batchv1alpha1.ActiveRun) string {
 		parts = append(parts, strconv.Quote(name)+"="+strconv.Quote(run.Parameters[name]))
 	}
 	return strings.Join(parts, " ")
+}
+
+// Trust is what step AdoptUnrecorded checks a Job's run annotation against.
+type Trust struct {
+	// Cluster and OwnerUID: this manager's cluster name and the GuardedJob's UID.
+	Cluster  string
+	OwnerUID types.UID
+	// JobName and JobCreated: the Job's name and creation time, which the API
+	// server stamps.
+	JobName    string
+	JobCreated metav1.Time
+	// Recorded is the run status records under the Job's name, or nil.
+	Recorded *batchv1alpha1.ActiveRun
+	// FromSpec returns the run the spec gives the occurrence scheduled at, with
+	// keys this GuardedJob may use, or why it gives none; nil when the spec is not
+	// valid now.
+	FromSpec func(scheduled metav1.Time) (batchv1alpha1.ActiveRun, error)
+}
+
+// TrustedRun returns the run a Job waiting for adoption would be adopted as, or
+// why it may not be. Its run annotation (hint) is a hint: anyone who may create
+// Jobs in the namespace can write one. So everything the manager acts on (the
+// keys, the store, the lease timing, the pod guard) comes from status when status
+// records the run, or else from the spec for the occurrence the annotation names,
+// and the annotation must say the same. From the annotation come only the fence
+// (which the store's fence counter must show), the acquisition time (never later
+// than the Job's creation), the holder (which the key must hold, minted for this
+// very Job), and, for a run no status records, what started it (which the token
+// must attest: StartOf).
+func TrustedRun(t Trust, hint *batchv1alpha1.ActiveRun) (*batchv1alpha1.ActiveRun, string) {
+	if hint.JobName != t.JobName || hint.OwnerUID != t.OwnerUID || hint.Cluster != t.Cluster {
+		return nil, fmt.Sprintf("its run was recorded by cluster %q for object %s", hint.Cluster, hint.OwnerUID)
+	}
+	if hint.Unguarded {
+		return nil, "its run claims to hold no lease, and such a run's Job is never gated"
+	}
+	var want batchv1alpha1.ActiveRun
+	source := "the run status records"
+	switch {
+	case t.Recorded != nil:
+		want = *t.Recorded.DeepCopy()
+	case t.FromSpec == nil:
+		return nil, "the spec is not valid now, so the run its annotation names cannot be checked against it"
+	default:
+		var err error
+		if want, err = t.FromSpec(hint.ScheduledTime); err != nil {
+			return nil, "the spec gives its occurrence no keys this GuardedJob may use: " + err.Error()
+		}
+		source = "the spec for its occurrence"
+		want.Backfill, want.Parameters, want.StartDeadline, want.RunNow = hint.Backfill, hint.Parameters, hint.StartDeadline, hint.RunNow
+		want.Retry = hint.Retry // what started it, for history; the manager acts on nothing in it
+	}
+	if field := RunDiffers(&want, hint); field != "" {
+		return nil, "its " + batchv1alpha1.RunAnnotation + " annotation does not match " + source + " (" + field + ")"
+	}
+	run := want
+	run.JobName, run.Holder, run.Fence = t.JobName, hint.Holder, hint.Fence
+	run.AcquiredAt = hint.AcquiredAt
+	if run.AcquiredAt == nil || t.JobCreated.Before(run.AcquiredAt) {
+		run.AcquiredAt = t.JobCreated.DeepCopy() // the lease was taken before its Job was created
+	}
+	return &run, ""
+}
+
+// Waiting is what a Job shows of whether it waits for adoption.
+type Waiting struct {
+	// Controlled: the GuardedJob controls the Job.
+	Controlled bool
+	Deleting   bool
+	// Gated: the Job is suspended at its lease start gate.
+	Gated    bool
+	Finished bool
+	// CarriesRun: the Job has a run annotation.
+	CarriesRun bool
+	// Recorded: an active run of status names the Job.
+	Recorded bool
+}
+
+// WaitsForAdoption says whether a Job was created ahead of its run's status
+// write and no status records it: it never had a Pod. A finished Job is some
+// run's history (its run ended before its gate opened), never one waiting.
+func (w Waiting) WaitsForAdoption() bool {
+	return w.Controlled && !w.Deleting && w.Gated && !w.Finished && w.CarriesRun && !w.Recorded
 }

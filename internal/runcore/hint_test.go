@@ -1,6 +1,7 @@
 package runcore_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,100 @@ func TestRunDiffersNamesTheFirstFieldAnAnnotationChanges(t *testing.T) {
 		}
 		if strings.Contains(got, "attacker") || strings.Contains(got, "24h") {
 			t.Errorf("the answer shows a value: %s", got)
+		}
+	}
+}
+
+// TestTrustedRunTakesFromTheAnnotationOnlyWhatItMayGive: a Job's run annotation
+// is anyone's to write. Keys, store and lease timing come from status or the
+// spec and must match; the fence, holder and acquisition time (never after the
+// Job's creation) come from the annotation.
+func TestTrustedRunTakesFromTheAnnotationOnlyWhatItMayGive(t *testing.T) {
+	occurrence := metav1.NewTime(time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC))
+	created := metav1.NewTime(occurrence.Add(2 * time.Second))
+	spec := batchv1alpha1.ActiveRun{
+		ScheduledTime: occurrence, Key: "payments:payout", FenceKey: "payments:payout:fence",
+		TTL: metav1.Duration{Duration: time.Minute}, RenewInterval: metav1.Duration{Duration: 20 * time.Second},
+		StoreFailurePolicy: batchv1alpha1.FailClosed, OwnerUID: "uid-1", Cluster: "cluster-a",
+	}
+	fromSpec := func(scheduled metav1.Time) (batchv1alpha1.ActiveRun, error) {
+		r := spec
+		r.ScheduledTime = scheduled
+		return r, nil
+	}
+	trust := runcore.Trust{Cluster: "cluster-a", OwnerUID: "uid-1", JobName: "payout-29941200-0a1b2c", JobCreated: created, FromSpec: fromSpec}
+	hint := spec
+	acquired := metav1.NewTime(occurrence.Add(time.Second))
+	hint.JobName, hint.Holder, hint.Fence, hint.AcquiredAt, hint.RunNow = trust.JobName, "cluster-a/payments/payout-29941200-0a1b2c", 7, &acquired, "req-1"
+
+	run, why := runcore.TrustedRun(trust, &hint)
+	if why != "" {
+		t.Fatalf("a faithful annotation is refused: %s", why)
+	}
+	if run.Fence != 7 || run.Holder != hint.Holder || !run.AcquiredAt.Equal(&acquired) || run.RunNow != "req-1" || run.TTL != spec.TTL {
+		t.Errorf("adopted as %+v", run)
+	}
+
+	late := metav1.NewTime(created.Add(time.Minute))
+	lateHint := hint
+	lateHint.AcquiredAt = &late
+	if run, _ := runcore.TrustedRun(trust, &lateHint); run == nil || !run.AcquiredAt.Equal(&created) {
+		t.Errorf("an acquisition after the Job's creation is taken as it is: %v", run)
+	}
+
+	recorded := spec
+	recorded.JobName = trust.JobName
+	for name, c := range map[string]struct {
+		trust  func(*runcore.Trust)
+		change func(*batchv1alpha1.ActiveRun)
+		want   string
+	}{
+		"a longer ttl than the spec's":       {change: func(r *batchv1alpha1.ActiveRun) { r.TTL = metav1.Duration{Duration: 24 * time.Hour} }, want: "(ttl)"},
+		"another key than the spec's":        {change: func(r *batchv1alpha1.ActiveRun) { r.Key = "billing:payout" }, want: "(key)"},
+		"a longer maxHold than status's":     {trust: func(t *runcore.Trust) { t.Recorded = &recorded }, change: func(r *batchv1alpha1.ActiveRun) { r.MaxHold = metav1.Duration{Duration: 240 * time.Hour} }, want: "status records (maxHold)"},
+		"another GuardedJob's run":           {change: func(r *batchv1alpha1.ActiveRun) { r.OwnerUID = "uid-2" }, want: "for object uid-2"},
+		"another cluster's run":              {change: func(r *batchv1alpha1.ActiveRun) { r.Cluster = "cluster-b" }, want: `cluster "cluster-b"`},
+		"a run that claims to hold no lease": {change: func(r *batchv1alpha1.ActiveRun) { r.Unguarded = true }, want: "no lease"},
+		"a spec that is not valid now":       {trust: func(t *runcore.Trust) { t.FromSpec = nil }, want: "spec is not valid"},
+		"keys the spec may not give": {trust: func(t *runcore.Trust) {
+			t.FromSpec = func(metav1.Time) (batchv1alpha1.ActiveRun, error) {
+				return batchv1alpha1.ActiveRun{}, errors.New("not granted")
+			}
+		}, want: "not granted"},
+	} {
+		tr, h := trust, hint
+		if c.trust != nil {
+			c.trust(&tr)
+		}
+		if c.change != nil {
+			c.change(&h)
+		}
+		run, why := runcore.TrustedRun(tr, &h)
+		if run != nil || !strings.Contains(why, c.want) {
+			t.Errorf("%s: adopted %v, why %q (want it refused: %q)", name, run != nil, why, c.want)
+		}
+	}
+}
+
+// TestOnlyAGatedUnfinishedUnrecordedJobWaitsForAdoption: a finished Job is some
+// run's history, never one waiting (its delete would lose that history).
+func TestOnlyAGatedUnfinishedUnrecordedJobWaitsForAdoption(t *testing.T) {
+	waiting := runcore.Waiting{Controlled: true, Gated: true, CarriesRun: true}
+	if !waiting.WaitsForAdoption() {
+		t.Fatal("a gated Job of this GuardedJob with its run, unrecorded, does not wait")
+	}
+	for name, change := range map[string]func(*runcore.Waiting){
+		"finished":                 func(w *runcore.Waiting) { w.Finished = true },
+		"not controlled by it":     func(w *runcore.Waiting) { w.Controlled = false },
+		"being deleted":            func(w *runcore.Waiting) { w.Deleting = true },
+		"past its gate":            func(w *runcore.Waiting) { w.Gated = false },
+		"without a run annotation": func(w *runcore.Waiting) { w.CarriesRun = false },
+		"recorded in status":       func(w *runcore.Waiting) { w.Recorded = true },
+	} {
+		w := waiting
+		change(&w)
+		if w.WaitsForAdoption() {
+			t.Errorf("a Job %s waits for adoption", name)
 		}
 	}
 }
