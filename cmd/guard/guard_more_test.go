@@ -19,6 +19,7 @@ import (
 // Bad settings are refused before the guard reads anything, with exit code 2
 // and a termination message that says what to fix.
 func TestBadConfigurationExitsWithCode2AndSaysWhy(t *testing.T) {
+	t.Parallel() // a store and processes of its own
 	srv := redisserver.Start(t)
 	token := newToken(t, "settlement-29123456-5f3a9c")
 	for name, tc := range map[string]struct {
@@ -102,6 +103,7 @@ func TestBadConfigurationExitsWithCode2AndSaysWhy(t *testing.T) {
 // with go-redis' own messages) or termination message, however the password
 // is written and whether the URL parses or Redis refuses the login.
 func TestNoPartOfTheStorePasswordIsEverPrinted(t *testing.T) {
+	t.Parallel() // a store and processes of its own
 	srv := redisserver.Start(t, redisserver.WithPassword("Adm1n-pw"))
 	token := newToken(t, "settlement-29123456-5f3a9c")
 	for _, pw := range secrets.Hostile {
@@ -143,6 +145,7 @@ func TestNoPartOfTheStorePasswordIsEverPrinted(t *testing.T) {
 // capability) cannot stop it: it says so, with its own exit code, after
 // trying for a bounded time.
 func TestAGuardThatMayNotSignalTheWorkloadSaysSo(t *testing.T) {
+	t.Parallel() // a store and processes of its own
 	g := NewWithT(t)
 	srv := redisserver.Start(t)
 	admin := srv.Client(t)
@@ -171,6 +174,7 @@ func TestAGuardThatMayNotSignalTheWorkloadSaysSo(t *testing.T) {
 // how long the lease went unwatched; and once a guard stopped the workload,
 // every restart stops whatever runs again at once, without asking Redis.
 func TestARestartedGuard(t *testing.T) {
+	t.Parallel() // a store and processes of its own
 	g := NewWithT(t)
 	sc := newScene(t)
 	crash := func(guard *proc) {

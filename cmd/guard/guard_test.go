@@ -96,6 +96,7 @@ func (sc *scene) message(t *testing.T, tokens ...string) string {
 // gets SIGTERM at the guard's next read and SIGKILL a grace period later, and
 // the guard exits "lost" naming the holder (never a token).
 func TestALostLeaseStopsTheWorkload(t *testing.T) {
+	t.Parallel() // a store and processes of its own
 	for name, tc := range map[string]struct {
 		lose    func(sc *scene) []string // returns the tokens in play
 		message func(sc *scene, other string) string
@@ -146,6 +147,7 @@ func TestALostLeaseStopsTheWorkload(t *testing.T) {
 // have expired, using the time the lease had rather than stopping at the
 // first failed read.
 func TestAnUnreachableStoreStopsTheWorkloadBeforeTheLeaseCouldExpire(t *testing.T) {
+	t.Parallel() // a store and processes of its own
 	for name, fault := range map[string]func(*tcpproxy.Proxy){
 		"refused":    (*tcpproxy.Proxy).Cut,
 		"blackholed": (*tcpproxy.Proxy).Blackhole,
@@ -184,6 +186,7 @@ func TestAnUnreachableStoreStopsTheWorkloadBeforeTheLeaseCouldExpire(t *testing.
 // longer, below the read interval) while the manager renews: the guard never
 // stops the healthy run. Then the kubelet ends the guard with the Pod: exit 0.
 func TestASlowStoreDoesNotStopAHealthyRun(t *testing.T) {
+	t.Parallel() // a store and processes of its own
 	g := NewWithT(t)
 	sc := newScene(t)
 	const delay = 200 * time.Millisecond
@@ -216,6 +219,7 @@ func TestASlowStoreDoesNotStopAHealthyRun(t *testing.T) {
 // deadline has passed: it kills the workload at once, without asking Redis
 // (which would have said the lease is still held).
 func TestAGuardPausedPastItsDeadlineStopsTheWorkloadAtOnce(t *testing.T) {
+	t.Parallel() // a store and processes of its own
 	g := NewWithT(t)
 	sc := newScene(t)
 	guardPID := sc.pod.pid(sc.guard, guardBin)
@@ -245,6 +249,7 @@ func TestAGuardPausedPastItsDeadlineStopsTheWorkloadAtOnce(t *testing.T) {
 // lease: while Redis cannot be reached it fails and the guard keeps trying
 // (nothing runs yet, so nothing is stopped); once Redis answers it passes.
 func TestTheStartupProbePassesOnceTheLeaseIsConfirmed(t *testing.T) {
+	t.Parallel() // a store and processes of its own
 	g := NewWithT(t)
 	srv := redisserver.Start(t)
 	admin := srv.Client(t)
@@ -274,6 +279,7 @@ func TestTheStartupProbePassesOnceTheLeaseIsConfirmed(t *testing.T) {
 // A lease lost before the Pod started: the guard exits "lost" and the probe
 // never passes, so the workload never starts.
 func TestALeaseLostBeforeThePodStartedKeepsTheWorkloadFromStarting(t *testing.T) {
+	t.Parallel() // a store and processes of its own
 	g := NewWithT(t)
 	srv := redisserver.Start(t)
 	admin := srv.Client(t)
@@ -293,6 +299,7 @@ func TestALeaseLostBeforeThePodStartedKeepsTheWorkloadFromStarting(t *testing.T)
 // control plane): the key still holds the run's token, but its expiry comes
 // nearer at every read. The guard ends the workload before the key expires.
 func TestALeaseNobodyRenewsStopsTheWorkloadBeforeItExpires(t *testing.T) {
+	t.Parallel() // a store and processes of its own
 	g := NewWithT(t)
 	sc := newScene(t)
 	sc.mgr.pause()

@@ -8,6 +8,7 @@ package main_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -44,6 +45,13 @@ func TestMain(m *testing.M) {
 		for {
 			time.Sleep(time.Hour) // not select {}: without cgo the runtime calls that a deadlock
 		}
+	}
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		// Each test mostly waits on leases and signals: four share two cores.
+		_ = flag.Set("test.parallel", "4")
 	}
 	os.Exit(buildAndRun(m))
 }

@@ -37,6 +37,7 @@ import (
 // talks to the API server as a user of its own (the audit log tells them
 // apart) and to Redis as an ACL user of its own (MONITOR and CLIENT LIST do).
 func TestADeposedLeaderSendsNothingButRenewalsOfItsOwnLeases(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	bin := buildManager(t)

@@ -98,6 +98,7 @@ func watchPTTL(rdb *redis.Client, key string, stop <-chan struct{}) <-chan time.
 }
 
 func TestWhenTheLeaderIsKilledTheOtherReplicaResumesBeforeTheLeaseLapses(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	bin := buildManager(t)
 	cp := startControlPlane(t)
@@ -128,6 +129,7 @@ func TestWhenTheLeaderIsKilledTheOtherReplicaResumesBeforeTheLeaseLapses(t *test
 // A normal handover (SIGTERM, the API server reachable): the old leader gives up
 // its leadership on the way out, and the new one resumes the leases at once.
 func TestAGracefulHandoverResumesTheLeasesWithoutAGap(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	bin := buildManager(t)
 	cp := startControlPlane(t)
@@ -153,6 +155,7 @@ func TestAGracefulHandoverResumesTheLeasesWithoutAGap(t *testing.T) {
 }
 
 func TestAManagerCutOffFromTheAPIServerKeepsRenewingItsLeases(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	bin := buildManager(t)
 	cp := startControlPlane(t)

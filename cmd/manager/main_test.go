@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"flag"
 	"fmt"
 	"io"
 	"math/big"
@@ -19,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -51,6 +53,21 @@ type syncBuffer struct {
 // Waits that fit a loaded 2-core machine; safety bounds are asserted explicitly,
 // never through this timeout.
 func init() { SetDefaultEventuallyTimeout(30 * time.Second) }
+
+// processesAtOnce is how many tests run side by side (go test's -parallel, when it
+// is not given): each has a control plane, a store and managers of its own, and
+// mostly waits on leader elections and leases.
+const processesAtOnce = 4
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		utilruntime.Must(flag.Set("test.parallel", strconv.Itoa(processesAtOnce)))
+	}
+	os.Exit(m.Run())
+}
 
 func newSyncBuffer() *syncBuffer { return &syncBuffer{mu: make(chan struct{}, 1)} }
 
