@@ -720,6 +720,11 @@ func (r *runner) run(ms []mutant) error {
 		}
 	}
 
+	// The mutants whose first catcher needs an API server take longest: they
+	// start first, so that none of them is left running alone at the end.
+	ms = slices.Clone(ms)
+	slices.SortStableFunc(ms, func(a, b mutant) int { return cmpBool(slow(b), slow(a)) })
+
 	start := time.Now()
 	unplanted := mergeCatchers(ms)
 	if !r.unplanted {
@@ -851,6 +856,23 @@ func (m mutant) apply(dir string, check bool) (func() error, error) {
 		return nil, err
 	}
 	return func() error { return os.WriteFile(path, orig, 0o644) }, nil
+}
+
+// slow says whether m's first catcher is outside internal/: a package whose
+// tests start an API server or build and run the binaries.
+func slow(m mutant) bool {
+	return len(m.catchers) > 0 && !strings.HasPrefix(m.catchers[0].pkg, "./internal/")
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	default:
+		return -1
+	}
 }
 
 // mergeCatchers groups the catchers of ms by package, each test once.
