@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -82,6 +81,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		run.Phase = batchv1alpha1.RunPhaseRunning
 		run.Fence = lease.Fence
 		run.AcquiredAt = ptrTime(s.now)
+		logStep(ctx, acquireStep(run), "job", run.JobName, "fence", run.Fence)
 		r.track(gj, run, store, lease.SentAt)
 		gj.Status.LastFence = max(gj.Status.LastFence, lease.Fence)
 		setLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, lease.Fence)
@@ -94,8 +94,11 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 			run.StopCause = string(batchv1alpha1.FailureJobRejected)
 			return r.release(ctx, s, run, store)
 		}
+		record := runcore.Record
 		if job != nil {
 			run.JobUID = job.UID
+			logStep(ctx, runcore.CreateFirst, "job", run.JobName)
+			record = runcore.RecordJob
 		}
 		if err := r.writeGuarded(ctx, s); err != nil {
 			if unrecorded {
@@ -113,6 +116,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		if run = runByName(gj, run.JobName); run == nil {
 			return nil
 		}
+		logStep(ctx, record, "job", run.JobName, "fence", run.Fence)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.LockAcquiredReason,
 			"Acquired lock %s for %s%s", run.Key, run.JobName, fenceSuffix(lease.Fence))
 		if r.insecureStore(store) {
@@ -177,7 +181,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		msg := "the lock store announced an address outside --store-allow; no connection was made: " + err.Error()
 		// An earlier attempt of the run may have taken the key before the store moved.
 		finishRun(gj, *run, r.leftToExpire(run, s.now), batchv1alpha1.RunResultFailed, "", msg, s.now)
-		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, batchv1alpha1.StoreNotAllowedReason, msg, s.now)
+		setNotReady(gj, batchv1alpha1.StoreNotAllowedReason, msg, s.now)
 		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.StoreNotAllowedReason, "Did not start %s: %s", run.JobName, msg)
 		return nil
 
@@ -209,7 +213,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		msg := err.Error()
 		// Nothing was written, but an earlier attempt of the run may hold the key.
 		finishRun(gj, *run, r.leftToExpire(run, s.now), batchv1alpha1.RunResultFailed, "", msg, s.now)
-		setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, reason, msg+"; runs are tried again at their schedule", s.now)
+		setNotReady(gj, reason, msg+"; runs are tried again at their schedule", s.now)
 		r.event(gj, nil, corev1.EventTypeWarning, reason, "Did not start %s: %s", run.JobName, msg)
 		return nil
 	}
@@ -327,4 +331,13 @@ func (r *GuardedJobReconciler) releaseUnconfirmed(ctx context.Context, gj *batch
 		return "; its lease, if taken, expires on its own (the lock store did not answer the release)", r.leftToExpire(run, now)
 	}
 	return "", releasedLease
+}
+
+// acquireStep names an acquisition as the model does: for a run-now request, or
+// for the schedule (or a backfill, a buffered or retried occurrence).
+func acquireStep(run *batchv1alpha1.ActiveRun) runcore.Step {
+	if run.RunNow != "" {
+		return runcore.AcquireTrigger
+	}
+	return runcore.AcquireNext
 }

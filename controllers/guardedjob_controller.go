@@ -38,6 +38,7 @@ import (
 	"github.com/guardedjob/guardedjob/internal/keys"
 	"github.com/guardedjob/guardedjob/internal/leadership"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
@@ -619,6 +620,12 @@ func (r *GuardedJobReconciler) untrackOwner(namespace, name string) {
 			r.Keeper.Untrack(st.Token)
 		}
 	}
+}
+
+// logStep logs a step of the run protocol at V(1), named as model/run.pml names
+// it, so that a story's log reads like a spin trail.
+func logStep(ctx context.Context, step runcore.Step, keysAndValues ...any) {
+	ctrl.LoggerFrom(ctx).V(1).Info("step", append([]any{"step", string(step)}, keysAndValues...)...)
 }
 
 // event records an event about the GuardedJob (and the Job it concerns, if any).

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/due"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/runparams"
@@ -43,7 +44,7 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 		// scheduled time, and may still start until that start + the deadline.
 		jitter := gj.Spec.ScheduleJitterOrDefault()
 		startOf := func(t time.Time) time.Time { return t.Add(schedule.JitterOffset(string(gj.UID), t, jitter)) }
-		due, ok, missed := spec.rules.Schedule.Due(from, s.now, deadline+jitter)
+		scheduled, ok, missed := spec.rules.Schedule.Due(from, s.now, deadline+jitter)
 		if missed > 0 && !ok {
 			if latest, found := spec.rules.Schedule.Prev(s.now.Add(-deadline)); found {
 				gj.Status.LastScheduleTime = &metav1.Time{Time: latest}
@@ -55,10 +56,10 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 		}
 		next := startOf(spec.rules.Schedule.Next(s.now))
 		if ok {
-			if start := startOf(due); s.now.Before(start) {
+			if start := startOf(scheduled); s.now.Before(start) {
 				next = start // its jittered start is still to come
 			} else {
-				occurrence, dueAt = due, start
+				occurrence, dueAt = scheduled, start
 			}
 		}
 		gj.Status.NextScheduleTime = &metav1.Time{Time: next}
@@ -72,6 +73,11 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 	}
 
 	skip := func(msg string) {
+		step := runcore.SkipForbid
+		if triggered {
+			step = runcore.SkipTrigger
+		}
+		logStep(ctx, step, "occurrence", occurrence.UTC().Format(time.RFC3339))
 		if !triggered {
 			gj.Status.LastScheduleTime = &metav1.Time{Time: occurrence}
 		} else {
@@ -88,48 +94,34 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 		}
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.TriggerSkippedReason, "Skipped the run for %s: %s", occurrence.UTC().Format(time.RFC3339), msg)
 	}
-	for _, run := range gj.Status.Active {
-		if run.ScheduledTime.Equal(&metav1.Time{Time: occurrence}) {
-			if triggered {
-				skip("a run of this occurrence (" + run.JobName + ") is active")
-			}
-			return nil
-		}
-	}
-	if adopting {
-		return nil // a Job created for a run waits for its adoption: it may be this occurrence's
-	}
-	if unclaimed != "" {
-		// A Job no run claims may still have Pods running without a lease: it
-		// counts as active, and it is being stopped.
-		if gj.Spec.ConcurrencyPolicyOrDefault() == batchv1alpha1.ForbidConcurrent {
-			skip(fmt.Sprintf("concurrencyPolicy Forbid and Job %s, which no run claims, is still running", unclaimed))
-			return nil
-		}
-		s.requeueAfter(time.Second)
-		return nil // the new run starts once its Pods are gone
-	}
-	if len(gj.Status.Active) > 0 {
+	ahead := due.Ahead{Occurrence: occurrence, Triggered: triggered, Active: gj.Status.Active, Adopting: adopting, Unclaimed: unclaimed,
+		Policy: gj.Spec.ConcurrencyPolicyOrDefault()}
+	admit := due.Admit(ahead)
+	if admit.Act == due.AskBuffer {
 		if r.bufferDue(s, occurrence, triggered, triggerValue, skip) { // BufferOne, BufferAll (guardedjob_buffer.go)
 			return nil
 		}
-		switch gj.Spec.ConcurrencyPolicyOrDefault() {
-		case batchv1alpha1.ForbidConcurrent:
-			skip(fmt.Sprintf("concurrencyPolicy Forbid and %s is still active", gj.Status.Active[0].JobName))
-			return nil
-		case batchv1alpha1.ReplaceConcurrent:
-			for i := range gj.Status.Active {
-				run := &gj.Status.Active[i]
-				if run.Phase == batchv1alpha1.RunPhaseRunning && run.Backfill == "" { // a backfill occurrence is never replaced
-					if err := r.beginStop(s, run, batchv1alpha1.RunResultFailed,
-						"replaced by the run for "+occurrence.UTC().Format(time.RFC3339), batchv1alpha1.JobStoppedReason, batchv1alpha1.LockStateHeld, run.Holder); err != nil {
-						return err
-					}
-				}
+		admit = due.Contend(ahead)
+	}
+	switch admit.Act {
+	case due.Skip:
+		skip(admit.Why)
+		return nil
+	case due.Replace:
+		for _, i := range admit.Victims {
+			run := &gj.Status.Active[i]
+			if err := r.beginStop(s, run, batchv1alpha1.RunResultFailed,
+				"replaced by the run for "+occurrence.UTC().Format(time.RFC3339), batchv1alpha1.JobStoppedReason, batchv1alpha1.LockStateHeld, run.Holder); err != nil {
+				return err
 			}
-			s.requeueAfter(time.Second)
-			return nil // the new run starts once the old one's Pods are gone
 		}
+		s.requeueAfter(admit.RetryAfter)
+		return nil // the new run starts once the old one's Pods are gone
+	case due.Wait:
+		if admit.RetryAfter > 0 {
+			s.requeueAfter(admit.RetryAfter)
+		}
+		return nil
 	}
 	if triggered {
 		dueAt = triggerAt
@@ -197,19 +189,19 @@ func (r *GuardedJobReconciler) pendingTrigger(s *scope, spec *compiledSpec) (val
 // its Job created (see acquire). A manager that dies between the acquisition and
 // that write leaves a lease no status names; its token says which object,
 // occurrence and cluster it was minted for, and the next pass takes it up.
-func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec *compiledSpec, occurrence, due time.Time, triggered bool, triggerValue string, extras runExtras) error {
+func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec *compiledSpec, occurrence, dueAt time.Time, triggered bool, triggerValue string, extras runExtras) error {
 	gj := s.gj
 	run, err := r.runFromSpec(gj, spec, occurrence)
 	if err != nil {
 		var se *specerror.Error
 		if errors.As(err, &se) {
-			setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, se.Reason, se.Message, s.now)
+			setNotReady(gj, se.Reason, se.Message, s.now)
 			r.warnOnce(s, se.Reason, se.Message)
 			return nil
 		}
 		return err
 	}
-	run.StartDeadline = &metav1.Time{Time: due.Add(gj.Spec.StartingDeadline())}
+	run.StartDeadline = &metav1.Time{Time: dueAt.Add(gj.Spec.StartingDeadline())}
 	run.Backfill, run.Parameters, run.Retry = extras.backfill, extras.parameters, extras.retry
 	switch {
 	case triggered:

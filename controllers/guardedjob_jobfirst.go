@@ -291,6 +291,7 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 	if run = runByName(s.gj, job.Name); run == nil {
 		return false, nil
 	}
+	logStep(ctx, runcore.AdoptUnrecorded, "job", run.JobName, "fence", run.Fence)
 	r.event(s.gj, job, corev1.EventTypeNormal, batchv1alpha1.RunAdoptedReason,
 		"Adopted Job %s, created before its run was recorded: lock %s still holds its lease%s", job.Name, run.Key, fenceSuffix(run.Fence))
 	return false, r.openGate(ctx, s, run, job, store)

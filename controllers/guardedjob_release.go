@@ -18,6 +18,7 @@ import (
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 )
 
 // release ends a run whose Pods are gone: done-marker + release on success,
@@ -102,6 +103,7 @@ func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batch
 	case leaveToExpire:
 		end = r.leftToExpire(run, s.now)
 	}
+	logStep(ctx, runcore.Finish, "job", run.JobName, "result", result)
 	finishRun(gj, *run, end, result, "", msg, s.now)
 	setLockHeld(gj, "", "", s.now)
 	return r.applyHistoryLimits(ctx, gj)

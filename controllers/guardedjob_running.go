@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -52,7 +51,7 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 			StopperBehind:     lease.MustStop() && r.Stopper != nil && r.Stopper.behind(),
 		})
 		if v.Step != "" {
-			ctrl.LoggerFrom(ctx).V(1).Info("step", "step", v.Step, "job", run.JobName)
+			logStep(ctx, v.Step, "job", run.JobName)
 		}
 		switch v.Act {
 		case runcore.ReadJobLive:

@@ -45,6 +45,13 @@ func setReady(gj *batchv1alpha1.GuardedJob, specErr error, now time.Time) {
 	}
 }
 
+// setNotReady sets Ready=False for what keeps the GuardedJob from running that
+// only a pass sees (an acquisition the store refused, keys a spec gives no grant
+// for, a twin of this cluster's identity). Ready has its writers here alone.
+func setNotReady(gj *batchv1alpha1.GuardedJob, reason, msg string, now time.Time) {
+	setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, reason, msg, now)
+}
+
 // acquisitionBlocked says whether Ready=False was set by an acquisition the
 // store refused for the current spec (a key of the wrong type, or keys in
 // different Cluster slots).

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -328,7 +327,7 @@ func (r *GuardedJobReconciler) duplicateIdentity(s *scope) bool {
 		return false
 	}
 	msg := r.duplicateMessage(other, store)
-	setCondition(s.gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, batchv1alpha1.DuplicateClusterNameReason, msg, s.now)
+	setNotReady(s.gj, batchv1alpha1.DuplicateClusterNameReason, msg, s.now)
 	r.warnOnce(s, batchv1alpha1.DuplicateClusterNameReason, msg)
 	s.requeueAfter(r.Identity.interval)
 	return true

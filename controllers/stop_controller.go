@@ -217,6 +217,11 @@ func (r *StopReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if !stop {
 		return ctrl.Result{}, nil
 	}
+	step := runcore.StopReported
+	if run := runByName(gj, job.Name); run != nil && run.Phase == batchv1alpha1.RunPhaseStopping {
+		step = runcore.StopStopping
+	}
+	logStep(ctx, step, "job", job.Name)
 	deleting := job.DeletionTimestamp.IsZero()
 	if err := r.stop(ctx, job, grace); err != nil {
 		return ctrl.Result{}, err
@@ -329,6 +334,7 @@ func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.Guarde
 				r.Recorder.Eventf(fresh, job, corev1.EventTypeWarning, batchv1alpha1.StaleJobReason, batchv1alpha1.StaleJobReason,
 					"Stopping Job %s: no active run of this GuardedJob claims it (%s)", job.Name, why)
 			}
+			logStep(ctx, runcore.StopUnclaimed, "job", job.Name)
 			return ctrl.Result{}, r.stop(ctx, job, fresh.Spec.PodGracePeriod())
 		default:
 			return ctrl.Result{}, nil

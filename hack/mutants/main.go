@@ -265,8 +265,8 @@ var mutants = []mutant{
 		name: "jobfirst-gate-early",
 		bug:  "the pass that creates a run's Job opens its start gate before status records the run: a manager that dies in between leaves a working Pod whose lease nobody renews",
 		file: "controllers/guardedjob_acquire.go",
-		find: "\t\tif job != nil {\n\t\t\trun.JobUID = job.UID\n\t\t}\n",
-		repl: "\t\tif job != nil {\n\t\t\trun.JobUID = job.UID\n\t\t\tif err := r.openGate(ctx, s, run, job, store); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t}\n",
+		find: "\t\t\trun.JobUID = job.UID\n\t\t\tlogStep(ctx, runcore.CreateFirst, \"job\", run.JobName)\n",
+		repl: "\t\t\trun.JobUID = job.UID\n\t\t\tif err := r.openGate(ctx, s, run, job, store); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n",
 		catchers: []catcher{
 			{"./controllers/", []string{"TestJobFirst_ARunCreatesItsJobBeforeItsFirstStatusWrite", "TestJobFirst_AManagerThatDiesBetweenTheJobAndTheStatusWriteLeavesAJobTheNextOneAdopts"}},
 		},
@@ -357,10 +357,11 @@ var mutants = []mutant{
 	{
 		name: "jobfirst-blind-schedule",
 		bug:  "a pass whose store does not answer the adoption of a Job waiting at its gate schedules anyway: the unanswered run-now starts a FailOpen run without a lease beside that Job",
-		file: "controllers/guardedjob_intent.go",
-		find: "\tif adopting {\n\t\treturn nil // a Job created for a run waits for its adoption: it may be this occurrence's\n",
-		repl: "\tif adopting && false {\n\t\treturn nil\n",
+		file: "internal/due/admit.go",
+		find: "\tif a.Adopting {\n\t\treturn Admission{Act: Wait} // the Job waiting for adoption may be this occurrence's\n",
+		repl: "\tif a.Adopting && false {\n\t\treturn Admission{Act: Wait}\n",
 		catchers: []catcher{
+			{"./internal/due/", []string{"TestAnOccurrenceStartsOnlyWhenNothingMayStandAheadOfIt"}},
 			{"./controllers/", []string{"TestJobFirst_AStoreThatDoesNotAnswerTheAdoptionStartsNoRunBesideTheJob"}},
 		},
 	},

@@ -30,6 +30,17 @@ func startKeeper(t testing.TB, k *lockclient.Keeper) {
 	})
 }
 
+// startFakeClockKeeper runs a keeper until the test ends, on a client of srv;
+// both read the fake clock it returns.
+func startFakeClockKeeper(t testing.TB, srv *redisserver.Server) (*clocktesting.FakeClock, *lockclient.Client, *lockclient.Keeper) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := dial(t, srv, lockclient.WithClock(clk))
+	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
+	startKeeper(t, k)
+	return clk, c, k
+}
+
 // nextReport waits for the next report.
 func nextReport(t testing.TB, k *lockclient.Keeper, within time.Duration) lockclient.Report {
 	t.Helper()
@@ -118,10 +129,7 @@ func TestKeeperRenewsALeaseForTenTimesItsTTL(t *testing.T) {
 func TestKeeperReportsATheftWithinOneRenewInterval(t *testing.T) {
 	g := NewWithT(t)
 	srv := redisserver.Start(t)
-	clk := clocktesting.NewFakeClock(time.Now())
-	c := dial(t, srv, lockclient.WithClock(clk))
-	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
-	startKeeper(t, k)
+	clk, c, k := startFakeClockKeeper(t, srv)
 	ctx := context.Background()
 
 	l := acquire(t, c, keys("theft"), 30*time.Second)
@@ -141,10 +149,7 @@ func TestKeeperReportsATheftWithinOneRenewInterval(t *testing.T) {
 func TestKeeperReportsTheDeadlineBeforeTheLeaseCouldExpireWhenRedisDies(t *testing.T) {
 	g := NewWithT(t)
 	srv := redisserver.Start(t)
-	clk := clocktesting.NewFakeClock(time.Now())
-	c := dial(t, srv, lockclient.WithClock(clk))
-	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
-	startKeeper(t, k)
+	clk, c, k := startFakeClockKeeper(t, srv)
 
 	const ttl, interval, budget = 30 * time.Second, 10 * time.Second, 12 * time.Second
 	l := acquire(t, c, keys("dead"), ttl)
@@ -199,10 +204,7 @@ func TestKeeperReportsTheDeadlineOnTimeEvenWhileARenewalHangs(t *testing.T) {
 func TestKeeperReportsMaxHoldAndKeepsRenewing(t *testing.T) {
 	g := NewWithT(t)
 	srv := redisserver.Start(t)
-	clk := clocktesting.NewFakeClock(time.Now())
-	c := dial(t, srv, lockclient.WithClock(clk))
-	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
-	startKeeper(t, k)
+	clk, c, k := startFakeClockKeeper(t, srv)
 
 	l := acquire(t, c, keys("maxhold"), 30*time.Second)
 	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, RenewInterval: 10 * time.Second, MaxHoldUntil: l.SentAt.Add(45 * time.Second)})).To(Succeed())
@@ -277,10 +279,7 @@ func TestKeeperRenewsAThousandLeasesInOnePipeline(t *testing.T) {
 func TestKeeperReloadsScriptsAfterARedisRestartInsteadOfCallingTheLeaseLost(t *testing.T) {
 	g := NewWithT(t)
 	srv := redisserver.Start(t)
-	clk := clocktesting.NewFakeClock(time.Now())
-	c := dial(t, srv, lockclient.WithClock(clk))
-	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
-	startKeeper(t, k)
+	clk, c, k := startFakeClockKeeper(t, srv)
 	ctx := context.Background()
 
 	l := acquire(t, c, keys("noscript"), 30*time.Second)
@@ -307,10 +306,7 @@ func TestKeeperReloadsScriptsAfterARedisRestartInsteadOfCallingTheLeaseLost(t *t
 func TestKeeperReacquiresAnAbsentKeyWithTheSameTokenWhenAsked(t *testing.T) {
 	g := NewWithT(t)
 	srv := redisserver.Start(t)
-	clk := clocktesting.NewFakeClock(time.Now())
-	c := dial(t, srv, lockclient.WithClock(clk))
-	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
-	startKeeper(t, k)
+	clk, c, k := startFakeClockKeeper(t, srv)
 	ctx := context.Background()
 
 	l := acquire(t, c, keys("failopen"), 30*time.Second)
@@ -362,10 +358,7 @@ func TestResumeAllRenewsEveryLeaseInOnePipelineBeforeReturning(t *testing.T) {
 func TestKeeperNeverBlocksOnAConsumerThatDoesNotRead(t *testing.T) {
 	g := NewWithT(t)
 	srv := redisserver.Start(t)
-	clk := clocktesting.NewFakeClock(time.Now())
-	c := dial(t, srv, lockclient.WithClock(clk))
-	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
-	startKeeper(t, k)
+	clk, c, k := startFakeClockKeeper(t, srv)
 	ctx := context.Background()
 	rdb := srv.Client(t)
 
@@ -427,10 +420,7 @@ func TestKeeperNeverStopsAHealthyLeaseAtTheTimingBoundaryEvenWhenARenewalIsSlow(
 func TestKeeperCountsARenewalFromItsSendTimeNotItsLateReply(t *testing.T) {
 	g := NewWithT(t)
 	srv := redisserver.Start(t)
-	clk := clocktesting.NewFakeClock(time.Now())
-	c := dial(t, srv, lockclient.WithClock(clk))
-	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
-	startKeeper(t, k)
+	clk, c, k := startFakeClockKeeper(t, srv)
 
 	const ttl, interval = 30 * time.Second, 10 * time.Second
 	l := acquire(t, c, keys("late-reply"), ttl)

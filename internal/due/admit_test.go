@@ -1,0 +1,56 @@
+package due_test
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/due"
+)
+
+// TestAnOccurrenceStartsOnlyWhenNothingMayStandAheadOfIt: what becomes of an
+// occurrence that is due, before and after the buffer, for every policy.
+func TestAnOccurrenceStartsOnlyWhenNothingMayStandAheadOfIt(t *testing.T) {
+	g := NewWithT(t)
+	at := time.Date(2026, 12, 6, 2, 0, 0, 0, time.UTC)
+	earlier := batchv1alpha1.ActiveRun{JobName: "payout-1", ScheduledTime: metav1.NewTime(at.Add(-time.Hour)), Phase: batchv1alpha1.RunPhaseRunning}
+	same := batchv1alpha1.ActiveRun{JobName: "payout-2", ScheduledTime: metav1.NewTime(at), Phase: batchv1alpha1.RunPhaseAcquiring}
+	backfill := batchv1alpha1.ActiveRun{JobName: "payout-0", ScheduledTime: metav1.NewTime(at.Add(-2 * time.Hour)), Phase: batchv1alpha1.RunPhaseRunning, Backfill: "bf-1"}
+
+	for _, c := range []struct {
+		name  string
+		ahead due.Ahead
+		want  due.Admission
+	}{
+		{"nothing ahead", due.Ahead{Occurrence: at, Policy: batchv1alpha1.ForbidConcurrent}, due.Admission{Act: due.Start}},
+		{"its own run is active", due.Ahead{Occurrence: at, Active: []batchv1alpha1.ActiveRun{same}}, due.Admission{Act: due.Wait}},
+		{"a run-now of an occurrence whose run is active", due.Ahead{Occurrence: at, Triggered: true, Active: []batchv1alpha1.ActiveRun{same}},
+			due.Admission{Act: due.Skip, Why: "a run of this occurrence (payout-2) is active"}},
+		{"a Job waits for its adoption", due.Ahead{Occurrence: at, Adopting: true, Policy: batchv1alpha1.AllowConcurrent}, due.Admission{Act: due.Wait}},
+		{"a run-now while a Job waits for its adoption", due.Ahead{Occurrence: at, Triggered: true, Adopting: true}, due.Admission{Act: due.Wait}},
+		{"an unclaimed Job, Forbid", due.Ahead{Occurrence: at, Unclaimed: "payout-x", Policy: batchv1alpha1.ForbidConcurrent},
+			due.Admission{Act: due.Skip, Why: "concurrencyPolicy Forbid and Job payout-x, which no run claims, is still running"}},
+		{"an unclaimed Job, Allow", due.Ahead{Occurrence: at, Unclaimed: "payout-x", Policy: batchv1alpha1.AllowConcurrent},
+			due.Admission{Act: due.Wait, RetryAfter: time.Second}},
+		{"an earlier run is active", due.Ahead{Occurrence: at, Active: []batchv1alpha1.ActiveRun{earlier}, Policy: batchv1alpha1.AllowConcurrent},
+			due.Admission{Act: due.AskBuffer}},
+	} {
+		g.Expect(due.Admit(c.ahead)).To(Equal(c.want), c.name)
+	}
+
+	for _, c := range []struct {
+		policy batchv1alpha1.ConcurrencyPolicy
+		want   due.Admission
+	}{
+		{batchv1alpha1.ForbidConcurrent, due.Admission{Act: due.Skip, Why: "concurrencyPolicy Forbid and payout-0 is still active"}},
+		// A backfill occurrence is never replaced.
+		{batchv1alpha1.ReplaceConcurrent, due.Admission{Act: due.Replace, Victims: []int{1}, RetryAfter: time.Second}},
+		{batchv1alpha1.AllowConcurrent, due.Admission{Act: due.Start}},
+	} {
+		ahead := due.Ahead{Occurrence: at, Active: []batchv1alpha1.ActiveRun{backfill, earlier}, Policy: c.policy}
+		g.Expect(due.Contend(ahead)).To(Equal(c.want), string(c.policy))
+	}
+}
