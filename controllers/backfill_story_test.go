@@ -2,14 +2,19 @@ package controllers_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/schedule"
@@ -254,6 +259,51 @@ func TestBackfill_BadRequestsAreRefusedWithAReasonAndAWarning(t *testing.T) {
 		HaveField("Message", And(HavePrefix("backfill "+running+" is running ("), ContainSubstring("remaining): cancel it first")))))
 	g.Expect(h.get(gj).Status.Backfill).To(And(HaveField("Request", running), HaveField("State", batchv1alpha1.BackfillRunning)))
 	g.Expect(h.jobs()).To(HaveLen(1))
+}
+
+// A backfill's acceptance is in status before its first Job exists. Here a person
+// asks for a second backfill right after the first one's Job appeared, and their
+// edit makes the status write that records the first run conflict: the second
+// request finds the first backfill running and is refused, and the first goes on.
+// (Accepted and started in one pass, the first backfill's record went with the
+// failed write: the second was accepted while the first one's run went on.)
+func TestBackfill_ARequestThatConflictsWithTheFirstRunsRecordFindsTheBackfillRunning(t *testing.T) {
+	h := newHarness(t)
+	h.clock.SetTime(time.Now())
+	now := h.clock.Now()
+	from, to := now.Add(-3*time.Hour), now
+	first := now.UTC().Format(time.RFC3339Nano)
+	second := now.Add(time.Second).UTC().Format(time.RFC3339Nano)
+	var edited atomic.Bool
+	var editErr error
+	h.intercept = &interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		gj, ok := obj.(*batchv1alpha1.GuardedJob)
+		if !ok || len(gj.Status.Active) == 0 || gj.Status.Active[0].Backfill == "" || !edited.CompareAndSwap(false, true) {
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		}
+		cur := &batchv1alpha1.GuardedJob{}
+		if editErr = c.Get(ctx, client.ObjectKeyFromObject(gj), cur); editErr == nil {
+			patch := client.MergeFrom(cur.DeepCopy())
+			cur.Annotations[batchv1alpha1.BackfillAnnotation] = second
+			editErr = c.Patch(ctx, cur, patch)
+		}
+		return apierrors.NewConflict(batchv1alpha1.GroupVersion.WithResource("guardedjobs").GroupResource(), gj.Name, errors.New("the object has been modified"))
+	}}
+	h.start()
+	g := h.g
+	gj := h.create(h.hourlyBackfill("conflict", h.ns+":conflict"))
+	h.request(gj, map[string]string{
+		batchv1alpha1.BackfillAnnotation: first, batchv1alpha1.BackfillParallelismAnnotation: "1",
+		batchv1alpha1.BackfillFromAnnotation: from.UTC().Format(time.RFC3339), batchv1alpha1.BackfillToAnnotation: to.UTC().Format(time.RFC3339),
+	})
+	g.Eventually(func() *batchv1alpha1.BackfillRequestRecord { return h.get(gj).Status.LastBackfillRequest }).Should(And(Not(BeNil()),
+		HaveField("Request", second), HaveField("Result", batchv1alpha1.BackfillRefused),
+		HaveField("Message", HavePrefix("backfill "+first+" is running ("))))
+	g.Expect(edited.Load()).To(BeTrue(), "the first run's record was written while the person edited the object")
+	g.Expect(editErr).NotTo(HaveOccurred())
+	g.Expect(h.get(gj).Status.Backfill).To(And(HaveField("Request", first), HaveField("State", batchv1alpha1.BackfillRunning)))
+	g.Eventually(func() []batchv1alpha1.ActiveRun { return h.get(gj).Status.Active }).Should(ConsistOf(HaveField("Backfill", first)))
+	g.Expect(h.unfinished(gj)).To(HaveLen(1), "one Job: the first backfill's first occurrence")
 }
 
 // Two clusters, each with its own API objects and manager (--cluster-name

@@ -607,6 +607,16 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "backfill-started-with-its-acceptance",
+		bug:  "the pass that accepts a backfill also starts its first occurrence: a status write that then fails (a person's next request conflicts with it) loses the backfill's record, and the next request is accepted while the first one's run goes on",
+		file: "controllers/guardedjob_buffer.go",
+		find: "\tif backfillAccepted(s) {\n",
+		repl: "\tif backfillAccepted(s) && false {\n",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestBackfill_ARequestThatConflictsWithTheFirstRunsRecordFindsTheBackfillRunning"}},
+		},
+	},
+	{
 		name: "backfill-starts-forever",
 		bug:  "a backfill starts occurrences after the done-markers of its runs in other clusters may have expired",
 		file: "internal/due/late.go",
