@@ -66,8 +66,8 @@ RACE_PACKAGES = ./internal/lockclient/
 RACE_CORE = ./internal/lockclient/ ./controllers/
 RACE_TEST = $(TEST_ENV) CGO_ENABLED=1 go test $(GOTESTFLAGS) -race -short $(RACE_PACKAGES)
 MASS_STORIES = $(shell awk '/^func Test/ { name = $$2; sub(/[^A-Za-z0-9_].*/, "", name) } /testing\.Short\(\)/ { print name }' $(addsuffix *_test.go,$(RACE_PACKAGES)) | paste -sd'|')
-# The packages make test starts first: go test runs packages in the order given,
-# two at a time, and these take longest (the controllers' stories alone take about
+# The packages make test starts first: go test runs packages in the order given
+# (go list names each once, where first named), two at a time, and these take longest (the controllers' stories alone take about
 # as long as every other package together).
 TEST_FIRST = ./controllers/ ./cmd/manager/ ./cmd/guard/
 # -vet=off: make vet runs every analyzer on every package, tests included, once.
@@ -189,7 +189,7 @@ test: test-deps binaries ## The operator module's tests: unit, real redis-server
 ifneq ($(strip $(TESTARGS)),)
 	$(TEST_ENV) go test $(GOTESTFLAGS) $(TESTARGS)
 else
-	$(TEST_ENV) go test $(GOTESTFLAGS) $$(go list $(TEST_FIRST) ./... | awk '!seen[$$0]++' | grep -v $(foreach p,$(RACE_PACKAGES),-e '/$(patsubst ./%/,%,$(p))$$'))
+	$(TEST_ENV) go test $(GOTESTFLAGS) $$(go list $(TEST_FIRST) ./... | grep -v $(foreach p,$(RACE_PACKAGES),-e '/$(patsubst ./%/,%,$(p))$$'))
 	$(RACE_TEST)
 	$(if $(MASS_STORIES),$(TEST_ENV) go test $(GOTESTFLAGS) -run '^($(MASS_STORIES))$$' $(RACE_PACKAGES))
 endif

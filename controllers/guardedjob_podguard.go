@@ -144,7 +144,7 @@ func (r *GuardedJobReconciler) guardedEndUnclean(ctx context.Context, namespace 
 		if err != nil {
 			return false, err
 		}
-		view = jobView(job, runcore.ReadLive)
+		view = jobView(job, runcore.ReadLive) // a miss is the API server's (getJobConfirmed)
 	}
 	return runcore.LeaveToExpire(run, view), nil
 }

@@ -733,8 +733,15 @@ func (r *runner) run(ms []mutant) error {
 
 	// The mutants whose first catcher needs an API server take longest: they
 	// start first, so that none of them is left running alone at the end.
-	ms = slices.Clone(ms)
-	slices.SortStableFunc(ms, func(a, b mutant) int { return cmpBool(slow(b), slow(a)) })
+	var slowFirst, fast []mutant
+	for _, m := range ms {
+		if slow(m) {
+			slowFirst = append(slowFirst, m)
+		} else {
+			fast = append(fast, m)
+		}
+	}
+	ms = append(slowFirst, fast...)
 
 	start := time.Now()
 	unplanted := mergeCatchers(ms)
@@ -873,17 +880,6 @@ func (m mutant) apply(dir string, check bool) (func() error, error) {
 // tests start an API server or build and run the binaries.
 func slow(m mutant) bool {
 	return len(m.catchers) > 0 && !strings.HasPrefix(m.catchers[0].pkg, "./internal/")
-}
-
-func cmpBool(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case a:
-		return 1
-	default:
-		return -1
-	}
 }
 
 // mergeCatchers groups the catchers of ms by package, each test once.
