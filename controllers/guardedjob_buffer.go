@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/due"
 )
 
 // runExtras is what a new run carries besides its occurrence: the backfill it
@@ -53,20 +54,11 @@ func (r *GuardedJobReconciler) scheduleAll(ctx context.Context, s *scope, spec *
 	if waiting, err := r.startBuffered(ctx, s, spec); waiting || err != nil {
 		return err
 	}
-	if backfillAccepted(s) {
-		// The acceptance is written first, before any Job of the backfill
-		// exists: a write that fails later (a conflict with a person's next
-		// request) then loses a run's record, never the backfill's.
-		s.requeueAfter(time.Millisecond)
+	if due.BackfillAcceptedNow(s.orig.Status.Backfill, s.gj.Status.Backfill) {
+		s.requeueAfter(time.Millisecond) // its first occurrence starts in the next pass
 		return nil
 	}
 	return r.advanceBackfill(ctx, s, spec)
-}
-
-// backfillAccepted says whether this pass accepted the backfill in status.
-func backfillAccepted(s *scope) bool {
-	b, before := s.gj.Status.Backfill, s.orig.Status.Backfill
-	return b != nil && b.State == batchv1alpha1.BackfillRunning && (before == nil || before.Request != b.Request)
 }
 
 // bufferDue keeps a run that is due while earlier runs are active waiting for

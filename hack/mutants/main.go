@@ -609,10 +609,11 @@ var mutants = []mutant{
 	{
 		name: "backfill-started-with-its-acceptance",
 		bug:  "the pass that accepts a backfill also starts its first occurrence: a status write that then fails (a person's next request conflicts with it) loses the backfill's record, and the next request is accepted while the first one's run goes on",
-		file: "controllers/guardedjob_buffer.go",
-		find: "\tif backfillAccepted(s) {\n",
-		repl: "\tif backfillAccepted(s) && false {\n",
+		file: "internal/due/late.go",
+		find: "return after != nil && after.State == batchv1alpha1.BackfillRunning &&",
+		repl: "return false && after != nil && after.State == batchv1alpha1.BackfillRunning &&",
 		catchers: []catcher{
+			{"./internal/due/", []string{"TestABackfillStartsNothingInThePassThatAcceptsIt"}},
 			{"./controllers/", []string{"TestBackfill_ARequestThatConflictsWithTheFirstRunsRecordFindsTheBackfillRunning"}},
 		},
 	},

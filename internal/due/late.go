@@ -108,3 +108,12 @@ func ParseRequestTime(value string) (time.Time, error) {
 	}
 	return t, nil
 }
+
+// BackfillAcceptedNow says whether a pass accepted the running backfill (after:
+// status.backfill as the pass leaves it; before: as the pass read it). Such a
+// pass starts none of its occurrences: the acceptance is written first, so that
+// a status write that fails later (a conflict with a person's next request)
+// loses a run's record, which its Job brings back, never the backfill's.
+func BackfillAcceptedNow(before, after *batchv1alpha1.BackfillStatus) bool {
+	return after != nil && after.State == batchv1alpha1.BackfillRunning && (before == nil || before.Request != after.Request)
+}

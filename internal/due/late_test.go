@@ -103,6 +103,21 @@ func TestLateRunsAreSkippedNeverRun(t *testing.T) {
 // A backfill starts occurrences while the done-markers of its runs live:
 // BackfillDoneMarkerTTL from the time its annotation named, or from when a
 // GuardedJobBackfill was accepted.
+// TestABackfillStartsNothingInThePassThatAcceptsIt: only a backfill accepted
+// by the pass itself waits for the next one.
+func TestABackfillStartsNothingInThePassThatAcceptsIt(t *testing.T) {
+	g := NewWithT(t)
+	running := func(request string) *batchv1alpha1.BackfillStatus {
+		return &batchv1alpha1.BackfillStatus{Request: request, State: batchv1alpha1.BackfillRunning}
+	}
+	done := &batchv1alpha1.BackfillStatus{Request: "r1", State: batchv1alpha1.BackfillComplete}
+	g.Expect(due.BackfillAcceptedNow(nil, running("r1"))).To(BeTrue(), "the first backfill")
+	g.Expect(due.BackfillAcceptedNow(done, running("r2"))).To(BeTrue(), "the next one, after another finished")
+	g.Expect(due.BackfillAcceptedNow(running("r1"), running("r1"))).To(BeFalse(), "accepted by an earlier pass")
+	g.Expect(due.BackfillAcceptedNow(nil, nil)).To(BeFalse(), "no backfill")
+	g.Expect(due.BackfillAcceptedNow(running("r1"), done)).To(BeFalse(), "one that ended")
+}
+
 func TestABackfillStartsOccurrencesOnlyWhileItsMarkersLive(t *testing.T) {
 	g := NewWithT(t)
 	accepted := time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC)
