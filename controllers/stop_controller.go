@@ -213,13 +213,9 @@ func (r *StopReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if runByName(gj, job.Name) == nil {
 		return r.unclaimed(ctx, gj, job)
 	}
-	grace, stop := r.decide(gj, job)
-	if !stop {
+	grace, step := r.decide(gj, job)
+	if step == "" {
 		return ctrl.Result{}, nil
-	}
-	step := runcore.StopReported
-	if run := runByName(gj, job.Name); run != nil && run.Phase == batchv1alpha1.RunPhaseStopping {
-		step = runcore.StopStopping
 	}
 	logStep(ctx, step, "job", job.Name)
 	deleting := job.DeletionTimestamp.IsZero()
@@ -417,29 +413,31 @@ func podGraceOf(job *batchv1.Job) time.Duration {
 	return corev1.DefaultTerminationGracePeriodSeconds * time.Second
 }
 
-// decide says whether the Job of an active run must stop now and with which Pod
-// grace period.
-func (r *StopReconciler) decide(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) (time.Duration, bool) {
+// decide says whether the Job of an active run must stop now, with which Pod
+// grace period, and as which step of the model's Stopper: the keeper reported
+// the lease (stop_reported), or status has the run Stopping (stop_stopping);
+// "" when it does not stop.
+func (r *StopReconciler) decide(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) (time.Duration, runcore.Step) {
 	podGrace := gj.Spec.PodGracePeriod()
 	run := runByName(gj, job.Name)
 	if st, ok := r.Keeper.Get(run.Token); ok {
 		switch {
 		case st.State == lockclient.StateLost:
-			return time.Second, true // another holder may be running already
+			return time.Second, runcore.StopReported // another holder may be running already
 		case st.DeadlineReached:
 			// Counted on the keeper's clock, the one that measured the lease.
-			return leasetiming.DeadlineGrace(podGrace, st.ValidUntil, st.ValidUntil.Add(-st.ValidFor)), true
+			return leasetiming.DeadlineGrace(podGrace, st.ValidUntil, st.ValidUntil.Add(-st.ValidFor)), runcore.StopReported
 		case st.MaxHoldReached:
-			return podGrace, true
+			return podGrace, runcore.StopReported
 		}
 	}
 	if run.Phase == batchv1alpha1.RunPhaseStopping || !gj.DeletionTimestamp.IsZero() && stopsRunsOnDelete(gj) {
 		if result, _ := stopOf(run); result == batchv1alpha1.RunResultLockLost {
-			return time.Second, true
+			return time.Second, runcore.StopStopping
 		}
-		return podGrace, true
+		return podGrace, runcore.StopStopping
 	}
-	return 0, false
+	return 0, ""
 }
 
 // stop deletes the Job (Foreground, so it stays until its Pods are gone) and its
