@@ -13,6 +13,7 @@ import (
 
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/testutil/redisserver"
+	"github.com/guardedjob/guardedjob/internal/testutil/tcpproxy"
 )
 
 // startKeeper runs k until the test ends.
@@ -420,20 +421,26 @@ func TestKeeperNeverStopsAHealthyLeaseAtTheTimingBoundaryEvenWhenARenewalIsSlow(
 func TestKeeperCountsARenewalFromItsSendTimeNotItsLateReply(t *testing.T) {
 	g := NewWithT(t)
 	srv := redisserver.Start(t)
-	clk, c, k := startFakeClockKeeper(t, srv)
+	px := tcpproxy.Start(t, srv.Addr())
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := dialConfig(t, lockclient.Config{URL: "redis://" + px.Addr(), Timeout: 5 * time.Second}, lockclient.WithClock(clk))
+	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
+	startKeeper(t, k)
 
 	const ttl, interval = 30 * time.Second, 10 * time.Second
 	l := acquire(t, c, keys("late-reply"), ttl)
 	g.Expect(k.Track(lockclient.TrackRequest{Lease: l, Owner: "ns/gj", RenewInterval: interval, SelfFence: true, StopBudget: 5 * time.Second})).To(Succeed())
 	g.Eventually(planned(k, clk)).Should(BeTrue())
 
-	// Redis holds the next renewal's reply while the keeper's clock moves on.
-	srv.Pause()
+	// The next renewal reaches Redis; its reply is held while the keeper's
+	// clock moves on.
+	px.HoldReplies()
+	before := px.Requests()
 	sent := clk.Now().Add(interval)
 	clk.Step(interval)
-	g.Eventually(k.InFlight).WithTimeout(time.Second).Should(BeNumerically(">", 0), "the renewal is sent")
+	g.Eventually(px.Requests).WithTimeout(5*time.Second).Should(BeNumerically(">", before), "the renewal is sent")
 	clk.Step(1500 * time.Millisecond)
-	srv.Resume()
+	px.UnholdReplies()
 	g.Eventually(k.Settled).WithTimeout(10 * time.Second).Should(BeTrue())
 
 	st, ok := k.Get(l.Token)

@@ -35,6 +35,8 @@ type Proxy struct {
 	requestsDropped bool
 	// delay is added before each chunk is passed on (Delay).
 	delay time.Duration
+	// requests counts the chunks callers have sent (Requests).
+	requests int
 }
 
 // link is one proxied connection: the client side and, unless blackholed, the
@@ -111,6 +113,9 @@ func (p *Proxy) pump(lk *link, src, dst net.Conn) {
 		if n > 0 {
 			p.mu.Lock()
 			gate, replyGate := p.gate, p.replyGate
+			if src == lk.client {
+				p.requests++
+			}
 			p.mu.Unlock()
 			<-gate
 			if src == lk.up {
@@ -168,6 +173,14 @@ func (p *Proxy) HoldReplies() {
 		p.replyGate = make(chan struct{})
 	default: // already held
 	}
+}
+
+// Requests is how many chunks callers have sent through the proxy so far: once it
+// grows, a call the test caused has left its caller.
+func (p *Proxy) Requests() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.requests
 }
 
 // UnholdReplies delivers the replies HoldReplies delayed, in order.
