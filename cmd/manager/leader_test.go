@@ -154,8 +154,9 @@ func TestAGracefulHandoverResumesTheLeasesWithoutAGap(t *testing.T) {
 	g.Consistently(func() int { return jobCount(cp.client) }).WithTimeout(2 * time.Second).Should(Equal(1))
 }
 
+// Not beside the others: it asserts that renewals never lapse, and with three
+// more control planes at work beside it the key once lapsed 12 s after the cut.
 func TestAManagerCutOffFromTheAPIServerKeepsRenewingItsLeases(t *testing.T) {
-	t.Parallel()
 	g := NewWithT(t)
 	bin := buildManager(t)
 	cp := startControlPlane(t)
