@@ -42,6 +42,18 @@ func startFakeClockKeeper(t testing.TB, srv *redisserver.Server) (*clocktesting.
 	return clk, c, k
 }
 
+// startProxiedFakeClockKeeper is startFakeClockKeeper with its client behind a
+// proxy of srv, for tests that hold or cut the traffic.
+func startProxiedFakeClockKeeper(t testing.TB, srv *redisserver.Server) (*tcpproxy.Proxy, *clocktesting.FakeClock, *lockclient.Client, *lockclient.Keeper) {
+	t.Helper()
+	px := tcpproxy.Start(t, srv.Addr())
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := dialConfig(t, lockclient.Config{URL: "redis://" + px.Addr(), Timeout: 5 * time.Second}, lockclient.WithClock(clk))
+	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
+	startKeeper(t, k)
+	return px, clk, c, k
+}
+
 // nextReport waits for the next report.
 func nextReport(t testing.TB, k *lockclient.Keeper, within time.Duration) lockclient.Report {
 	t.Helper()
@@ -421,11 +433,7 @@ func TestKeeperNeverStopsAHealthyLeaseAtTheTimingBoundaryEvenWhenARenewalIsSlow(
 func TestKeeperCountsARenewalFromItsSendTimeNotItsLateReply(t *testing.T) {
 	g := NewWithT(t)
 	srv := redisserver.Start(t)
-	px := tcpproxy.Start(t, srv.Addr())
-	clk := clocktesting.NewFakeClock(time.Now())
-	c := dialConfig(t, lockclient.Config{URL: "redis://" + px.Addr(), Timeout: 5 * time.Second}, lockclient.WithClock(clk))
-	k := lockclient.NewKeeper(c, lockclient.WithKeeperClock(clk))
-	startKeeper(t, k)
+	px, clk, c, k := startProxiedFakeClockKeeper(t, srv)
 
 	const ttl, interval = 30 * time.Second, 10 * time.Second
 	l := acquire(t, c, keys("late-reply"), ttl)
