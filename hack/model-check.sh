@@ -38,6 +38,9 @@ declare -A probes=(
   [JOBFIRST_RUN]="complete takeup resume_stop overlap_after_loss floor_after_loss adopted unrecorded_stopped"
   [JOBFIRST_PAUSE]="two_runs old_create_deleted paused_past_deadline take_back_due adopted unrecorded_stopped"
   [JOBFIRST_GUARD]="stopped_vanished_pod gate_refuses adopted unrecorded_stopped"
+  [EARLY_RUN]="complete takeup resume_stop overlap_after_loss floor_after_loss adopted unrecorded_stopped resumed_unrecorded opened_unrecorded_stopped"
+  [EARLY_PAUSE]="two_runs old_create_deleted paused_past_deadline take_back_due adopted unrecorded_stopped resumed_unrecorded"
+  [EARLY_GUARD]="stopped_vanished_pod gate_refuses adopted unrecorded_stopped resumed_unrecorded"
 )
 # configuration: the steps (labels in the model) it compiles but cannot fire
 # (only the old leader's and the tenant's Jobs are unclaimed; LEFT, UNLOCK, MARKER and
@@ -64,8 +67,11 @@ declare -A unfired=(
   [RETELL]="stop_stopping skip_forbid adopt"
   [JOBFIRST_PAUSE]="paused_confirm"
   [JOBFIRST_GUARD]="adopt"
+  [EARLY_RUN]="adopt"
+  [EARLY_PAUSE]="paused_confirm"
+  [EARLY_GUARD]="adopt"
 )
-configs=(RUN PAUSE DEPOSED MARKER ADOPT RETELL LEFT GUARD UNLOCK SHARD TWIN REPL GRANTS JOBFIRST_RUN JOBFIRST_PAUSE JOBFIRST_GUARD)
+configs=(EARLY_PAUSE RUN PAUSE DEPOSED MARKER ADOPT RETELL LEFT GUARD UNLOCK SHARD TWIN REPL GRANTS JOBFIRST_RUN JOBFIRST_PAUSE JOBFIRST_GUARD EARLY_RUN EARLY_GUARD)
 # hole switch: the configuration that shows it
 declare -A holes=(
   [HOLE_TAKEUP_LEFT_LEASE]=LEFT
@@ -88,6 +94,10 @@ declare -A holes=(
   [HOLE_JOBFIRST_GATE_EARLY]=JOBFIRST_RUN
   [HOLE_JOBFIRST_ADOPT_ANY]=JOBFIRST_PAUSE
   [HOLE_JOBFIRST_NO_FLOOR]=JOBFIRST_RUN
+  [HOLE_EARLY_RESUME_SKIPS_UNRECORDED]=EARLY_RUN
+  [HOLE_EARLY_STOPPER_KEEPS_UNHELD]=EARLY_RUN
+  [HOLE_EARLY_FLOOR_WITHOUT_JOBS]=EARLY_RUN
+  [HOLE_EARLY_FINALIZER_BEFORE_FLOOR]=EARLY_RUN
   [HOLE_NOT_LEADING]=DEPOSED
   [HOLE_INFLIGHT_REACQUIRE_RENEWED]=DEPOSED
   [HOLE_SKIP_ON_STALE_CACHE]=DEPOSED
@@ -106,6 +116,7 @@ hole_order=(HOLE_TAKEUP_LEFT_LEASE HOLE_UNLOCK_LIVE_FOREIGN HOLE_SHARD_BREAK_BEF
   HOLE_DUPLICATE_IDENTITY HOLE_IDENTITY_WINDOW HOLE_IDENTITY_OUTAGE HOLE_IDENTITY_OWN_STORE_ONLY HOLE_MARKER_UNACKED
   HOLE_ACQUIRE_IGNORES_MARKER HOLE_STRICT_WITHOUT_FLOOR
   HOLE_JOBFIRST_ADOPT_ANY HOLE_JOBFIRST_GATE_EARLY HOLE_JOBFIRST_NO_FLOOR
+  HOLE_EARLY_RESUME_SKIPS_UNRECORDED HOLE_EARLY_STOPPER_KEEPS_UNHELD HOLE_EARLY_FLOOR_WITHOUT_JOBS HOLE_EARLY_FINALIZER_BEFORE_FLOOR
   HOLE_NOT_LEADING HOLE_INFLIGHT_REACQUIRE_RENEWED HOLE_SKIP_ON_STALE_CACHE HOLE_GATE_STALE_CONFIRM
   HOLE_MARKER_EXPIRES_EARLY HOLE_ADOPT_TRUSTS_ANNOTATION HOLE_ADOPT_TRUSTS_START HOLE_SHARD_CLAIM_UNTRACKED
   HOLE_GRANTS_UNPUBLISHED HOLE_GRANTS_PUBLICATION_LAPSE HOLE_GRANTS_REFUSE_ACQUIRE_ONLY)
@@ -213,10 +224,14 @@ run_hole() {
     return 1
   fi
   steps=$(sed -n 's/.*(at depth \([0-9]*\)).*/\1/p' "$out" | head -1)
-  local off=""
-  if [[ $cfg == JOBFIRST_* ]]; then
-    # without Job-first the switch must change nothing: the same verifier
-    local base=${cfg#JOBFIRST_}
+  local off="" base=""
+  case $cfg in
+    # without Job-first (or without the early gate) the switch must change
+    # nothing: the same verifier
+    JOBFIRST_*) base=${cfg#JOBFIRST_} ;;
+    EARLY_*) base=JOBFIRST_${cfg#EARLY_} ;;
+  esac
+  if [[ -n $base ]]; then
     build "$dir/off" "$base" && (cd "$dir/off" && mv pan.c pan_plain.c) && build "$dir/off" "$base" -D"$hole" || return 1
     if ! cmp -s "$dir/off/pan.c" "$dir/off/pan_plain.c"; then
       echo "FAIL hole $hole: it changes configuration $base, which is not Job-first"

@@ -13,7 +13,8 @@
  * CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_GRANTS (a model of its own: key grants published
  * in a shared store); CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE and
  * CFG_JOBFIRST_GUARD are RUN, PAUSE and GUARD in the Job-first run order (JOB_FIRST,
- * which any configuration may also be given: below). Hole switches (each off unless
+ * which any configuration may also be given: below); CFG_EARLY_RUN, CFG_EARLY_PAUSE
+ * and CFG_EARLY_GUARD are them with the early gate (EARLY_GATE: below). Hole switches (each off unless
  * defined), one per safety fix: HOLE_TAKEUP_LEFT_LEASE, HOLE_UNLOCK_LIVE_FOREIGN,
  * HOLE_SHARD_BREAK_BEFORE_MAKE, HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN,
  * HOLE_DEADLINE_FROM_REPLY, HOLE_PAUSED_CREATE, HOLE_UNCLEAN_BY_RECORDED_UID,
@@ -28,7 +29,9 @@
  * Job-first order (no effect without JOB_FIRST): HOLE_JOBFIRST_GATE_EARLY,
  * HOLE_JOBFIRST_ADOPT_ANY, HOLE_JOBFIRST_NO_FLOOR. Not a hole: JOBFIRST_STOP_PENDING
  * (the stop controller also stops a Job that is pending adoption) verifies clean; it
- * costs liveness only.
+ * costs liveness only. Holes of the early gate (no effect without EARLY_GATE):
+ * HOLE_EARLY_RESUME_SKIPS_UNRECORDED, HOLE_EARLY_STOPPER_KEEPS_UNHELD,
+ * HOLE_EARLY_FLOOR_WITHOUT_JOBS, HOLE_EARLY_FINALIZER_BEFORE_FLOOR.
  *
  * The run order. Status first: acquire, record (status.active: token, fence,
  * occurrence), create the Job (suspended, its start gate closed), confirm the lease
@@ -38,7 +41,13 @@
  * acquire, create the Job (suspended, carrying token, fence and occurrence), record
  * status from the Job; a Job no status records is adopted when the key still holds
  * its token (and the ledger does not record its run as over), stopped otherwise; the
- * gate opens only for a recorded run.
+ * gate opens only for a recorded run. EARLY_GATE (with JOB_FIRST; the order planned
+ * to take the status write off a run's start): acquire, create the Job gated, confirm
+ * the lease and open the gate, then record status; the Job is the run's record until
+ * status catches up. So a restart renews the lease of every unrecorded running Job
+ * whose key holds its token, the stop controller keeps such a Job (and stops every
+ * other), the Strict floor counts the fences of the Jobs, and a Job's lease
+ * finalizer stays until status.lastFence has its fence.
  *
  * Invariants: I1 (no two runs work at once), I2 (an occurrence completed once), I3
  * (Strict fences rise), I4 (no deadline stop of a run the store would confirm, by a
@@ -68,6 +77,18 @@
 #elif defined(CFG_JOBFIRST_GUARD)
 #define CFG_GUARD 1
 #define JOB_FIRST 1
+#elif defined(CFG_EARLY_RUN)
+#define CFG_RUN 1
+#define JOB_FIRST 1
+#define EARLY_GATE 1
+#elif defined(CFG_EARLY_PAUSE)
+#define CFG_PAUSE 1
+#define JOB_FIRST 1
+#define EARLY_GATE 1
+#elif defined(CFG_EARLY_GUARD)
+#define CFG_GUARD 1
+#define JOB_FIRST 1
+#define EARLY_GATE 1
 #endif
 
 #if defined(CFG_RUN)
@@ -197,7 +218,7 @@
  * in the store; one cluster's manager cut off from the store for a while */
 #define GRANTS 1
 #else
-#error "define one of CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_RETELL, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_GRANTS, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD"
+#error "define one of CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_RETELL, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_GRANTS, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD, CFG_EARLY_RUN, CFG_EARLY_PAUSE, CFG_EARLY_GUARD"
 #endif
 
 /* The unlock script refuses a GuardedJob token while its key has a time to live;
@@ -232,6 +253,40 @@
 #define ADOPT_RAISES_FLOOR 1
 #else
 #define ADOPT_RAISES_FLOOR 0
+#endif
+
+/* The early gate: EG. A Job's Pods may work before status records its run, so the
+ * Jobs are records too: the floor counts their fences (HOLE_EARLY_FLOOR_WITHOUT_JOBS:
+ * lastFence alone); the lease finalizer of a Job no run claims goes only once
+ * lastFence has its fence (HOLE_EARLY_FINALIZER_BEFORE_FLOOR: at once, so the
+ * history limit deletes a fence status never had); a restart renews the lease of
+ * every unrecorded running Job whose key holds its token
+ * (HOLE_EARLY_RESUME_SKIPS_UNRECORDED: only recorded runs'); the stop controller
+ * keeps such a Job for adoption and stops every other unrecorded one
+ * (HOLE_EARLY_STOPPER_KEEPS_UNHELD: it keeps every unrecorded running Job). */
+#ifdef EARLY_GATE
+#define EG 1
+#else
+#define EG 0
+#endif
+#define MAX2(a, b) ((a) > (b) -> (a) : (b))
+#define JFENCE(s) (j_ex[s] -> j_fence[s] : 0)
+#if defined(EARLY_GATE) && !defined(HOLE_EARLY_FLOOR_WITHOUT_JOBS)
+#define FLOOR MAX2(lfence, MAX2(JFENCE(0), MAX2(JFENCE(1), JFENCE(2))))
+#else
+#define FLOOR lfence
+#endif
+#if defined(EARLY_GATE) && !defined(HOLE_EARLY_FINALIZER_BEFORE_FLOOR)
+#define FOLD_FENCE(s) if :: j_fence[s] > lfence -> lfence = j_fence[s] :: else fi
+#else
+#define FOLD_FENCE(s) skip
+#endif
+/* the early gate: the lease finalizer of a Job that may still be adopted (its run
+ * never recorded, its key holds its token) stays: the Job is its run's only record */
+#ifdef EARLY_GATE
+#define CAUGHT_UP(s) (led[j_tok[s]] != 0 || !HOLDS(s))
+#else
+#define CAUGHT_UP(s) 1
 #endif
 
 /* The second occurrence's run is FailOpen (the policy is recorded per run): its
@@ -660,10 +715,17 @@ bit  k_unans[2];            /* I4: a renewal went unanswered or answered late si
                              * answered at once (kept once the deadline is reached) */
 #ifdef JOB_FIRST
 bit  gh_adopt;              /* probes: a run was recorded by adopting its Job */
+#ifdef EARLY_GATE
+bit  gh_rsu;                /* probes: a restart renewed the lease of an unrecorded running Job */
+#define GH_RSU gh_rsu = 1; printf("MODEL: the manager renews the lease of Job t%d, which no status records\n", k_tok[0])
+#endif
 #ifdef RETELL
 bit  j_told[NJ];            /* RETELL: the Job's run annotation says another start than its token's */
 bit  gh_retold;             /* probes: a waiting Job was retold */
 #endif
+#endif
+#ifndef GH_RSU
+#define GH_RSU skip
 #endif
 
 /* Scratch variables of a step, zero between steps (BFS allows no hidden ones). */
@@ -705,7 +767,16 @@ byte h_s, h_t, h_o, h_r, h_f, h_i, h_p;
 #define OWES(p)      (ACTS(p) && k_tok[p] != 0 && (k_st[p] == LOST || k_dlr[p]) && \
                       (NOTDEL(0, k_tok[p]) || NOTDEL(1, k_tok[p]) || NOTDEL(2, k_tok[p])))
 #define URGENT_P(p) (LIVEP(p) && k_due[p] || OWES(p))
-#define URGENT (URGENT_P(0) || URGENT_P(1) || pst[0] == DOWN && p_left[0] == 0 || \
+/* the early gate: the stop of a running Job no status records and no pass is about
+ * to record, whose key does not hold its token, is owed at once too (its Pods may
+ * work; nobody renews its lease) */
+#ifdef EARLY_GATE
+#define OWED_U(s) (BUSYJ(s, j_tok[s]) && !j_susp[s] && j_tok[s] != a_tok && j_tok[s] != m_pend[0] && !PENDING(s))
+#define URGENT_U ((LEADS(0) || LEADS(1)) && (OWED_U(0) || OWED_U(1) || OWED_U(2)))
+#else
+#define URGENT_U 0
+#endif
+#define URGENT (URGENT_P(0) || URGENT_P(1) || pst[0] == DOWN && p_left[0] == 0 || URGENT_U || \
                 fl_st == 1 && pst[1] != PAUSED || fl_st == 2 && pst[1] == AWAKE)
 
 /* Job-first. UNREC: a Job that no status records and that may still start (busy).
@@ -714,7 +785,13 @@ byte h_s, h_t, h_o, h_r, h_f, h_i, h_p;
  * records it as held; never a token the ledger records as released or left to
  * expire. Such a Job is adopted into status (ADOPTS); the stop controller leaves it
  * to that while it is suspended, and stops every other unrecorded Job. */
+#ifdef EARLY_GATE
+/* the early gate: a Job may also have run, even finished, before any status
+ * recorded it; its run is adopted all the same, so that status records its end */
+#define UNREC(s) (ISJOB(s, j_tok[s]) && !j_del[s] && j_tok[s] != a_tok)
+#else
 #define UNREC(s) (BUSYJ(s, j_tok[s]) && j_tok[s] != a_tok)
+#endif
 #define HOLDS(s) ((rkey == j_tok[s] || XKEY(j_tok[s])) && led[j_tok[s]] == 0 || led[j_tok[s]] == LIVE)
 /* ATTESTS: what the Job's annotation says started its run is what its token was
  * minted for (HOLE_ADOPT_TRUSTS_START: not checked) */
@@ -731,8 +808,17 @@ byte h_s, h_t, h_o, h_r, h_f, h_i, h_p;
 #define ADOPTABLE (ADOPTS(0) || ADOPTS(1) || ADOPTS(2))
 #ifdef JOBFIRST_STOP_PENDING
 #define PENDING(s) 0            /* the stop controller stops a Job pending adoption too (costs only liveness) */
+#elif defined(EARLY_GATE) && defined(HOLE_EARLY_STOPPER_KEEPS_UNHELD)
+#define PENDING(s) (j_susp[s] && HOLDS(s) && ATTESTS(s) || !j_susp[s])
 #else
-#define PENDING(s) (JF && j_susp[s] && HOLDS(s) && ATTESTS(s))
+/* the early gate: a running Job waits for adoption too, while its key holds its token */
+#define PENDING(s) (JF && (j_susp[s] || EG) && HOLDS(s) && ATTESTS(s))
+#endif
+/* the early gate: an unrecorded running Job whose lease a restart renews */
+#if defined(EARLY_GATE) && !defined(HOLE_EARLY_RESUME_SKIPS_UNRECORDED)
+#define RESUMES(s) (UNREC(s) && !j_susp[s] && HOLDS(s) && ATTESTS(s))
+#else
+#define RESUMES(s) 0
 #endif
 
 /* s := the slot of the Job named t, NJ if none */
@@ -863,7 +949,7 @@ inline acquire(t, o, res, fence) {
   :: res == 1 ->
      rfctr++;                                  /* fence = max(INCR, floor + 1), written back */
 #ifndef HOLE_STRICT_WITHOUT_FLOOR
-     if :: rfctr <= lfence -> rfctr = lfence + 1 :: else fi;   /* (a planted bug leaves the floor out) */
+     if :: rfctr <= FLOOR -> rfctr = FLOOR + 1 :: else fi;     /* (a planted bug leaves the floor out) */
 #endif
      fence = rfctr; t_ep[t] = epoch; t_vl[t] = TTL;
      REP_SYNC                                  /* with minReplicaAcks, WAIT follows */
@@ -1189,15 +1275,18 @@ proctype Reconciler(byte p) {
 #else
   /* Job-first. createJob right after the acquisition, on the lease this process
    * confirmed: suspended, its name the token, the fence and occurrence annotated */
-  :: atomic { LEADS(p) && m_pend[p] != 0 && !HASJOB(m_pend[p]) && CONFIRMED(p, m_pend[p]) && FREESLOT -> create_first: d_step {
+  :: atomic { LEADS(p) && m_pend[p] != 0 && !HASJOB(m_pend[p]) && !(EG && m_jc[p] != 0) && CONFIRMED(p, m_pend[p]) && FREESLOT -> create_first: d_step {
        free_slot(h_s);
        j_tok[h_s] = m_pend[p]; j_ex[h_s] = 1; j_susp[h_s] = CREATE_SUSPENDED; j_fin[h_s] = 1; j_fence[h_s] = m_pf[p];
+       /* the early gate: the pass remembers its Job (jobsCreated), which may work,
+        * and may even be gone, before its status write: it never creates it again */
+       if :: EG -> m_jc[p] = h_s + 1 :: else fi;
        printf("MODEL: p%d created Job t%d (fence %d), no status records it yet\n", p, m_pend[p], m_pf[p]);
        END_STEP } }
   /* record: status from the Job (its UID, token, fence, occurrence), lastFence, the
    * lease in the ledger; a Job of the name with another fence: StaleJob. A lease lost
    * before its Job exists is recorded with no Job, and stops. */
-  :: atomic { LEADS(p) && m_pend[p] != 0 && (HASJOB(m_pend[p]) || k_st[p] == LOST || k_dlr[p]) -> record_job: d_step {
+  :: atomic { LEADS(p) && m_pend[p] != 0 && (HASJOB(m_pend[p]) || EG && m_jc[p] != 0 || k_st[p] == LOST || k_dlr[p]) -> record_job: d_step {
        a_tok = m_pend[p]; a_ph = RUNNING; a_f = m_pf[p]; led[a_tok] = LIVE;
        if :: a_f > lfence -> lfence = a_f :: else fi;
        if :: t_occ[a_tok] == onext -> onext++ :: else -> trig = 1 fi;
@@ -1207,9 +1296,11 @@ proctype Reconciler(byte p) {
           a_slot = h_s + 1;
           printf("MODEL: p%d recorded run t%d (fence %d) with its Job\n", p, a_tok, a_f);
           if :: j_fence[h_s] != a_f -> a_ph = STOPPING; printf("MODEL: p%d finds Job t%d with another fence: StaleJob\n", p, a_tok) :: else fi
+       :: h_s == NJ && EG && m_jc[p] != 0 ->
+          a_slot = GONEJ; printf("MODEL: p%d recorded run t%d (fence %d), its Job already gone\n", p, a_tok, a_f)
        :: else -> printf("MODEL: p%d recorded run t%d (fence %d), lease lost before its Job\n", p, a_tok, a_f)
        fi;
-       m_pend[p] = 0; m_pf[p] = 0;
+       m_pend[p] = 0; m_pf[p] = 0; if :: EG -> m_jc[p] = 0 :: else fi;
        END_STEP } }
   /* adopt a Job no status records (a manager died between the Job and the status
    * write, or an old leader created it): when the key holds its token and the ledger
@@ -1227,11 +1318,42 @@ proctype Reconciler(byte p) {
        printf("MODEL: p%d confirmed t%d in the store: Job unsuspended before status records it\n", p, m_pend[p]);
        END_STEP } }
 #endif
+#ifdef EARLY_GATE
+/* the Job this pass created, waiting at its gate: the code knows it by its UID
+ * (jobsCreated), the model by its name and fence; another Job of the name (an old
+ * leader's late create) is not its to open */
+#define MINE(p, s) (SUSPJ(s, m_pend[p]) && j_fence[s] == m_pf[p])
+#define MINESUSP(p) (MINE(p, 0) || MINE(p, 1) || MINE(p, 2))
+  /* the early gate: the pass that created the Job confirms the lease (a renewal
+   * sent after the Job exists, more than the stop budget left) and opens the gate
+   * before its status write, in two steps as for a recorded run; a lease it cannot
+   * confirm gets its Job deleted, never unsuspended (the status write records the
+   * run with its deleted Job, which stops it) */
+  :: atomic { LEADS(p) && m_pend[p] != 0 && MINESUSP(p) && g_tok[p] != m_pend[p] -> confirm_first: d_step {
+       if
+       :: rkey == m_pend[p] && rttl > SB -> g_tok[p] = m_pend[p]; printf("MODEL: p%d confirmed t%d in the store before status records it\n", p, m_pend[p])
+       :: else -> stop_job(m_pend[p]); printf("MODEL: p%d could not confirm t%d: Job deleted\n", p, m_pend[p])
+       fi;
+       END_STEP } }
+  :: atomic { LEADS(p) && m_pend[p] != 0 && g_tok[p] == m_pend[p] && MINESUSP(p) -> open_first: d_step {
+       if :: MINE(p, 0) -> h_s = 0 :: MINE(p, 1) -> h_s = 1 :: MINE(p, 2) -> h_s = 2 fi;
+       j_susp[h_s] = 0; g_tok[p] = 0;
+       printf("MODEL: p%d opens the gate of t%d: Job unsuspended, no status records it yet\n", p, m_pend[p]);
+       END_STEP } }
+#endif
+#endif
+#ifdef EARLY_GATE
+/* the early gate: the gate of a recorded run opens only the Job status records (the
+ * code compares its UID): a Job of the name created later (an old leader's late
+ * create, after the run's own Job went) is not the run's */
+#define RECSUSP (a_slot != 0 && a_slot != GONEJ && SUSPJ(a_slot - 1, a_tok))
+#else
+#define RECSUSP HASSUSP(a_tok)
 #endif
   /* the start gate (openGate), two steps. confirm: a renewal finds the run's lease
    * in the store with more than the stop budget left; a Job whose lease is not
    * confirmed is deleted, never unsuspended */
-  :: atomic { LEADS(p) && a_ph == RUNNING && HASSUSP(a_tok) && g_tok[p] != a_tok -> confirm: d_step {
+  :: atomic { LEADS(p) && a_ph == RUNNING && RECSUSP && g_tok[p] != a_tok -> confirm: d_step {
        if
        :: rkey == a_tok && rttl > SB || XKEY(a_tok) -> g_tok[p] = a_tok; printf("MODEL: p%d confirmed t%d in the store\n", p, a_tok)
        :: else -> stop_job(a_tok); printf("MODEL: p%d could not confirm t%d: Job deleted\n", p, a_tok)
@@ -1241,8 +1363,8 @@ proctype Reconciler(byte p) {
    * right after the confirmation: within the tick (the clock clears a confirmation
    * at the next tick), and only by a manager that leads and has not paused since the
    * renewal that confirmed it (the guard; a pause clears it) */
-  :: atomic { LEADS(p) && a_ph == RUNNING && g_tok[p] == a_tok && HASSUSP(a_tok) -> open: d_step {
-       job_of(a_tok, h_s); j_susp[h_s] = 0; g_tok[p] = 0;
+  :: atomic { LEADS(p) && a_ph == RUNNING && g_tok[p] == a_tok && RECSUSP -> open: d_step {
+       job_of(a_tok, h_s); if :: EG -> h_s = a_slot - 1 :: else fi; j_susp[h_s] = 0; g_tok[p] = 0;
        printf("MODEL: p%d opens the gate of t%d: Job unsuspended\n", p, a_tok);
        END_STEP } }
   /* record the Job's UID, or adopt a Job of the run's name: the same fence, else
@@ -1339,9 +1461,9 @@ proctype Reconciler(byte p) {
        END_STEP } }
   /* unclaimed Jobs that finished, or whose Pods are gone, lose the finalizer; the
    * history limit deletes finished ones */
-  :: atomic { LEADS(p) && j_ex[0] && j_fin[0] && j_tok[0] != a_tok && (j_cond[0] != JRUN || j_del[0] && !SEENALIVE(0)) -> drop_finalizer: d_step { j_fin[0] = 0 } }
-  :: atomic { LEADS(p) && j_ex[1] && j_fin[1] && j_tok[1] != a_tok && (j_cond[1] != JRUN || j_del[1] && !SEENALIVE(1)) -> d_step { j_fin[1] = 0 } }
-  :: atomic { LEADS(p) && j_ex[2] && j_fin[2] && j_tok[2] != a_tok && (j_cond[2] != JRUN || j_del[2] && !SEENALIVE(2)) -> d_step { j_fin[2] = 0 } }
+  :: atomic { LEADS(p) && j_ex[0] && j_fin[0] && j_tok[0] != a_tok && (j_cond[0] != JRUN || j_del[0] && !SEENALIVE(0)) && CAUGHT_UP(0) -> drop_finalizer: d_step { FOLD_FENCE(0); j_fin[0] = 0 } }
+  :: atomic { LEADS(p) && j_ex[1] && j_fin[1] && j_tok[1] != a_tok && (j_cond[1] != JRUN || j_del[1] && !SEENALIVE(1)) && CAUGHT_UP(1) -> d_step { FOLD_FENCE(1); j_fin[1] = 0 } }
+  :: atomic { LEADS(p) && j_ex[2] && j_fin[2] && j_tok[2] != a_tok && (j_cond[2] != JRUN || j_del[2] && !SEENALIVE(2)) && CAUGHT_UP(2) -> d_step { FOLD_FENCE(2); j_fin[2] = 0 } }
   :: atomic { LEADS(p) && j_ex[0] && !j_fin[0] && !j_del[0] && j_cond[0] != JRUN && j_tok[0] != a_tok -> history: d_step {  printf("MODEL: history limit deletes Job t%d\n", j_tok[0]); j_del[0] = 1 } }
   :: atomic { LEADS(p) && j_ex[1] && !j_fin[1] && !j_del[1] && j_cond[1] != JRUN && j_tok[1] != a_tok -> d_step { printf("MODEL: history limit deletes Job t%d\n", j_tok[1]); j_del[1] = 1 } }
   :: atomic { LEADS(p) && j_ex[2] && !j_fin[2] && !j_del[2] && j_cond[2] != JRUN && j_tok[2] != a_tok -> d_step { printf("MODEL: history limit deletes Job t%d\n", j_tok[2]); j_del[2] = 1 } }
@@ -1444,7 +1566,9 @@ proctype Reconciler(byte p) {
        :: !HASJOB(h_t) && FREESLOT ->
           free_slot(h_s);
           j_tok[h_s] = h_t; j_ex[h_s] = 1; j_susp[h_s] = CREATE_SUSPENDED; j_fin[h_s] = 1; j_fence[h_s] = m_cf[1];
-          m_crd = (CREATE_SUSPENDED && !JF)   /* Job-first: its status write comes next, and fails; the gate stays closed */
+          /* Job-first: its status write comes next, and fails; the gate stays closed.
+           * The early gate: its confirmation comes next, which the guard refuses */
+          m_crd = (CREATE_SUSPENDED && (!JF || EG))
        :: else
        fi;
        if :: !m_crd -> m_cre[1] = 0; m_cf[1] = 0 :: else fi;
@@ -1776,7 +1900,15 @@ active proctype Faults() {
   :: atomic { pst[0] == DOWN -> resume: d_step {
        printf("MODEL: the manager starts and resumes the recorded leases\n");
        pst[0] = UP; p_left[0] = 0;
-       if :: a_tok != 0 -> track_resumed(0, a_tok) :: else fi } }
+       if
+       :: a_tok != 0 -> track_resumed(0, a_tok)
+       /* the early gate: with no recorded run, the lease of an unrecorded running Job
+        * whose key holds its token (one lease per manager in the model) */
+       :: a_tok == 0 && RESUMES(0) -> track_resumed(0, j_tok[0]); GH_RSU
+       :: a_tok == 0 && RESUMES(1) -> track_resumed(0, j_tok[1]); GH_RSU
+       :: a_tok == 0 && RESUMES(2) -> track_resumed(0, j_tok[2]); GH_RSU
+       :: else
+       fi } }
 #endif
 #ifdef DATALOSS
   :: atomic { !lost_data -> data_loss: d_step {
@@ -1886,6 +2018,13 @@ init {
 
 /* Job-first: a Job whose run no status ever recorded, deleted */
 #define NEVERREC_DEL (j_del[0] && led[j_tok[0]] == 0 || j_del[1] && led[j_tok[1]] == 0 || j_del[2] && led[j_tok[2]] == 0)
+#ifdef EARLY_GATE
+/* the early gate: a restart renewed the lease of an unrecorded Job whose Pod works;
+ * an opened Job no status ever recorded, deleted while its Pod worked */
+#define OPENED_DEL(s) (j_del[s] && !j_susp[s] && led[j_tok[s]] == 0 && ALIVE(s))
+ltl probe_resumed_unrecorded { [] !(gh_rsu && k_tok[0] != 0 && led[k_tok[0]] == 0 && PODSOF(k_tok[0])) }
+ltl probe_opened_unrecorded_stopped { [] !(OPENED_DEL(0) || OPENED_DEL(1) || OPENED_DEL(2)) }
+#endif
 #if defined(CFG_RUN)
 ltl probe_complete           { [] !(rmark[1] != 0 && rmark[2] != 0) }
 ltl probe_takeup             { [] !(a_tok == 1 && a_f == 2 && !lost_data) }      /* t1 acquired twice: taken up */

@@ -25,6 +25,9 @@ const (
 	// Hole steps exist only under a hole switch: the order the code must not
 	// take, whose counterexample the model keeps.
 	Hole
+	// Planned steps are an order the model checks before the code takes it (the
+	// early gate: EARLY_GATE in the model).
+	Planned
 )
 
 // The Reconciler's steps.
@@ -54,6 +57,12 @@ const (
 	AdoptUnrecorded Step = "adopt_unrecorded"
 	// GateEarly opens the gate of a Job before status records its run.
 	GateEarly Step = "gate_early"
+	// ConfirmFirst confirms the lease of the Job the pass just created, before
+	// status records its run (the early gate).
+	ConfirmFirst Step = "confirm_first"
+	// OpenFirst opens that Job's gate, before status records its run (the early
+	// gate).
+	OpenFirst Step = "open_first"
 	// Confirm renews the run's lease before its gate opens; a lease that is not
 	// confirmed stops the run.
 	Confirm Step = "confirm"
@@ -141,7 +150,8 @@ const (
 var kinds = map[Step]Kind{
 	AcquireNext: Protocol, AcquireTrigger: Protocol, SkipForbid: Protocol, SkipTrigger: Protocol,
 	Record: Protocol, CreateJob: Protocol, CreateFirst: Protocol, RecordJob: Protocol,
-	AdoptUnrecorded: Protocol, GateEarly: Hole, Confirm: Protocol, Open: Protocol, Adopt: Protocol,
+	AdoptUnrecorded: Protocol, GateEarly: Hole, ConfirmFirst: Planned, OpenFirst: Planned,
+	Confirm: Protocol, Open: Protocol, Adopt: Protocol,
 	SkipLate: Protocol, StopLost: Protocol, StopDeleted: Protocol, StopDeletedUnrecorded: Protocol,
 	Release: Protocol, CompleteUnacked: Protocol, Finish: Protocol, History: Protocol,
 	HandedOver: Protocol, HandoverTimeout: Protocol, HandoverDone: Protocol, FirstSight: Protocol,
