@@ -147,7 +147,7 @@ verify: manifests generate ## Fail when generated files or go.mod are stale, or 
 ##@ Test
 
 .PHONY: prepare
-prepare: ## Build everything the tests run: redis-server and spin, the control plane and kubectl, helm, the project's binaries, the race-detector build (the slow part on a fresh machine; golangci-lint and the side modules are built by the checks that use them).
+prepare: ## Build everything the checks and tests run: tools, redis-server and spin, the control plane and kubectl, the project's binaries, the race-detector build (the slow part on a fresh machine).
 	GOGC=$(PREPARE_GOGC) GOMEMLIMIT=$(PREPARE_GOMEMLIMIT) $(MAKE) --no-print-directory -j2 prepare-k8s prepare-others
 
 # The compiler and linker collect garbage less often while make prepare builds: a
@@ -163,7 +163,7 @@ PREPARE_GOMEMLIMIT ?= 4GiB
 .PHONY: prepare-k8s prepare-others
 prepare-k8s: controller-gen helm
 	CONTROL_PLANE_ONLY="kubectl kube-apiserver kube-controller-manager kube-scheduler kwok" hack/build-control-plane.sh --demo >/dev/null
-prepare-others:
+prepare-others: golangci-lint
 	hack/ensure-redis.sh
 	hack/ensure-spin.sh
 	CONTROL_PLANE_ONLY="etcd" hack/build-control-plane.sh --demo >/dev/null
@@ -171,11 +171,13 @@ prepare-others:
 	go build ./...
 	tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; CGO_ENABLED=1 go test -race -c -o "$$tmp" $(RACE_PACKAGES)
 	@# The control plane's build ends with minutes of one large package and its links,
-	@# which leave a core idle: fill it with the next step's work (go vet's results are
-	@# cached; make vet still runs and reports). golangci-lint and the side modules are
-	@# built by the checks that use them, which CI runs beside the tests that wait on
-	@# clusters (.ci/run).
+	@# which leave a core idle: fill it with the work the next steps would do first.
+	@# go vet's and golangci-lint's results are cached (and so are the side modules'
+	@# compiled dependencies); the checks themselves still run, and report, in make vet
+	@# and lint. (Test binaries are not worth it: go test links them again.)
 	-go vet ./... >/dev/null 2>&1
+	-$(GOLANGCI_LINT) run ./... >/dev/null 2>&1
+	-for m in $(SIDE_MODULES); do (cd $$m && $(GOLANGCI_LINT) run ./... >/dev/null 2>&1); done
 
 .PHONY: test-deps
 test-deps: helm ## Install redis-server (apt) and build the control plane and kubectl from Go modules (cached outside the checkout).
