@@ -7,6 +7,7 @@ package undeploy_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,7 +118,7 @@ func TestUndeployWaitsForRunsThenRemovesManagerAndCRD(t *testing.T) {
 	var runErr error
 	// The CRDs' deletion waits for the API server's own clean-up of their objects,
 	// which a busy 2-core machine can take a minute or more to get to.
-	g.Eventually(exited).WithTimeout(3*time.Minute).Should(Receive(&runErr), "output:\n%s", &out)
+	g.Eventually(exited).WithTimeout(3*time.Minute).Should(Receive(&runErr), "output:\n%s\nCRDs:\n%s", &out, crdStates{ctx, k8s})
 	g.Expect(runErr).NotTo(HaveOccurred(), "output:\n%s", &out)
 
 	gone := func(obj client.Object, key client.ObjectKey) {
@@ -128,4 +129,33 @@ func TestUndeployWaitsForRunsThenRemovesManagerAndCRD(t *testing.T) {
 	gone(&appsv1.Deployment{}, client.ObjectKey{Namespace: "guardedjob-system", Name: "guardedjob-manager"})
 	gone(&rbacv1.ClusterRole{}, client.ObjectKey{Name: "guardedjob-manager-role"})
 	gone(&apiextensionsv1.CustomResourceDefinition{}, client.ObjectKey{Name: "guardedjobs.batch.guardedjob.dev"})
+}
+
+// crdStates prints, when formatted, what holds each of the operator's CRDs that is
+// still there: its finalizers and its Terminating condition (the API server's clean-up
+// of its objects).
+type crdStates struct {
+	ctx context.Context
+	k8s client.Client
+}
+
+func (c crdStates) String() string {
+	list := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := c.k8s.List(c.ctx, list); err != nil {
+		return "list: " + err.Error()
+	}
+	var b bytes.Buffer
+	for _, crd := range list.Items {
+		if crd.Spec.Group != batchv1alpha1.GroupVersion.Group {
+			continue
+		}
+		fmt.Fprintf(&b, "%s deleting=%t finalizers=%v", crd.Name, crd.DeletionTimestamp != nil, crd.Finalizers)
+		for _, cond := range crd.Status.Conditions {
+			if cond.Type == apiextensionsv1.Terminating {
+				fmt.Fprintf(&b, " terminating=%s %s: %s", cond.Status, cond.Reason, cond.Message)
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
