@@ -366,9 +366,12 @@ func TestPluginOperatesAGuardedJob(t *testing.T) {
 		g.Expect(stdout).To(MatchRegexp(`(?m)^settle\s+default:settle\s+-`), "the manager's store for the others")
 
 		// --store-allow: a tenant's store outside it is not dialled; the manager's is.
-		ownClient := own.Client(t)
+		// One connection, held: the count then moves only when someone else dials
+		// (a pooled client may dial again between two reads of its own).
+		stats := own.Client(t).Conn()
+		t.Cleanup(func() { _ = stats.Close() })
 		connections := func() string {
-			for _, line := range strings.Split(ownClient.Info(ctx, "stats").Val(), "\n") {
+			for _, line := range strings.Split(stats.Info(ctx, "stats").Val(), "\n") {
 				if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_connections_received:"); ok {
 					return v
 				}
