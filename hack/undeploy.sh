@@ -28,10 +28,11 @@ esac
 log() { echo "undeploy: $*" >&2; }
 
 # The still-running view: every GuardedJob left, its onDelete policy and the Jobs of
-# its active runs.
+# its active runs. It fails when the API server does not answer: that is no answer,
+# never "none left".
 remaining() {
   "$kubectl" get guardedjobs --all-namespaces --ignore-not-found "$@" \
-    -o custom-columns='NAMESPACE:.metadata.namespace,NAME:.metadata.name,ONDELETE:.spec.onDelete,ACTIVE JOBS:.status.active[*].jobName' 2>/dev/null || true
+    -o custom-columns='NAMESPACE:.metadata.namespace,NAME:.metadata.name,ONDELETE:.spec.onDelete,ACTIVE JOBS:.status.active[*].jobName'
 }
 
 if "$kubectl" get crd "$crd" >/dev/null 2>&1; then
@@ -39,11 +40,12 @@ if "$kubectl" get crd "$crd" >/dev/null 2>&1; then
   "$kubectl" delete guardedjobs --all --all-namespaces --wait=false >/dev/null
   deadline=$(( SECONDS + seconds ))
   while :; do
-    left="$(remaining --no-headers)"
-    [[ -z $left ]] && break
+    if left="$(remaining --no-headers 2>/dev/null)" && [[ -z $left ]]; then
+      break
+    fi
     if (( SECONDS >= deadline )); then
       log "gave up after $timeout; still running (the manager and the CRD are left in place):"
-      remaining >&2
+      remaining >&2 || log "(the API server did not answer the list of GuardedJobs)"
       log "wait longer (UNDEPLOY_TIMEOUT=30m make undeploy), or stop those Jobs yourself and run it again"
       exit 1
     fi

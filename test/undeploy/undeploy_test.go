@@ -32,7 +32,21 @@ import (
 	"github.com/guardedjob/guardedjob/internal/testutil/bins"
 )
 
-func TestUndeployWaitsForRunsThenRemovesManagerAndCRD(t *testing.T) {
+// world is an API server with what make deploy installs. sh runs a command in the
+// checkout with the API server's kubeconfig, UNDEPLOY_TIMEOUT and KUBECTL (the real
+// kubectl, kctl, unless given another).
+type world struct {
+	k8s  client.Client
+	gj   *batchv1alpha1.GuardedJob
+	sh   func(timeout, kubectl string, args ...string) *exec.Cmd
+	kctl string
+}
+
+// deployed starts an API server, installs what make deploy installs with kubectl, and
+// creates a GuardedJob whose run the manager is still stopping (its finalizer stays
+// until the run's Pods are gone and the lease is released).
+func deployed(t *testing.T) *world {
+	t.Helper()
 	g := NewWithT(t)
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
@@ -61,14 +75,17 @@ func TestUndeployWaitsForRunsThenRemovesManagerAndCRD(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	ctx := context.Background()
 
-	sh := func(timeout string, args ...string) *exec.Cmd {
+	sh := func(timeout, kctl string, args ...string) *exec.Cmd {
+		if kctl == "" {
+			kctl = kubectl
+		}
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "UNDEPLOY_TIMEOUT="+timeout, "KUBECTL="+kubectl)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "UNDEPLOY_TIMEOUT="+timeout, "KUBECTL="+kctl)
 		return cmd
 	}
 	// What make deploy installs.
-	if out, err := sh("", kubectl, "apply", "--server-side", "-k", "config/default").CombinedOutput(); err != nil {
+	if out, err := sh("", "", kubectl, "apply", "--server-side", "-k", "config/default").CombinedOutput(); err != nil {
 		t.Fatalf("kubectl apply -k config/default: %v\n%s", err, out)
 	}
 	g.Eventually(func() error {
@@ -88,12 +105,20 @@ func TestUndeployWaitsForRunsThenRemovesManagerAndCRD(t *testing.T) {
 	g.Expect(k8s.Create(ctx, gj)).To(Succeed())
 	gj.Status.Active = []batchv1alpha1.ActiveRun{{JobName: "settle-29412000-5f3a9c", Phase: batchv1alpha1.RunPhaseRunning, ScheduledTime: metav1.Now()}}
 	g.Expect(k8s.Status().Update(ctx, gj)).To(Succeed())
+	return &world{k8s: k8s, gj: gj, sh: sh, kctl: kubectl}
+}
+
+func TestUndeployWaitsForRunsThenRemovesManagerAndCRD(t *testing.T) {
+	g := NewWithT(t)
+	w := deployed(t)
+	k8s, gj, ctx := w.k8s, w.gj, context.Background()
+	sh := func(timeout string, args ...string) *exec.Cmd { return w.sh(timeout, "", args...) }
 
 	// Gives up after UNDEPLOY_TIMEOUT, says what is still running, removes nothing.
 	var stderr bytes.Buffer
 	giveUp := sh("3s", "hack/undeploy.sh")
 	giveUp.Stderr = &stderr
-	err = giveUp.Run()
+	err := giveUp.Run()
 	g.Expect(err).To(HaveOccurred(), "exit 1 when runs are still going")
 	g.Expect(stderr.String()).To(ContainSubstring("gave up after 3s"))
 	g.Expect(stderr.String()).To(MatchRegexp(`default\s+settle\s+Wait\s+settle-29412000-5f3a9c`))
@@ -158,4 +183,36 @@ func (c crdStates) String() string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// A list of GuardedJobs that fails (an API server that does not answer) is no answer:
+// the script keeps waiting and gives up at UNDEPLOY_TIMEOUT, removing nothing. Taken
+// for "no GuardedJob left", it would remove the manager while a run still goes on,
+// leaving a finalizer and a lease that nobody releases.
+func TestUndeployTakesAFailedListForRunsStillGoing(t *testing.T) {
+	g := NewWithT(t)
+	w := deployed(t)
+	ctx := context.Background()
+
+	// kubectl, but every list of GuardedJobs fails as when the API server does not answer.
+	flaky := filepath.Join(t.TempDir(), "kubectl")
+	script := "#!/bin/sh\ncase \"$*\" in *'get guardedjobs'*) echo 'Unable to connect to the server: net/http: TLS handshake timeout' >&2; exit 1 ;; esac\nexec '" + w.kctl + "' \"$@\"\n"
+	g.Expect(os.WriteFile(flaky, []byte(script), 0o700)).To(Succeed())
+
+	var stderr bytes.Buffer
+	undeploy := w.sh("3s", flaky, "hack/undeploy.sh")
+	undeploy.Stderr = &stderr
+	g.Expect(undeploy.Start()).To(Succeed())
+	exited := make(chan error, 1)
+	go func() { exited <- undeploy.Wait() }()
+	t.Cleanup(func() { _ = undeploy.Process.Kill() })
+	var err error
+	g.Eventually(exited).WithTimeout(45*time.Second).Should(Receive(&err), "stderr:\n%s", &stderr)
+	g.Expect(err).To(HaveOccurred(), "exit 1: it could not tell that the runs are over; stderr:\n%s", &stderr)
+	g.Expect(stderr.String()).To(ContainSubstring("gave up after 3s"))
+	g.Expect(stderr.String()).NotTo(ContainSubstring("no GuardedJob left"))
+	g.Expect(w.k8s.Get(ctx, client.ObjectKey{Namespace: "guardedjob-system", Name: "guardedjob-manager"}, &appsv1.Deployment{})).To(Succeed(), "the manager must stay to finish the runs")
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	g.Expect(w.k8s.Get(ctx, client.ObjectKey{Name: "guardedjobs.batch.guardedjob.dev"}, crd)).To(Succeed())
+	g.Expect(crd.DeletionTimestamp).To(BeNil(), "the CRD stays")
 }
