@@ -66,9 +66,9 @@ RACE_PACKAGES = ./internal/lockclient/
 RACE_CORE = ./internal/lockclient/ ./controllers/
 RACE_TEST = $(TEST_ENV) CGO_ENABLED=1 go test $(GOTESTFLAGS) -race -short $(RACE_PACKAGES)
 MASS_STORIES = $(shell awk '/^func Test/ { name = $$2; sub(/[^A-Za-z0-9_].*/, "", name) } /testing\.Short\(\)/ { print name }' $(addsuffix *_test.go,$(RACE_PACKAGES)) | paste -sd'|')
-# The packages make test starts first: go test runs packages in the order given
-# (go list names each once, where first named), two at a time, and these take longest (the controllers' stories alone take about
-# as long as every other package together).
+# The packages make test starts first: go test runs packages in the order given (go
+# list names each once, where first named), two at a time, and these take longest
+# (the controllers' stories alone take about as long as every other package together).
 TEST_FIRST = ./controllers/ ./cmd/manager/ ./cmd/guard/
 # -vet=off: make vet runs every analyzer on every package, tests included, once.
 # -ldflags: test binaries without symbol tables and DWARF link in two thirds of the
