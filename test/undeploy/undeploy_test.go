@@ -42,6 +42,18 @@ type world struct {
 	kctl string
 }
 
+// start starts cmd and returns where its exit comes; the test's end kills it.
+func start(t *testing.T, cmd *exec.Cmd) <-chan error {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return exited
+}
+
 // deployed starts an API server, installs what make deploy installs with kubectl, and
 // creates a GuardedJob whose run the manager is still stopping (its finalizer stays
 // until the run's Pods are gone and the lease is released).
@@ -88,9 +100,14 @@ func deployed(t *testing.T) *world {
 	if out, err := sh("", "", kubectl, "apply", "--server-side", "-k", "config/default").CombinedOutput(); err != nil {
 		t.Fatalf("kubectl apply -k config/default: %v\n%s", err, out)
 	}
-	g.Eventually(func() error {
-		return k8s.List(ctx, &batchv1alpha1.GuardedJobList{})
-	}).WithTimeout(30 * time.Second).Should(Succeed())
+	// Every kind served, as on a cluster where the operator has run: deleted while the
+	// API server still initializes a kind's storage, a CRD waits on its clean-up
+	// ("could not list instances: storage is (re)initializing"), retried with a
+	// growing backoff, for minutes.
+	for _, list := range []client.ObjectList{&batchv1alpha1.GuardedJobList{}, &batchv1alpha1.GuardedJobRunList{},
+		&batchv1alpha1.GuardedJobBackfillList{}, &batchv1alpha1.GuardedJobInspectList{}, &batchv1alpha1.GuardedJobUnlockList{}} {
+		g.Eventually(func() error { return k8s.List(ctx, list) }).WithTimeout(30 * time.Second).Should(Succeed())
+	}
 
 	// A GuardedJob whose run the manager is still stopping: its finalizer stays
 	// until the run's Pods are gone and the lease is released.
@@ -131,10 +148,7 @@ func TestUndeployWaitsForRunsThenRemovesManagerAndCRD(t *testing.T) {
 	var out bytes.Buffer
 	finish := sh("60s", "hack/undeploy.sh")
 	finish.Stdout, finish.Stderr = &out, &out
-	g.Expect(finish.Start()).To(Succeed())
-	exited := make(chan error, 1)
-	go func() { exited <- finish.Wait() }()
-	t.Cleanup(func() { _ = finish.Process.Kill() })
+	exited := start(t, finish)
 	g.Consistently(exited).WithTimeout(3*time.Second).ShouldNot(Receive(), "undeploy waits for the GuardedJob")
 	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "guardedjob-system", Name: "guardedjob-manager"}, &appsv1.Deployment{})).To(Succeed())
 	patch := client.MergeFrom(gj.DeepCopy())
@@ -202,15 +216,13 @@ func TestUndeployTakesAFailedListForRunsStillGoing(t *testing.T) {
 	var stderr bytes.Buffer
 	undeploy := w.sh("3s", flaky, "hack/undeploy.sh")
 	undeploy.Stderr = &stderr
-	g.Expect(undeploy.Start()).To(Succeed())
-	exited := make(chan error, 1)
-	go func() { exited <- undeploy.Wait() }()
-	t.Cleanup(func() { _ = undeploy.Process.Kill() })
+	exited := start(t, undeploy)
 	var err error
 	g.Eventually(exited).WithTimeout(45*time.Second).Should(Receive(&err), "stderr:\n%s", &stderr)
 	g.Expect(err).To(HaveOccurred(), "exit 1: it could not tell that the runs are over; stderr:\n%s", &stderr)
 	g.Expect(stderr.String()).To(ContainSubstring("gave up after 3s"))
 	g.Expect(stderr.String()).NotTo(ContainSubstring("no GuardedJob left"))
+	g.Expect(stderr.String()).To(ContainSubstring("the API server did not answer the list of GuardedJobs"), "the lists did fail")
 	g.Expect(w.k8s.Get(ctx, client.ObjectKey{Namespace: "guardedjob-system", Name: "guardedjob-manager"}, &appsv1.Deployment{})).To(Succeed(), "the manager must stay to finish the runs")
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	g.Expect(w.k8s.Get(ctx, client.ObjectKey{Name: "guardedjobs.batch.guardedjob.dev"}, crd)).To(Succeed())
