@@ -41,6 +41,10 @@ declare -A probes=(
   [EARLY_RUN]="complete takeup resume_stop overlap_after_loss floor_after_loss adopted unrecorded_stopped resumed_unrecorded opened_unrecorded_stopped"
   [EARLY_PAUSE]="two_runs old_create_deleted paused_past_deadline take_back_due adopted unrecorded_stopped resumed_unrecorded"
   [EARLY_GUARD]="stopped_vanished_pod gate_refuses adopted unrecorded_stopped resumed_unrecorded"
+  [EARLY_SHARD]="handed_over handover_timeout complete_in_b claim_waits_store handed_over_late"
+  [EARLY_UNLOCK]="complete foreign_unlocked"
+  [EARLY_TWIN]="run_goes_on_dup runs_after_dup"
+  [EARLY_REPL]="complete marker_kept lease_kept"
 )
 # configuration: the steps (labels in the model) it compiles but cannot fire
 # (only the old leader's and the tenant's Jobs are unclaimed; LEFT, UNLOCK, MARKER and
@@ -70,8 +74,13 @@ declare -A unfired=(
   [EARLY_RUN]="adopt"
   [EARLY_PAUSE]="paused_confirm"
   [EARLY_GUARD]="adopt"
+  [EARLY_SHARD]="stop_unclaimed skip_forbid drop_finalizer adopt"
+  [EARLY_UNLOCK]="renew_lost stop_reported stop_stopping stop_unclaimed skip_forbid stop_lost stop_deleted_unrecorded stop_deleted drop_finalizer schedule_past_job adopt_unrecorded adopt"
+  [EARLY_TWIN]="stop_unclaimed drop_finalizer twin_acquire twin_takeup twin_release schedule_past_job adopt_unrecorded adopt"
+  [EARLY_REPL]="stop_unclaimed skip_forbid drop_finalizer schedule_past_job adopt_unrecorded adopt"
 )
-configs=(EARLY_PAUSE RUN PAUSE DEPOSED MARKER ADOPT RETELL LEFT GUARD UNLOCK SHARD TWIN REPL GRANTS JOBFIRST_RUN JOBFIRST_PAUSE JOBFIRST_GUARD EARLY_RUN EARLY_GUARD)
+configs=(EARLY_PAUSE RUN PAUSE DEPOSED MARKER ADOPT RETELL LEFT GUARD UNLOCK SHARD TWIN REPL GRANTS JOBFIRST_RUN JOBFIRST_PAUSE JOBFIRST_GUARD EARLY_RUN EARLY_GUARD
+  EARLY_SHARD EARLY_UNLOCK EARLY_TWIN EARLY_REPL)
 # hole switch: the configuration that shows it
 declare -A holes=(
   [HOLE_TAKEUP_LEFT_LEASE]=LEFT
@@ -98,6 +107,8 @@ declare -A holes=(
   [HOLE_EARLY_STOPPER_KEEPS_UNHELD]=EARLY_RUN
   [HOLE_EARLY_FLOOR_WITHOUT_JOBS]=EARLY_RUN
   [HOLE_EARLY_FINALIZER_BEFORE_FLOOR]=EARLY_RUN
+  [HOLE_EARLY_SCHEDULE_IGNORES_JOBS]=EARLY_RUN
+  [HOLE_EARLY_HANDOVER_RECORDED_ONLY]=EARLY_SHARD
   [HOLE_NOT_LEADING]=DEPOSED
   [HOLE_INFLIGHT_REACQUIRE_RENEWED]=DEPOSED
   [HOLE_SKIP_ON_STALE_CACHE]=DEPOSED
@@ -117,6 +128,7 @@ hole_order=(HOLE_TAKEUP_LEFT_LEASE HOLE_UNLOCK_LIVE_FOREIGN HOLE_SHARD_BREAK_BEF
   HOLE_ACQUIRE_IGNORES_MARKER HOLE_STRICT_WITHOUT_FLOOR
   HOLE_JOBFIRST_ADOPT_ANY HOLE_JOBFIRST_GATE_EARLY HOLE_JOBFIRST_NO_FLOOR
   HOLE_EARLY_RESUME_SKIPS_UNRECORDED HOLE_EARLY_STOPPER_KEEPS_UNHELD HOLE_EARLY_FLOOR_WITHOUT_JOBS HOLE_EARLY_FINALIZER_BEFORE_FLOOR
+  HOLE_EARLY_SCHEDULE_IGNORES_JOBS HOLE_EARLY_HANDOVER_RECORDED_ONLY
   HOLE_NOT_LEADING HOLE_INFLIGHT_REACQUIRE_RENEWED HOLE_SKIP_ON_STALE_CACHE HOLE_GATE_STALE_CONFIRM
   HOLE_MARKER_EXPIRES_EARLY HOLE_ADOPT_TRUSTS_ANNOTATION HOLE_ADOPT_TRUSTS_START HOLE_SHARD_CLAIM_UNTRACKED
   HOLE_GRANTS_UNPUBLISHED HOLE_GRANTS_PUBLICATION_LAPSE HOLE_GRANTS_REFUSE_ACQUIRE_ONLY)

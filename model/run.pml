@@ -14,7 +14,11 @@
  * in a shared store); CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE and
  * CFG_JOBFIRST_GUARD are RUN, PAUSE and GUARD in the Job-first run order (JOB_FIRST,
  * which any configuration may also be given: below); CFG_EARLY_RUN, CFG_EARLY_PAUSE
- * and CFG_EARLY_GUARD are them with the early gate (EARLY_GATE: below). Hole switches (each off unless
+ * and CFG_EARLY_GUARD are them with the early gate (EARLY_GATE: below), and
+ * CFG_EARLY_SHARD, CFG_EARLY_UNLOCK, CFG_EARLY_TWIN and CFG_EARLY_REPL are SHARD,
+ * UNLOCK, TWIN and REPL with both (CFG_JOBFIRST_SHARD and the like: Job-first alone,
+ * compiled to check that a hole switch of the early gate changes nothing without
+ * it). Hole switches (each off unless
  * defined), one per safety fix: HOLE_TAKEUP_LEFT_LEASE, HOLE_UNLOCK_LIVE_FOREIGN,
  * HOLE_SHARD_BREAK_BEFORE_MAKE, HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN,
  * HOLE_DEADLINE_FROM_REPLY, HOLE_PAUSED_CREATE, HOLE_UNCLEAN_BY_RECORDED_UID,
@@ -31,7 +35,8 @@
  * (the stop controller also stops a Job that is pending adoption) verifies clean; it
  * costs liveness only. Holes of the early gate (no effect without EARLY_GATE):
  * HOLE_EARLY_RESUME_SKIPS_UNRECORDED, HOLE_EARLY_STOPPER_KEEPS_UNHELD,
- * HOLE_EARLY_FLOOR_WITHOUT_JOBS, HOLE_EARLY_FINALIZER_BEFORE_FLOOR.
+ * HOLE_EARLY_FLOOR_WITHOUT_JOBS, HOLE_EARLY_FINALIZER_BEFORE_FLOOR,
+ * HOLE_EARLY_SCHEDULE_IGNORES_JOBS, HOLE_EARLY_HANDOVER_RECORDED_ONLY.
  *
  * The run order. Status first: acquire, record (status.active: token, fence,
  * occurrence), create the Job (suspended, its start gate closed), confirm the lease
@@ -46,8 +51,9 @@
  * the lease and open the gate, then record status; the Job is the run's record until
  * status catches up. So a restart renews the lease of every unrecorded running Job
  * whose key holds its token, the stop controller keeps such a Job (and stops every
- * other), the Strict floor counts the fences of the Jobs, and a Job's lease
- * finalizer stays until status.lastFence has its fence.
+ * other), the Strict floor counts the fences of the Jobs, a Job's lease
+ * finalizer stays until status.lastFence has its fence, the schedule's last time
+ * counts the occurrences the Jobs carry, and a shard hand-over counts the Jobs.
  *
  * Invariants: I1 (no two runs work at once), I2 (an occurrence completed once), I3
  * (Strict fences rise), I4 (no deadline stop of a run the store would confirm, by a
@@ -55,7 +61,8 @@
  * acquisition, or renewed for a run that is over, but once by a renewal in flight
  * across a pause, which is then Lost), I6 (a manager that does not lead releases no
  * lease the leader's run holds), I7 (GRANTS: two tenants never share a key), I8
- * (RETELL: a run-now trigger is answered only by a run started for it).
+ * (RETELL: a run-now trigger is answered only by a run started for it), I9 (an
+ * occurrence's work starts once; not checked with a run-now trigger).
  *
  * Each step is `atomic { guard -> label: d_step { ... } }`: one indivisible action
  * (the d_step), and a guard that spin's "unreached" report shows when it never
@@ -87,6 +94,34 @@
 #define EARLY_GATE 1
 #elif defined(CFG_EARLY_GUARD)
 #define CFG_GUARD 1
+#define JOB_FIRST 1
+#define EARLY_GATE 1
+#elif defined(CFG_JOBFIRST_SHARD)
+#define CFG_SHARD 1
+#define JOB_FIRST 1
+#elif defined(CFG_EARLY_SHARD)
+#define CFG_SHARD 1
+#define JOB_FIRST 1
+#define EARLY_GATE 1
+#elif defined(CFG_JOBFIRST_UNLOCK)
+#define CFG_UNLOCK 1
+#define JOB_FIRST 1
+#elif defined(CFG_EARLY_UNLOCK)
+#define CFG_UNLOCK 1
+#define JOB_FIRST 1
+#define EARLY_GATE 1
+#elif defined(CFG_JOBFIRST_TWIN)
+#define CFG_TWIN 1
+#define JOB_FIRST 1
+#elif defined(CFG_EARLY_TWIN)
+#define CFG_TWIN 1
+#define JOB_FIRST 1
+#define EARLY_GATE 1
+#elif defined(CFG_JOBFIRST_REPL)
+#define CFG_REPL 1
+#define JOB_FIRST 1
+#elif defined(CFG_EARLY_REPL)
+#define CFG_REPL 1
 #define JOB_FIRST 1
 #define EARLY_GATE 1
 #endif
@@ -218,7 +253,7 @@
  * in the store; one cluster's manager cut off from the store for a while */
 #define GRANTS 1
 #else
-#error "define one of CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_RETELL, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_GRANTS, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD, CFG_EARLY_RUN, CFG_EARLY_PAUSE, CFG_EARLY_GUARD"
+#error "define one of CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_RETELL, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_GRANTS, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD, CFG_EARLY_RUN, CFG_EARLY_PAUSE, CFG_EARLY_GUARD, CFG_EARLY_SHARD, CFG_EARLY_UNLOCK, CFG_EARLY_TWIN, CFG_EARLY_REPL"
 #endif
 
 /* The unlock script refuses a GuardedJob token while its key has a time to live;
@@ -281,10 +316,24 @@
 #else
 #define FOLD_FENCE(s) skip
 #endif
+/* the early gate: a Job carries its run's occurrence, so the schedule's last time
+ * is the latest of status and the Jobs (HOLE_EARLY_SCHEDULE_IGNORES_JOBS: status
+ * alone, so a restart that cannot adopt the Job of a run that worked starts its
+ * occurrence again); a Job that loses its finalizer folds its occurrence into
+ * status first, as it folds its fence */
+#if defined(EARLY_GATE) && !defined(HOLE_EARLY_SCHEDULE_IGNORES_JOBS)
+#define CARRIES(s, o) (j_ex[s] && j_tok[s] != 0 && t_occ[j_tok[s]] == (o))
+#define CARRIED(o) (CARRIES(0, o) || CARRIES(1, o) || CARRIES(2, o))
+#define FOLD_OCC(s) if :: j_tok[s] != 0 && t_occ[j_tok[s]] >= onext -> onext = t_occ[j_tok[s]] + 1 :: else fi
+#else
+#define CARRIED(o) 0
+#define FOLD_OCC(s) skip
+#endif
 /* the early gate: the lease finalizer of a Job that may still be adopted (its run
- * never recorded, its key holds its token) stays: the Job is its run's only record */
+ * never recorded, its key holds its token), or that the pass which created it is
+ * about to record, stays: the Job is its run's only record */
 #ifdef EARLY_GATE
-#define CAUGHT_UP(s) (led[j_tok[s]] != 0 || !HOLDS(s))
+#define CAUGHT_UP(s) ((led[j_tok[s]] != 0 || !HOLDS(s)) && m_jc[0] != (s) + 1 && m_jc[1] != (s) + 1)
 #else
 #define CAUGHT_UP(s) 1
 #endif
@@ -709,6 +758,7 @@ byte t_vl[NT+1];            /* ticks until its last renewal seen to succeed (sen
 byte tnext = 1;             /* the next token to mint */
 byte lstart;                /* the highest fence handed to work (I3) */
 byte mk_by[NOCC+1];         /* who completed each occurrence (I2) */
+byte o_run[NOCC+1];         /* the token whose Pods first worked each occurrence (I9) */
 bit  gh_funl;               /* probes: an unlock deleted a foreign value */
 bit  gh_refl;               /*   the ledger refused an unlock the lastRun check would not */
 bit  k_unans[2];            /* I4: a renewal went unanswered or answered late since the last one
@@ -820,6 +870,28 @@ byte h_s, h_t, h_o, h_r, h_f, h_i, h_p;
 #else
 #define RESUMES(s) 0
 #endif
+
+/* the early gate: a shard hand-over counts the Jobs as records. The old shard renews
+ * the lease of its pass's Job until the new shard has taken it over; the new shard
+ * renews, with the recorded lease, that of every unrecorded running Job whose key
+ * holds its token before it claims the object (HOLE_EARLY_HANDOVER_RECORDED_ONLY:
+ * both count only the runs status records) */
+#if defined(EARLY_GATE) && !defined(HOLE_EARLY_HANDOVER_RECORDED_ONLY)
+#define HANDS_JOBS 1
+#define HANDED_JOB (RESUMES(0) || RESUMES(1) || RESUMES(2))
+#else
+#define HANDS_JOBS 0
+#define HANDED_JOB 0
+#endif
+inline track_handed(p) {
+  if
+  :: a_tok != 0 -> track_resumed(p, a_tok)
+  :: a_tok == 0 && HANDS_JOBS && RESUMES(0) -> track_resumed(p, j_tok[0])
+  :: a_tok == 0 && HANDS_JOBS && RESUMES(1) -> track_resumed(p, j_tok[1])
+  :: a_tok == 0 && HANDS_JOBS && RESUMES(2) -> track_resumed(p, j_tok[2])
+  :: else
+  fi
+}
 
 /* s := the slot of the Job named t, NJ if none */
 inline job_of(t, s) {
@@ -1236,11 +1308,19 @@ proctype Reconciler(byte p) {
   do
   /* recordIntent + acquire for the next scheduled occurrence (Job-first: once status
    * has adopted the Jobs it can) */
-  :: atomic { LEADS(p) && A_MAY && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && MINT_OK && !(JF && ADOPTABLE) && START_OK -> acquire_next: d_step {
+  :: atomic { LEADS(p) && A_MAY && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && MINT_OK && !(JF && ADOPTABLE) && !CARRIED(onext) && START_OK -> acquire_next: d_step {
 
        acquire_pass(p, onext);
        if :: h_r != 1 -> LASTRUN(0, 0); onext++ :: else fi;
        END_STEP } }
+#ifdef EARLY_GATE
+  /* the early gate: a Job no status records carries the occurrence due (its run
+   * started, here or before a restart, and cannot be adopted): the schedule's last
+   * time is past it */
+  :: atomic { LEADS(p) && A_MAY && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && !(JF && ADOPTABLE) && CARRIED(onext) -> schedule_past_job: d_step {
+       printf("MODEL: p%d finds a Job carrying occurrence %d: the schedule's last time is past it\n", p, onext);
+       onext++ } }
+#endif
   /* an occurrence due while a run is active: concurrencyPolicy Forbid skips it */
   :: atomic { LEADS(p) && A_MAY && a_tok != 0 && onext <= NOCC -> skip_forbid: d_step {
        printf("MODEL: occurrence %d skipped (Forbid): lastRun overwritten\n", onext);
@@ -1461,16 +1541,20 @@ proctype Reconciler(byte p) {
        END_STEP } }
   /* unclaimed Jobs that finished, or whose Pods are gone, lose the finalizer; the
    * history limit deletes finished ones */
-  :: atomic { LEADS(p) && j_ex[0] && j_fin[0] && j_tok[0] != a_tok && (j_cond[0] != JRUN || j_del[0] && !SEENALIVE(0)) && CAUGHT_UP(0) -> drop_finalizer: d_step { FOLD_FENCE(0); j_fin[0] = 0 } }
-  :: atomic { LEADS(p) && j_ex[1] && j_fin[1] && j_tok[1] != a_tok && (j_cond[1] != JRUN || j_del[1] && !SEENALIVE(1)) && CAUGHT_UP(1) -> d_step { FOLD_FENCE(1); j_fin[1] = 0 } }
-  :: atomic { LEADS(p) && j_ex[2] && j_fin[2] && j_tok[2] != a_tok && (j_cond[2] != JRUN || j_del[2] && !SEENALIVE(2)) && CAUGHT_UP(2) -> d_step { FOLD_FENCE(2); j_fin[2] = 0 } }
+  :: atomic { LEADS(p) && j_ex[0] && j_fin[0] && j_tok[0] != a_tok && (j_cond[0] != JRUN || j_del[0] && !SEENALIVE(0)) && CAUGHT_UP(0) -> drop_finalizer: d_step { FOLD_FENCE(0); FOLD_OCC(0); j_fin[0] = 0 } }
+  :: atomic { LEADS(p) && j_ex[1] && j_fin[1] && j_tok[1] != a_tok && (j_cond[1] != JRUN || j_del[1] && !SEENALIVE(1)) && CAUGHT_UP(1) -> d_step { FOLD_FENCE(1); FOLD_OCC(1); j_fin[1] = 0 } }
+  :: atomic { LEADS(p) && j_ex[2] && j_fin[2] && j_tok[2] != a_tok && (j_cond[2] != JRUN || j_del[2] && !SEENALIVE(2)) && CAUGHT_UP(2) -> d_step { FOLD_FENCE(2); FOLD_OCC(2); j_fin[2] = 0 } }
   :: atomic { LEADS(p) && j_ex[0] && !j_fin[0] && !j_del[0] && j_cond[0] != JRUN && j_tok[0] != a_tok -> history: d_step {  printf("MODEL: history limit deletes Job t%d\n", j_tok[0]); j_del[0] = 1 } }
   :: atomic { LEADS(p) && j_ex[1] && !j_fin[1] && !j_del[1] && j_cond[1] != JRUN && j_tok[1] != a_tok -> d_step { printf("MODEL: history limit deletes Job t%d\n", j_tok[1]); j_del[1] = 1 } }
   :: atomic { LEADS(p) && j_ex[2] && !j_fin[2] && !j_del[2] && j_cond[2] != JRUN && j_tok[2] != a_tok -> d_step { printf("MODEL: history limit deletes Job t%d\n", j_tok[2]); j_del[2] = 1 } }
 #ifdef SHARDS
   /* shard a after the move: a pass in flight cannot write status any more (the
-   * relabel changed the resourceVersion); its unrecorded lease is left to take-up */
-  :: atomic { p == 0 && moved && m_pend[0] != 0 -> write_fails: d_step {  m_pend[0] = 0; m_pf[0] = 0; untrack(0) } }
+   * relabel changed the resourceVersion); its unrecorded lease is left to take-up
+   * (the early gate: once its Job exists, the Job is the run's record, and shard a
+   * renews its lease until shard b has taken it over, as for a recorded run) */
+  :: atomic { p == 0 && moved && m_pend[0] != 0 -> write_fails: d_step {
+       m_pend[0] = 0; m_pf[0] = 0;
+       if :: HANDS_JOBS && m_jc[0] != 0 -> m_jc[0] = 0 :: else -> untrack(0) fi } }
   :: atomic { p == 0 && moved && m_rel[0] -> release_write_fails: d_step { m_rel[0] = 0; m_left[0] = 0 } }
 #ifndef HOLE_SHARD_BREAK_BEFORE_MAKE
   /* make before break: shard a renews until shard b has taken the run over (and
@@ -1492,9 +1576,9 @@ proctype Reconciler(byte p) {
   :: atomic { p == 1 && moved && !seen_b -> first_sight: d_step {
        printf("MODEL: shard b takes the object over\n");
        seen_b = 1;
-       if :: a_tok != 0 -> track_resumed(1, a_tok) :: else fi;
+       track_handed(1);
        owner_b = 1 } }
-  :: atomic { p == 1 && moved && !seen_b && a_tok != 0 -> store_unresolved: d_step {
+  :: atomic { p == 1 && moved && !seen_b && (a_tok != 0 || HANDED_JOB) -> store_unresolved: d_step {
        printf("MODEL: shard b cannot resolve the store of run t%d yet: not tracked\n", a_tok);
        seen_b = 1; sh_unres = 1;
 #ifdef HOLE_SHARD_CLAIM_UNTRACKED
@@ -1512,7 +1596,7 @@ proctype Reconciler(byte p) {
   :: atomic { p == 1 && sh_unres -> track_late: d_step {
        sh_unres = 0; sh_late = 1;
        printf("MODEL: shard b resolves the store: tracks run t%d and names itself in status\n", a_tok);
-       if :: a_tok != 0 -> track_resumed(1, a_tok) :: else fi;
+       track_handed(1);
        owner_b = 1 } }
 #endif
 #if defined(LATE) && !JF
@@ -1600,6 +1684,15 @@ proctype Reconciler(byte p) {
 #define GATE(s) 1
 #endif
 #define STARTABLE(s) (j_ex[s] && !j_susp[s] && !j_del[s] && j_cond[s] == JRUN && p_st[s] == PNONE)
+/* I9: an occurrence's work starts once: no Pod of a second run of it starts (a
+ * run-now trigger runs an occurrence again on purpose: not checked with TRIGGER) */
+#if !defined(TRIGGER)
+#define I9_START(t) \
+    CHECK(!ISTOK(t) || o_run[t_occ[t]] == 0 || o_run[t_occ[t]] == (t), "I9: occurrence %d works a second time", t_occ[t]); \
+    if :: ISTOK(t) -> o_run[t_occ[t]] = (t) :: else fi
+#else
+#define I9_START(t) skip
+#endif
 inline kube_start(s) {
   atomic { STARTABLE(s) && GATE(s) -> d_step {
     printf("MODEL: Pod of Job t%d starts (fence %d)\n", j_tok[s], j_fence[s]);
@@ -1611,6 +1704,7 @@ inline kube_start(s) {
     :: else
     fi;
     if :: j_fence[s] > lstart -> lstart = j_fence[s] :: else fi;
+    I9_START(j_tok[s]);
     p_st[s] = PRUN;
     END_STEP
   } }

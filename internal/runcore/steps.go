@@ -39,6 +39,10 @@ const (
 	AcquireTrigger Step = "acquire_trigger"
 	// SkipForbid skips an occurrence due while a run is active (Forbid).
 	SkipForbid Step = "skip_forbid"
+	// SchedulePastJob moves the schedule's last time past an occurrence that a
+	// Job no status records carries: its run started, and cannot be adopted (the
+	// early gate).
+	SchedulePastJob Step = "schedule_past_job"
 	// SkipTrigger skips a trigger while a run is active, or a stale one.
 	SkipTrigger Step = "skip_trigger"
 	// Record writes the run, its fence and its lease into status.
@@ -150,7 +154,7 @@ const (
 var kinds = map[Step]Kind{
 	AcquireNext: Protocol, AcquireTrigger: Protocol, SkipForbid: Protocol, SkipTrigger: Protocol,
 	Record: Protocol, CreateJob: Protocol, CreateFirst: Protocol, RecordJob: Protocol,
-	AdoptUnrecorded: Protocol, GateEarly: Hole, ConfirmFirst: Planned, OpenFirst: Planned,
+	AdoptUnrecorded: Protocol, GateEarly: Hole, ConfirmFirst: Planned, OpenFirst: Planned, SchedulePastJob: Planned,
 	Confirm: Protocol, Open: Protocol, Adopt: Protocol,
 	SkipLate: Protocol, StopLost: Protocol, StopDeleted: Protocol, StopDeletedUnrecorded: Protocol,
 	Release: Protocol, CompleteUnacked: Protocol, Finish: Protocol, History: Protocol,
