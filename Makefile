@@ -67,9 +67,13 @@ RACE_CORE = ./internal/lockclient/ ./controllers/
 RACE_TEST = $(TEST_ENV) CGO_ENABLED=1 go test $(GOTESTFLAGS) -race -short $(RACE_PACKAGES)
 MASS_STORIES = $(shell awk '/^func Test/ { name = $$2; sub(/[^A-Za-z0-9_].*/, "", name) } /testing\.Short\(\)/ { print name }' $(addsuffix *_test.go,$(RACE_PACKAGES)) | paste -sd'|')
 # The packages make test starts first: go test runs packages in the order given (go
-# list names each once, where first named), two at a time, and these take longest
+# list names each once, where first named), TEST_P at a time, and these take longest
 # (the controllers' stories alone take about as long as every other package together).
+# Most stories wait on their control plane and redis-server: two packages at a time
+# keep one core busy, so make test runs three, and the lease client's race run beside
+# them.
 TEST_FIRST = ./controllers/ ./cmd/manager/ ./cmd/guard/
+TEST_P ?= 3
 # -vet=off: make vet runs every analyzer on every package, tests included, once.
 # -ldflags: test binaries without symbol tables and DWARF link in two thirds of the
 # time (panics keep their stack traces).
@@ -189,8 +193,11 @@ test: test-deps binaries ## The operator module's tests: unit, real redis-server
 ifneq ($(strip $(TESTARGS)),)
 	$(TEST_ENV) go test $(GOTESTFLAGS) $(TESTARGS)
 else
-	$(TEST_ENV) go test $(GOTESTFLAGS) $$(go list $(TEST_FIRST) ./... | grep -v $(foreach p,$(RACE_PACKAGES),-e '/$(patsubst ./%/,%,$(p))$$'))
-	$(RACE_TEST)
+	@race=$$(mktemp -d); trap 'rm -rf "$$race"' EXIT; \
+	  ( $(RACE_TEST) >"$$race/out" 2>&1; echo $$? >"$$race/rc" ) & \
+	  rc=0; $(TEST_ENV) go test -p $(TEST_P) $(GOTESTFLAGS) $$(go list $(TEST_FIRST) ./... | grep -v $(foreach p,$(RACE_PACKAGES),-e '/$(patsubst ./%/,%,$(p))$$')) || rc=$$?; \
+	  wait; echo "# $(RACE_PACKAGES) under the race detector, run beside the packages above:"; cat "$$race/out"; \
+	  [ "$$(cat "$$race/rc")" = 0 ] || rc=1; exit $$rc
 	$(if $(MASS_STORIES),$(TEST_ENV) go test $(GOTESTFLAGS) -run '^($(MASS_STORIES))$$' $(RACE_PACKAGES))
 endif
 
