@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,15 +43,18 @@ type world struct {
 	kctl string
 }
 
-// start starts cmd and returns where its exit comes; the test's end kills it.
+// start starts cmd in a process group of its own and returns where its exit comes;
+// the test's end kills the group: the script and the kubectl it waits on (a kubectl
+// delete that waits for a CRD whose objects keep their finalizers never returns).
 func start(t *testing.T, cmd *exec.Cmd) <-chan error {
 	t.Helper()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	return exited
 }
 
