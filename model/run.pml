@@ -1553,6 +1553,7 @@ proctype Reconciler(byte p) {
    * (the early gate: once its Job exists, the Job is the run's record, and shard a
    * renews its lease until shard b has taken it over, as for a recorded run) */
   :: atomic { p == 0 && moved && m_pend[0] != 0 -> write_fails: d_step {
+       printf("MODEL: shard a's status write for t%d fails: the object moved\n", m_pend[0]);
        m_pend[0] = 0; m_pf[0] = 0;
        if :: HANDS_JOBS && m_jc[0] != 0 -> m_jc[0] = 0 :: else -> untrack(0) fi } }
   :: atomic { p == 0 && moved && m_rel[0] -> release_write_fails: d_step { m_rel[0] = 0; m_left[0] = 0 } }
