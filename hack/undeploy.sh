@@ -35,7 +35,13 @@ remaining() {
     -o custom-columns='NAMESPACE:.metadata.namespace,NAME:.metadata.name,ONDELETE:.spec.onDelete,ACTIVE JOBS:.status.active[*].jobName'
 }
 
-if "$kubectl" get crd "$crd" >/dev/null 2>&1; then
+# Whether the CRD is installed: a lookup that fails is no answer either, never "not
+# installed" (which would remove the manager at once).
+if ! installed="$("$kubectl" get crd "$crd" --ignore-not-found -o name)"; then
+  log "the API server did not answer whether $crd exists; nothing is removed: run it again"
+  exit 1
+fi
+if [[ -n $installed ]]; then
   log "deleting every GuardedJob; their runs stop or finish before the manager goes"
   "$kubectl" delete guardedjobs --all --all-namespaces --wait=false >/dev/null
   deadline=$(( SECONDS + seconds ))

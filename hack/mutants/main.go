@@ -638,6 +638,16 @@ var mutants = []mutant{
 			{"./test/undeploy/", []string{"TestUndeployTakesAFailedListForRunsStillGoing"}},
 		},
 	},
+	{
+		name: "undeploy-failed-crd-lookup-is-absent",
+		bug:  "make undeploy takes a lookup of the CRD that failed for \"not installed\" and removes the manager at once while a run goes on",
+		file: "hack/undeploy.sh",
+		find: `if ! installed="$("$kubectl" get crd "$crd" --ignore-not-found -o name)"; then`,
+		repl: `if ! installed="$("$kubectl" get crd "$crd" --ignore-not-found -o name 2>/dev/null || true)"; then`,
+		catchers: []catcher{
+			{"./test/undeploy/", []string{"TestUndeployTakesAFailedListForRunsStillGoing"}},
+		},
+	},
 }
 
 func main() {

@@ -203,32 +203,60 @@ func (c crdStates) String() string {
 	return b.String()
 }
 
-// A list of GuardedJobs that fails (an API server that does not answer) is no answer:
-// the script keeps waiting and gives up at UNDEPLOY_TIMEOUT, removing nothing. Taken
-// for "no GuardedJob left", it would remove the manager while a run still goes on,
+// failingKubectl is kubectl, but every call whose arguments contain what fails as when
+// the API server does not answer.
+func failingKubectl(t *testing.T, w *world, what string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubectl")
+	script := "#!/bin/sh\ncase \"$*\" in *'" + what + "'*) echo 'Unable to connect to the server: net/http: TLS handshake timeout' >&2; exit 1 ;; esac\nexec '" + w.kctl + "' \"$@\"\n"
+	if err := os.WriteFile(path, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// removedNothing asserts that the manager and the CRD are still in place.
+func removedNothing(t *testing.T, w *world) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	g.Expect(w.k8s.Get(ctx, client.ObjectKey{Namespace: "guardedjob-system", Name: "guardedjob-manager"}, &appsv1.Deployment{})).To(Succeed(), "the manager must stay to finish the runs")
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	g.Expect(w.k8s.Get(ctx, client.ObjectKey{Name: "guardedjobs.batch.guardedjob.dev"}, crd)).To(Succeed())
+	g.Expect(crd.DeletionTimestamp).To(BeNil(), "the CRD stays")
+}
+
+// A lookup or a list that fails (an API server that does not answer) is no answer.
+// A failed lookup of the CRD is not "the CRD is not installed": the script stops at
+// once, removing nothing. A failed list of GuardedJobs is not "no GuardedJob left":
+// the script keeps waiting and gives up at UNDEPLOY_TIMEOUT, removing nothing. Either
+// taken for the empty answer would remove the manager while a run still goes on,
 // leaving a finalizer and a lease that nobody releases.
 func TestUndeployTakesAFailedListForRunsStillGoing(t *testing.T) {
 	g := NewWithT(t)
 	w := deployed(t)
-	ctx := context.Background()
 
-	// kubectl, but every list of GuardedJobs fails as when the API server does not answer.
-	flaky := filepath.Join(t.TempDir(), "kubectl")
-	script := "#!/bin/sh\ncase \"$*\" in *'get guardedjobs'*) echo 'Unable to connect to the server: net/http: TLS handshake timeout' >&2; exit 1 ;; esac\nexec '" + w.kctl + "' \"$@\"\n"
-	g.Expect(os.WriteFile(flaky, []byte(script), 0o700)).To(Succeed())
-
+	// The CRD's lookup fails: nothing is known, nothing is removed.
 	var stderr bytes.Buffer
-	undeploy := w.sh("3s", flaky, "hack/undeploy.sh")
+	undeploy := w.sh("3s", failingKubectl(t, w, "get crd"), "hack/undeploy.sh")
 	undeploy.Stderr = &stderr
 	exited := start(t, undeploy)
 	var err error
+	g.Eventually(exited).WithTimeout(45*time.Second).Should(Receive(&err), "stderr:\n%s", &stderr)
+	g.Expect(err).To(HaveOccurred(), "exit 1: it could not tell whether the CRD is installed; stderr:\n%s", &stderr)
+	g.Expect(stderr.String()).To(ContainSubstring("the API server did not answer whether guardedjobs.batch.guardedjob.dev exists"))
+	g.Expect(stderr.String()).NotTo(ContainSubstring("removing the manager"))
+	removedNothing(t, w)
+
+	// Every list of GuardedJobs fails: it waits, gives up, removes nothing.
+	stderr.Reset()
+	undeploy = w.sh("3s", failingKubectl(t, w, "get guardedjobs"), "hack/undeploy.sh")
+	undeploy.Stderr = &stderr
+	exited = start(t, undeploy)
 	g.Eventually(exited).WithTimeout(45*time.Second).Should(Receive(&err), "stderr:\n%s", &stderr)
 	g.Expect(err).To(HaveOccurred(), "exit 1: it could not tell that the runs are over; stderr:\n%s", &stderr)
 	g.Expect(stderr.String()).To(ContainSubstring("gave up after 3s"))
 	g.Expect(stderr.String()).NotTo(ContainSubstring("no GuardedJob left"))
 	g.Expect(stderr.String()).To(ContainSubstring("the API server did not answer the list of GuardedJobs"), "the lists did fail")
-	g.Expect(w.k8s.Get(ctx, client.ObjectKey{Namespace: "guardedjob-system", Name: "guardedjob-manager"}, &appsv1.Deployment{})).To(Succeed(), "the manager must stay to finish the runs")
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	g.Expect(w.k8s.Get(ctx, client.ObjectKey{Name: "guardedjobs.batch.guardedjob.dev"}, crd)).To(Succeed())
-	g.Expect(crd.DeletionTimestamp).To(BeNil(), "the CRD stays")
+	removedNothing(t, w)
 }
