@@ -1317,7 +1317,7 @@ proctype Reconciler(byte p) {
   /* the early gate: a Job no status records carries the occurrence due (its run
    * started, here or before a restart, and cannot be adopted): the schedule's last
    * time is past it */
-  :: atomic { LEADS(p) && A_MAY && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && !(JF && ADOPTABLE) && CARRIED(onext) -> schedule_past_job: d_step {
+  :: atomic { LEADS(p) && A_MAY && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext <= NOCC && !ADOPTABLE && CARRIED(onext) -> schedule_past_job: d_step {
        printf("MODEL: p%d finds a Job carrying occurrence %d: the schedule's last time is past it\n", p, onext);
        onext++ } }
 #endif
