@@ -54,3 +54,39 @@ func TestEveryStepOfTheModelHasItsName(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryModelConfigurationAndHoleHasItsRow: every hole switch the model has is
+// one that make model-check runs (hack/model-check.sh), and every configuration and
+// hole switch it runs has its row in docs/reliability.md, whose tables say what each
+// adds and breaks.
+func TestEveryModelConfigurationAndHoleHasItsRow(t *testing.T) {
+	read := func(path string) string {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	model, script, docs := read("../../model/run.pml"), read("../../hack/model-check.sh"), read("../../docs/reliability.md")
+
+	inModel := regexp.MustCompile(`\bHOLE_[A-Z0-9_]+`).FindAllString(model, -1)
+	var run []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*\[(HOLE_[A-Z0-9_]+)\]=`).FindAllStringSubmatch(script, -1) {
+		run = append(run, m[1])
+	}
+	configs := regexp.MustCompile(`(?s)\nconfigs=\(([^)]*)\)`).FindStringSubmatch(script)
+	if len(run) == 0 || configs == nil {
+		t.Fatal("found no hole switches or no configs=(...) in hack/model-check.sh")
+	}
+	for _, h := range inModel {
+		if !slices.Contains(run, h) {
+			t.Errorf("model/run.pml has %s, which make model-check never runs", h)
+		}
+	}
+	for _, name := range append(strings.Fields(configs[1]), run...) {
+		if !strings.Contains(docs, "\n| `"+name+"` |") {
+			t.Errorf("%s has no row in docs/reliability.md", name)
+		}
+	}
+}
