@@ -10,6 +10,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/calibration"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 )
 
 // Lease calibration: the rules are in internal/calibration; the reconciler records
@@ -69,17 +70,17 @@ func (r *GuardedJobReconciler) setMaxHoldAtRisk(s *scope) {
 	maxHold := gj.Spec.Lock.MaxHoldOrDefault()
 	// The condition as this pass has it: it may have been set earlier in the pass.
 	wasAtRisk := false
-	if c := findCondition(gj.Status.Conditions, batchv1alpha1.MaxHoldAtRiskCondition); c != nil {
+	if c := runcore.FindCondition(gj.Status.Conditions, batchv1alpha1.MaxHoldAtRiskCondition); c != nil {
 		wasAtRisk = c.Status == metav1.ConditionTrue
 	}
 	if !calibration.MaxHoldAtRisk(rd, maxHold) {
-		setCondition(gj, batchv1alpha1.MaxHoldAtRiskCondition, metav1.ConditionFalse, batchv1alpha1.RunDurationWithinMaxHoldReason,
+		runcore.SetCondition(gj, batchv1alpha1.MaxHoldAtRiskCondition, metav1.ConditionFalse, batchv1alpha1.RunDurationWithinMaxHoldReason,
 			fmt.Sprintf("the p99 of the last %d run durations is %s, within %d%% of lock.maxHold %s", rd.Count, rd.P99.Duration, batchv1alpha1.MaxHoldAtRiskPercent, maxHold), s.now)
 		return
 	}
 	msg := fmt.Sprintf("the p99 of the last %d run durations is %s, over %d%% of lock.maxHold %s: a slightly longer run will be stopped at maxHold; raise lock.maxHold or make the runs shorter",
 		rd.Count, rd.P99.Duration, batchv1alpha1.MaxHoldAtRiskPercent, maxHold)
-	setCondition(gj, batchv1alpha1.MaxHoldAtRiskCondition, metav1.ConditionTrue, batchv1alpha1.RunDurationNearMaxHoldReason, msg, s.now)
+	runcore.SetCondition(gj, batchv1alpha1.MaxHoldAtRiskCondition, metav1.ConditionTrue, batchv1alpha1.RunDurationNearMaxHoldReason, msg, s.now)
 	if !wasAtRisk {
 		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.RunDurationNearMaxHoldReason, "%s", msg)
 	}

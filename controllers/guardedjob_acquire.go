@@ -76,16 +76,16 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		if waitedBusy(gj, run) {
 			observeLockWait(lockWaitAcquired, s.now.Sub(runDueTime(gj, run)))
 		}
-		setStoreReachable(gj, nil, s.now)
-		setAcquired(gj, s.now)
+		runcore.SetStoreReachable(gj, nil, s.now)
+		runcore.SetAcquired(gj, s.now)
 		run.Phase = batchv1alpha1.RunPhaseRunning
 		run.Fence = lease.Fence
-		run.AcquiredAt = ptrTime(s.now)
+		run.AcquiredAt = runcore.PtrTime(s.now)
 		logStep(ctx, acquireStep(run), "job", run.JobName, "fence", run.Fence)
 		r.track(gj, run, store, lease.SentAt)
 		gj.Status.LastFence = max(gj.Status.LastFence, lease.Fence)
-		setLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, lease.Fence)
-		setLockHeld(gj, "", "", s.now)
+		runcore.SetLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, lease.Fence)
+		runcore.SetLockHeld(gj, "", "", s.now)
 		job, warnings, rejected := r.createFirst(ctx, s, run)
 		if rejected != "" {
 			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.JobRejectedReason, "%s", rejected)
@@ -113,12 +113,12 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 			return err
 		}
 		s.unrecorded = ""
-		if run = runByName(gj, run.JobName); run == nil {
+		if run = runcore.RunByName(gj, run.JobName); run == nil {
 			return nil
 		}
 		logStep(ctx, record, "job", run.JobName, "fence", run.Fence)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.LockAcquiredReason,
-			"Acquired lock %s for %s%s", run.Key, run.JobName, fenceSuffix(lease.Fence))
+			"Acquired lock %s for %s%s", run.Key, run.JobName, runcore.FenceSuffix(lease.Fence))
 		if r.insecureStore(store) {
 			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InsecureStoreReason,
 				"Lock %s is in store %s, whose Secret turns TLS server verification off (insecureSkipVerify): anyone on the network path can pose as that Redis; put its CA into ca.crt instead", run.Key, store.Identity())
@@ -134,12 +134,12 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		return r.running(ctx, s, run, store)
 
 	case errors.As(err, &busy):
-		setStoreReachable(gj, nil, s.now)
+		runcore.SetStoreReachable(gj, nil, s.now)
 		holder := leasetoken.HolderOf(busy.Holder)
-		setLock(gj, batchv1alpha1.LockStateBusy, run.Key, holder, 0)
+		runcore.SetLock(gj, batchv1alpha1.LockStateBusy, run.Key, holder, 0)
 		msg := fmt.Sprintf("lock %s is held by %s, expires in %s", run.Key, holder, busy.TTL.Round(time.Second))
 		if ledgerNote == "" {
-			ledgerNote = ledgerSays(gj, holder, s.now)
+			ledgerNote = runcore.LedgerSays(gj, holder, s.now)
 		}
 		if ledgerNote != "" {
 			msg += " (" + ledgerNote + ")"
@@ -147,7 +147,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		_, untilDone := retryBusyUntil(gj, run, s.now) // deadline counts it (due.StartDeadline)
 		if untilDone || gj.Spec.Lock.OnBusyOrDefault() == batchv1alpha1.OnBusyRetry {
 			if next, ok := busyRetry(gj).NextAttempt(runDueTime(gj, run), s.now, deadline); ok {
-				setLockHeld(gj, batchv1alpha1.LockBusyReason, msg+"; retrying until "+deadline.UTC().Format(time.RFC3339), s.now)
+				runcore.SetLockHeld(gj, batchv1alpha1.LockBusyReason, msg+"; retrying until "+deadline.UTC().Format(time.RFC3339), s.now)
 				s.requeueAt(next)
 				return nil
 			}
@@ -158,19 +158,19 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 			}
 			observeLockWait(lockWaitGaveUp, s.now.Sub(runDueTime(gj, run)))
 		}
-		finishRun(gj, *run, neverHeld, batchv1alpha1.RunResultBusy, holder, msg, s.now)
-		setLockHeld(gj, batchv1alpha1.LockBusyReason, msg, s.now)
+		runcore.FinishRun(gj, *run, runcore.NeverHeld, batchv1alpha1.RunResultBusy, holder, msg, s.now)
+		runcore.SetLockHeld(gj, batchv1alpha1.LockBusyReason, msg, s.now)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.LockBusyReason, "Skipped %s: %s", run.JobName, msg)
 		return nil
 
 	case errors.As(err, &done):
-		setStoreReachable(gj, nil, s.now)
+		runcore.SetStoreReachable(gj, nil, s.now)
 		holder := leasetoken.HolderOf(done.By)
 		msg := fmt.Sprintf("occurrence %s already done by %s", run.OccurrenceKey, holder)
 		// The script released the key if this run held it (a retried call).
 		r.Keeper.Untrack(run.Token)
-		finishRun(gj, *run, releasedLease, batchv1alpha1.RunResultSkipped, holder, msg, s.now)
-		setLockHeld(gj, "", "", s.now)
+		runcore.FinishRun(gj, *run, runcore.Released, batchv1alpha1.RunResultSkipped, holder, msg, s.now)
+		runcore.SetLockHeld(gj, "", "", s.now)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.TriggerSkippedReason, "Skipped %s: %s", run.JobName, msg)
 		return nil
 
@@ -180,14 +180,14 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		// until the store or the flag changes.
 		msg := "the lock store announced an address outside --store-allow; no connection was made: " + err.Error()
 		// An earlier attempt of the run may have taken the key before the store moved.
-		finishRun(gj, *run, r.leftToExpire(run, s.now), batchv1alpha1.RunResultFailed, "", msg, s.now)
-		setNotReady(gj, batchv1alpha1.StoreNotAllowedReason, msg, s.now)
+		runcore.FinishRun(gj, *run, runcore.LeftToExpire(run, s.now, r.ClockSkew), batchv1alpha1.RunResultFailed, "", msg, s.now)
+		runcore.SetNotReady(gj, batchv1alpha1.StoreNotAllowedReason, msg, s.now)
 		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.StoreNotAllowedReason, "Did not start %s: %s", run.JobName, msg)
 		return nil
 
 	case errors.As(err, &storeErr):
-		setStoreReachable(gj, err, s.now)
-		setLock(gj, batchv1alpha1.LockStateStoreDown, run.Key, "", 0)
+		runcore.SetStoreReachable(gj, err, s.now)
+		runcore.SetLock(gj, batchv1alpha1.LockStateStoreDown, run.Key, "", 0)
 		if run.StoreFailurePolicy == batchv1alpha1.FailOpen {
 			return r.startUnguarded(ctx, s, run, store, err)
 		}
@@ -197,7 +197,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		}
 		msg := fmt.Sprintf("the lock store did not answer until the starting deadline: %v", err)
 		note, end := r.releaseUnconfirmed(ctx, gj, run, store, s.now)
-		finishRun(gj, *run, end, batchv1alpha1.RunResultStoreUnavailable, "", msg+note, s.now)
+		runcore.FinishRun(gj, *run, end, batchv1alpha1.RunResultStoreUnavailable, "", msg+note, s.now)
 		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.StoreUnavailableReason, "Did not start %s: %s", run.JobName, msg)
 		return nil
 
@@ -212,8 +212,8 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		}
 		msg := err.Error()
 		// Nothing was written, but an earlier attempt of the run may hold the key.
-		finishRun(gj, *run, r.leftToExpire(run, s.now), batchv1alpha1.RunResultFailed, "", msg, s.now)
-		setNotReady(gj, reason, msg+"; runs are tried again at their schedule", s.now)
+		runcore.FinishRun(gj, *run, runcore.LeftToExpire(run, s.now, r.ClockSkew), batchv1alpha1.RunResultFailed, "", msg, s.now)
+		runcore.SetNotReady(gj, reason, msg+"; runs are tried again at their schedule", s.now)
 		r.event(gj, nil, corev1.EventTypeWarning, reason, "Did not start %s: %s", run.JobName, msg)
 		return nil
 	}
@@ -225,12 +225,12 @@ func (r *GuardedJobReconciler) startUnguarded(ctx context.Context, s *scope, run
 	run.Phase = batchv1alpha1.RunPhaseRunning
 	run.Unguarded = true
 	run.Fence = 0
-	run.AcquiredAt = ptrTime(s.now)
+	run.AcquiredAt = runcore.PtrTime(s.now)
 	r.track(s.gj, run, store, resumed)
 	if err := r.writeGuarded(ctx, s); err != nil {
 		return err
 	}
-	if run = runByName(s.gj, run.JobName); run == nil {
+	if run = runcore.RunByName(s.gj, run.JobName); run == nil {
 		return nil
 	}
 	r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.UnguardedReason,
@@ -250,7 +250,7 @@ func (r *GuardedJobReconciler) startUnguarded(ctx context.Context, s *scope, run
 func (r *GuardedJobReconciler) takeUpOrphan(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client, value string) (ok bool, refused string, err error) {
 	_, dup := r.Identity.Duplicate(store.Identity())
 	id := runcore.Identity{Duplicate: dup, Settled: r.Identity.Settled(store.Identity())}
-	ledger := func(holder string) string { return ledgerSays(s.gj, holder, s.now) }
+	ledger := func(holder string) string { return runcore.LedgerSays(s.gj, holder, s.now) }
 	orphan, minted, refused := runcore.TakeUp(value, run.Token, r.runIdentity(s.gj, run), id, s.gj.Status.Active, ledger)
 	if !minted || refused != "" {
 		return false, refused, nil
@@ -263,9 +263,9 @@ func (r *GuardedJobReconciler) takeUpOrphan(ctx context.Context, s *scope, run *
 	if job != nil {
 		return false, fmt.Sprintf("the lease of Job %s, which exists: its run was recorded once, and its status lost", jobName), nil
 	}
-	endLease(s.gj, run, neverHeld, s.now) // the token minted for this pass never held the key
+	runcore.EndLease(s.gj, run, runcore.NeverHeld, s.now) // the token minted for this pass never held the key
 	run.JobName, run.Holder, run.Token = jobName, holder, value
-	recordLease(s.gj, run, s.now)
+	runcore.RecordLease(s.gj, run, s.now)
 	s.unrecorded = jobName
 	return true, "", nil
 }
@@ -309,8 +309,8 @@ func runDueTime(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) time
 // time. It is Skipped, and any lease it may hold is released.
 func (r *GuardedJobReconciler) skipLate(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client, msg string) error {
 	note, end := r.releaseUnconfirmed(ctx, s.gj, run, store, s.now)
-	finishRun(s.gj, *run, end, batchv1alpha1.RunResultSkipped, "", msg+note, s.now)
-	setLockHeld(s.gj, "", "", s.now)
+	runcore.FinishRun(s.gj, *run, end, batchv1alpha1.RunResultSkipped, "", msg+note, s.now)
+	runcore.SetLockHeld(s.gj, "", "", s.now)
 	r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.StartingDeadlineExceededReason, "Skipped %s: %s", run.JobName, msg)
 	return nil
 }
@@ -319,18 +319,18 @@ func (r *GuardedJobReconciler) skipLate(ctx context.Context, s *scope, run *batc
 // acquisition whose reply was lost, or one that succeeded too late) and stops
 // tracking it. If the store does not answer, the key expires on its own: nobody
 // renews it. It returns a note for the run's message, or "", and the lease's end.
-func (r *GuardedJobReconciler) releaseUnconfirmed(ctx context.Context, gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, now time.Time) (string, leaseEnd) {
+func (r *GuardedJobReconciler) releaseUnconfirmed(ctx context.Context, gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, now time.Time) (string, runcore.LeaseEnd) {
 	if !r.ownsRun(gj, run) {
-		return "", neverHeld
+		return "", runcore.NeverHeld
 	}
 	if err := r.Keeper.Quiesce(ctx, run.Token); err != nil {
-		return "; its lease, if taken, expires on its own", r.leftToExpire(run, now)
+		return "; its lease, if taken, expires on its own", runcore.LeftToExpire(run, now, r.ClockSkew)
 	}
 	r.Keeper.Untrack(run.Token)
 	if err := store.Release(ctx, leaseOf(run)); err != nil && !errors.Is(err, lockclient.ErrNotHeld) {
-		return "; its lease, if taken, expires on its own (the lock store did not answer the release)", r.leftToExpire(run, now)
+		return "; its lease, if taken, expires on its own (the lock store did not answer the release)", runcore.LeftToExpire(run, now, r.ClockSkew)
 	}
-	return "", releasedLease
+	return "", runcore.Released
 }
 
 // acquireStep names an acquisition as the model does: for a run-now request, or

@@ -3,8 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"slices"
 	"strconv"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/due"
 	"github.com/guardedjob/guardedjob/internal/leasetiming"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/schedule"
 )
 
@@ -44,12 +43,12 @@ func (r *GuardedJobReconciler) serveBackfillRequests(s *scope, spec *compiledSpe
 		}
 	}
 	value := ann[batchv1alpha1.BackfillAnnotation]
-	if value == "" || (gj.Status.LastBackfillRequest != nil && gj.Status.LastBackfillRequest.Request == clip(value, maxRequestValue)) {
+	if value == "" || (gj.Status.LastBackfillRequest != nil && gj.Status.LastBackfillRequest.Request == runcore.Clip(value, runcore.MaxRequestValue)) {
 		r.serveBackfillObjects(s, spec)
 		return
 	}
 	r.deprecatedAnnotation(s, batchv1alpha1.BackfillAnnotation, value, "GuardedJobBackfill")
-	rec := &batchv1alpha1.BackfillRequestRecord{Request: clip(value, maxRequestValue), HandledAt: metav1.Time{Time: s.now}}
+	rec := &batchv1alpha1.BackfillRequestRecord{Request: runcore.Clip(value, runcore.MaxRequestValue), HandledAt: metav1.Time{Time: s.now}}
 	gj.Status.LastBackfillRequest = rec
 	b, err := r.acceptBackfill(s, spec, value)
 	if err != nil {
@@ -103,7 +102,7 @@ func newBackfill(s *scope, spec *compiledSpec, value string, from, to time.Time,
 		return nil, err
 	}
 	return &batchv1alpha1.BackfillStatus{
-		Request: clip(value, maxRequestValue), From: metav1.Time{Time: rng.From}, To: metav1.Time{Time: rng.To},
+		Request: runcore.Clip(value, runcore.MaxRequestValue), From: metav1.Time{Time: rng.From}, To: metav1.Time{Time: rng.To},
 		Parallelism: parallelism, State: batchv1alpha1.BackfillRunning,
 		Total: int32(rng.Count), Remaining: int32(rng.Count), //nolint:gosec // at most 1000
 		Next: &metav1.Time{Time: rng.First}, StartedAt: metav1.Time{Time: s.now},
@@ -118,7 +117,7 @@ func parseParallelism(v string) (int32, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > batchv1alpha1.MaxBackfillParallelism {
-		return 0, fmt.Errorf("%s %q must be a whole number from 1 to %d", batchv1alpha1.BackfillParallelismAnnotation, clip(v, 16), batchv1alpha1.MaxBackfillParallelism)
+		return 0, fmt.Errorf("%s %q must be a whole number from 1 to %d", batchv1alpha1.BackfillParallelismAnnotation, runcore.Clip(v, 16), batchv1alpha1.MaxBackfillParallelism)
 	}
 	return int32(n), nil //nolint:gosec // at most 10
 }
@@ -227,61 +226,6 @@ func (r *GuardedJobReconciler) advanceBackfill(ctx context.Context, s *scope, sp
 	b.Message = "running " + occurrence.UTC().Format(time.RFC3339)
 	s.requeueAfter(time.Millisecond) // another slot may be free
 	return r.recordIntent(ctx, s, spec, occurrence, s.now, false, "", runExtras{backfill: b.Request})
-}
-
-// backfillRunEnded counts the end of a backfill occurrence's run: Succeeded;
-// Skipped with the holder of its done-marker (done already); Busy, or Skipped
-// because it could not start before its starting deadline, is tried again
-// later; any other result failed (no done-marker: a later backfill runs it
-// again).
-func backfillRunEnded(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, heldBy string, now time.Time) {
-	b := gj.Status.Backfill
-	if b == nil || b.Request != run.Backfill {
-		return // a run of an earlier backfill
-	}
-	i := slices.IndexFunc(b.Current, func(e batchv1alpha1.BackfillOccurrence) bool { return e.ScheduledTime.Equal(&run.ScheduledTime) })
-	if i < 0 {
-		return
-	}
-	when := run.ScheduledTime.UTC().Format(time.RFC3339)
-	retry := result == batchv1alpha1.RunResultBusy || (result == batchv1alpha1.RunResultSkipped && heldBy == "")
-	if retry && b.State == batchv1alpha1.BackfillRunning {
-		e := &b.Current[i]
-		e.Attempts++
-		e.RetryAt = &metav1.Time{Time: now.Add(backfillRetryWait(gj, e.Attempts))}
-		b.Message = fmt.Sprintf("%s: %s, tried again at %s", when, result, e.RetryAt.UTC().Format(time.RFC3339))
-		return
-	}
-	switch {
-	case result == batchv1alpha1.RunResultSucceeded:
-		b.Succeeded++
-	case result == batchv1alpha1.RunResultSkipped && heldBy != "":
-		b.Skipped++
-	case retry: // cancelled meanwhile: it is not tried again
-	default:
-		b.Failed++
-		if len(b.FailedOccurrences) < 20 {
-			b.FailedOccurrences = append(b.FailedOccurrences, run.ScheduledTime)
-		}
-	}
-	b.Message = fmt.Sprintf("%s: %s", when, result)
-	b.Current = nilIfEmpty(slices.Delete(b.Current, i, i+1))
-	if b.Remaining > 0 {
-		b.Remaining--
-	}
-}
-
-// backfillRetryWait is how long an occurrence whose lock was busy waits before
-// its next attempt: lock.busyRetry's waits, doubling from initial to max, each
-// stretched by up to half at random so that clusters running the same backfill
-// do not retry in step.
-func backfillRetryWait(gj *batchv1alpha1.GuardedJob, attempts int32) time.Duration {
-	d, limit := gj.Spec.Lock.BusyRetryInitial(), gj.Spec.Lock.BusyRetryMax()
-	for i := int32(1); i < attempts && d < limit; i++ {
-		d *= 2
-	}
-	d = min(d, limit)
-	return d + rand.N(d/2+1) //nolint:gosec // jitter, not a secret
 }
 
 // backfillRunFor returns the active run of a backfill's occurrence, or nil.

@@ -469,8 +469,8 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			return
 		}
 		setQueued(gj, s.now) // guardedjob_queued.go
-		setKstatus(gj, s.now)
-		setActiveCount(gj)
+		runcore.SetKstatus(gj, s.now)
+		runcore.SetActiveCount(gj)
 		if err := r.patchStatus(ctx, s); err != nil {
 			retErr = errors.Join(retErr, err)
 		} else if err := r.answerRequests(ctx, s); err != nil { // requests.go: after the record they derive from
@@ -502,7 +502,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	spec, specErr := r.compile(ctx, gj)
 	s.spec = spec
 	if _, dup := r.Identity.Duplicate(s.storeIdentity()); !dup || specErr != nil {
-		setReady(gj, specErr, s.now) // a duplicate identity holds Ready at DuplicateClusterName
+		runcore.SetReady(gj, specErr, s.now) // a duplicate identity holds Ready at DuplicateClusterName
 	}
 
 	if err := r.observeRuns(ctx, s); err != nil {
@@ -569,7 +569,7 @@ func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error 
 	// A run that left status.active is over, whichever path ended it: its lease
 	// must not be renewed any more.
 	for _, run := range s.orig.Status.Active {
-		if runByName(s.gj, run.JobName) == nil {
+		if runcore.RunByName(s.gj, run.JobName) == nil {
 			r.Keeper.Untrack(run.Token)
 			r.jobsCreated.Delete(run.Token)
 		}
@@ -600,8 +600,8 @@ func countAbandoned(s *scope) {
 // into the old status are stale, find runs again by name.
 func (r *GuardedJobReconciler) writeGuarded(ctx context.Context, s *scope) error {
 	before := s.gj.ResourceVersion
-	setKstatus(s.gj, s.now)
-	setActiveCount(s.gj)
+	runcore.SetKstatus(s.gj, s.now)
+	runcore.SetActiveCount(s.gj)
 	if err := r.Status().Update(ctx, s.gj); err != nil {
 		s.guardedWriteFailed = true
 		return fmt.Errorf("record run state: %w", err)
@@ -661,7 +661,7 @@ func (r *GuardedJobReconciler) warnFixedKeyWithAllow(gj *batchv1alpha1.GuardedJo
 // warnOnce emits a Warning the first time a spec problem is seen (the Ready
 // condition holds it afterwards).
 func (r *GuardedJobReconciler) warnOnce(s *scope, reason, msg string) {
-	before := findCondition(s.orig.Status.Conditions, batchv1alpha1.ReadyCondition)
+	before := runcore.FindCondition(s.orig.Status.Conditions, batchv1alpha1.ReadyCondition)
 	if before != nil && before.Reason == reason && before.Message == msg {
 		return
 	}

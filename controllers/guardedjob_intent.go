@@ -49,8 +49,8 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 			if latest, found := spec.rules.Schedule.Prev(s.now.Add(-deadline)); found {
 				gj.Status.LastScheduleTime = &metav1.Time{Time: latest}
 				msg := fmt.Sprintf("missed %d run(s), the last due at %s: more than startingDeadlineSeconds (%s) late", missed, latest.UTC().Format(time.RFC3339), deadline)
-				recordRun(gj, "", latest, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
-				syncRecent(gj, batchv1alpha1.TriggerSchedule)
+				runcore.RecordRun(gj, "", latest, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
+				runcore.SyncRecent(gj, batchv1alpha1.TriggerSchedule)
 				r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.StartingDeadlineExceededReason, "%s", msg)
 			}
 		}
@@ -83,14 +83,14 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 		} else {
 			answerTrigger(gj, triggerValue)
 		}
-		recordRun(gj, "", occurrence, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
+		runcore.RecordRun(gj, "", occurrence, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
 		trigger := batchv1alpha1.TriggerSchedule
 		if triggered {
 			trigger = batchv1alpha1.TriggerRunNow
 		}
-		syncRecent(gj, trigger)
+		runcore.SyncRecent(gj, trigger)
 		if triggered {
-			noteRequest(gj, triggerValue)
+			runcore.NoteRequest(gj, triggerValue)
 		}
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.TriggerSkippedReason, "Skipped the run for %s: %s", occurrence.UTC().Format(time.RFC3339), msg)
 	}
@@ -162,9 +162,9 @@ func (r *GuardedJobReconciler) pendingTrigger(s *scope, spec *compiledSpec) (val
 	occ, stale, msg := schedule.TriggerOccurrence(spec.rules.Schedule, at, gj.CreationTimestamp.Time, s.now, gj.Spec.StartingDeadline())
 	if stale || occ.IsZero() {
 		answerTrigger(gj, value)
-		recordRun(gj, "", at, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
-		syncRecent(gj, batchv1alpha1.TriggerRunNow)
-		noteRequest(gj, value)
+		runcore.RecordRun(gj, "", at, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
+		runcore.SyncRecent(gj, batchv1alpha1.TriggerRunNow)
+		runcore.NoteRequest(gj, value)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.TriggerSkippedReason, "Skipped trigger %s: %s", value, msg)
 		return value, false, time.Time{}, time.Time{}
 	}
@@ -195,7 +195,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 	if err != nil {
 		var se *specerror.Error
 		if errors.As(err, &se) {
-			setNotReady(gj, se.Reason, se.Message, s.now)
+			runcore.SetNotReady(gj, se.Reason, se.Message, s.now)
 			r.warnOnce(s, se.Reason, se.Message)
 			return nil
 		}
@@ -216,7 +216,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 	run.JobName, run.Phase = jobName, batchv1alpha1.RunPhaseAcquiring
 	run.Holder, run.Token = leasetoken.HolderOf(token), token
 	gj.Status.Active = append(gj.Status.Active, run)
-	recordLease(gj, &gj.Status.Active[len(gj.Status.Active)-1], s.now)
+	runcore.RecordLease(gj, &gj.Status.Active[len(gj.Status.Active)-1], s.now)
 	r.claimShard(gj)
 	if triggered {
 		answerTrigger(gj, triggerValue)
@@ -226,7 +226,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 	}
 	s.requeueAfter(activeResync)
 	s.unrecorded = jobName
-	return r.advanceRun(ctx, s, runByName(gj, jobName))
+	return r.advanceRun(ctx, s, runcore.RunByName(gj, jobName))
 }
 
 // runFromSpec is what the spec says a run of the occurrence at scheduled holds
@@ -292,7 +292,7 @@ func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) 
 	}
 	for i := range jobs {
 		job := &jobs[i]
-		if runByName(s.gj, job.Name) != nil || handled[job.Name] {
+		if runcore.RunByName(s.gj, job.Name) != nil || handled[job.Name] {
 			continue
 		}
 		if _, finished := jobFinished(job); finished {

@@ -136,8 +136,8 @@ func (r *GuardedJobReconciler) jobCreatedFirst(ctx context.Context, s *scope, ru
 	for _, w := range warnings {
 		r.event(s.gj, job, corev1.EventTypeWarning, w.Reason, "%s", w.Message)
 	}
-	r.event(s.gj, job, corev1.EventTypeNormal, batchv1alpha1.JobCreatedReason, "Created Job %s%s", job.Name, fenceSuffix(run.Fence))
-	setLockHeld(s.gj, "", "", s.now)
+	r.event(s.gj, job, corev1.EventTypeNormal, batchv1alpha1.JobCreatedReason, "Created Job %s%s", job.Name, runcore.FenceSuffix(run.Fence))
+	runcore.SetLockHeld(s.gj, "", "", s.now)
 	return r.openGate(ctx, s, run, job, store)
 }
 
@@ -161,7 +161,7 @@ func (r *GuardedJobReconciler) unrecordedJobsOf(ctx context.Context, s *scope, j
 	}
 	key := client.ObjectKeyFromObject(s.gj)
 	for _, name := range r.pendingAdoption.of(key) {
-		if listed[name] || runByName(s.gj, name) != nil {
+		if listed[name] || runcore.RunByName(s.gj, name) != nil {
 			r.pendingAdoption.done(key, name)
 			continue
 		}
@@ -187,7 +187,7 @@ func waitsForAdoption(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) bool {
 	_, finished := jobFinished(job)
 	return runcore.Waiting{
 		Controlled: metav1.IsControlledBy(job, gj), Deleting: !job.DeletionTimestamp.IsZero(), Gated: jobbuild.Gated(job),
-		Finished: finished, CarriesRun: job.Annotations[batchv1alpha1.RunAnnotation] != "", Recorded: runByName(gj, job.Name) != nil,
+		Finished: finished, CarriesRun: job.Annotations[batchv1alpha1.RunAnnotation] != "", Recorded: runcore.RunByName(gj, job.Name) != nil,
 	}.WaitsForAdoption()
 }
 
@@ -249,7 +249,7 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 		st, err := store.Inspect(ctx, keys)
 		var storeErr *lockclient.StoreError
 		if errors.As(err, &storeErr) {
-			setStoreReachable(gj, err, s.now)
+			runcore.SetStoreReachable(gj, err, s.now)
 			s.requeueAfter(adoptionRetry)
 			return true, nil
 		}
@@ -272,13 +272,13 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 
 	run.Token, run.JobUID, run.Phase = token, job.UID, batchv1alpha1.RunPhaseRunning
 	run = runcore.RecordAdopted(&gj.Status, *run, recorded)
-	recordLease(gj, run, s.now)
+	runcore.RecordLease(gj, run, s.now)
 	if rec.RunNow != "" && gj.Annotations[batchv1alpha1.RunNowAnnotation] == rec.RunNow {
 		gj.Status.LastRunNow = rec.RunNow
 	}
-	setStoreReachable(gj, nil, s.now)
-	setLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, run.Fence)
-	setLockHeld(gj, "", "", s.now)
+	runcore.SetStoreReachable(gj, nil, s.now)
+	runcore.SetLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, run.Fence)
+	runcore.SetLockHeld(gj, "", "", s.now)
 	r.track(gj, run, store, resumed)
 	r.claimShard(gj)
 	if err := r.writeGuarded(ctx, s); err != nil {
@@ -288,12 +288,12 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 		return false, err
 	}
 	r.pendingAdoption.done(client.ObjectKeyFromObject(gj), job.Name)
-	if run = runByName(s.gj, job.Name); run == nil {
+	if run = runcore.RunByName(s.gj, job.Name); run == nil {
 		return false, nil
 	}
 	logStep(ctx, runcore.AdoptUnrecorded, "job", run.JobName, "fence", run.Fence)
 	r.event(s.gj, job, corev1.EventTypeNormal, batchv1alpha1.RunAdoptedReason,
-		"Adopted Job %s, created before its run was recorded: lock %s still holds its lease%s", job.Name, run.Key, fenceSuffix(run.Fence))
+		"Adopted Job %s, created before its run was recorded: lock %s still holds its lease%s", job.Name, run.Key, runcore.FenceSuffix(run.Fence))
 	return false, r.openGate(ctx, s, run, job, store)
 }
 

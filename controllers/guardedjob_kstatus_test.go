@@ -14,6 +14,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/calibration"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
@@ -38,28 +39,28 @@ func TestKstatus(t *testing.T) {
 	// check, the pass's own changes, observedGeneration only after a pass without
 	// error, then the kstatus conditions just before the write.
 	pass := func(gj *batchv1alpha1.GuardedJob, compileErr, passErr error, during func(*batchv1alpha1.GuardedJob)) {
-		setReady(gj, compileErr, now)
+		runcore.SetReady(gj, compileErr, now)
 		if during != nil {
 			during(gj)
 		}
 		if passErr == nil {
 			gj.Status.ObservedGeneration = gj.Generation
 		}
-		setKstatus(gj, now)
+		runcore.SetKstatus(gj, now)
 	}
 	// reconciled returns an object at generation gen after a clean pass over a
 	// valid spec.
 	reconciled := func(gen int64) *batchv1alpha1.GuardedJob {
 		gj := &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Name: "daily-settlement", Namespace: "payments", Generation: gen}}
 		gj.Spec.Schedule = "5 0 * * *"
-		pass(gj, nil, nil, func(gj *batchv1alpha1.GuardedJob) { setLockHeld(gj, "", "", now) })
+		pass(gj, nil, nil, func(gj *batchv1alpha1.GuardedJob) { runcore.SetLockHeld(gj, "", "", now) })
 		return gj
 	}
 	running := func(gj *batchv1alpha1.GuardedJob) {
 		gj.Status.Active = []batchv1alpha1.ActiveRun{{JobName: "daily-settlement-29123456-a1b2c3", Phase: batchv1alpha1.RunPhaseRunning,
 			Key: "payments:settlement", Holder: "cluster-a/payments/daily-settlement-29123456-a1b2c3", Fence: 34}}
-		setLockHeld(gj, "", "", now)
-		setLock(gj, batchv1alpha1.LockStateHeld, "payments:settlement", "cluster-a/payments/daily-settlement-29123456-a1b2c3", 34)
+		runcore.SetLockHeld(gj, "", "", now)
+		runcore.SetLock(gj, batchv1alpha1.LockStateHeld, "payments:settlement", "cluster-a/payments/daily-settlement-29123456-a1b2c3", 34)
 	}
 
 	type want struct {
@@ -86,7 +87,7 @@ func TestKstatus(t *testing.T) {
 				gj.Status.RunDurations = calibration.WithDuration(nil, 55*time.Minute)
 				s := &scope{gj: gj, orig: gj.DeepCopy(), now: now}
 				(&GuardedJobReconciler{}).setMaxHoldAtRisk(s)
-				NewWithT(t).Expect(findCondition(gj.Status.Conditions, batchv1alpha1.MaxHoldAtRiskCondition)).To(HaveField("Status", metav1.ConditionTrue))
+				NewWithT(t).Expect(runcore.FindCondition(gj.Status.Conditions, batchv1alpha1.MaxHoldAtRiskCondition)).To(HaveField("Status", metav1.ConditionTrue))
 			})
 			return gj
 		}, want{status: status.CurrentStatus}},
@@ -99,13 +100,13 @@ func TestKstatus(t *testing.T) {
 		{"a busy lock is normal operation, Current", func() *batchv1alpha1.GuardedJob {
 			gj := reconciled(1)
 			pass(gj, nil, nil, func(gj *batchv1alpha1.GuardedJob) {
-				setLockHeld(gj, batchv1alpha1.LockBusyReason, "lock payments:settlement is held by cluster-b/payments/daily-settlement-29123456-d4e5f6", now)
+				runcore.SetLockHeld(gj, batchv1alpha1.LockBusyReason, "lock payments:settlement is held by cluster-b/payments/daily-settlement-29123456-d4e5f6", now)
 			})
 			return gj
 		}, want{status: status.CurrentStatus}},
 		{"an unreachable store on an observed spec is Current: retrying fixes it", func() *batchv1alpha1.GuardedJob {
 			gj := reconciled(1)
-			pass(gj, nil, errStore, func(gj *batchv1alpha1.GuardedJob) { setStoreReachable(gj, errStore, now) })
+			pass(gj, nil, errStore, func(gj *batchv1alpha1.GuardedJob) { runcore.SetStoreReachable(gj, errStore, now) })
 			return gj
 		}, want{status: status.CurrentStatus}},
 		{"a new generation not yet seen by the manager is InProgress", func() *batchv1alpha1.GuardedJob {
@@ -116,7 +117,7 @@ func TestKstatus(t *testing.T) {
 		{"a new generation whose pass failed on the store is InProgress and Reconciling", func() *batchv1alpha1.GuardedJob {
 			gj := reconciled(1)
 			gj.Generation = 2
-			pass(gj, nil, errStore, func(gj *batchv1alpha1.GuardedJob) { setStoreReachable(gj, errStore, now) })
+			pass(gj, nil, errStore, func(gj *batchv1alpha1.GuardedJob) { runcore.SetStoreReachable(gj, errStore, now) })
 			return gj
 		}, want{status: status.InProgressStatus, reconcile: true}},
 		{"an invalid schedule is Failed", func() *batchv1alpha1.GuardedJob {
@@ -154,7 +155,7 @@ func TestKstatus(t *testing.T) {
 		{"a key of the wrong type found by an acquisition is Failed, and stays so on the next pass", func() *batchv1alpha1.GuardedJob {
 			gj := reconciled(1)
 			pass(gj, nil, nil, func(gj *batchv1alpha1.GuardedJob) {
-				setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, batchv1alpha1.StoreKeyWrongTypeReason, "payments:settlement holds a hash", now)
+				runcore.SetCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, batchv1alpha1.StoreKeyWrongTypeReason, "payments:settlement holds a hash", now)
 			})
 			pass(gj, nil, nil, nil)
 			return gj
@@ -162,9 +163,9 @@ func TestKstatus(t *testing.T) {
 		{"a key of the wrong type, fixed in the store, is Current after the next acquisition", func() *batchv1alpha1.GuardedJob {
 			gj := reconciled(1)
 			pass(gj, nil, nil, func(gj *batchv1alpha1.GuardedJob) {
-				setCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, batchv1alpha1.StoreKeyWrongTypeReason, "payments:settlement holds a hash", now)
+				runcore.SetCondition(gj, batchv1alpha1.ReadyCondition, metav1.ConditionFalse, batchv1alpha1.StoreKeyWrongTypeReason, "payments:settlement holds a hash", now)
 			})
-			pass(gj, nil, nil, func(gj *batchv1alpha1.GuardedJob) { setAcquired(gj, now); running(gj) })
+			pass(gj, nil, nil, func(gj *batchv1alpha1.GuardedJob) { runcore.SetAcquired(gj, now); running(gj) })
 			return gj
 		}, want{status: status.CurrentStatus}},
 	}
@@ -192,7 +193,7 @@ func TestKstatus(t *testing.T) {
 			res := kstatusOf(t, gj)
 			g.Expect(res.Status).To(Equal(tt.want.status), res.Message)
 
-			stalled := findCondition(gj.Status.Conditions, batchv1alpha1.StalledCondition)
+			stalled := runcore.FindCondition(gj.Status.Conditions, batchv1alpha1.StalledCondition)
 			if tt.want.stalled == "" {
 				g.Expect(stalled).To(BeNil())
 			} else {
@@ -200,10 +201,10 @@ func TestKstatus(t *testing.T) {
 				g.Expect(stalled.Status).To(Equal(metav1.ConditionTrue))
 				g.Expect(stalled.Reason).To(Equal(tt.want.stalled))
 				g.Expect(stalled.ObservedGeneration).To(Equal(gj.Generation))
-				g.Expect(res.Message).To(Equal(findCondition(gj.Status.Conditions, batchv1alpha1.ReadyCondition).Message),
+				g.Expect(res.Message).To(Equal(runcore.FindCondition(gj.Status.Conditions, batchv1alpha1.ReadyCondition).Message),
 					"the Failed message says what to fix")
 			}
-			reconciling := findCondition(gj.Status.Conditions, batchv1alpha1.ReconcilingCondition)
+			reconciling := runcore.FindCondition(gj.Status.Conditions, batchv1alpha1.ReconcilingCondition)
 			if tt.want.reconcile {
 				g.Expect(reconciling).NotTo(BeNil())
 				g.Expect(reconciling.Status).To(Equal(metav1.ConditionTrue))

@@ -8,11 +8,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 )
 
 // Occurrences done in any cluster (status.lastOccurrenceDone). Where the same
@@ -22,39 +22,13 @@ import (
 // winner still held the lock). Neither is a failure of the GuardedJob, and what
 // the alerts ask is whether the occurrence was done anywhere:
 //   - Skipped, already done: the acquisition read the marker's holder, and the
-//     occurrence is recorded done by it at once (noteOccurrenceDone).
+//     occurrence is recorded done by it at once (runcore.NoteOccurrenceDone).
 //   - Busy, held by a run of the GuardedJob of the same name in another
 //     cluster: that run's outcome is not known yet. Later passes read that
 //     run's occurrence's done-marker (watchOccurrence), each when the holder's
 //     lease would expire unless renewed (every lock.ttl at most), until the
 //     marker is there (done by its holder) or the key no longer holds that
 //     run (it ended without completing the occurrence: nothing is recorded).
-
-// noteOccurrenceDone records the occurrence of a run that ended as done: run to
-// success here, or Skipped because its done-marker named who had done it.
-func noteOccurrenceDone(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, heldBy string, now time.Time) {
-	switch {
-	case result == batchv1alpha1.RunResultSucceeded:
-		at := now
-		if t := gj.Status.LastSuccessfulTime; t != nil {
-			at = t.Time // the Job's completion, set by release just before
-		}
-		setOccurrenceDone(gj, run.ScheduledTime.Time, run.Holder, at)
-	case result == batchv1alpha1.RunResultSkipped && heldBy != "":
-		setOccurrenceDone(gj, run.ScheduledTime.Time, heldBy, now)
-	}
-}
-
-// setOccurrenceDone sets status.lastOccurrenceDone unless it already holds a
-// later occurrence (a backfilled one is older than the last scheduled one).
-func setOccurrenceDone(gj *batchv1alpha1.GuardedJob, scheduled time.Time, by string, at time.Time) {
-	if cur := gj.Status.LastOccurrenceDone; cur != nil && scheduled.Before(cur.ScheduledTime.Time) {
-		return
-	}
-	gj.Status.LastOccurrenceDone = &batchv1alpha1.OccurrenceDone{
-		ScheduledTime: metav1.NewTime(scheduled), By: by, At: metav1.NewTime(at),
-	}
-}
 
 // watchedOccurrence is the occurrence whose outcome the last run waits to learn:
 // the one the run of another cluster that held the lock (status.lastRun, Busy)
@@ -144,7 +118,7 @@ func (r *GuardedJobReconciler) watchOccurrence(ctx context.Context, s *scope, sp
 		s.requeueAfter(storeRetry)
 	case st.Done != "":
 		by := leasetoken.HolderOf(st.Done)
-		setOccurrenceDone(gj, w.scheduled, by, s.now)
+		runcore.SetOccurrenceDone(gj, w.scheduled, by, s.now)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.OccurrenceDoneElsewhereReason,
 			"Occurrence %s was done by %s (done-marker %s); run %s had found lock %s held by it",
 			w.scheduled.UTC().Format(time.RFC3339), by, w.marker, lr.JobName, lr.Key)

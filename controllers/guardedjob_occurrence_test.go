@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 )
 
 func TestPeerRunMinutes(t *testing.T) {
@@ -67,10 +68,10 @@ func TestNoteOccurrenceDone(t *testing.T) {
 			gj := &batchv1alpha1.GuardedJob{}
 			gj.Status.LastOccurrenceDone = tt.before
 			if tt.result == batchv1alpha1.RunResultSucceeded {
-				gj.Status.LastSuccessfulTime = ptrTime(completed)
+				gj.Status.LastSuccessfulTime = runcore.PtrTime(completed)
 			}
 			run := &batchv1alpha1.ActiveRun{ScheduledTime: metav1.NewTime(tt.at), Holder: "cluster-a/payments/settle-1-abc"}
-			noteOccurrenceDone(gj, run, tt.result, tt.heldBy, now)
+			runcore.NoteOccurrenceDone(gj, run, tt.result, tt.heldBy, now)
 			NewWithT(t).Expect(gj.Status.LastOccurrenceDone).To(Equal(tt.want))
 		})
 	}

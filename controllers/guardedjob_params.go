@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/runparams"
 	"github.com/guardedjob/guardedjob/internal/specerror"
 )
@@ -43,9 +44,9 @@ func (r *GuardedJobReconciler) refuseTriggerParameters(s *scope, value string, o
 	}
 	msg := fmt.Sprintf("run-now %s refused: %v", value, err)
 	answerTrigger(gj, value)
-	recordRun(gj, "", occurrence, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
-	syncRecent(gj, batchv1alpha1.TriggerRunNow)
-	noteRequest(gj, value)
+	runcore.RecordRun(gj, "", occurrence, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
+	runcore.SyncRecent(gj, batchv1alpha1.TriggerRunNow)
+	runcore.NoteRequest(gj, value)
 	s.requests.refuse(value, msg)
 	r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InvalidParametersReason, "%s", msg)
 	return true

@@ -12,6 +12,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/jobbuild"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 )
 
 // Queued Jobs. A run's lease is taken before its Job exists, so a Job that a
@@ -71,7 +72,7 @@ func (r *GuardedJobReconciler) noteQueued(s *scope, run *batchv1alpha1.ActiveRun
 		return c != nil && c.Status == corev1.ConditionTrue
 	}
 	if run.QueuedSince == nil {
-		run.QueuedSince = ptrTime(s.now)
+		run.QueuedSince = runcore.PtrTime(s.now)
 		queue := ""
 		if q := job.Labels[kueueQueueLabel]; q != "" {
 			queue = " " + q
@@ -100,12 +101,12 @@ func setQueued(gj *batchv1alpha1.GuardedJob, now time.Time) {
 		}
 	}
 	if len(jobs) == 0 {
-		if c := findCondition(gj.Status.Conditions, batchv1alpha1.QueuedCondition); c != nil && c.Status == metav1.ConditionTrue {
-			setCondition(gj, batchv1alpha1.QueuedCondition, metav1.ConditionFalse, batchv1alpha1.NotQueuedReason, "no run's Job waits in a queue", now)
+		if c := runcore.FindCondition(gj.Status.Conditions, batchv1alpha1.QueuedCondition); c != nil && c.Status == metav1.ConditionTrue {
+			runcore.SetCondition(gj, batchv1alpha1.QueuedCondition, metav1.ConditionFalse, batchv1alpha1.NotQueuedReason, "no run's Job waits in a queue", now)
 		}
 		return
 	}
 	msg := fmt.Sprintf("Job %s is suspended, waiting for its queue to start it (since %s); its run holds the lease meanwhile, and lock.maxHold counts",
 		strings.Join(jobs, ", "), since.UTC().Format(time.RFC3339))
-	setCondition(gj, batchv1alpha1.QueuedCondition, metav1.ConditionTrue, batchv1alpha1.JobQueuedReason, msg, now)
+	runcore.SetCondition(gj, batchv1alpha1.QueuedCondition, metav1.ConditionTrue, batchv1alpha1.JobQueuedReason, msg, now)
 }

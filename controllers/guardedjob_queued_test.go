@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 )
 
 func TestQueuedJob(t *testing.T) {
@@ -69,7 +70,7 @@ func TestPodStartFrom(t *testing.T) {
 
 func TestSetQueued(t *testing.T) {
 	now := time.Date(2026, 11, 30, 0, 5, 0, 0, time.UTC)
-	queued := batchv1alpha1.ActiveRun{JobName: "settle-1-abc", Phase: batchv1alpha1.RunPhaseRunning, QueuedSince: ptrTime(now.Add(-time.Minute))}
+	queued := batchv1alpha1.ActiveRun{JobName: "settle-1-abc", Phase: batchv1alpha1.RunPhaseRunning, QueuedSince: runcore.PtrTime(now.Add(-time.Minute))}
 	running := batchv1alpha1.ActiveRun{JobName: "settle-2-def", Phase: batchv1alpha1.RunPhaseRunning}
 	stopping := queued
 	stopping.Phase = batchv1alpha1.RunPhaseStopping
@@ -92,11 +93,11 @@ func TestSetQueued(t *testing.T) {
 			g := NewWithT(t)
 			gj := &batchv1alpha1.GuardedJob{}
 			if tt.before != "" {
-				setCondition(gj, batchv1alpha1.QueuedCondition, tt.before, batchv1alpha1.JobQueuedReason, "before", now.Add(-time.Hour))
+				runcore.SetCondition(gj, batchv1alpha1.QueuedCondition, tt.before, batchv1alpha1.JobQueuedReason, "before", now.Add(-time.Hour))
 			}
 			gj.Status.Active = tt.active
 			setQueued(gj, now)
-			c := findCondition(gj.Status.Conditions, batchv1alpha1.QueuedCondition)
+			c := runcore.FindCondition(gj.Status.Conditions, batchv1alpha1.QueuedCondition)
 			if tt.want == nil {
 				g.Expect(c).To(BeNil())
 				return

@@ -75,7 +75,7 @@ func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batch
 				"Job %s completed, but lock %s is held by %s: the done-marker was not written", run.JobName, run.Key, leasetoken.HolderOf(nh.Holder))
 		}
 	case errors.Is(err, lockclient.ErrStore):
-		setStoreReachable(gj, err, s.now)
+		runcore.SetStoreReachable(gj, err, s.now)
 		s.requeueAfter(storeRetry)
 		return nil
 	case err != nil:
@@ -90,22 +90,22 @@ func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batch
 		if nh == nil && !leaveToExpire && r.ownsRun(gj, run) && (!run.Unguarded || heldNow) {
 			r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.OccurrenceDoneReason, "Marked occurrence %s done", run.OccurrenceKey)
 		}
-		gj.Status.LastSuccessfulTime = ptrTime(r.successTime(ctx, gj.Namespace, run.JobName, s.now))
+		gj.Status.LastSuccessfulTime = runcore.PtrTime(r.successTime(ctx, gj.Namespace, run.JobName, s.now))
 	}
 	if released {
-		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.LockReleasedReason, "Released lock %s held by %s%s", run.Key, run.Holder, fenceSuffix(run.Fence))
-		setLock(gj, batchv1alpha1.LockStateFree, run.Key, "", 0)
+		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.LockReleasedReason, "Released lock %s held by %s%s", run.Key, run.Holder, runcore.FenceSuffix(run.Fence))
+		runcore.SetLock(gj, batchv1alpha1.LockStateFree, run.Key, "", 0)
 	}
-	end := releasedLease
+	end := runcore.Released
 	switch {
 	case !r.ownsRun(gj, run) || run.Unguarded && !heldNow:
-		end = neverHeld // not this manager's token, or it never took the key
+		end = runcore.NeverHeld // not this manager's token, or it never took the key
 	case leaveToExpire:
-		end = r.leftToExpire(run, s.now)
+		end = runcore.LeftToExpire(run, s.now, r.ClockSkew)
 	}
 	logStep(ctx, runcore.Finish, "job", run.JobName, "result", result)
-	finishRun(gj, *run, end, result, "", msg, s.now)
-	setLockHeld(gj, "", "", s.now)
+	runcore.FinishRun(gj, *run, end, result, "", msg, s.now)
+	runcore.SetLockHeld(gj, "", "", s.now)
 	return r.applyHistoryLimits(ctx, gj)
 }
 
@@ -149,7 +149,7 @@ func (r *GuardedJobReconciler) applyHistoryLimits(ctx context.Context, gj *batch
 	var succeeded, failed []*batchv1.Job
 	for i := range jobs {
 		j := &jobs[i]
-		if !j.DeletionTimestamp.IsZero() || runByName(gj, j.Name) != nil {
+		if !j.DeletionTimestamp.IsZero() || runcore.RunByName(gj, j.Name) != nil {
 			continue
 		}
 		switch kind, ok := jobFinished(j); {

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +15,7 @@ import (
 	"github.com/guardedjob/guardedjob/internal/due"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
@@ -32,9 +32,6 @@ type requestTarget struct {
 	keys      lockclient.Keys
 	store     *lockclient.Client
 }
-
-// maxRequestValue is the longest request value echoed into status.
-const maxRequestValue = 64
 
 // serveRequests answers the oldest open GuardedJobInspect and GuardedJobUnlock
 // (one of each per pass: the GuardedJob's status holds one answer of each), or
@@ -75,7 +72,7 @@ func (r *GuardedJobReconciler) inspectAsked(s *scope) *inspectAsk {
 		return &inspectAsk{value: req.RequestValue()}
 	}
 	value := s.gj.Annotations[batchv1alpha1.InspectNowAnnotation]
-	if value == "" || s.gj.Status.StoreView != nil && s.gj.Status.StoreView.Request == clip(value, maxRequestValue) {
+	if value == "" || s.gj.Status.StoreView != nil && s.gj.Status.StoreView.Request == runcore.Clip(value, runcore.MaxRequestValue) {
 		return nil
 	}
 	r.deprecatedAnnotation(s, batchv1alpha1.InspectNowAnnotation, value, "GuardedJobInspect")
@@ -108,12 +105,12 @@ func (r *GuardedJobReconciler) unlockAsked(s *scope) *unlockAsk {
 	}
 	ann := s.gj.Annotations
 	value := ann[batchv1alpha1.UnlockAnnotation]
-	if value == "" || s.gj.Status.LastUnlock != nil && s.gj.Status.LastUnlock.Request == clip(value, maxRequestValue) {
+	if value == "" || s.gj.Status.LastUnlock != nil && s.gj.Status.LastUnlock.Request == runcore.Clip(value, runcore.MaxRequestValue) {
 		return nil
 	}
 	r.deprecatedAnnotation(s, batchv1alpha1.UnlockAnnotation, value, "GuardedJobUnlock")
 	ask := &unlockAsk{value: value, key: ann[batchv1alpha1.UnlockKeyAnnotation], holder: ann[batchv1alpha1.UnlockHolderAnnotation],
-		label: batchv1alpha1.UnlockAnnotation + "=" + clip(value, maxRequestValue), keyField: batchv1alpha1.UnlockKeyAnnotation, holderField: batchv1alpha1.UnlockHolderAnnotation}
+		label: batchv1alpha1.UnlockAnnotation + "=" + runcore.Clip(value, runcore.MaxRequestValue), keyField: batchv1alpha1.UnlockKeyAnnotation, holderField: batchv1alpha1.UnlockHolderAnnotation}
 	ask.at, ask.bad = due.ParseRequestTime(value)
 	return ask
 }
@@ -181,7 +178,7 @@ func (r *GuardedJobReconciler) requestTargets(ctx context.Context, s *scope, spe
 // its call timeout gives an answer with the error.
 func (r *GuardedJobReconciler) answerInspect(ctx context.Context, s *scope, ask inspectAsk, targets []requestTarget, targetErr error) {
 	gj := s.gj
-	view := &batchv1alpha1.StoreView{Request: clip(ask.value, maxRequestValue), ObservedAt: metav1.Time{Time: s.now}}
+	view := &batchv1alpha1.StoreView{Request: runcore.Clip(ask.value, runcore.MaxRequestValue), ObservedAt: metav1.Time{Time: s.now}}
 	gj.Status.StoreView = view
 	if ask.bad != nil {
 		view.Error = ask.bad.Error()
@@ -256,9 +253,9 @@ func (r *GuardedJobReconciler) whose(gj *batchv1alpha1.GuardedJob, value string)
 func (r *GuardedJobReconciler) handleUnlock(ctx context.Context, s *scope, ask unlockAsk, targets []requestTarget, targetErr error) bool {
 	gj := s.gj
 	rec := &batchv1alpha1.UnlockRecord{
-		Request:    clip(ask.value, maxRequestValue),
-		Key:        clip(ask.key, lockclient.MaxKeyLength),
-		Holder:     clip(ask.holder, lockclient.MaxKeyLength),
+		Request:    runcore.Clip(ask.value, runcore.MaxRequestValue),
+		Key:        runcore.Clip(ask.key, lockclient.MaxKeyLength),
+		Holder:     runcore.Clip(ask.holder, lockclient.MaxKeyLength),
 		FinishedAt: metav1.Time{Time: s.now},
 	}
 	gj.Status.LastUnlock = rec
@@ -364,9 +361,9 @@ func (r *GuardedJobReconciler) liveHolder(ctx context.Context, s *scope, holder 
 			return fmt.Sprintf("the active run %s of this GuardedJob; delete its Job to stop the run (its lease is released once its Pods are gone)", run.JobName)
 		}
 	}
-	if rec := ledgerRecord(gj, holder); rec != nil && (rec.State == batchv1alpha1.LeaseLive ||
+	if rec := runcore.LedgerRecord(gj.Status.Leases, holder); rec != nil && (rec.State == batchv1alpha1.LeaseLive ||
 		rec.State == batchv1alpha1.LeaseLeftToExpire && rec.ExpiresBy != nil && s.now.Before(rec.ExpiresBy.Time)) {
-		return ledgerSays(gj, holder, s.now)
+		return runcore.LedgerSays(gj, holder, s.now)
 	}
 	for _, st := range r.Keeper.Snapshot() {
 		if leasetoken.HolderOf(st.Token) == holder && st.State != lockclient.StateLost {
@@ -388,18 +385,4 @@ func (r *GuardedJobReconciler) liveHolder(ctx context.Context, s *scope, holder 
 		return fmt.Sprintf("a run of this cluster whose Job %s/%s has not finished; delete that Job, or wait for it", job.Namespace, job.Name)
 	}
 	return ""
-}
-
-// clip shortens user input that status repeats to at most n bytes of valid
-// UTF-8, so that the value reads back from the API server exactly as written
-// (a request is answered once: when status repeats its value).
-func clip(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

@@ -33,16 +33,6 @@ func retryBusyUntil(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, 
 	return retryUntil(gj, run.ScheduledTime.Time, now), true
 }
 
-// noteRetry is told of every scheduled run that ends (noteRunEnd).
-func noteRetry(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, now time.Time) {
-	msg := ""
-	if lr := gj.Status.LastRun; lr != nil {
-		msg = clip(lr.Message, due.MaxRetryMessage)
-	}
-	sched, _ := schedule.Parse(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault())
-	due.NoteRetry(gj, sched, run, result, msg, now)
-}
-
 // startRetry starts the next try of the occurrence in status.retry when its
 // backoff has passed and no run is active (nor while suspended), or abandons
 // it once its tries have stopped: its until passed, a newer occurrence was

@@ -91,7 +91,7 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 		return r.openGate(ctx, s, run, job, store)
 	}
 	if r.noteQueued(s, run, job) { // suspended by a queue: podStartTimeout waits (guardedjob_queued.go)
-		setLockHeld(gj, "", "", s.now)
+		runcore.SetLockHeld(gj, "", "", s.now)
 		return nil
 	}
 	if err := r.openPodGates(ctx, s, run, job, store); err != nil || run.Phase != batchv1alpha1.RunPhaseRunning {
@@ -104,7 +104,7 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, msg, batchv1alpha1.PodStartTimeoutReason, batchv1alpha1.LockStateHeld, run.Holder)
 	}
 	r.watchRunLength(s, run, job)
-	setLockHeld(gj, "", "", s.now)
+	runcore.SetLockHeld(gj, "", "", s.now)
 	return nil
 }
 
@@ -313,9 +313,9 @@ func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *bat
 	if run.Unguarded {
 		r.event(s.gj, job, corev1.EventTypeWarning, batchv1alpha1.UnguardedReason, "Created Job %s without a lease (unfenced)", job.Name)
 	} else {
-		r.event(s.gj, job, corev1.EventTypeNormal, batchv1alpha1.JobCreatedReason, "Created Job %s%s", job.Name, fenceSuffix(run.Fence))
+		r.event(s.gj, job, corev1.EventTypeNormal, batchv1alpha1.JobCreatedReason, "Created Job %s%s", job.Name, runcore.FenceSuffix(run.Fence))
 	}
-	setLockHeld(s.gj, "", "", s.now)
+	runcore.SetLockHeld(s.gj, "", "", s.now)
 	return nil
 }
 

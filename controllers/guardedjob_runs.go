@@ -3,17 +3,16 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/due"
 	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/schedule"
 )
 
@@ -113,7 +112,7 @@ func (r *GuardedJobReconciler) trackRequest(gj *batchv1alpha1.GuardedJob, run *b
 func (r *GuardedJobReconciler) observeRuns(ctx context.Context, s *scope) error {
 	runs := append([]batchv1alpha1.ActiveRun(nil), s.gj.Status.Active...)
 	for i := range runs {
-		run := runByName(s.gj, runs[i].JobName)
+		run := runcore.RunByName(s.gj, runs[i].JobName)
 		if run == nil {
 			continue
 		}
@@ -140,7 +139,7 @@ func (r *GuardedJobReconciler) advanceRun(ctx context.Context, s *scope, run *ba
 		msg := fmt.Sprintf("run %s was recorded by cluster %q for object %s; it is not resumed here and its lease is left alone", run.JobName, run.Cluster, run.OwnerUID)
 		switch run.Phase {
 		case batchv1alpha1.RunPhaseAcquiring:
-			finishRun(s.gj, *run, neverHeld, batchv1alpha1.RunResultFailed, "", msg, s.now)
+			runcore.FinishRun(s.gj, *run, runcore.NeverHeld, batchv1alpha1.RunResultFailed, "", msg, s.now)
 			return nil
 		case batchv1alpha1.RunPhaseRunning:
 			if err := r.beginStop(s, run, batchv1alpha1.RunResultFailed, msg, batchv1alpha1.StaleJobReason, batchv1alpha1.LockStateLost, ""); err != nil {
@@ -153,7 +152,7 @@ func (r *GuardedJobReconciler) advanceRun(ctx context.Context, s *scope, run *ba
 		// The run's store cannot be resolved (its Secret changed or is gone
 		// since the run started): its lease can be neither renewed nor
 		// released, so its Pods are stopped and the lease is left to expire.
-		setStoreReachable(s.gj, err, s.now)
+		runcore.SetStoreReachable(s.gj, err, s.now)
 		return r.orphanedStore(ctx, s, run, err)
 	}
 	switch run.Phase {
@@ -174,7 +173,7 @@ func (r *GuardedJobReconciler) orphanedStore(ctx context.Context, s *scope, run 
 	msg := "the run's store cannot be resolved: " + cause.Error()
 	switch run.Phase {
 	case batchv1alpha1.RunPhaseAcquiring:
-		finishRun(s.gj, *run, r.leftToExpire(run, s.now), batchv1alpha1.RunResultStoreUnavailable, "", msg, s.now)
+		runcore.FinishRun(s.gj, *run, runcore.LeftToExpire(run, s.now, r.ClockSkew), batchv1alpha1.RunResultStoreUnavailable, "", msg, s.now)
 		return nil
 	case batchv1alpha1.RunPhaseRunning:
 		return r.beginStop(s, run, batchv1alpha1.RunResultStoreUnavailable, msg, batchv1alpha1.StoreUnavailableReason, batchv1alpha1.LockStateStoreDown, "")
@@ -188,17 +187,10 @@ func (r *GuardedJobReconciler) orphanedStore(ctx context.Context, s *scope, run 
 			return err
 		}
 		r.Keeper.Untrack(run.Token)
-		finishRun(s.gj, *run, r.leftToExpire(run, s.now), batchv1alpha1.RunResultStoreUnavailable, "", msg+"; the lease was left to expire", s.now)
+		runcore.FinishRun(s.gj, *run, runcore.LeftToExpire(run, s.now, r.ClockSkew), batchv1alpha1.RunResultStoreUnavailable, "", msg+"; the lease was left to expire", s.now)
 		return nil
 	}
 }
-
-func ptrTime(t time.Time) *metav1.Time {
-	mt := metav1.NewTime(t)
-	return &mt
-}
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // markerTTLFor is the done-marker lifetime of an occurrence: until the latest
 // start of it any cluster running this spec may make (a schedule that no longer

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
@@ -52,11 +53,11 @@ func TestTheSuspendedConditionSaysWhoSuspendedWhyAndUntilWhen(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			setSuspendedCondition(tt.gj, schedNow)
-			setReady(tt.gj, nil, schedNow)
-			c := findCondition(tt.gj.Status.Conditions, batchv1alpha1.SuspendedCondition)
+			runcore.SetSuspendedCondition(tt.gj, schedNow)
+			runcore.SetReady(tt.gj, nil, schedNow)
+			c := runcore.FindCondition(tt.gj.Status.Conditions, batchv1alpha1.SuspendedCondition)
 			g.Expect(c).To(PointTo(And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", tt.reason), HaveField("Message", tt.msg))))
-			g.Expect(findCondition(tt.gj.Status.Conditions, batchv1alpha1.ReadyCondition)).To(PointTo(And(
+			g.Expect(runcore.FindCondition(tt.gj.Status.Conditions, batchv1alpha1.ReadyCondition)).To(PointTo(And(
 				HaveField("Status", metav1.ConditionTrue), HaveField("Reason", batchv1alpha1.SuspendedReason), HaveField("Message", tt.msg))),
 				"Ready says the same, for Argo CD's Suspended health")
 		})
@@ -64,10 +65,10 @@ func TestTheSuspendedConditionSaysWhoSuspendedWhyAndUntilWhen(t *testing.T) {
 	t.Run("a suspension that ended says it resumed", func(t *testing.T) {
 		g := NewWithT(t)
 		gj := suspendedObject(&batchv1alpha1.SuspendNote{By: "alice"})
-		setSuspendedCondition(gj, schedNow)
+		runcore.SetSuspendedCondition(gj, schedNow)
 		gj.Spec.Suspend, gj.Spec.SuspendNote = ptr.To(false), nil
-		setSuspendedCondition(gj, schedNow.Add(time.Hour))
-		g.Expect(findCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition)).To(PointTo(And(
+		runcore.SetSuspendedCondition(gj, schedNow.Add(time.Hour))
+		g.Expect(runcore.FindCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition)).To(PointTo(And(
 			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", batchv1alpha1.ResumedReason),
 			HaveField("Message", "resumed at 2026-11-30T11:00:00Z: spec.suspend is false and no pause holds"))))
 		g.Expect(gj.Status.Suspended).To(BeFalse())
@@ -75,13 +76,13 @@ func TestTheSuspendedConditionSaysWhoSuspendedWhyAndUntilWhen(t *testing.T) {
 	t.Run("spec.suspend whose until passed schedules runs again, and says the manifest still suspends it", func(t *testing.T) {
 		g := NewWithT(t)
 		gj := suspendedObject(&batchv1alpha1.SuspendNote{By: "alice", Until: &until})
-		setSuspendedCondition(gj, schedNow)
+		runcore.SetSuspendedCondition(gj, schedNow)
 		g.Expect(gj.Status.Suspended).To(BeTrue())
 		after := until.Add(time.Minute)
 		g.Expect(gj.SuspendedAt(after)).To(BeFalse())
-		setSuspendedCondition(gj, after)
+		runcore.SetSuspendedCondition(gj, after)
 		g.Expect(gj.Status.Suspended).To(BeFalse())
-		g.Expect(findCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition)).To(PointTo(And(
+		g.Expect(runcore.FindCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition)).To(PointTo(And(
 			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", batchv1alpha1.SuspendExpiredReason),
 			HaveField("Message", ContainSubstring("spec.suspend is still true: set it to false in the manifest")))))
 		g.Expect(gj.Spec.Suspended()).To(BeTrue(), "spec is the manifest's: never written")
@@ -90,28 +91,28 @@ func TestTheSuspendedConditionSaysWhoSuspendedWhyAndUntilWhen(t *testing.T) {
 		g := NewWithT(t)
 		gj := suspendedObject(&batchv1alpha1.SuspendNote{Reason: "from Git"})
 		gj.Status.Pause = &batchv1alpha1.Pause{SuspendNote: batchv1alpha1.SuspendNote{By: batchv1alpha1.FailurePolicySuspender, Reason: "2 runs in a row failed"}}
-		setSuspendedCondition(gj, schedNow)
-		g.Expect(findCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition)).To(PointTo(And(
+		runcore.SetSuspendedCondition(gj, schedNow)
+		g.Expect(runcore.FindCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition)).To(PointTo(And(
 			HaveField("Reason", batchv1alpha1.SuspendRequestedReason), HaveField("Message", "suspended: no new runs are scheduled: from Git"))))
-		g.Expect(findCondition(gj.Status.Conditions, batchv1alpha1.PausedCondition)).To(PointTo(And(
+		g.Expect(runcore.FindCondition(gj.Status.Conditions, batchv1alpha1.PausedCondition)).To(PointTo(And(
 			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", batchv1alpha1.TooManyFailuresReason))))
 		// The manifest resumes; the pause still holds.
 		gj.Spec.Suspend, gj.Spec.SuspendNote = ptr.To(false), nil
-		setSuspendedCondition(gj, schedNow.Add(time.Minute))
+		runcore.SetSuspendedCondition(gj, schedNow.Add(time.Minute))
 		g.Expect(gj.Status.Suspended).To(BeTrue())
-		g.Expect(findCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition)).To(PointTo(And(
+		g.Expect(runcore.FindCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition)).To(PointTo(And(
 			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", batchv1alpha1.TooManyFailuresReason))))
 	})
 	t.Run("a GuardedJob never suspended has no Suspended condition", func(t *testing.T) {
 		gj := suspendedObject(nil)
 		gj.Spec.Suspend = nil
-		setSuspendedCondition(gj, schedNow)
-		NewWithT(t).Expect(findCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition)).To(BeNil())
+		runcore.SetSuspendedCondition(gj, schedNow)
+		NewWithT(t).Expect(runcore.FindCondition(gj.Status.Conditions, batchv1alpha1.SuspendedCondition)).To(BeNil())
 	})
 	t.Run("a note on a GuardedJob that is not suspended is not shown", func(t *testing.T) {
 		gj := suspendedObject(&batchv1alpha1.SuspendNote{By: "alice"})
 		gj.Spec.Suspend = ptr.To(false)
-		NewWithT(t).Expect(suspendedMessage(gj, schedNow)).To(Equal("suspended: no new runs are scheduled"))
+		NewWithT(t).Expect(runcore.SuspendedMessage(gj, schedNow)).To(Equal("suspended: no new runs are scheduled"))
 	})
 }
 
@@ -123,17 +124,17 @@ func TestKstatusOfSuspensionsAndParameters(t *testing.T) {
 		suspendedObject(&batchv1alpha1.SuspendNote{By: "alice", Reason: "db migration"}),
 		pausedObject(&batchv1alpha1.Pause{SuspendNote: batchv1alpha1.SuspendNote{By: batchv1alpha1.FailurePolicySuspender, Reason: "3 failed"}}),
 	} {
-		setReady(gj, nil, schedNow)
-		setSuspendedCondition(gj, schedNow)
+		runcore.SetReady(gj, nil, schedNow)
+		runcore.SetSuspendedCondition(gj, schedNow)
 		gj.Status.ObservedGeneration = gj.Generation
-		setKstatus(gj, schedNow)
+		runcore.SetKstatus(gj, schedNow)
 		NewWithT(t).Expect(kstatusOf(t, gj).Status).To(Equal(status.CurrentStatus), "%+v", gj.Status.Conditions)
 	}
 	gj := suspendedObject(nil)
 	gj.Spec.Suspend = nil
-	setReady(gj, specerror.Errorf(batchv1alpha1.InvalidParametersReason, "spec.parameters X: pattern \"(\" is not a regular expression"), schedNow)
+	runcore.SetReady(gj, specerror.Errorf(batchv1alpha1.InvalidParametersReason, "spec.parameters X: pattern \"(\" is not a regular expression"), schedNow)
 	gj.Status.ObservedGeneration = gj.Generation
-	setKstatus(gj, schedNow)
+	runcore.SetKstatus(gj, schedNow)
 	NewWithT(t).Expect(kstatusOf(t, gj).Status).To(Equal(status.FailedStatus))
 }
 
@@ -172,7 +173,7 @@ func TestFailedRunsInARow(t *testing.T) {
 					run.StopCause = string(batchv1alpha1.FailureJobFailed) // the Job failed on its own
 				}
 				gj.Status.Active = []batchv1alpha1.ActiveRun{run}
-				finishRun(gj, run, neverHeld, res, "", "", schedNow)
+				runcore.FinishRun(gj, run, runcore.NeverHeld, res, "", "", schedNow)
 			}
 			NewWithT(t).Expect(gj.Status.ConsecutiveFailures).To(Equal(tt.want))
 		})
@@ -192,7 +193,7 @@ func TestABackfillCountsHowEachOccurrenceEnded(t *testing.T) {
 	end := func(gj *batchv1alpha1.GuardedJob, at metav1.Time, result batchv1alpha1.RunResult, heldBy string) {
 		run := batchv1alpha1.ActiveRun{JobName: "j-" + at.Format("1504"), ScheduledTime: at, Backfill: request}
 		gj.Status.Active = append(gj.Status.Active, run)
-		finishRun(gj, run, neverHeld, result, heldBy, "", schedNow)
+		runcore.FinishRun(gj, run, runcore.NeverHeld, result, heldBy, "", schedNow)
 	}
 	tests := []struct {
 		name    string
@@ -234,7 +235,7 @@ func TestABackfillCountsHowEachOccurrenceEnded(t *testing.T) {
 	t.Run("the waits of an occurrence that stays busy double up to lock.busyRetry.max", func(t *testing.T) {
 		gj := object()
 		for _, want := range []time.Duration{10 * time.Second, 20 * time.Second, 30 * time.Second, 30 * time.Second} {
-			w := backfillRetryWait(gj, int32(want/(10*time.Second)))
+			w := runcore.BackfillRetryWait(gj, int32(want/(10*time.Second)), "a-token")
 			NewWithT(t).Expect(w).To(And(BeNumerically(">=", want), BeNumerically("<=", want+want/2)))
 		}
 	})
@@ -242,7 +243,7 @@ func TestABackfillCountsHowEachOccurrenceEnded(t *testing.T) {
 		gj := object()
 		run := batchv1alpha1.ActiveRun{JobName: "old", ScheduledTime: t1, Backfill: "2026-11-29T00:00:00Z"}
 		gj.Status.Active = []batchv1alpha1.ActiveRun{run}
-		finishRun(gj, run, neverHeld, batchv1alpha1.RunResultSucceeded, "", "", schedNow)
+		runcore.FinishRun(gj, run, runcore.NeverHeld, batchv1alpha1.RunResultSucceeded, "", "", schedNow)
 		NewWithT(t).Expect(gj.Status.Backfill.Succeeded).To(BeZero())
 	})
 	t.Run("a cancelled backfill counts its runs that end but tries none again", func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 )
 
 // beginStop marks a run Stopping. The stop controller deletes its Job and Pods;
@@ -20,12 +21,12 @@ func (r *GuardedJobReconciler) beginStop(s *scope, run *batchv1alpha1.ActiveRun,
 	run.Phase = batchv1alpha1.RunPhaseStopping
 	setStop(run, result, msg)
 	run.StopCause = reason
-	setLock(s.gj, lock, run.Key, holder, run.Fence)
+	runcore.SetLock(s.gj, lock, run.Key, holder, run.Fence)
 	eventType := corev1.EventTypeWarning
 	if result == batchv1alpha1.RunResultFailed && reason == batchv1alpha1.JobDeletedReason {
 		eventType = corev1.EventTypeNormal
 	}
-	setLockHeld(s.gj, reason, msg, s.now)
+	runcore.SetLockHeld(s.gj, reason, msg, s.now)
 	r.event(s.gj, nil, eventType, reason, "Stopping %s: %s", run.JobName, msg)
 	r.pokeStopper(s.gj.Namespace, run.JobName)
 	return nil

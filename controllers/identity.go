@@ -327,7 +327,7 @@ func (r *GuardedJobReconciler) duplicateIdentity(s *scope) bool {
 		return false
 	}
 	msg := r.duplicateMessage(other, store)
-	setNotReady(s.gj, batchv1alpha1.DuplicateClusterNameReason, msg, s.now)
+	runcore.SetNotReady(s.gj, batchv1alpha1.DuplicateClusterNameReason, msg, s.now)
 	r.warnOnce(s, batchv1alpha1.DuplicateClusterNameReason, msg)
 	s.requeueAfter(r.Identity.interval)
 	return true

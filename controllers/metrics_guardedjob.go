@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 )
 
 // Per-GuardedJob metrics. Their only labels are the object's namespace and name
@@ -294,7 +295,7 @@ func (c *guardedJobCollector) Collect(ch chan<- prometheus.Metric) {
 		if st.ConsecutiveFailures > 0 {
 			ch <- gaugeOf(failedInARowDesc, float64(st.ConsecutiveFailures), obj)
 		}
-		if p := st.Pause; p != nil && pauseReason(p) == batchv1alpha1.TooManyFailuresReason {
+		if p := st.Pause; p != nil && runcore.PauseReason(p) == batchv1alpha1.TooManyFailuresReason {
 			ch <- gaugeOf(suspendedAfterFailuresDesc, 1, obj)
 		}
 		var state batchv1alpha1.LockState

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/schedule"
 )
 
@@ -256,7 +257,7 @@ func (r *GuardedJobReconciler) writeRequest(ctx context.Context, s *scope, obj c
 // its phase.
 func setRequestConditions(conds *[]metav1.Condition, gen int64, phase batchv1alpha1.RequestPhase, result, msg string, now time.Time) {
 	set := func(t string, st metav1.ConditionStatus, reason string) {
-		c := metav1.Condition{Type: t, Status: st, Reason: reason, Message: clip(msg, 1024), ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now)}
+		c := metav1.Condition{Type: t, Status: st, Reason: reason, Message: runcore.Clip(msg, 1024), ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now)}
 		if old := meta.FindStatusCondition(*conds, t); old != nil && old.Status == st {
 			c.LastTransitionTime = old.LastTransitionTime
 		}
@@ -367,14 +368,6 @@ func recentFor(gj *batchv1alpha1.GuardedJob, value string) *batchv1alpha1.Recent
 	return find(gj.Status.RecentRuns, func(r *batchv1alpha1.RecentRun) string { return r.Request }, value)
 }
 
-// noteRequest records, in status.recentRuns' newest entry, the request that
-// the outcome recordRun just wrote answers.
-func noteRequest(gj *batchv1alpha1.GuardedJob, value string) {
-	if len(gj.Status.RecentRuns) > 0 {
-		gj.Status.RecentRuns[0].Request = clip(value, maxRequestValue)
-	}
-}
-
 // answerTrigger records that a run-now value was handled. An annotation's value
 // goes to status.lastRunNow (the annotation stays on the object); a request
 // object's is recorded by its run or its outcome instead, so that it never
@@ -438,7 +431,7 @@ func (r *GuardedJobReconciler) orphanRequests(ctx context.Context, key types.Nam
 func (r *GuardedJobReconciler) deprecatedAnnotation(s *scope, annotation, value, kind string) {
 	r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.DeprecatedAnnotationReason,
 		"%s=%s was handled, but request annotations are deprecated and will be removed: create a %s instead (kubectl guardedjob uses one); see docs/upgrade.md",
-		annotation, clip(value, maxRequestValue), kind)
+		annotation, runcore.Clip(value, runcore.MaxRequestValue), kind)
 }
 
 // serveBackfillObjects starts the oldest open GuardedJobBackfill when no

@@ -210,7 +210,7 @@ func (r *StopReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	if runByName(gj, job.Name) == nil {
+	if runcore.RunByName(gj, job.Name) == nil {
 		return r.unclaimed(ctx, gj, job)
 	}
 	grace, step := r.decide(gj, job)
@@ -257,7 +257,7 @@ func (r *StopReconciler) handoverStop(job *batchv1.Job) (grace time.Duration, st
 // (or reached its self-fence deadline) its Job was deleted. Both times are on
 // the wall clock the keeper runs on.
 func (r *StopReconciler) observeStopLatency(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) {
-	token := runByName(gj, job.Name).Token
+	token := runcore.RunByName(gj, job.Name).Token
 	st, ok := r.Keeper.Get(token)
 	if !ok || !r.firstStop(token) {
 		return
@@ -306,7 +306,7 @@ func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.Guarde
 				return ctrl.Result{}, err
 			}
 			u.DeliverOwner(runcore.OwnerView{Found: err == nil, UID: string(fresh.UID),
-				Claims: err == nil && runByName(fresh, job.Name) != nil, InShard: err == nil && inShard(r.Selector, fresh)})
+				Claims: err == nil && runcore.RunByName(fresh, job.Name) != nil, InShard: err == nil && inShard(r.Selector, fresh)})
 			continue
 		case runcore.ReadJob:
 			err := r.readLive(ctx, job)
@@ -324,7 +324,7 @@ func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.Guarde
 		case runcore.Stop:
 			if job.DeletionTimestamp.IsZero() && r.Recorder != nil {
 				why := "status lost or restored from a backup?"
-				if says := ledgerSays(fresh, job.Annotations[batchv1alpha1.HolderAnnotation], r.clock().Now()); says != "" {
+				if says := runcore.LedgerSays(fresh, job.Annotations[batchv1alpha1.HolderAnnotation], r.clock().Now()); says != "" {
 					why = "status.leases has " + says
 				}
 				r.Recorder.Eventf(fresh, job, corev1.EventTypeWarning, batchv1alpha1.StaleJobReason, batchv1alpha1.StaleJobReason,
@@ -419,7 +419,7 @@ func podGraceOf(job *batchv1.Job) time.Duration {
 // "" when it does not stop.
 func (r *StopReconciler) decide(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) (time.Duration, runcore.Step) {
 	podGrace := gj.Spec.PodGracePeriod()
-	run := runByName(gj, job.Name)
+	run := runcore.RunByName(gj, job.Name)
 	if st, ok := r.Keeper.Get(run.Token); ok {
 		switch {
 		case st.State == lockclient.StateLost:

@@ -16,6 +16,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/specerror"
 	"github.com/guardedjob/guardedjob/internal/storeconfig"
 )
@@ -218,14 +219,14 @@ func (r *GuardedJobReconciler) setStoreSafe(ctx context.Context, gj *batchv1alph
 	}
 	switch v.safe {
 	case lockclient.Yes:
-		setCondition(gj, batchv1alpha1.StoreSafeCondition, metav1.ConditionTrue, batchv1alpha1.SafeConfigurationReason, "the store does not evict keys and persists them", now)
+		runcore.SetCondition(gj, batchv1alpha1.StoreSafeCondition, metav1.ConditionTrue, batchv1alpha1.SafeConfigurationReason, "the store does not evict keys and persists them", now)
 	case lockclient.No:
 		reason := batchv1alpha1.PersistenceDisabledReason
 		if strings.HasPrefix(v.reason, "maxmemory-policy") {
 			reason = batchv1alpha1.EvictionEnabledReason
 		}
-		setCondition(gj, batchv1alpha1.StoreSafeCondition, metav1.ConditionFalse, reason, v.reason, now)
+		runcore.SetCondition(gj, batchv1alpha1.StoreSafeCondition, metav1.ConditionFalse, reason, v.reason, now)
 	default:
-		setCondition(gj, batchv1alpha1.StoreSafeCondition, metav1.ConditionUnknown, batchv1alpha1.ConfigUnknownReason, v.reason, now)
+		runcore.SetCondition(gj, batchv1alpha1.StoreSafeCondition, metav1.ConditionUnknown, batchv1alpha1.ConfigUnknownReason, v.reason, now)
 	}
 }

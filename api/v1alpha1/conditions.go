@@ -118,6 +118,20 @@ const (
 	TriggerRetry = "retry"
 )
 
+// Trigger says what started a run (TriggerEnv's value): a backfill, a run-now,
+// a retry of its occurrence, or the schedule.
+func (r *ActiveRun) Trigger() string {
+	switch {
+	case r.Backfill != "":
+		return TriggerBackfill
+	case r.RunNow != "":
+		return TriggerRunNow
+	case r.Retry > 0:
+		return TriggerRetry
+	}
+	return TriggerSchedule
+}
+
 // Condition types.
 const (
 	// ReadyCondition is True when the spec is valid and the GuardedJob schedules runs

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
-	"github.com/guardedjob/guardedjob/internal/jobbuild"
 	"github.com/guardedjob/guardedjob/internal/schedule"
 )
 
@@ -83,7 +82,7 @@ func historyCmd(ctx context.Context, o *options, name string, now time.Time) err
 			fenceText(r.Fence), ago(r.FinishedAt, now), oneLine(why))
 	}
 	for _, a := range gj.Status.Active {
-		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", local(&a.ScheduledTime), "(active: "+string(a.Phase)+")", jobbuild.TriggerOf(&a), a.JobName,
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", local(&a.ScheduledTime), "(active: "+string(a.Phase)+")", a.Trigger(), a.JobName,
 			fenceText(a.Fence), "-", "")
 	}
 	if len(recent) == 0 && len(gj.Status.Active) == 0 {

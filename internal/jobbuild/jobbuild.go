@@ -205,7 +205,7 @@ func OccurrenceEnv(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) [
 		// A zone the spec no longer names validly: the run still gets UTC.
 		loc, zone = time.UTC, "UTC"
 	}
-	trigger, request := TriggerOf(run), ""
+	trigger, request := run.Trigger(), ""
 	switch trigger {
 	case batchv1alpha1.TriggerBackfill:
 		request = run.Backfill
@@ -223,20 +223,6 @@ func OccurrenceEnv(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) [
 		{Name: batchv1alpha1.TriggerEnv, Value: trigger},
 		{Name: batchv1alpha1.RequestEnv, Value: request},
 	}
-}
-
-// TriggerOf says what started a run: a backfill, a run-now, a retry of its
-// occurrence, or the schedule.
-func TriggerOf(run *batchv1alpha1.ActiveRun) string {
-	switch {
-	case run.Backfill != "":
-		return batchv1alpha1.TriggerBackfill
-	case run.RunNow != "":
-		return batchv1alpha1.TriggerRunNow
-	case run.Retry > 0:
-		return batchv1alpha1.TriggerRetry
-	}
-	return batchv1alpha1.TriggerSchedule
 }
 
 // setEnv sets name=value on c, replacing a variable of that name.

@@ -47,17 +47,6 @@ func Adoptable(leases []batchv1alpha1.LeaseRecord, run *batchv1alpha1.ActiveRun,
 	return ""
 }
 
-// LedgerRecord returns the record of a holder in the lease ledger
-// (status.leases), or nil.
-func LedgerRecord(leases []batchv1alpha1.LeaseRecord, holder string) *batchv1alpha1.LeaseRecord {
-	for i := range leases {
-		if leases[i].Holder == holder {
-			return &leases[i]
-		}
-	}
-	return nil
-}
-
 // RecordAdopted is step adopt's record in status: run, whose Job waited at its gate and
 // may be adopted, becomes an active run (in place of recorded, the run status
 // records without its Job, when there is one). Status takes what the run's start

@@ -34,7 +34,7 @@ func TestTakeUpOnlyAnOrphanNoRecordKnows(t *testing.T) {
 	other := id
 	other.Cluster = "cluster-b"
 	foreign, _ := mint(other)
-	// What the lease ledger says of a holder (the controllers' ledgerSays).
+	// What the lease ledger says of a holder (LedgerSays).
 	rec := func(says string) func(string) string {
 		return func(h string) string {
 			if h == holder {

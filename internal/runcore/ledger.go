@@ -1,4 +1,4 @@
-package controllers
+package runcore
 
 import (
 	"fmt"
@@ -9,7 +9,6 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
-	"github.com/guardedjob/guardedjob/internal/runcore"
 )
 
 // The lease ledger (status.leases) is the one record of whose a token in the
@@ -21,47 +20,47 @@ import (
 //
 // A run's lease enters the ledger Live when its intent is recorded (from then on
 // the key may hold its token), and leaves Live when the run ends, in the same
-// status write, with what became of it (leaseEnd).
+// status write, with what became of it (LeaseEnd).
 
-// ledgerRetention is how long a lease that ended stays in the ledger after its
+// LedgerRetention is how long a lease that ended stays in the ledger after its
 // key stopped holding, or could last hold, the run's token.
-const ledgerRetention = 10 * time.Minute
+const LedgerRetention = 10 * time.Minute
 
 // ledgerMax is the most leases the ledger keeps (the schema's bound).
 const ledgerMax = 32
 
-// leaseEnd is what became of a run's lease when the run ended.
-type leaseEnd struct {
-	state batchv1alpha1.LeaseState
-	// expiresBy is, for LeftToExpire, the latest time the key can hold the token.
-	expiresBy time.Time
+// LeaseEnd is what became of a run's lease when the run ended.
+type LeaseEnd struct {
+	State batchv1alpha1.LeaseState
+	// ExpiresBy is, for LeftToExpire, the latest time the key can hold the token.
+	ExpiresBy time.Time
 }
 
-// neverHeld: the run's token never held its key (the acquisition found it busy,
+// NeverHeld: the run's token never held its key (the acquisition found it busy,
 // or the run was never this manager's to acquire): the entry goes.
-var neverHeld = leaseEnd{}
+var NeverHeld = LeaseEnd{}
 
-// releasedLease: the key was deleted, or was found gone or another holder's.
-var releasedLease = leaseEnd{state: batchv1alpha1.LeaseReleased}
+// Released: the key was deleted, or was found gone or another holder's.
+var Released = LeaseEnd{State: batchv1alpha1.LeaseReleased}
 
-// leftToExpire is the end of a lease that may still hold the run's token, for up
+// LeftToExpire is the end of a lease that may still hold the run's token, for up
 // to the run's own ttl from now (a renewal sent a moment ago extends it that
-// far) plus the clock-skew allowance, since other replicas compare expiresBy
+// far) plus the clock-skew allowance, since other replicas compare ExpiresBy
 // with their clocks.
-func (r *GuardedJobReconciler) leftToExpire(run *batchv1alpha1.ActiveRun, now time.Time) leaseEnd {
-	by := now.Add(run.TTL.Duration + r.ClockSkew)
+func LeftToExpire(run *batchv1alpha1.ActiveRun, now time.Time, clockSkew time.Duration) LeaseEnd {
+	by := now.Add(run.TTL.Duration + clockSkew)
 	if t := by.Truncate(time.Second); t.Before(by) {
 		by = t.Add(time.Second) // status keeps seconds: round up, never down
 	}
-	return leaseEnd{state: batchv1alpha1.LeaseLeftToExpire, expiresBy: by}
+	return LeaseEnd{State: batchv1alpha1.LeaseLeftToExpire, ExpiresBy: by}
 }
 
-// recordLease enters a run's lease into the ledger as Live.
-func recordLease(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, now time.Time) {
+// RecordLease enters a run's lease into the ledger as Live.
+func RecordLease(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, now time.Time) {
 	if run.Holder == "" {
 		return
 	}
-	rec := batchv1alpha1.LeaseRecord{Holder: run.Holder, Key: run.Key, State: batchv1alpha1.LeaseLive, Since: ptrTime(now)}
+	rec := batchv1alpha1.LeaseRecord{Holder: run.Holder, Key: run.Key, State: batchv1alpha1.LeaseLive, Since: PtrTime(now)}
 	if i := slices.IndexFunc(gj.Status.Leases, func(l batchv1alpha1.LeaseRecord) bool { return l.Holder == run.Holder }); i >= 0 {
 		gj.Status.Leases[i] = rec
 	} else {
@@ -70,19 +69,19 @@ func recordLease(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, now
 	pruneLeases(gj, now)
 }
 
-// endLease records what became of an ended run's lease.
-func endLease(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, end leaseEnd, now time.Time) {
+// EndLease records what became of an ended run's lease.
+func EndLease(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, end LeaseEnd, now time.Time) {
 	i := slices.IndexFunc(gj.Status.Leases, func(l batchv1alpha1.LeaseRecord) bool { return l.Holder == run.Holder })
 	switch {
-	case end.state == "":
+	case end.State == "":
 		if i >= 0 {
 			gj.Status.Leases = slices.Delete(gj.Status.Leases, i, i+1)
 		}
 	case run.Holder == "":
 	default:
-		rec := batchv1alpha1.LeaseRecord{Holder: run.Holder, Key: run.Key, State: end.state, Since: ptrTime(now)}
-		if !end.expiresBy.IsZero() {
-			rec.ExpiresBy = &metav1.Time{Time: end.expiresBy}
+		rec := batchv1alpha1.LeaseRecord{Holder: run.Holder, Key: run.Key, State: end.State, Since: PtrTime(now)}
+		if !end.ExpiresBy.IsZero() {
+			rec.ExpiresBy = &metav1.Time{Time: end.ExpiresBy}
 		}
 		if i >= 0 {
 			gj.Status.Leases[i] = rec
@@ -99,7 +98,7 @@ func endLease(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, end le
 func pruneLeases(gj *batchv1alpha1.GuardedJob, now time.Time) {
 	kept := gj.Status.Leases[:0]
 	for _, l := range gj.Status.Leases {
-		if l.State == batchv1alpha1.LeaseLive || now.Before(leaseGoneAt(l).Add(ledgerRetention)) {
+		if l.State == batchv1alpha1.LeaseLive || now.Before(leaseGoneAt(l).Add(LedgerRetention)) {
 			kept = append(kept, l)
 		}
 	}
@@ -133,14 +132,20 @@ func leaseGoneAt(l batchv1alpha1.LeaseRecord) time.Time {
 	return time.Time{}
 }
 
-// ledgerRecord returns the ledger's record of a holder, or nil.
-func ledgerRecord(gj *batchv1alpha1.GuardedJob, holder string) *batchv1alpha1.LeaseRecord {
-	return runcore.LedgerRecord(gj.Status.Leases, holder)
+// LedgerRecord returns the record of a holder in the lease ledger
+// (status.leases), or nil.
+func LedgerRecord(leases []batchv1alpha1.LeaseRecord, holder string) *batchv1alpha1.LeaseRecord {
+	for i := range leases {
+		if leases[i].Holder == holder {
+			return &leases[i]
+		}
+	}
+	return nil
 }
 
-// ledgerSays describes what the ledger knows of a holder, for a message, or "".
-func ledgerSays(gj *batchv1alpha1.GuardedJob, holder string, now time.Time) string {
-	rec := ledgerRecord(gj, holder)
+// LedgerSays describes what the ledger knows of a holder, for a message, or "".
+func LedgerSays(gj *batchv1alpha1.GuardedJob, holder string, now time.Time) string {
+	rec := LedgerRecord(gj.Status.Leases, holder)
 	if rec == nil {
 		return ""
 	}

@@ -1,6 +1,7 @@
-package controllers
+package runcore
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,20 +21,20 @@ func TestRecentRunsKeepTheLastTenOutcomesNewestFirst(t *testing.T) {
 	t0 := time.Date(2026, 12, 4, 23, 5, 0, 0, time.UTC)
 	for i := range 12 {
 		at := t0.Add(time.Duration(i) * time.Hour)
-		run := batchv1alpha1.ActiveRun{JobName: "nightly-" + itoa(int64(i)), ScheduledTime: metav1.NewTime(at), Key: "team-a:nightly", Fence: int64(i + 1)}
+		run := batchv1alpha1.ActiveRun{JobName: "nightly-" + strconv.Itoa(i), ScheduledTime: metav1.NewTime(at), Key: "team-a:nightly", Fence: int64(i + 1)}
 		if i%2 == 1 {
 			run.RunNow = at.Format(time.RFC3339)
 		}
 		gj.Status.Active = append(gj.Status.Active, run)
-		finishRun(gj, run, neverHeld, batchv1alpha1.RunResultSucceeded, "", "the Job completed", at.Add(time.Minute))
+		FinishRun(gj, run, NeverHeld, batchv1alpha1.RunResultSucceeded, "", "the Job completed", at.Add(time.Minute))
 	}
-	recordRun(gj, "", t0.Add(12*time.Hour), "team-a:nightly", 0, false, batchv1alpha1.RunResultBusy, "cluster-b/team-a/nightly-1-abc", strings.Repeat("m", 1000), t0.Add(12*time.Hour))
-	syncRecent(gj, batchv1alpha1.TriggerSchedule)
+	RecordRun(gj, "", t0.Add(12*time.Hour), "team-a:nightly", 0, false, batchv1alpha1.RunResultBusy, "cluster-b/team-a/nightly-1-abc", strings.Repeat("m", 1000), t0.Add(12*time.Hour))
+	SyncRecent(gj, batchv1alpha1.TriggerSchedule)
 
 	recent := gj.Status.RecentRuns
 	g.Expect(recent).To(HaveLen(10))
 	g.Expect(recent[0]).To(And(HaveField("Result", batchv1alpha1.RunResultBusy), HaveField("HeldBy", "cluster-b/team-a/nightly-1-abc"),
-		HaveField("Trigger", "schedule"), HaveField("Message", HaveLen(maxRecentMessage+3))))
+		HaveField("Trigger", "schedule"), HaveField("Message", HaveLen(MaxRecentMessage+3))))
 	g.Expect(recent[1]).To(And(HaveField("JobName", "nightly-11"), HaveField("Fence", int64(12)), HaveField("Trigger", "run-now"),
 		HaveField("Result", batchv1alpha1.RunResultSucceeded), HaveField("Message", "the Job completed")))
 	g.Expect(recent[2]).To(And(HaveField("JobName", "nightly-10"), HaveField("Trigger", "schedule")))
