@@ -295,44 +295,6 @@ func waitedBusy(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) bool
 	return gj.Spec.Lock.OnBusyOrDefault() == batchv1alpha1.OnBusyRetry && l != nil && l.Key == run.Key && l.State == batchv1alpha1.LockStateBusy
 }
 
-// runDueTime is when a run was due: its scheduled time, or a run-now trigger's
-// time (its start deadline less startingDeadlineSeconds, as recorded at intent).
-func runDueTime(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) time.Time {
-	if run.StartDeadline == nil {
-		return run.ScheduledTime.Time
-	}
-	return run.StartDeadline.Add(-gj.Spec.StartingDeadline())
-}
-
-// skipLate ends a run that is past its starting deadline without a Job: it was
-// never attempted in time, or it holds a lease but its Job was not created in
-// time. It is Skipped, and any lease it may hold is released.
-func (r *GuardedJobReconciler) skipLate(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client, msg string) error {
-	note, end := r.releaseUnconfirmed(ctx, s.gj, run, store, s.now)
-	runcore.FinishRun(s.gj, *run, end, batchv1alpha1.RunResultSkipped, "", msg+note, s.now)
-	runcore.SetLockHeld(s.gj, "", "", s.now)
-	r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.StartingDeadlineExceededReason, "Skipped %s: %s", run.JobName, msg)
-	return nil
-}
-
-// releaseUnconfirmed releases a lease a run without a Job may hold (an
-// acquisition whose reply was lost, or one that succeeded too late) and stops
-// tracking it. If the store does not answer, the key expires on its own: nobody
-// renews it. It returns a note for the run's message, or "", and the lease's end.
-func (r *GuardedJobReconciler) releaseUnconfirmed(ctx context.Context, gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, now time.Time) (string, runcore.LeaseEnd) {
-	if !r.ownsRun(gj, run) {
-		return "", runcore.NeverHeld
-	}
-	if err := r.Keeper.Quiesce(ctx, run.Token); err != nil {
-		return "; its lease, if taken, expires on its own", runcore.LeftToExpire(run, now, r.ClockSkew)
-	}
-	r.Keeper.Untrack(run.Token)
-	if err := store.Release(ctx, leaseOf(run)); err != nil && !errors.Is(err, lockclient.ErrNotHeld) {
-		return "; its lease, if taken, expires on its own (the lock store did not answer the release)", runcore.LeftToExpire(run, now, r.ClockSkew)
-	}
-	return "", runcore.Released
-}
-
 // acquireStep names an acquisition as the model does: for a run-now request, or
 // for the schedule (or a backfill, a buffered or retried occurrence).
 func acquireStep(run *batchv1alpha1.ActiveRun) runcore.Step {

@@ -94,22 +94,6 @@ func (r *GuardedJobReconciler) acceptBackfill(s *scope, spec *compiledSpec, valu
 	return newBackfill(s, spec, value, from, to, parallelism)
 }
 
-// newBackfill checks a backfill's range against the schedule and returns its
-// initial state.
-func newBackfill(s *scope, spec *compiledSpec, value string, from, to time.Time, parallelism int32) (*batchv1alpha1.BackfillStatus, error) {
-	rng, err := schedule.CheckBackfill(spec.rules.Schedule, s.gj.Spec.Schedule, from, to, s.now, batchv1alpha1.MaxBackfillOccurrences)
-	if err != nil {
-		return nil, err
-	}
-	return &batchv1alpha1.BackfillStatus{
-		Request: runcore.Clip(value, runcore.MaxRequestValue), From: metav1.Time{Time: rng.From}, To: metav1.Time{Time: rng.To},
-		Parallelism: parallelism, State: batchv1alpha1.BackfillRunning,
-		Total: int32(rng.Count), Remaining: int32(rng.Count), //nolint:gosec // at most 1000
-		Next: &metav1.Time{Time: rng.First}, StartedAt: metav1.Time{Time: s.now},
-		Message: "accepted",
-	}, nil
-}
-
 // parseParallelism reads the backfill-parallelism annotation: empty is 1.
 func parseParallelism(v string) (int32, error) {
 	if v == "" {
@@ -259,4 +243,49 @@ func nilIfEmpty[T any](s []T) []T {
 		return nil
 	}
 	return s
+}
+
+// serveBackfillObjects starts the oldest open GuardedJobBackfill when no
+// backfill runs, cancels the running one when its request asks, and cancels
+// or refuses requests that cannot start. Requests start one at a time, in the
+// order they were created, and only once every earlier one is answered as
+// finished: a backfill's final counts are copied to its request before
+// status.backfill is taken by the next.
+func (r *GuardedJobReconciler) serveBackfillObjects(s *scope, spec *compiledSpec) {
+	gj, set := s.gj, s.requests
+	if set == nil {
+		return
+	}
+	for _, req := range set.backfills {
+		value := req.RequestValue()
+		if req.Status.Phase.Final() || !req.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if b := gj.Status.Backfill; b != nil && b.Request == value {
+			if req.Spec.Cancel && b.State == batchv1alpha1.BackfillRunning {
+				r.cancelBackfill(s, b)
+			}
+			return // its answer follows status.backfill; the next waits for it
+		}
+		if req.Status.AcceptedAt != nil {
+			return // accepted, and its final state is not written to it yet
+		}
+		if req.Spec.Cancel {
+			set.refuse(value, "cancelled before it started")
+			continue
+		}
+		if backfillRunning(gj) {
+			return // waits for the running backfill
+		}
+		b, err := r.acceptBackfillObject(s, spec, req, value)
+		if err != nil {
+			set.refuse(value, err.Error())
+			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.BackfillRefusedReason, "Refused GuardedJobBackfill %s: %v", req.Name, err)
+			continue
+		}
+		gj.Status.Backfill = b
+		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.BackfillStartedReason, "Backfill %s (GuardedJobBackfill %s): %d occurrence(s) from %s to %s, %d at a time",
+			value, req.Name, b.Total, b.From.UTC().Format(time.RFC3339), b.To.UTC().Format(time.RFC3339), b.Parallelism)
+		return
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	"github.com/guardedjob/guardedjob/internal/jobbuild"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/runcore"
+	"github.com/guardedjob/guardedjob/internal/runtoken"
 )
 
 // The Job-first order: a run's Job is created right after its acquisition,
@@ -334,4 +336,40 @@ func (r *GuardedJobReconciler) deleteUnadopted(ctx context.Context, s *scope, jo
 	r.event(s.gj, job, corev1.EventTypeWarning, batchv1alpha1.StaleJobReason,
 		"Deleted Job %s, which was created before its run was recorded and never started: %s", job.Name, why)
 	return false, nil
+}
+
+// runFromSpec is what the spec says a run of the occurrence at scheduled holds
+// (its keys, store and lease timing), before it has a token, a Job or a phase:
+// the snapshot a run takes when it starts, and what a run found elsewhere (a
+// Job's annotation, which anyone who may create Jobs can write) must match. The
+// keys are checked against the namespace's grants. Errors are
+// *specerror.Error, or store errors.
+func (r *GuardedJobReconciler) runFromSpec(gj *batchv1alpha1.GuardedJob, spec *compiledSpec, scheduled time.Time) (batchv1alpha1.ActiveRun, error) {
+	keys, err := spec.keys(r, gj, scheduled)
+	if err != nil {
+		return batchv1alpha1.ActiveRun{}, err
+	}
+	return batchv1alpha1.ActiveRun{
+		ScheduledTime:      metav1.Time{Time: scheduled},
+		Key:                keys.Lock,
+		OccurrenceKey:      keys.Occurrence,
+		FenceKey:           keys.Fence,
+		Store:              spec.store.Identity(),
+		Cluster:            r.ClusterName,
+		OwnerUID:           gj.UID,
+		TTL:                metav1.Duration{Duration: gj.Spec.Lock.TTLOrDefault()},
+		RenewInterval:      metav1.Duration{Duration: gj.Spec.Lock.RenewIntervalOrDefault()},
+		MaxHold:            metav1.Duration{Duration: gj.Spec.Lock.MaxHoldOrDefault()},
+		EnvName:            gj.Spec.Fencing.EnvNameOrDefault(),
+		FencingPolicy:      gj.Spec.Fencing.PolicyOrDefault(),
+		StoreFailurePolicy: gj.Spec.Lock.StoreFailurePolicyOrDefault(),
+		PodGuard:           spec.guard.DeepCopy(),
+	}, nil
+}
+
+// runIdentity is what a run's token is minted for: this cluster, the object and
+// the occurrence, and what started the run.
+func (r *GuardedJobReconciler) runIdentity(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) runtoken.Run {
+	return runtoken.Run{Cluster: r.ClusterName, Namespace: gj.Namespace, Name: gj.Name, UID: string(gj.UID),
+		Occurrence: run.ScheduledTime.Time, Start: runcore.StartOf(run)}
 }

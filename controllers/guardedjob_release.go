@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/jobbuild"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/runcore"
@@ -207,4 +208,185 @@ func sortJobsByAge(jobs []*batchv1.Job) {
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
+}
+
+// beginStop marks a run Stopping. The stop controller deletes its Job and Pods;
+// the lease is kept (and renewed, where still ours) until the Pods are gone.
+func (r *GuardedJobReconciler) beginStop(s *scope, run *batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, msg, reason string, lock batchv1alpha1.LockState, holder string) error {
+	run.Phase = batchv1alpha1.RunPhaseStopping
+	setStop(run, result, msg)
+	run.StopCause = reason
+	runcore.SetLock(s.gj, lock, run.Key, holder, run.Fence)
+	eventType := corev1.EventTypeWarning
+	if result == batchv1alpha1.RunResultFailed && reason == batchv1alpha1.JobDeletedReason {
+		eventType = corev1.EventTypeNormal
+	}
+	runcore.SetLockHeld(s.gj, reason, msg, s.now)
+	r.event(s.gj, nil, eventType, reason, "Stopping %s: %s", run.JobName, msg)
+	r.pokeStopper(s.gj.Namespace, run.JobName)
+	return nil
+}
+
+// setStop records how a run ends: the result it ends with, and why.
+func setStop(run *batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, msg string) {
+	run.StopResult = result
+	run.StopReason = string(result) + ": " + msg
+}
+
+// stopOf returns the result a run ends with and why. A run recorded by an older
+// manager has only the text.
+func stopOf(run *batchv1alpha1.ActiveRun) (batchv1alpha1.RunResult, string) {
+	text, msg, _ := strings.Cut(run.StopReason, ": ")
+	if run.StopResult != "" {
+		return run.StopResult, msg
+	}
+	return batchv1alpha1.RunResult(text), msg
+}
+
+// stopping waits until the run's Pods are gone (the stop controller deletes them),
+// then releases.
+func (r *GuardedJobReconciler) stopping(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
+	r.track(s.gj, run, store, resumed)
+	remaining, err := r.podsLeft(ctx, s.gj.Namespace, run.JobName)
+	if err != nil {
+		return err
+	}
+	if remaining == 0 {
+		// Releasing lets another holder start: make sure no Pod is left that the
+		// cache has not seen yet.
+		if remaining, err = r.podsLeftUncached(ctx, s.gj.Namespace, run.JobName); err != nil {
+			return err
+		}
+	}
+	if remaining > 0 {
+		s.requeueAfter(activeResync)
+		return nil
+	}
+	job, err := r.getJobConfirmed(ctx, s.gj.Namespace, run.JobName)
+	if err != nil {
+		return err
+	}
+	if job != nil && job.DeletionTimestamp.IsZero() {
+		if _, done := jobFinished(job); !done {
+			return nil // the stop controller has not deleted the Job yet
+		}
+	}
+	run.Phase = batchv1alpha1.RunPhaseReleasing
+	return r.release(ctx, s, run, store)
+}
+
+// podsLeft counts the Pods of a Job that still exist.
+func (r *GuardedJobReconciler) podsLeft(ctx context.Context, namespace, jobName string) (int, error) {
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels{batchv1.JobNameLabel: jobName}); err != nil {
+		return 0, fmt.Errorf("list pods of job %s: %w", jobName, err)
+	}
+	return len(pods.Items), nil
+}
+
+// podsLeftUncached counts the Pods of a Job as the API server sees them.
+func (r *GuardedJobReconciler) podsLeftUncached(ctx context.Context, namespace, jobName string) (int, error) {
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels{batchv1.JobNameLabel: jobName}); err != nil {
+		return 0, fmt.Errorf("list pods of job %s: %w", jobName, err)
+	}
+	return len(pods.Items), nil
+}
+
+// getJobConfirmed reads a Job from the cache and, when the cache does not have it,
+// from the API server: a Job created moments ago may not have reached the cache,
+// and releasing a lease on a cached "not found" would let its Pods run unguarded.
+// It returns nil when the Job does not exist.
+func (r *GuardedJobReconciler) getJobConfirmed(ctx context.Context, namespace, name string) (*batchv1.Job, error) {
+	job := &batchv1.Job{}
+	key := client.ObjectKey{Namespace: namespace, Name: name}
+	err := r.Get(ctx, key, job)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, key, job)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get job %s: %w", name, err)
+	}
+	return job, nil
+}
+
+// skipLate ends a run that is past its starting deadline without a Job: it was
+// never attempted in time, or it holds a lease but its Job was not created in
+// time. It is Skipped, and any lease it may hold is released.
+func (r *GuardedJobReconciler) skipLate(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client, msg string) error {
+	note, end := r.releaseUnconfirmed(ctx, s.gj, run, store, s.now)
+	runcore.FinishRun(s.gj, *run, end, batchv1alpha1.RunResultSkipped, "", msg+note, s.now)
+	runcore.SetLockHeld(s.gj, "", "", s.now)
+	r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.StartingDeadlineExceededReason, "Skipped %s: %s", run.JobName, msg)
+	return nil
+}
+
+// jobFinished returns Complete or Failed once the Job controller has set it.
+// SuccessCriteriaMet and FailureTarget are not enough: Pods may still run.
+func jobFinished(job *batchv1.Job) (batchv1.JobConditionType, bool) {
+	for _, c := range job.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return c.Type, true
+		}
+	}
+	return "", false
+}
+
+// guardedEndUnclean says whether a guarded run must leave its lease to expire
+// instead of releasing it (runcore.LeaveToExpire), reading the Job of its name
+// from the cache and, when the cache does not show it, from the API server.
+func (r *GuardedJobReconciler) guardedEndUnclean(ctx context.Context, namespace string, run *batchv1alpha1.ActiveRun) (bool, error) {
+	var view runcore.RunJobView
+	if run.PodGuard != nil { // nothing to read for a run without a pod guard
+		job, err := r.getJobConfirmed(ctx, namespace, run.JobName)
+		if err != nil {
+			return false, err
+		}
+		view = jobView(job, runcore.ReadLive) // a miss is the API server's (getJobConfirmed)
+	}
+	return runcore.LeaveToExpire(run, view), nil
+}
+
+// releaseUnconfirmed releases a lease a run without a Job may hold (an
+// acquisition whose reply was lost, or one that succeeded too late) and stops
+// tracking it. If the store does not answer, the key expires on its own: nobody
+// renews it. It returns a note for the run's message, or "", and the lease's end.
+func (r *GuardedJobReconciler) releaseUnconfirmed(ctx context.Context, gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, now time.Time) (string, runcore.LeaseEnd) {
+	if !r.ownsRun(gj, run) {
+		return "", runcore.NeverHeld
+	}
+	if err := r.Keeper.Quiesce(ctx, run.Token); err != nil {
+		return "; its lease, if taken, expires on its own", runcore.LeftToExpire(run, now, r.ClockSkew)
+	}
+	r.Keeper.Untrack(run.Token)
+	if err := store.Release(ctx, leaseOf(run)); err != nil && !errors.Is(err, lockclient.ErrNotHeld) {
+		return "; its lease, if taken, expires on its own (the lock store did not answer the release)", runcore.LeftToExpire(run, now, r.ClockSkew)
+	}
+	return "", runcore.Released
+}
+
+// readRunJob reads the Job of a run's name from reader (the cache or the API
+// server) into job, and says what it found.
+func readRunJob(ctx context.Context, reader client.Reader, namespace, name string, job *batchv1.Job, read runcore.JobRead) (runcore.RunJobView, error) {
+	err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, job)
+	switch {
+	case apierrors.IsNotFound(err):
+		return runcore.RunJobView{Read: read}, nil
+	case err != nil:
+		return runcore.RunJobView{}, fmt.Errorf("get job %s: %w", name, err)
+	}
+	return jobView(job, read), nil
+}
+
+// jobView is what the core is told of a Job read from read (nil: none).
+func jobView(job *batchv1.Job, read runcore.JobRead) runcore.RunJobView {
+	if job == nil {
+		return runcore.RunJobView{Read: read}
+	}
+	finished, _ := jobFinished(job)
+	return runcore.RunJobView{Read: read, Exists: true, UID: job.UID, Finished: finished,
+		Deleting: !job.DeletionTimestamp.IsZero(), Gated: jobbuild.Gated(job), PodsFailed: job.Status.Failed > 0}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -12,8 +13,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/calibration"
@@ -22,7 +25,10 @@ import (
 	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/podguard"
 	"github.com/guardedjob/guardedjob/internal/runcore"
+	"github.com/guardedjob/guardedjob/internal/specerror"
+	"github.com/guardedjob/guardedjob/internal/storeconfig"
 )
 
 // running creates the run's Job if it does not exist yet, and moves the run on
@@ -90,7 +96,7 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 	if jobbuild.Gated(job) {
 		return r.openGate(ctx, s, run, job, store)
 	}
-	if r.noteQueued(s, run, job) { // suspended by a queue: podStartTimeout waits (guardedjob_queued.go)
+	if r.noteQueued(s, run, job) { // suspended by a queue: podStartTimeout waits
 		runcore.SetLockHeld(gj, "", "", s.now)
 		return nil
 	}
@@ -106,29 +112,6 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 	r.watchRunLength(s, run, job)
 	runcore.SetLockHeld(gj, "", "", s.now)
 	return nil
-}
-
-// readRunJob reads the Job of a run's name from reader (the cache or the API
-// server) into job, and says what it found.
-func readRunJob(ctx context.Context, reader client.Reader, namespace, name string, job *batchv1.Job, read runcore.JobRead) (runcore.RunJobView, error) {
-	err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, job)
-	switch {
-	case apierrors.IsNotFound(err):
-		return runcore.RunJobView{Read: read}, nil
-	case err != nil:
-		return runcore.RunJobView{}, fmt.Errorf("get job %s: %w", name, err)
-	}
-	return jobView(job, read), nil
-}
-
-// jobView is what the core is told of a Job read from read (nil: none).
-func jobView(job *batchv1.Job, read runcore.JobRead) runcore.RunJobView {
-	if job == nil {
-		return runcore.RunJobView{Read: read}
-	}
-	finished, _ := jobFinished(job)
-	return runcore.RunJobView{Read: read, Exists: true, UID: job.UID, Finished: finished,
-		Deleting: !job.DeletionTimestamp.IsZero(), Gated: jobbuild.Gated(job), PodsFailed: job.Status.Failed > 0}
 }
 
 // leaseView is what the keeper reports of a run's lease, and the keeper's
@@ -417,17 +400,6 @@ func (r *GuardedJobReconciler) adoptJob(ctx context.Context, s *scope, run *batc
 	return r.beginStop(s, run, batchv1alpha1.RunResultFailed, msg, batchv1alpha1.StaleJobReason, batchv1alpha1.LockStateHeld, run.Holder)
 }
 
-// jobFinished returns Complete or Failed once the Job controller has set it.
-// SuccessCriteriaMet and FailureTarget are not enough: Pods may still run.
-func jobFinished(job *batchv1.Job) (batchv1.JobConditionType, bool) {
-	for _, c := range job.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return c.Type, true
-		}
-	}
-	return "", false
-}
-
 func jobFailureMessage(job *batchv1.Job) string {
 	for _, c := range job.Status.Conditions {
 		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
@@ -446,4 +418,286 @@ func heldByOr(holder, gone string) string {
 		return "it is held by " + holder
 	}
 	return gone
+}
+
+// Queued Jobs. A run's lease is taken before its Job exists, so a Job that a
+// queue keeps suspended (a template with suspend: true, Kueue) holds the lease,
+// renewed, while no Pod runs; lock.maxHold counts from the acquisition as
+// always. What changes is lock.podStartTimeout: no Pod can start before the
+// queue starts the Job, so it counts from when the Job was last resumed. A Job
+// suspended at the manager's own start gate (jobbuild.Gated) waits for the
+// manager, not for a queue, and is never reported queued.
+
+// kueueQueueLabel names a Job's Kueue LocalQueue; shown in the JobQueued event.
+const kueueQueueLabel = "kueue.x-k8s.io/queue-name"
+
+// queuedJob says whether a Job waits for a queue to start it: suspended, and
+// not at the manager's start gate.
+func queuedJob(job *batchv1.Job) bool {
+	return ptr.Deref(job.Spec.Suspend, false) && !jobbuild.Gated(job)
+}
+
+// jobCondition returns a Job's condition of type typ, or nil.
+func jobCondition(job *batchv1.Job, typ batchv1.JobConditionType) *batchv1.JobCondition {
+	for i := range job.Status.Conditions {
+		if job.Status.Conditions[i].Type == typ {
+			return &job.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// podStartFrom is when lock.podStartTimeout starts counting for a Job: its
+// creation or, for a Job that was suspended and resumed since, when the Job
+// controller resumed it (its Suspended condition turned False, and it set
+// status.startTime anew), whichever is later.
+func podStartFrom(job *batchv1.Job) time.Time {
+	from := job.CreationTimestamp.Time
+	if c := jobCondition(job, batchv1.JobSuspended); c != nil && c.Status == corev1.ConditionFalse {
+		if c.LastTransitionTime.After(from) {
+			from = c.LastTransitionTime.Time
+		}
+		if st := job.Status.StartTime; st != nil && st.After(from) {
+			from = st.Time
+		}
+	}
+	return from
+}
+
+// noteQueued records whether a running run's Job waits in a queue
+// (status.active[].queuedSince, and the Normal event JobQueued when it starts
+// to), and says whether lock.podStartTimeout must not count now: while the Job
+// is queued, and after its queue resumed it until the Job controller has seen
+// that (its Suspended condition is still True; it then sets the time the
+// timeout counts from).
+func (r *GuardedJobReconciler) noteQueued(s *scope, run *batchv1alpha1.ActiveRun, job *batchv1.Job) bool {
+	if !queuedJob(job) {
+		run.QueuedSince = nil
+		c := jobCondition(job, batchv1.JobSuspended)
+		return c != nil && c.Status == corev1.ConditionTrue
+	}
+	if run.QueuedSince == nil {
+		run.QueuedSince = runcore.PtrTime(s.now)
+		queue := ""
+		if q := job.Labels[kueueQueueLabel]; q != "" {
+			queue = " " + q
+		}
+		r.event(s.gj, job, corev1.EventTypeNormal, batchv1alpha1.JobQueuedReason,
+			"Job %s is suspended, waiting for its queue%s to start it: the run holds its lease %s meanwhile; lock.maxHold %s counts from the lease's acquisition, lock.podStartTimeout from when the queue starts the Job",
+			job.Name, queue, run.Key, run.MaxHold.Duration)
+	}
+	return true
+}
+
+// setQueued derives the Queued condition from the active runs: True while the
+// Job of a running run waits in a queue, False once none does (absent on a
+// GuardedJob whose Jobs were never queued).
+func setQueued(gj *batchv1alpha1.GuardedJob, now time.Time) {
+	var jobs []string
+	var since *metav1.Time
+	for i := range gj.Status.Active {
+		run := &gj.Status.Active[i]
+		if run.Phase != batchv1alpha1.RunPhaseRunning || run.QueuedSince == nil {
+			continue
+		}
+		jobs = append(jobs, run.JobName)
+		if since == nil || run.QueuedSince.Before(since) {
+			since = run.QueuedSince
+		}
+	}
+	if len(jobs) == 0 {
+		if c := runcore.FindCondition(gj.Status.Conditions, batchv1alpha1.QueuedCondition); c != nil && c.Status == metav1.ConditionTrue {
+			runcore.SetCondition(gj, batchv1alpha1.QueuedCondition, metav1.ConditionFalse, batchv1alpha1.NotQueuedReason, "no run's Job waits in a queue", now)
+		}
+		return
+	}
+	msg := fmt.Sprintf("Job %s is suspended, waiting for its queue to start it (since %s); its run holds the lease meanwhile, and lock.maxHold counts",
+		strings.Join(jobs, ", "), since.UTC().Format(time.RFC3339))
+	runcore.SetCondition(gj, batchv1alpha1.QueuedCondition, metav1.ConditionTrue, batchv1alpha1.JobQueuedReason, msg, now)
+}
+
+// Lease calibration: the rules are in internal/calibration; the reconciler records
+// each finished run's duration and emits the events they call for.
+
+// recordRunDuration adds a finished run's duration to status.runDurations, says so
+// with RunUnusuallyLong if the run was unusually long and not yet warned about,
+// and updates MaxHoldAtRisk.
+func (r *GuardedJobReconciler) recordRunDuration(s *scope, run *batchv1alpha1.ActiveRun, d time.Duration) {
+	gj := s.gj
+	r.warnUnusuallyLong(s, run, d)
+	gj.Status.RunDurations = calibration.WithDuration(gj.Status.RunDurations, d)
+	r.setMaxHoldAtRisk(s)
+}
+
+// watchRunLength warns, once per run, when a run still going has lasted
+// unusually long, and otherwise makes sure the pass looks again when it would.
+func (r *GuardedJobReconciler) watchRunLength(s *scope, run *batchv1alpha1.ActiveRun, job *batchv1.Job) {
+	if run.UnusuallyLong || job.Status.StartTime == nil {
+		return
+	}
+	limit, ok := calibration.UnusuallyLongAfter(s.gj.Status.RunDurations)
+	if !ok {
+		return
+	}
+	elapsed := s.now.Sub(job.Status.StartTime.Time)
+	if elapsed <= limit {
+		s.requeueAt(job.Status.StartTime.Add(limit + time.Second))
+		return
+	}
+	r.warnUnusuallyLong(s, run, elapsed)
+}
+
+// warnUnusuallyLong emits RunUnusuallyLong once per run when elapsed is over the
+// limit the recorded durations set.
+func (r *GuardedJobReconciler) warnUnusuallyLong(s *scope, run *batchv1alpha1.ActiveRun, elapsed time.Duration) {
+	limit, ok := calibration.UnusuallyLongAfter(s.gj.Status.RunDurations)
+	if !ok || run.UnusuallyLong || elapsed <= limit {
+		return
+	}
+	run.UnusuallyLong = true
+	rd := s.gj.Status.RunDurations
+	r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.RunUnusuallyLongReason,
+		"Job %s has run for %s, over %d times the p99 (%s) of the last %d runs; lock.maxHold is %s",
+		run.JobName, elapsed.Round(time.Second), batchv1alpha1.UnusuallyLongFactor, rd.P99.Duration, rd.Count, run.MaxHold.Duration)
+}
+
+// setMaxHoldAtRisk sets MaxHoldAtRisk from status.runDurations and the current
+// lock.maxHold (so raising maxHold clears it at once), with a Warning event when it
+// turns True. Without recorded durations the condition is absent.
+func (r *GuardedJobReconciler) setMaxHoldAtRisk(s *scope) {
+	gj := s.gj
+	rd := gj.Status.RunDurations
+	if rd == nil || rd.Count == 0 || rd.P99 == nil {
+		return
+	}
+	maxHold := gj.Spec.Lock.MaxHoldOrDefault()
+	// The condition as this pass has it: it may have been set earlier in the pass.
+	wasAtRisk := false
+	if c := runcore.FindCondition(gj.Status.Conditions, batchv1alpha1.MaxHoldAtRiskCondition); c != nil {
+		wasAtRisk = c.Status == metav1.ConditionTrue
+	}
+	if !calibration.MaxHoldAtRisk(rd, maxHold) {
+		runcore.SetCondition(gj, batchv1alpha1.MaxHoldAtRiskCondition, metav1.ConditionFalse, batchv1alpha1.RunDurationWithinMaxHoldReason,
+			fmt.Sprintf("the p99 of the last %d run durations is %s, within %d%% of lock.maxHold %s", rd.Count, rd.P99.Duration, batchv1alpha1.MaxHoldAtRiskPercent, maxHold), s.now)
+		return
+	}
+	msg := fmt.Sprintf("the p99 of the last %d run durations is %s, over %d%% of lock.maxHold %s: a slightly longer run will be stopped at maxHold; raise lock.maxHold or make the runs shorter",
+		rd.Count, rd.P99.Duration, batchv1alpha1.MaxHoldAtRiskPercent, maxHold)
+	runcore.SetCondition(gj, batchv1alpha1.MaxHoldAtRiskCondition, metav1.ConditionTrue, batchv1alpha1.RunDurationNearMaxHoldReason, msg, s.now)
+	if !wasAtRisk {
+		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.RunDurationNearMaxHoldReason, "%s", msg)
+	}
+}
+
+// The pod guard (lock.podGuard, docs/pod-guard.md) from the manager's side: it
+// checks the spec, snapshots the guard into each run at intent time (the Job
+// builder adds the sidecar), notices when a guard has stopped its workload, and
+// decides whether a guarded run's lease may be released when the run ends.
+
+// compilePodGuard checks lock.podGuard and returns the guard a run would get now,
+// or nil when the object has none. Errors are *specerror.Error.
+func (r *GuardedJobReconciler) compilePodGuard(ctx context.Context, gj *batchv1alpha1.GuardedJob) (*batchv1alpha1.RunPodGuard, error) {
+	pg := gj.Spec.Lock.PodGuard
+	if pg == nil {
+		return nil, nil
+	}
+	if r.GuardImage == "" {
+		return nil, specerror.Errorf(batchv1alpha1.PodGuardUnavailableReason,
+			"lock.podGuard is set, but this manager does not know the guard's image: run it with --guard-image (or GUARDEDJOB_GUARD_IMAGE), or in a Pod with POD_NAME and POD_NAMESPACE set, where it uses its own image")
+	}
+	name := pg.SecretRef.Name
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return nil, specerror.Errorf(batchv1alpha1.StoreSecretInvalidReason,
+			"lock.podGuard.secretRef.name must name a Secret in namespace %s: %s", gj.Namespace, strings.Join(msgs, "; "))
+	}
+	secret := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, specerror.Errorf(batchv1alpha1.StoreSecretNotFoundReason,
+				"lock.podGuard.secretRef: Secret %s/%s was not found; create it with the guard's read-only store credentials (key \"url\"; docs/security.md, Pod guard credentials)", gj.Namespace, name)
+		}
+		return nil, fmt.Errorf("read pod guard Secret %s: %w", name, err)
+	}
+	if _, err := storeconfig.FromSecret(fmt.Sprintf("lock.podGuard.secretRef: Secret %s/%s", gj.Namespace, name), secret.Data); err != nil {
+		return nil, specerror.Errorf(batchv1alpha1.PodGuardUnavailableReason, "%v", err)
+	}
+	margin := pg.MarginOrDefault()
+	interval, err := podguard.ReadInterval(gj.Spec.Lock.TTLOrDefault(), gj.Spec.Lock.RenewIntervalOrDefault(), gj.Spec.PodGracePeriod(), margin)
+	if err != nil {
+		return nil, specerror.Errorf(batchv1alpha1.UnsafeLeaseTimingReason, "lock.podGuard: %v", err)
+	}
+	uid := pg.RunAsUser
+	if uid == nil {
+		uid, _ = jobbuild.GuardUser(&gj.Spec.JobTemplate.Spec.Template.Spec)
+	}
+	return &batchv1alpha1.RunPodGuard{
+		Image: r.GuardImage, SecretName: name,
+		Interval: metav1.Duration{Duration: interval}, Margin: metav1.Duration{Duration: margin},
+		RunAsUser: uid,
+	}, nil
+}
+
+// warnGuardUser warns, once per spec generation, when the guard's user cannot be
+// told from the spec: the guard then runs as its image's user and may not be
+// allowed to signal the workload.
+func (r *GuardedJobReconciler) warnGuardUser(gj *batchv1alpha1.GuardedJob) {
+	pg := gj.Spec.Lock.PodGuard
+	if pg == nil || pg.RunAsUser != nil {
+		return
+	}
+	if _, ok := jobbuild.GuardUser(&gj.Spec.JobTemplate.Spec.Template.Spec); ok {
+		return
+	}
+	r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.PodGuardSettingsReason,
+		"lock.podGuard: the Pod template does not say which user its containers run as, so the guard runs as its image's user (65532) and can only stop processes of that user; set securityContext.runAsUser in the Pod template, or lock.podGuard.runAsUser")
+}
+
+// guardExit says whether a Pod's guard has stopped its workload: the exit code
+// and termination message of its guard container, now or before a restart.
+func guardExit(pod *corev1.Pod) (code int32, msg string, ok bool) {
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if cs.Name != podguard.ContainerName {
+			continue
+		}
+		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+			if t != nil && (t.ExitCode == podguard.ExitLost || t.ExitCode == podguard.ExitDeadline || t.ExitCode == podguard.ExitStopFailed) {
+				return t.ExitCode, strings.TrimSpace(t.Message), true
+			}
+		}
+	}
+	return 0, "", false
+}
+
+// guardStopped returns why the run's pod guard stopped the workload of one of its
+// Pods, or "" when no guard has.
+func (r *GuardedJobReconciler) guardStopped(ctx context.Context, run *batchv1alpha1.ActiveRun, job *batchv1.Job) (string, error) {
+	if run.PodGuard == nil {
+		return "", nil
+	}
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		return "", fmt.Errorf("list pods of job %s: %w", job.Name, err)
+	}
+	for i := range pods.Items {
+		if code, msg, ok := guardExit(&pods.Items[i]); ok {
+			if msg == "" {
+				msg = fmt.Sprintf("exit code %d", code)
+			}
+			return fmt.Sprintf("the pod guard of Pod %s stopped its workload: %s", pods.Items[i].Name, msg), nil
+		}
+	}
+	return "", nil
+}
+
+// guardExitChanged is the Pod watch's filter for updates: a guard that has just
+// stopped its workload moves its run on.
+func guardExitChanged(e event.UpdateEvent) bool {
+	oldPod, ok1 := e.ObjectOld.(*corev1.Pod)
+	newPod, ok2 := e.ObjectNew.(*corev1.Pod)
+	if !ok1 || !ok2 {
+		return false
+	}
+	_, _, was := guardExit(oldPod)
+	_, _, is := guardExit(newPod)
+	return is && !was
 }

@@ -2,18 +2,17 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
-	"github.com/guardedjob/guardedjob/internal/due"
-	"github.com/guardedjob/guardedjob/internal/leasetiming"
-	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/runcore"
-	"github.com/guardedjob/guardedjob/internal/schedule"
+	"github.com/guardedjob/guardedjob/internal/runtoken"
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
 // storeRetry is how soon an acquisition or release the store did not answer is
@@ -24,89 +23,10 @@ const storeRetry = 5 * time.Second
 // as a safety net under the watches and keeper reports.
 const activeResync = time.Minute
 
-// leaseOf rebuilds the lease of a run from its status snapshot.
-func leaseOf(run *batchv1alpha1.ActiveRun) lockclient.Lease {
-	return lockclient.Lease{
-		Keys:  lockclient.Keys{Lock: run.Key, Occurrence: run.OccurrenceKey, Fence: run.FenceKey},
-		Token: run.Token, TTL: run.TTL.Duration, Fence: run.Fence,
-	}
-}
-
-func fencePolicy(p batchv1alpha1.FencingPolicy) lockclient.FencePolicy {
-	switch p {
-	case batchv1alpha1.FencingNone:
-		return lockclient.FenceNone
-	case batchv1alpha1.FencingStrict:
-		return lockclient.FenceStrict
-	default:
-		return lockclient.FenceInject
-	}
-}
-
-// keeperOwner is the keeper's opaque owner of a run, "<namespace>/<name>/<job>":
-// enough to find the GuardedJob and the Job again from a report.
-func keeperOwner(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) string {
-	return ownerPrefix(gj.Namespace, gj.Name) + run.JobName
-}
-
-// ownerPrefix is what the keeper owners of a GuardedJob's runs start with.
-func ownerPrefix(namespace, name string) string { return namespace + "/" + name + "/" }
-
-// parseOwner splits a keeperOwner value.
-func parseOwner(owner string) (gj types.NamespacedName, job string, ok bool) {
-	parts := strings.SplitN(owner, "/", 3)
-	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		return types.NamespacedName{}, "", false
-	}
-	return types.NamespacedName{Namespace: parts[0], Name: parts[1]}, parts[2], true
-}
-
 // resumed marks a lease this process did not acquire itself (after a restart or
 // a leader change, or a FailOpen run started without one): the keeper renews it
 // at once and counts its deadline from the run's recorded evidence only.
 var resumed time.Time
-
-// ownsRun says whether a run's lease was taken by this manager's cluster for
-// this very object. A token minted under another cluster name (a run restored
-// from a backup of a cluster that may still be alive), or recorded for an object
-// of another UID, is never renewed, released or completed here.
-func (r *GuardedJobReconciler) ownsRun(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) bool {
-	return run.Cluster == r.ClusterName && run.OwnerUID == gj.UID && strings.HasPrefix(run.Token, r.ClusterName+"/")
-}
-
-// track makes sure the keeper renews a run's lease. sentAt is when this process
-// sent the acquiring call (by the lock client's clock), or resumed.
-func (r *GuardedJobReconciler) track(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, sentAt time.Time) {
-	if _, ok := r.Keeper.Get(run.Token); ok || !r.ownsRun(gj, run) {
-		return
-	}
-	_ = r.Keeper.Track(r.trackRequest(gj, run, store, sentAt)) // the lease was validated when it was acquired
-}
-
-// trackRequest is what the keeper needs to renew a run's lease. A resumed lease
-// is never assumed younger than it provably is: its evidence is the recorded
-// acquisition time (taken before the Acquire was sent, stored rounded down),
-// less the clock-skew allowance, since another replica's clock may have written
-// it. A FailOpen run that started without a lease has no evidence at all.
-func (r *GuardedJobReconciler) trackRequest(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, sentAt time.Time) lockclient.TrackRequest {
-	lease := leaseOf(run)
-	lease.SentAt = sentAt
-	podGrace := gj.Spec.PodGracePeriod()
-	req := lockclient.TrackRequest{
-		Lease: lease, Client: store, Owner: keeperOwner(gj, run), RenewInterval: run.RenewInterval.Duration,
-		SelfFence:         run.StoreFailurePolicy != batchv1alpha1.FailOpen,
-		StopBudget:        leasetiming.StopBudget(podGrace),
-		ReacquireIfAbsent: run.StoreFailurePolicy == batchv1alpha1.FailOpen,
-	}
-	if sentAt.IsZero() && run.AcquiredAt != nil && !run.Unguarded {
-		req.LastRenewed = leasetiming.ResumedEvidence(run.AcquiredAt.Time, r.ClockSkew)
-	}
-	if run.AcquiredAt != nil && run.MaxHold.Duration > 0 {
-		req.MaxHoldUntil = run.AcquiredAt.Add(run.MaxHold.Duration)
-		req.MaxPodLife = run.MaxHold.Duration + podGrace + leasetiming.StopMargin
-	}
-	return req
-}
 
 // observeRuns moves every active run along its phases.
 func (r *GuardedJobReconciler) observeRuns(ctx context.Context, s *scope) error {
@@ -192,16 +112,50 @@ func (r *GuardedJobReconciler) orphanedStore(ctx context.Context, s *scope, run 
 	}
 }
 
-// markerTTLFor is the done-marker lifetime of an occurrence: until the latest
-// start of it any cluster running this spec may make (a schedule that no longer
-// parses counts a day to the next occurrence).
-func markerTTLFor(gj *batchv1alpha1.GuardedJob, scheduled, now time.Time) time.Duration {
-	sched, _ := schedule.Parse(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault())
-	return leasetiming.MarkerTTL(sched, scheduled, now, due.StartsOf(&gj.Spec), gj.Spec.Lock.KeepAfterSuccessOrDefault())
-}
-
-// runStartDeadline is the run's own deadline to start (due.StartDeadline).
-func runStartDeadline(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) time.Time {
-	sched, _ := schedule.Parse(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault())
-	return due.StartDeadline(&gj.Spec, sched, run)
+// recordIntent starts a new run: everything needed to acquire, renew and release
+// it (phase Acquiring), then its acquisition. Nothing is written before the
+// acquisition: the run's first status write records the intent together with
+// the fence it got (or, when it cannot start now, the intent alone, for its
+// retries, or its result), with a resourceVersion precondition, and only then is
+// its Job created (see acquire). A manager that dies between the acquisition and
+// that write leaves a lease no status names; its token says which object,
+// occurrence and cluster it was minted for, and the next pass takes it up.
+func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec *compiledSpec, occurrence, dueAt time.Time, triggered bool, triggerValue string, extras runExtras) error {
+	gj := s.gj
+	run, err := r.runFromSpec(gj, spec, occurrence)
+	if err != nil {
+		var se *specerror.Error
+		if errors.As(err, &se) {
+			runcore.SetNotReady(gj, se.Reason, se.Message, s.now)
+			r.warnOnce(s, se.Reason, se.Message)
+			return nil
+		}
+		return err
+	}
+	run.StartDeadline = &metav1.Time{Time: dueAt.Add(gj.Spec.StartingDeadline())}
+	run.Backfill, run.Parameters, run.Retry = extras.backfill, extras.parameters, extras.retry
+	switch {
+	case triggered:
+		run.RunNow = triggerValue
+	case extras.runNow != "":
+		run.RunNow = extras.runNow
+	}
+	token, jobName, err := runtoken.Mint(r.runIdentity(gj, &run))
+	if err != nil {
+		return err
+	}
+	run.JobName, run.Phase = jobName, batchv1alpha1.RunPhaseAcquiring
+	run.Holder, run.Token = leasetoken.HolderOf(token), token
+	gj.Status.Active = append(gj.Status.Active, run)
+	runcore.RecordLease(gj, &gj.Status.Active[len(gj.Status.Active)-1], s.now)
+	r.claimShard(gj)
+	if triggered {
+		answerTrigger(gj, triggerValue)
+	}
+	if gj.Status.LastScheduleTime == nil || occurrence.After(gj.Status.LastScheduleTime.Time) {
+		gj.Status.LastScheduleTime = &metav1.Time{Time: occurrence}
+	}
+	s.requeueAfter(activeResync)
+	s.unrecorded = jobName
+	return r.advanceRun(ctx, s, runcore.RunByName(gj, jobName))
 }

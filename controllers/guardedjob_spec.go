@@ -4,10 +4,14 @@ import (
 	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/gjspec"
 	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runparams"
+	"github.com/guardedjob/guardedjob/internal/specerror"
 )
 
 // compiledSpec is what a valid spec turns into: parsed schedule and templates, and
@@ -49,7 +53,7 @@ func (r *GuardedJobReconciler) compile(ctx context.Context, gj *batchv1alpha1.Gu
 	if c.rules, err = gjspec.Compile(gj); err != nil {
 		return nil, err
 	}
-	if err := checkParameters(gj); err != nil { // guardedjob_params.go
+	if err := checkParameters(gj); err != nil {
 		return nil, err
 	}
 	if c.store, c.confined, err = r.storeFor(ctx, gj); err != nil {
@@ -72,4 +76,31 @@ func (r *GuardedJobReconciler) compile(ctx context.Context, gj *batchv1alpha1.Gu
 		return nil, err
 	}
 	return c, nil
+}
+
+// warnFixedKeyWithAllow warns (once per spec generation) when concurrencyPolicy
+// Allow meets a lock key that is the same for every occurrence: the runs then
+// wait for each other's lease, so Allow behaves like Forbid.
+func (r *GuardedJobReconciler) warnFixedKeyWithAllow(gj *batchv1alpha1.GuardedJob, spec *compiledSpec) {
+	if gj.Spec.ConcurrencyPolicyOrDefault() != batchv1alpha1.AllowConcurrent {
+		return
+	}
+	at := func(t time.Time) string {
+		k, _ := spec.rules.LockKey(t)
+		return k
+	}
+	first := spec.rules.Schedule.Next(gj.CreationTimestamp.Time)
+	if key := at(first); key == at(spec.rules.Schedule.Next(first)) {
+		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.FixedKeyWithAllowReason,
+			"concurrencyPolicy Allow with lock.key %q, which is the same for every occurrence: overlapping runs wait for each other's lease (onBusy applies), as with Forbid; use {{ .ScheduledTime }} in lock.key to let them overlap", key)
+	}
+}
+
+// checkParameters reports what the schema cannot check of spec.parameters: a
+// pattern that does not compile (Ready=False, InvalidParameters).
+func checkParameters(gj *batchv1alpha1.GuardedJob) error {
+	if err := runparams.CheckDeclarations(gj.Spec.Parameters); err != nil {
+		return specerror.Errorf(batchv1alpha1.InvalidParametersReason, "%v", err)
+	}
+	return nil
 }

@@ -170,7 +170,7 @@ var mutants = []mutant{
 	{
 		name: "renew-only-reacquires",
 		bug:  "an old leader renewing alone still takes back FailOpen keys it finds absent",
-		file: "controllers/renew_only.go",
+		file: "controllers/setup.go",
 		find: "if err := keeper.StopReacquiring(ctx); err != nil {",
 		repl: "if err := error(nil); err != nil {",
 		catchers: []catcher{

@@ -1,0 +1,147 @@
+package controllers
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/leasetiming"
+	"github.com/guardedjob/guardedjob/internal/lockclient"
+)
+
+// The keeper's custody of leases, as the reconciler sees it: which runs it
+// renews (track, untrackOwner), under which owner, and how its reports of a
+// lease lost or at its deadline come back as passes and stops (routeReports).
+
+// leaseOf rebuilds the lease of a run from its status snapshot.
+func leaseOf(run *batchv1alpha1.ActiveRun) lockclient.Lease {
+	return lockclient.Lease{
+		Keys:  lockclient.Keys{Lock: run.Key, Occurrence: run.OccurrenceKey, Fence: run.FenceKey},
+		Token: run.Token, TTL: run.TTL.Duration, Fence: run.Fence,
+	}
+}
+
+func fencePolicy(p batchv1alpha1.FencingPolicy) lockclient.FencePolicy {
+	switch p {
+	case batchv1alpha1.FencingNone:
+		return lockclient.FenceNone
+	case batchv1alpha1.FencingStrict:
+		return lockclient.FenceStrict
+	default:
+		return lockclient.FenceInject
+	}
+}
+
+// keeperOwner is the keeper's opaque owner of a run, "<namespace>/<name>/<job>":
+// enough to find the GuardedJob and the Job again from a report.
+func keeperOwner(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) string {
+	return ownerPrefix(gj.Namespace, gj.Name) + run.JobName
+}
+
+// ownerPrefix is what the keeper owners of a GuardedJob's runs start with.
+func ownerPrefix(namespace, name string) string { return namespace + "/" + name + "/" }
+
+// parseOwner splits a keeperOwner value.
+func parseOwner(owner string) (gj types.NamespacedName, job string, ok bool) {
+	parts := strings.SplitN(owner, "/", 3)
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return types.NamespacedName{}, "", false
+	}
+	return types.NamespacedName{Namespace: parts[0], Name: parts[1]}, parts[2], true
+}
+
+// ownsRun says whether a run's lease was taken by this manager's cluster for
+// this very object. A token minted under another cluster name (a run restored
+// from a backup of a cluster that may still be alive), or recorded for an object
+// of another UID, is never renewed, released or completed here.
+func (r *GuardedJobReconciler) ownsRun(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) bool {
+	return run.Cluster == r.ClusterName && run.OwnerUID == gj.UID && strings.HasPrefix(run.Token, r.ClusterName+"/")
+}
+
+// track makes sure the keeper renews a run's lease. sentAt is when this process
+// sent the acquiring call (by the lock client's clock), or resumed.
+func (r *GuardedJobReconciler) track(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, sentAt time.Time) {
+	if _, ok := r.Keeper.Get(run.Token); ok || !r.ownsRun(gj, run) {
+		return
+	}
+	_ = r.Keeper.Track(r.trackRequest(gj, run, store, sentAt)) // the lease was validated when it was acquired
+}
+
+// trackRequest is what the keeper needs to renew a run's lease. A resumed lease
+// is never assumed younger than it provably is: its evidence is the recorded
+// acquisition time (taken before the Acquire was sent, stored rounded down),
+// less the clock-skew allowance, since another replica's clock may have written
+// it. A FailOpen run that started without a lease has no evidence at all.
+func (r *GuardedJobReconciler) trackRequest(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, sentAt time.Time) lockclient.TrackRequest {
+	lease := leaseOf(run)
+	lease.SentAt = sentAt
+	podGrace := gj.Spec.PodGracePeriod()
+	req := lockclient.TrackRequest{
+		Lease: lease, Client: store, Owner: keeperOwner(gj, run), RenewInterval: run.RenewInterval.Duration,
+		SelfFence:         run.StoreFailurePolicy != batchv1alpha1.FailOpen,
+		StopBudget:        leasetiming.StopBudget(podGrace),
+		ReacquireIfAbsent: run.StoreFailurePolicy == batchv1alpha1.FailOpen,
+	}
+	if sentAt.IsZero() && run.AcquiredAt != nil && !run.Unguarded {
+		req.LastRenewed = leasetiming.ResumedEvidence(run.AcquiredAt.Time, r.ClockSkew)
+	}
+	if run.AcquiredAt != nil && run.MaxHold.Duration > 0 {
+		req.MaxHoldUntil = run.AcquiredAt.Add(run.MaxHold.Duration)
+		req.MaxPodLife = run.MaxHold.Duration + podGrace + leasetiming.StopMargin
+	}
+	return req
+}
+
+// untrackOwner stops renewing every lease of the runs of one GuardedJob.
+func (r *GuardedJobReconciler) untrackOwner(namespace, name string) {
+	prefix := ownerPrefix(namespace, name)
+	for _, st := range r.Keeper.Snapshot() {
+		if strings.HasPrefix(st.Owner, prefix) {
+			r.Keeper.Untrack(st.Token)
+		}
+	}
+}
+
+// routeReports turns keeper reports into work for both controllers: the stop
+// controller acts on the Job at once, the GuardedJob reconciler records what
+// happened. A report carries only keys; the details stay in the keeper.
+func (r *GuardedJobReconciler) routeReports(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case rep := <-r.Keeper.Reports():
+			obj, jobName, ok := parseOwner(rep.Owner)
+			if !ok {
+				continue
+			}
+			namespace, name := obj.Namespace, obj.Name
+			switch rep.Kind {
+			case lockclient.ReportLost, lockclient.ReportDeadlineReached, lockclient.ReportMaxHoldReached:
+				if r.Stopper != nil {
+					r.Stopper.owe(namespace, jobName)
+				}
+			default:
+				r.pokeStopper(namespace, jobName)
+			}
+			gj := &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+			select {
+			case r.events <- event.GenericEvent{Object: gj}:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+}
+
+// pokeStopper asks the stop controller to look at a Job now.
+func (r *GuardedJobReconciler) pokeStopper(namespace, jobName string) {
+	if r.Stopper != nil {
+		r.Stopper.poke(namespace, jobName)
+	}
+}
