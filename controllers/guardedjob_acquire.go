@@ -92,7 +92,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 			run.Phase = batchv1alpha1.RunPhaseReleasing
 			setStop(run, batchv1alpha1.RunResultFailed, rejected)
 			run.StopCause = string(batchv1alpha1.FailureJobRejected)
-			return r.release(ctx, s, run, store)
+			return s.next(run)
 		}
 		record := runcore.Record
 		if job != nil {
@@ -131,7 +131,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 			return r.jobCreatedFirst(ctx, s, run, job, warnings, store)
 		}
 		// The fence is durable: the Job follows in this pass.
-		return r.running(ctx, s, run, store)
+		return s.next(run)
 
 	case errors.As(err, &busy):
 		runcore.SetStoreReachable(gj, nil, s.now)
@@ -235,7 +235,7 @@ func (r *GuardedJobReconciler) startUnguarded(ctx context.Context, s *scope, run
 	}
 	r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.UnguardedReason,
 		"Starting %s WITHOUT a lease (storeFailurePolicy FailOpen): %v", run.JobName, cause)
-	return r.running(ctx, s, run, store)
+	return s.next(run)
 }
 
 // takeUpOrphan makes a run that no status records yet the run whose lease a

@@ -180,6 +180,16 @@ type scope struct {
 	// at the due-time burst the API server takes the writes that start runs
 	// first.
 	recordLater bool
+	// goOn names the run whose phase a step has just moved on, for the run
+	// dispatcher to take its next phase in this pass (next).
+	goOn string
+}
+
+// next ends a phase's step with the run moved on to its next phase, which the
+// run dispatcher (advanceRun) takes in this same pass.
+func (s *scope) next(run *batchv1alpha1.ActiveRun) error {
+	s.goOn = run.JobName
+	return nil
 }
 
 func (s *scope) requeueAt(t time.Time) {

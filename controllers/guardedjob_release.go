@@ -272,7 +272,7 @@ func (r *GuardedJobReconciler) stopping(ctx context.Context, s *scope, run *batc
 		}
 	}
 	run.Phase = batchv1alpha1.RunPhaseReleasing
-	return r.release(ctx, s, run, store)
+	return s.next(run)
 }
 
 // podsLeft counts the Pods of a Job that still exist.

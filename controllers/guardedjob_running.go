@@ -147,7 +147,7 @@ func (r *GuardedJobReconciler) releaseFinished(ctx context.Context, s *scope, ru
 	if d, ok := calibration.JobDuration(job); ok {
 		r.recordRunDuration(s, run, d)
 	}
-	return r.release(ctx, s, run, store)
+	return s.next(run)
 }
 
 // stopFor stops a run for what the pass found; st is the keeper's status the
@@ -276,7 +276,7 @@ func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *bat
 			run.Phase = batchv1alpha1.RunPhaseReleasing
 			setStop(run, batchv1alpha1.RunResultFailed, msg)
 			run.StopCause = string(batchv1alpha1.FailureJobRejected)
-			return r.release(ctx, s, run, store)
+			return s.next(run)
 		}
 		return fmt.Errorf("create job %s: %w", run.JobName, err)
 	}

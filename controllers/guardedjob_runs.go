@@ -75,17 +75,33 @@ func (r *GuardedJobReconciler) advanceRun(ctx context.Context, s *scope, run *ba
 		runcore.SetStoreReachable(s.gj, err, s.now)
 		return r.orphanedStore(ctx, s, run, err)
 	}
-	switch run.Phase {
-	case batchv1alpha1.RunPhaseAcquiring:
-		return r.acquire(ctx, s, run, store)
-	case batchv1alpha1.RunPhaseRunning:
-		return r.running(ctx, s, run, store)
-	case batchv1alpha1.RunPhaseStopping:
-		return r.stopping(ctx, s, run, store)
-	case batchv1alpha1.RunPhaseReleasing:
-		return r.release(ctx, s, run, store)
+	// The phases never call each other: a phase that moved the run on and
+	// wants the next one in this pass says so (scope.next), and the run is
+	// dispatched again on its new phase, found again by name (a guarded write
+	// replaces the status it points into).
+	name := run.JobName
+	for {
+		phase := run.Phase
+		var err error
+		switch phase {
+		case batchv1alpha1.RunPhaseAcquiring:
+			err = r.acquire(ctx, s, run, store)
+		case batchv1alpha1.RunPhaseRunning:
+			err = r.running(ctx, s, run, store)
+		case batchv1alpha1.RunPhaseStopping:
+			err = r.stopping(ctx, s, run, store)
+		case batchv1alpha1.RunPhaseReleasing:
+			err = r.release(ctx, s, run, store)
+		}
+		goOn := s.goOn == name
+		s.goOn = ""
+		if err != nil || !goOn {
+			return err
+		}
+		if run = runcore.RunByName(s.gj, name); run == nil || run.Phase == phase {
+			return nil
+		}
 	}
-	return nil
 }
 
 // orphanedStore handles a run whose store cannot be resolved.

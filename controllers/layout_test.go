@@ -17,6 +17,9 @@ import (
 // twenty files: the protocol's decisions live in internal/runcore and
 // internal/due, and the files here only gather, act and record.
 //
+// The phases of a run (acquire, running, stopping, release) are called only
+// by the run dispatcher, advanceRun.
+//
 // A call is matched by name: a plain call of a function of this package, or
 // a method of this package called on a variable (r.track, s.requeueAfter).
 // A name shared with another package's method can only add an arrow, never
@@ -96,5 +99,27 @@ func TestTheControllersCallOneWay(t *testing.T) {
 	sort.Strings(both)
 	for _, b := range both {
 		t.Error(b)
+	}
+
+	// The phases of a run never call each other: only the run dispatcher
+	// takes a run into a phase, after the step before it said next.
+	phases := map[string]bool{"acquire": true, "running": true, "stopping": true, "release": true}
+	for _, af := range parsed {
+		for _, d := range af.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Body == nil || fd.Name.Name == "advanceRun" {
+				continue
+			}
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				if call, ok := n.(*ast.CallExpr); ok {
+					if sel, ok := call.Fun.(*ast.SelectorExpr); ok && phases[sel.Sel.Name] {
+						if x, ok := sel.X.(*ast.Ident); ok && x.Name == "r" {
+							t.Errorf("%s: %s calls the phase %s: end the step with s.next(run) and let advanceRun take it", fset.Position(call.Pos()), fd.Name.Name, sel.Sel.Name)
+						}
+					}
+				}
+				return true
+			})
+		}
 	}
 }
