@@ -23,89 +23,87 @@ import (
 )
 
 // release ends a run whose Pods are gone: done-marker + release on success,
-// release otherwise; then the Job's lease finalizer goes and the run moves to
-// status.lastRun. A store that does not answer keeps the run Releasing (and its
-// lease renewed) until it does.
+// release otherwise, or a guarded lease left to expire; then the Job's lease
+// finalizer goes and the run moves to status.lastRun. The core decides each
+// step (runcore.NewRelease); this loop performs its effects and delivers their
+// answers. A store that does not answer keeps the run Releasing (and its lease
+// renewed) until it does.
 func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	gj := s.gj
-	result, msg := stopOf(run)
-	lease := leaseOf(run)
-	// A lease that re-acquires (FailOpen) must not have a renewal in flight while
-	// it is released: that renewal could take the key again right after the DEL.
-	if err := r.Keeper.Quiesce(ctx, run.Token); err != nil {
-		return err
-	}
-	// An unguarded run holds a lease only if the keeper took the key for it since.
-	st, tracked := r.Keeper.Get(run.Token)
-	heldNow := tracked && st.Confirmed && st.State == lockclient.StateHeld
-	// A guarded run that did not end cleanly may have a Pod the API server no
-	// longer shows: its lease is left to expire, so that the Pod's guard stops it
-	// before another holder can start.
-	leaveToExpire, err := r.guardedEndUnclean(ctx, gj.Namespace, run)
-	if err != nil {
-		return err
-	}
-	released := false
-	switch {
-	case !r.ownsRun(s.gj, run):
-		// Minted under another cluster name: never released or completed here.
-	case leaveToExpire:
-		note := fmt.Sprintf("lease %s left to expire (within its ttl %s): a Pod of this run may still run where the API server does not show it, and its pod guard stops it first",
-			run.Key, run.TTL.Duration)
-		if result == batchv1alpha1.RunResultSucceeded {
-			note += "; the done-marker was not written"
+	m := runcore.NewRelease(run, r.ownsRun(gj, run))
+	for {
+		effect := m.Next()
+		if step := effect.Step(); step != "" && effect != runcore.EndRun {
+			logStep(ctx, step, "job", run.JobName) // finish is logged with its result (endRun)
 		}
-		if msg == "" {
-			msg = note
-		} else {
-			msg += "; " + note
+		switch effect {
+		case runcore.Quiesce:
+			if err := r.Keeper.Quiesce(ctx, run.Token); err != nil {
+				return err
+			}
+			st, tracked := r.Keeper.Get(run.Token)
+			m.Deliver(runcore.ReleaseOutcome{HeldNow: tracked && st.Confirmed && st.State == lockclient.StateHeld})
+		case runcore.ReadGuardedJob:
+			job, err := r.getJobConfirmed(ctx, gj.Namespace, run.JobName)
+			if err != nil {
+				return err
+			}
+			m.Deliver(runcore.ReleaseOutcome{Job: jobView(job, runcore.ReadLive)}) // a miss is the API server's (getJobConfirmed)
+		case runcore.CompleteLease, runcore.ReleaseLease:
+			var released bool
+			var err error
+			if effect == runcore.CompleteLease {
+				released, err = store.Complete(ctx, leaseOf(run), markerTTLForRun(gj, run, s.now))
+			} else {
+				err = store.Release(ctx, leaseOf(run))
+				released = err == nil
+			}
+			var nh *lockclient.NotHeldError
+			switch {
+			case errors.As(err, &nh):
+				m.Deliver(runcore.ReleaseOutcome{NotHeld: true, Holder: nh.Holder})
+			case errors.Is(err, lockclient.ErrStore):
+				runcore.SetStoreReachable(gj, err, s.now)
+				m.Deliver(runcore.ReleaseOutcome{StoreDown: true})
+			case err != nil:
+				return fmt.Errorf("release lock %s: %w", run.Key, err)
+			default:
+				m.Deliver(runcore.ReleaseOutcome{Released: released})
+			}
+		case runcore.WaitForStore:
+			s.requeueAfter(storeRetry)
+			return nil
+		default: // runcore.EndRun
+			return r.endRun(ctx, s, run, m.Ended(s.now, r.ClockSkew))
 		}
-	case run.Unguarded && !heldNow:
-	case result == batchv1alpha1.RunResultSucceeded:
-		released, err = store.Complete(ctx, lease, markerTTLForRun(gj, run, s.now))
-	default:
-		err = store.Release(ctx, lease)
-		released = err == nil
 	}
-	var nh *lockclient.NotHeldError
-	switch {
-	case errors.As(err, &nh):
-		// Someone else holds the key now or it expired: nothing of ours to delete.
-		if result == batchv1alpha1.RunResultSucceeded && nh.Holder != "" {
-			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.LockLostReason,
-				"Job %s completed, but lock %s is held by %s: the done-marker was not written", run.JobName, run.Key, leasetoken.HolderOf(nh.Holder))
-		}
-	case errors.Is(err, lockclient.ErrStore):
-		runcore.SetStoreReachable(gj, err, s.now)
-		s.requeueAfter(storeRetry)
-		return nil
-	case err != nil:
-		return fmt.Errorf("release lock %s: %w", run.Key, err)
-	}
+}
 
+// endRun records the end of a released run: its Job's lease finalizer goes,
+// its lease is no longer renewed, and status.lastRun, the ledger and the lock
+// say how it ended, with its events.
+func (r *GuardedJobReconciler) endRun(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, end runcore.RunEnd) error {
+	gj := s.gj
 	if err := r.dropLeaseFinalizer(ctx, gj.Namespace, run.JobName); err != nil {
 		return err
 	}
 	r.Keeper.Untrack(run.Token)
-	if result == batchv1alpha1.RunResultSucceeded {
-		if nh == nil && !leaveToExpire && r.ownsRun(gj, run) && (!run.Unguarded || heldNow) {
+	if end.MarkerLostTo != "" {
+		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.LockLostReason,
+			"Job %s completed, but lock %s is held by %s: the done-marker was not written", run.JobName, run.Key, leasetoken.HolderOf(end.MarkerLostTo))
+	}
+	if end.Result == batchv1alpha1.RunResultSucceeded {
+		if end.OccurrenceDone {
 			r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.OccurrenceDoneReason, "Marked occurrence %s done", run.OccurrenceKey)
 		}
 		gj.Status.LastSuccessfulTime = runcore.PtrTime(r.successTime(ctx, gj.Namespace, run.JobName, s.now))
 	}
-	if released {
+	if end.Released {
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.LockReleasedReason, "Released lock %s held by %s%s", run.Key, run.Holder, runcore.FenceSuffix(run.Fence))
 		runcore.SetLock(gj, batchv1alpha1.LockStateFree, run.Key, "", 0)
 	}
-	end := runcore.Released
-	switch {
-	case !r.ownsRun(gj, run) || run.Unguarded && !heldNow:
-		end = runcore.NeverHeld // not this manager's token, or it never took the key
-	case leaveToExpire:
-		end = runcore.LeftToExpire(run, s.now, r.ClockSkew)
-	}
-	logStep(ctx, runcore.Finish, "job", run.JobName, "result", result)
-	runcore.FinishRun(gj, *run, end, result, "", msg, s.now)
+	logStep(ctx, runcore.Finish, "job", run.JobName, "result", end.Result)
+	runcore.FinishRun(gj, *run, end.Lease, end.Result, "", end.Message, s.now)
 	runcore.SetLockHeld(gj, "", "", s.now)
 	return r.applyHistoryLimits(ctx, gj)
 }
@@ -233,16 +231,6 @@ func setStop(run *batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, msg s
 	run.StopReason = string(result) + ": " + msg
 }
 
-// stopOf returns the result a run ends with and why. A run recorded by an older
-// manager has only the text.
-func stopOf(run *batchv1alpha1.ActiveRun) (batchv1alpha1.RunResult, string) {
-	text, msg, _ := strings.Cut(run.StopReason, ": ")
-	if run.StopResult != "" {
-		return run.StopResult, msg
-	}
-	return batchv1alpha1.RunResult(text), msg
-}
-
 // stopping waits until the run's Pods are gone (the stop controller deletes them),
 // then releases.
 func (r *GuardedJobReconciler) stopping(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
@@ -333,21 +321,6 @@ func jobFinished(job *batchv1.Job) (batchv1.JobConditionType, bool) {
 		}
 	}
 	return "", false
-}
-
-// guardedEndUnclean says whether a guarded run must leave its lease to expire
-// instead of releasing it (runcore.LeaveToExpire), reading the Job of its name
-// from the cache and, when the cache does not show it, from the API server.
-func (r *GuardedJobReconciler) guardedEndUnclean(ctx context.Context, namespace string, run *batchv1alpha1.ActiveRun) (bool, error) {
-	var view runcore.RunJobView
-	if run.PodGuard != nil { // nothing to read for a run without a pod guard
-		job, err := r.getJobConfirmed(ctx, namespace, run.JobName)
-		if err != nil {
-			return false, err
-		}
-		view = jobView(job, runcore.ReadLive) // a miss is the API server's (getJobConfirmed)
-	}
-	return runcore.LeaveToExpire(run, view), nil
 }
 
 // releaseUnconfirmed releases a lease a run without a Job may hold (an

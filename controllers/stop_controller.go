@@ -432,7 +432,7 @@ func (r *StopReconciler) decide(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) 
 		}
 	}
 	if run.Phase == batchv1alpha1.RunPhaseStopping || !gj.DeletionTimestamp.IsZero() && stopsRunsOnDelete(gj) {
-		if result, _ := stopOf(run); result == batchv1alpha1.RunResultLockLost {
+		if result, _ := runcore.StopOf(run); result == batchv1alpha1.RunResultLockLost {
 			return time.Second, runcore.StopStopping
 		}
 		return podGrace, runcore.StopStopping

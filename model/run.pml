@@ -22,6 +22,7 @@
  * defined), one per safety fix: HOLE_TAKEUP_LEFT_LEASE, HOLE_UNLOCK_LIVE_FOREIGN,
  * HOLE_SHARD_BREAK_BEFORE_MAKE, HOLE_UNLOCK_AFTER_LASTRUN_OVERWRITTEN,
  * HOLE_DEADLINE_FROM_REPLY, HOLE_PAUSED_CREATE, HOLE_UNCLEAN_BY_RECORDED_UID,
+ * HOLE_RELEASE_IGNORES_UNCLEAN,
  * HOLE_PAUSED_KEEPER, HOLE_RENEW_ONLY_REACQUIRE, HOLE_DUPLICATE_IDENTITY,
  * HOLE_MARKER_UNACKED, HOLE_IDENTITY_WINDOW, HOLE_IDENTITY_OUTAGE, HOLE_IDENTITY_OWN_STORE_ONLY, HOLE_NOT_LEADING,
  * HOLE_INFLIGHT_REACQUIRE_RENEWED, HOLE_SKIP_ON_STALE_CACHE, HOLE_GATE_STALE_CONFIRM,
@@ -1474,7 +1475,7 @@ proctype Reconciler(byte p) {
               (a_ph == RUNNING && a_slot != 0 && a_slot != GONEJ && j_cond[a_slot - 1] != JRUN ||
                a_ph == STOPPING && !PODSOF(a_tok) && !JOBBUSY(a_tok) || a_ph == RELEASING) -> release: d_step {
        h_o = t_occ[a_tok];
-#ifdef GUARD
+#if defined(GUARD) && !defined(HOLE_RELEASE_IGNORES_UNCLEAN)
        /* guardedEndUnclean: a Pod may still run where the API server does not show
         * it, unless the run's Job completed cleanly or the run never had a Job */
 #ifdef HOLE_UNCLEAN_BY_RECORDED_UID

@@ -205,8 +205,19 @@ var mutants = []mutant{
 		find: "if run.PodGuard == nil {\n\t\treturn false\n\t}",
 		repl: "if run.PodGuard == nil || run.JobUID == \"\" {\n\t\treturn false\n\t}",
 		catchers: []catcher{
-			{"./internal/runcore/", []string{"TestAGuardedRunLeavesItsLeaseToExpireUnlessItsJobCompletedCleanly"}},
+			{"./internal/runcore/", []string{"TestAGuardedRunLeavesItsLeaseToExpireUnlessItsJobCompletedCleanly", "TestTheSimulationKeepsOneWorkingPodPerKey"}},
 			{"./controllers/", []string{"TestEveryActor_AGuardedRunStoppedBeforeItsJobUIDWasRecordedLeavesItsLeaseToExpire"}},
+		},
+	},
+	{
+		name: "release-ignores-unclean-end",
+		bug:  "the release of a guarded run that did not end cleanly deletes its lease (or completes it) instead of leaving it to expire: a Pod the API server no longer shows works on while another holder starts",
+		file: "internal/runcore/release.go",
+		find: "\tcase !m.owns:\n\tcase m.leave:\n",
+		repl: "\tcase !m.owns:\n",
+		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestTheReleaseOfARunEffectByEffect", "TestTheSimulationKeepsOneWorkingPodPerKey"}},
+			{"./controllers/", []string{"TestAGuardedRunWhosePodVanishedLeavesItsLeaseToExpireWhileAnUnguardedOneReleases"}},
 		},
 	},
 	{
