@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,15 +15,19 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/runcore"
+	"github.com/guardedjob/guardedjob/internal/runtoken"
 )
 
 // The simulation: the core's decisions for a recorded run (runcore.Running),
-// its release (runcore.NewRelease), the lease ledger and the end of a run in
-// status, driven by one seeded random source against a simulated lock store,
+// its release (runcore.NewRelease), take-up of a lease a crashed pass left
+// (runcore.TakeUp, with tokens minted as runtoken mints them), the lease
+// ledger and the end of a run in status, driven by one seeded random source against a simulated lock store,
 // API server, Pods and pod guards, in two clusters that share one lock key.
 // Faults come at any step: a manager crashes and resumes its leases from
-// status, the store stops answering, a node is cut off (its Pod works on where
+// status (or crashes between an acquisition and its status write, leaving a
+// lease no status records), a person runs the last occurrence again, the store stops answering, a node is cut off (its Pod works on where
 // the API server no longer shows it), and time passes. No goroutine and no
 // wall clock: a seed replays exactly, and a failing seed prints its trace.
 //
@@ -81,6 +86,17 @@ type simJob struct {
 	finished batchv1.JobConditionType
 	failed   bool
 	pod      *simPod
+	// deleted: the history limit deleted the Job; a Pod the API server could
+	// not reach works on.
+	deleted bool
+}
+
+// apiJob is the Job of a name as the API server shows it, or nil.
+func (c *simCluster) apiJob(name string) *simJob {
+	if j := c.jobs[name]; j != nil && !j.deleted {
+		return j
+	}
+	return nil
 }
 
 type simKept struct {
@@ -92,10 +108,12 @@ type simCluster struct {
 	name    string
 	gj      *batchv1alpha1.GuardedJob
 	jobs    map[string]*simJob
+	order   []*simJob // every Job ever created, in order: a map's order would not replay
 	keeper  map[string]*simKept
 	created map[string]types.UID // the Jobs a pass created and left to the next one to record
 	next    time.Time            // the next occurrence
-	minted  int
+	last    time.Time            // the last occurrence status records
+	rerun   bool                 // a run-now of the last occurrence waits
 }
 
 type sim struct {
@@ -136,7 +154,7 @@ func newSim(t testing.TB, seed uint64) *sim {
 func (s *sim) check() {
 	var working []string
 	for _, c := range s.clusters {
-		for _, j := range c.jobs {
+		for _, j := range c.order {
 			if j.pod != nil && j.pod.running {
 				where := "visible"
 				if !j.pod.visible {
@@ -158,7 +176,7 @@ func (s *sim) advance(d time.Duration) {
 	s.now = s.now.Add(d)
 	s.store.expire(s.now)
 	for _, c := range s.clusters {
-		for _, j := range c.jobs {
+		for _, j := range c.order {
 			if p := j.pod; p != nil && p.running && !s.now.Before(p.until) {
 				p.running = false
 				if p.visible && j.finished == "" {
@@ -177,7 +195,7 @@ func (s *sim) guard(c *simCluster) {
 	if s.store.down {
 		return
 	}
-	for _, j := range c.jobs {
+	for _, j := range c.order {
 		p := j.pod
 		if p == nil || !p.running {
 			continue
@@ -200,7 +218,13 @@ func (s *sim) keep(c *simCluster) {
 	if s.store.down {
 		return
 	}
-	for token, k := range c.keeper {
+	tokens := make([]string, 0, len(c.keeper))
+	for token := range c.keeper {
+		tokens = append(tokens, token)
+	}
+	slices.Sort(tokens)
+	for _, token := range tokens {
+		k := c.keeper[token]
 		if k.lost {
 			continue
 		}
@@ -209,16 +233,9 @@ func (s *sim) keep(c *simCluster) {
 			k.lastOK = s.now
 		} else {
 			k.lost = true
-			s.logf("%s: the keeper finds the lease %s lost", c.name, short(token))
+			s.logf("%s: the keeper finds the lease of %s lost", c.name, leasetoken.HolderOf(token))
 		}
 	}
-}
-
-func short(token string) string {
-	if i := strings.LastIndex(token, "-"); i > 0 {
-		return token[i+1:]
-	}
-	return token
 }
 
 func (s *sim) leaseView(c *simCluster, run *batchv1alpha1.ActiveRun) runcore.LeaseView {
@@ -240,43 +257,71 @@ func jobViewOf(j *simJob, read runcore.JobRead) runcore.RunJobView {
 	return runcore.RunJobView{Read: read, Exists: true, UID: j.uid, Finished: j.finished, Gated: j.gated, PodsFailed: j.failed}
 }
 
-// schedule starts the occurrence that is due, when no run is active: the
-// intent and its acquisition, recorded in one status write (status first).
+// schedule starts the occurrence that is due (or a run-now of the last one),
+// when no run is active: the intent and its acquisition, recorded in one
+// status write (status first).
 func (s *sim) schedule(c *simCluster) {
-	if len(c.gj.Status.Active) > 0 || s.now.Before(c.next) {
-		return
-	}
-	if s.store.down {
+	if len(c.gj.Status.Active) > 0 || s.store.down {
 		return // the acquisition is tried again at a later pass
 	}
-	occ := c.next
-	c.next = c.next.Add(simPeriod)
-	c.minted++
-	token := c.name + "/team/settle-" + strconv.FormatInt(occ.Unix()/60, 10) + "-" + strconv.Itoa(c.minted)
+	occ, rerun := c.next, c.rerun
+	switch {
+	case rerun:
+		occ = c.last
+	case s.now.Before(c.next):
+		return
+	}
+	identity := runtoken.Run{Cluster: c.name, Namespace: c.gj.Namespace, Name: c.gj.Name, UID: string(c.gj.UID), Occurrence: occ}
+	token, jobName := runtoken.MintFrom(identity, fmt.Sprintf("%016x", s.rng.Uint64()))
 	run := batchv1alpha1.ActiveRun{
-		JobName: "settle-" + strconv.FormatInt(occ.Unix()/60, 10) + "-" + c.name[len(c.name)-1:] + strconv.Itoa(c.minted),
-		Token:   token, Holder: token, Key: simKey, OccurrenceKey: simKey + ":done:" + strconv.FormatInt(occ.Unix(), 10),
+		JobName: jobName, Token: token, Holder: leasetoken.HolderOf(token), Key: simKey,
+		OccurrenceKey: simKey + ":done:" + strconv.FormatInt(occ.Unix(), 10),
 		ScheduledTime: metav1.NewTime(occ), TTL: metav1.Duration{Duration: simTTL}, Phase: batchv1alpha1.RunPhaseAcquiring,
 		PodGuard: &batchv1alpha1.RunPodGuard{Interval: metav1.Duration{Duration: 5 * time.Second}},
 	}
-	switch {
-	case s.store.markers[run.OccurrenceKey] != "":
-		runcore.FinishRun(c.gj, run, runcore.NeverHeld, batchv1alpha1.RunResultSkipped, s.store.markers[run.OccurrenceKey], "done elsewhere", s.now)
+	recorded := func() {
+		c.rerun = false
+		c.last = occ
+		if !rerun {
+			c.next = occ.Add(simPeriod)
+		}
+	}
+	if by := s.store.markers[run.OccurrenceKey]; by != "" && !rerun {
+		recorded()
+		runcore.FinishRun(c.gj, run, runcore.NeverHeld, batchv1alpha1.RunResultSkipped, by, "done elsewhere", s.now)
 		s.ended[batchv1alpha1.RunResultSkipped]++
-		s.logf("%s: %s skipped: occurrence done by %s", c.name, run.JobName, short(s.store.markers[run.OccurrenceKey]))
-		return
-	case s.store.key != nil:
-		runcore.FinishRun(c.gj, run, runcore.NeverHeld, batchv1alpha1.RunResultBusy, s.store.key.token, "busy", s.now)
-		s.ended[batchv1alpha1.RunResultBusy]++
-		s.logf("%s: %s busy: the key holds %s", c.name, run.JobName, short(s.store.key.token))
+		s.logf("%s: %s skipped: occurrence done by %s", c.name, run.JobName, leasetoken.HolderOf(by))
 		return
 	}
-	s.store.key = &simLease{token: token, expires: s.now.Add(simTTL)}
+	if s.store.key != nil {
+		ledger := func(holder string) string { return runcore.LedgerSays(c.gj, holder, s.now) }
+		orphan, minted, refused := runcore.TakeUp(s.store.key.token, token, identity, runcore.Identity{Settled: true}, c.gj.Status.Active, ledger)
+		if !minted || refused != "" || c.apiJob(orphan.JobName) != nil {
+			recorded()
+			runcore.FinishRun(c.gj, run, runcore.NeverHeld, batchv1alpha1.RunResultBusy, s.store.key.token, "busy", s.now)
+			s.ended[batchv1alpha1.RunResultBusy]++
+			s.logf("%s: %s busy: the key holds %s", c.name, run.JobName, leasetoken.HolderOf(s.store.key.token))
+			return
+		}
+		// An orphan of a pass that acquired and died before its status write:
+		// the run takes its token and Job name, and acquires again with it.
+		run.JobName, run.Token, run.Holder = orphan.JobName, orphan.Value, orphan.Holder
+		s.logf("%s: %s takes up the lease %s no status records", c.name, runcore.AcquireNext, run.Holder)
+	}
+	s.store.key = &simLease{token: run.Token, expires: s.now.Add(simTTL)}
 	s.store.fence++
+	if s.rng.IntN(10) == 0 {
+		// The manager dies between the acquisition and its status write: the
+		// key holds a token no status records, and the occurrence is due again.
+		s.crash(c)
+		s.logf("%s: %s acquired %s and died before its status write", c.name, runcore.AcquireNext, run.Holder)
+		return
+	}
+	recorded()
 	run.Phase, run.Fence, run.AcquiredAt = batchv1alpha1.RunPhaseRunning, s.store.fence, runcore.PtrTime(s.now)
 	c.gj.Status.Active = append(c.gj.Status.Active, run)
 	runcore.RecordLease(c.gj, &c.gj.Status.Active[len(c.gj.Status.Active)-1], s.now)
-	c.keeper[token] = &simKept{lastOK: s.now}
+	c.keeper[run.Token] = &simKept{lastOK: s.now}
 	s.logf("%s: %s %s, %s: fence %d", c.name, runcore.AcquireNext, run.JobName, runcore.Record, run.Fence)
 }
 
@@ -319,7 +364,7 @@ func (s *sim) running(c *simCluster, run *batchv1alpha1.ActiveRun) {
 			run.JobUID = uid
 		}
 	}
-	job := c.jobs[run.JobName]
+	job := c.apiJob(run.JobName)
 	view := jobViewOf(job, runcore.ReadCached)
 	for {
 		v := runcore.Running(runcore.RunningView{Run: run, Job: view, Lease: s.leaseView(c, run)})
@@ -342,6 +387,7 @@ func (s *sim) running(c *simCluster, run *batchv1alpha1.ActiveRun) {
 			s.uids++
 			job = &simJob{name: run.JobName, uid: types.UID("uid-" + strconv.Itoa(s.uids)), token: run.Token, gated: true}
 			c.jobs[run.JobName] = job
+			c.order = append(c.order, job)
 			c.created[run.Token] = job.uid // recorded by the next pass (recordLater)
 			s.logf("%s: %s %s", c.name, v.Step, run.JobName)
 			s.open(c, run, job)
@@ -371,7 +417,7 @@ func (s *sim) open(c *simCluster, run *batchv1alpha1.ActiveRun, job *simJob) {
 }
 
 func (s *sim) stopping(c *simCluster, run *batchv1alpha1.ActiveRun) {
-	if j := c.jobs[run.JobName]; j != nil && j.pod != nil && j.pod.running && j.pod.visible {
+	if j := c.apiJob(run.JobName); j != nil && j.pod != nil && j.pod.running && j.pod.visible {
 		return // the stop controller deletes it first
 	}
 	run.Phase = batchv1alpha1.RunPhaseReleasing
@@ -386,7 +432,7 @@ func (s *sim) release(c *simCluster, run *batchv1alpha1.ActiveRun) {
 			k := c.keeper[run.Token]
 			m.Deliver(runcore.ReleaseOutcome{HeldNow: k != nil && !k.lost})
 		case runcore.ReadGuardedJob:
-			m.Deliver(runcore.ReleaseOutcome{Job: jobViewOf(c.jobs[run.JobName], runcore.ReadLive)})
+			m.Deliver(runcore.ReleaseOutcome{Job: jobViewOf(c.apiJob(run.JobName), runcore.ReadLive)})
 		case runcore.CompleteLease, runcore.ReleaseLease:
 			switch {
 			case s.store.down:
@@ -409,6 +455,10 @@ func (s *sim) release(c *simCluster, run *batchv1alpha1.ActiveRun) {
 			delete(c.keeper, run.Token)
 			runcore.FinishRun(c.gj, *run, end.Lease, end.Result, "", end.Message, s.now)
 			s.ended[end.Result]++
+			if j := c.jobs[run.JobName]; j != nil && s.rng.IntN(2) == 0 {
+				j.deleted = true // the history limit
+				s.logf("%s: %s: the Job %s is deleted", c.name, runcore.History, run.JobName)
+			}
 			if end.Lease.State == batchv1alpha1.LeaseLeftToExpire {
 				s.leftToExpire++
 			}
@@ -441,7 +491,7 @@ func (s *sim) stopper(c *simCluster) {
 
 // kubelet: a visible working Pod ends, mostly well.
 func (s *sim) kubelet(c *simCluster) {
-	for _, j := range c.jobs {
+	for _, j := range c.order {
 		if p := j.pod; p != nil && p.running && p.visible && s.rng.IntN(3) == 0 {
 			p.running = false
 			if s.rng.IntN(4) == 0 {
@@ -458,7 +508,7 @@ func (s *sim) kubelet(c *simCluster) {
 // API server shows the Pod failed, and the Pod works on until its guard stops
 // it.
 func (s *sim) cutOff(c *simCluster) {
-	for _, j := range c.jobs {
+	for _, j := range c.order {
 		if p := j.pod; p != nil && p.running && p.visible {
 			p.visible = false
 			j.finished, j.failed = batchv1.JobFailed, true
@@ -498,7 +548,12 @@ func (s *sim) step() {
 		s.cutOff(c)
 	case n < 78:
 		s.crash(c)
-	case n < 81:
+	case n < 83:
+		if !c.last.IsZero() && !c.rerun {
+			c.rerun = true
+			s.logf("%s: a person runs the occurrence at %s again (run-now)", c.name, c.last.Format("15:04"))
+		}
+	case n < 86:
 		s.store.down = !s.store.down
 		s.logf("the store %s", map[bool]string{true: "stops answering", false: "answers again"}[s.store.down])
 	default:
@@ -540,7 +595,8 @@ var regressionSeeds = []struct {
 	seed   uint64
 }{
 	{"release-ignores-unclean-end", 11},
-	{"unclean-by-recorded-uid", 1583},
+	{"unclean-by-recorded-uid", 850},
+	{"takeup-ignores-ledger", 2},
 }
 
 // TestTheSimulationKeepsOneWorkingPodPerKey runs the simulation for many

@@ -37,9 +37,17 @@ func Mint(r Run) (token, jobName string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	random = random[:16] + binding(r) + attestation(r.Start)
+	token, jobName = MintFrom(r, random[:16])
+	return token, jobName, nil
+}
+
+// MintFrom returns the token for a run of r whose random part starts with
+// random (16 lower-case hex digits), and its Job name: Mint with the
+// randomness given, for a caller that must replay (a seeded simulation).
+func MintFrom(r Run, random string) (token, jobName string) {
+	random = random + binding(r) + attestation(r.Start)
 	jobName = JobName(r.Name, r.Occurrence, random)
-	return leasetoken.Format(leasetoken.FormatHolder(r.Cluster, r.Namespace, jobName), random), jobName, nil
+	return leasetoken.Format(leasetoken.FormatHolder(r.Cluster, r.Namespace, jobName), random), jobName
 }
 
 // MintedFor says whether token was minted by Mint for r (by this cluster, for this
