@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/due"
+	"github.com/guardedjob/guardedjob/internal/jobbuild"
 	"github.com/guardedjob/guardedjob/internal/leadership"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
@@ -18,10 +20,10 @@ import (
 	"github.com/guardedjob/guardedjob/internal/schedule"
 )
 
-// acquire takes the lease of a run. On success it creates the run's Job
-// (suspended behind its start gate, carrying the run: createFirst), then
-// records the run with its fence and Job (phase Running), and opens the gate
-// with the object that write returned.
+// acquire takes the lease of a run. On success the run starts (start): its Job
+// created behind its start gate, carrying the run (createFirst), then the run
+// recorded with its fence and Job (phase Running), and the gate opened with
+// the object that write returned.
 func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	gj := s.gj
 	unrecorded := s.unrecorded == run.JobName
@@ -86,52 +88,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		gj.Status.LastFence = max(gj.Status.LastFence, lease.Fence)
 		runcore.SetLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, lease.Fence)
 		runcore.SetLockHeld(gj, "", "", s.now)
-		job, warnings, rejected := r.createFirst(ctx, s, run)
-		if rejected != "" {
-			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.JobRejectedReason, "%s", rejected)
-			run.Phase = batchv1alpha1.RunPhaseReleasing
-			setStop(run, batchv1alpha1.RunResultFailed, rejected)
-			run.StopCause = string(batchv1alpha1.FailureJobRejected)
-			return s.next(run)
-		}
-		record := runcore.Record
-		if job != nil {
-			run.JobUID = job.UID
-			logStep(ctx, runcore.CreateFirst, "job", run.JobName)
-			record = runcore.RecordJob
-		}
-		if err := r.writeGuarded(ctx, s); err != nil {
-			if unrecorded {
-				// No status names the run: stop renewing, but leave the lease
-				// (and its Job, if created) to the next pass, which takes it
-				// up or adopts the Job (or to its ttl).
-				r.Keeper.Untrack(run.Token)
-			}
-			if job != nil {
-				r.pendingAdoption.add(client.ObjectKeyFromObject(gj), job.Name)
-			}
-			return err
-		}
-		s.unrecorded = ""
-		if run = runcore.RunByName(gj, run.JobName); run == nil {
-			return nil
-		}
-		logStep(ctx, record, "job", run.JobName, "fence", run.Fence)
-		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.LockAcquiredReason,
-			"Acquired lock %s for %s%s", run.Key, run.JobName, runcore.FenceSuffix(lease.Fence))
-		if r.insecureStore(store) {
-			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InsecureStoreReason,
-				"Lock %s is in store %s, whose Secret turns TLS server verification off (insecureSkipVerify): anyone on the network path can pose as that Redis; put its CA into ca.crt instead", run.Key, store.Identity())
-		}
-		if lease.FenceRaised {
-			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.FenceRaisedReason,
-				"The fence counter %s was at or below the last fence %d (the store lost data?); raised to %d", run.FenceKey, floor, lease.Fence)
-		}
-		if job != nil {
-			return r.jobCreatedFirst(ctx, s, run, job, warnings, store)
-		}
-		// The fence is durable: the Job follows in this pass.
-		return s.next(run)
+		return r.start(ctx, s, run, store, lease, floor, unrecorded)
 
 	case errors.As(err, &busy):
 		runcore.SetStoreReachable(gj, nil, s.now)
@@ -293,6 +250,81 @@ func acquireAttempted(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun
 func waitedBusy(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) bool {
 	l := gj.Status.Lock
 	return gj.Spec.Lock.OnBusyOrDefault() == batchv1alpha1.OnBusyRetry && l != nil && l.Key == run.Key && l.State == batchv1alpha1.LockStateBusy
+}
+
+// start carries out the start of a run whose lease this pass has just
+// acquired, as the core decides it (runcore.NewStart): its Job created first
+// when it may be, the guarded status write that records the run, then the
+// Job's gate, or the run's Job created in phase Running (status first).
+func (r *GuardedJobReconciler) start(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client, lease lockclient.Lease, floor int64, unrecorded bool) error {
+	gj := s.gj
+	m := runcore.NewStart(!run.Unguarded && r.leaseConfirmed(gj, run))
+	var (
+		job      *batchv1.Job
+		warnings []jobbuild.Warning
+		writeErr error
+	)
+	for {
+		switch m.Next() {
+		case runcore.CreateJobFirst:
+			var rejected string
+			job, warnings, rejected = r.createFirst(ctx, s, run)
+			if rejected != "" {
+				r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.JobRejectedReason, "%s", rejected)
+				run.Phase = batchv1alpha1.RunPhaseReleasing
+				setStop(run, batchv1alpha1.RunResultFailed, rejected)
+				run.StopCause = string(batchv1alpha1.FailureJobRejected)
+			}
+			if job != nil {
+				run.JobUID = job.UID
+				logStep(ctx, runcore.CreateFirst, "job", run.JobName)
+			}
+			m.Deliver(runcore.StartOutcome{Created: job != nil, Rejected: rejected != ""})
+		case runcore.ReleaseRejected:
+			return s.next(run)
+		case runcore.WriteRecord:
+			writeErr = r.writeGuarded(ctx, s)
+			m.Deliver(runcore.StartOutcome{WriteOK: writeErr == nil})
+		case runcore.AbandonPass:
+			if unrecorded {
+				// No status names the run: stop renewing, but leave the lease
+				// (and its Job, if created) to the next pass, which takes it
+				// up or adopts the Job (or to its ttl).
+				r.Keeper.Untrack(run.Token)
+			}
+			if m.JobCreated() {
+				r.pendingAdoption.add(client.ObjectKeyFromObject(gj), job.Name)
+			}
+			return writeErr
+		case runcore.Recorded:
+			s.unrecorded = ""
+			if run = runcore.RunByName(gj, run.JobName); run == nil {
+				return nil
+			}
+			logStep(ctx, m.Record(), "job", run.JobName, "fence", run.Fence)
+			r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.LockAcquiredReason,
+				"Acquired lock %s for %s%s", run.Key, run.JobName, runcore.FenceSuffix(lease.Fence))
+			if r.insecureStore(store) {
+				r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InsecureStoreReason,
+					"Lock %s is in store %s, whose Secret turns TLS server verification off (insecureSkipVerify): anyone on the network path can pose as that Redis; put its CA into ca.crt instead", run.Key, store.Identity())
+			}
+			if lease.FenceRaised {
+				r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.FenceRaisedReason,
+					"The fence counter %s was at or below the last fence %d (the store lost data?); raised to %d", run.FenceKey, floor, lease.Fence)
+			}
+			m.Deliver(runcore.StartOutcome{})
+		case runcore.OpenJobGate:
+			if err := r.jobCreatedFirst(ctx, s, run, job, warnings, store); err != nil {
+				return err
+			}
+			m.Deliver(runcore.StartOutcome{})
+		case runcore.GoRunning:
+			// The fence is durable: the Job follows in this pass.
+			return s.next(run)
+		default: // runcore.StartDone
+			return nil
+		}
+	}
 }
 
 // acquireStep names an acquisition as the model does: for a run-now request, or

@@ -96,17 +96,14 @@ func (u *unrecordedJobs) of(gj types.NamespacedName) []string {
 }
 
 // createFirst creates the Job of a run whose lease this pass has just
-// acquired, before status records the run. It returns nil (and no error) when
-// the run goes on in the status-first order instead: its Job would not wait at
-// the manager's start gate (a queue starts it), its lease is not confirmed
-// with room to stop the Pods, a Job of its name exists already, or the API
+// acquired and confirmed with room to stop the Pods (runcore.NewStart), before
+// status records the run. It returns nil (and no error) when the run goes on
+// in the status-first order instead: its Job would not wait at the manager's
+// start gate (a queue starts it), a Job of its name exists already, or the API
 // server did not answer; status then records the run without a Job,
 // and running() creates or judges it as for any recorded run. rejected is the
 // API server's refusal of an invalid or forbidden Job.
 func (r *GuardedJobReconciler) createFirst(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun) (job *batchv1.Job, warnings []jobbuild.Warning, rejected string) {
-	if run.Unguarded || !r.leaseConfirmed(s.gj, run) {
-		return nil, nil, ""
-	}
 	job, warnings = jobbuild.Build(s.gj, run)
 	if !jobbuild.Gated(job) {
 		// A queue starts a Job that asks to be suspended: its Pods wait at

@@ -275,10 +275,11 @@ var mutants = []mutant{
 	{
 		name: "jobfirst-gate-early",
 		bug:  "the pass that creates a run's Job opens its start gate before status records the run: a manager that dies in between leaves a working Pod whose lease nobody renews",
-		file: "controllers/guardedjob_acquire.go",
-		find: "\t\t\trun.JobUID = job.UID\n\t\t\tlogStep(ctx, runcore.CreateFirst, \"job\", run.JobName)\n",
-		repl: "\t\t\trun.JobUID = job.UID\n\t\t\tif err := r.openGate(ctx, s, run, job, store); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n",
+		file: "internal/runcore/start.go",
+		find: "\t\tcase o.Created:\n\t\t\tm.job = true\n\t\t\tm.next = WriteRecord\n",
+		repl: "\t\tcase o.Created:\n\t\t\tm.job = true\n\t\t\tm.next = OpenJobGate\n",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestTheStartOfARunWritesItsRecordBeforeItsWorkMayStart"}},
 			{"./controllers/", []string{"TestJobFirst_ARunCreatesItsJobBeforeItsFirstStatusWrite", "TestJobFirst_AManagerThatDiesBetweenTheJobAndTheStatusWriteLeavesAJobTheNextOneAdopts"}},
 		},
 	},

@@ -1,0 +1,138 @@
+package runcore
+
+// The start of a run whose lease this pass has just acquired (steps
+// create_first, record or record_job, then confirm and open), as a machine.
+// Its rule is the write barrier: the guarded status write that records the run
+// comes before anything that lets the run's work start, so that a manager
+// that dies at any effect leaves either a run status records (a restart
+// resumes its lease) or a Job that waits at its gate (the next pass adopts or
+// deletes it), never a working Pod whose lease nobody renews. The adapter's
+// loop is the release's (NewRelease): perform what Next says, Deliver the
+// answer, until StartDone.
+
+// StartEffect is what the start of a run needs next.
+type StartEffect int
+
+const (
+	// CreateJobFirst creates the run's Job, waiting at the manager's start
+	// gate and carrying its run, before status records the run (Job-first).
+	CreateJobFirst StartEffect = iota + 1
+	// WriteRecord is the guarded status write that records the run, its fence
+	// and its lease, and its Job if one was created: a barrier.
+	WriteRecord
+	// Recorded: the write succeeded; what it makes true can be told (the
+	// acquisition's events), and the adapter finds the run again in the
+	// status the write returned.
+	Recorded
+	// OpenJobGate confirms the lease and opens the gate of the Job this pass
+	// created (the Job's events first).
+	OpenJobGate
+	// GoRunning: status records the run without a Job; the run goes on in
+	// phase Running, whose pass creates its Job (status first).
+	GoRunning
+	// ReleaseRejected: the API server rejected the Job; the run releases its
+	// lease in phase Releasing.
+	ReleaseRejected
+	// AbandonPass: the status write failed (the object changed since the pass
+	// read it): an unrecorded run's lease is no longer renewed (take-up, or
+	// its ttl, decides it), a Job this pass created waits for adoption, and
+	// the pass ends.
+	AbandonPass
+	// StartDone: nothing more in this pass.
+	StartDone
+)
+
+// Step is the model's step an effect takes.
+func (e StartEffect) Step() Step {
+	switch e {
+	case CreateJobFirst:
+		return CreateFirst
+	case OpenJobGate:
+		return Open
+	}
+	return ""
+}
+
+// StartOutcome is the answer to the effect Next returned.
+type StartOutcome struct {
+	// Created and Rejected answer CreateJobFirst: the Job was created; or the
+	// API server refused it as invalid or forbidden. Neither: no Job was
+	// created (a Job of its name exists, the API server did not answer), and
+	// the run goes on status first.
+	Created  bool
+	Rejected bool
+	// WriteOK answers WriteRecord.
+	WriteOK bool
+}
+
+// Starting is the start of one run, from its acquisition to its Job's gate.
+type Starting struct {
+	next     StartEffect
+	job      bool
+	recorded bool
+	opened   bool
+}
+
+// NewStart starts a run whose lease was just acquired. jobFirst says its Job
+// may be created before status records it: the run holds a lease confirmed
+// with room to stop its Pods, and its Job waits at the manager's start gate
+// (a Job a queue starts does not).
+func NewStart(jobFirst bool) *Starting {
+	m := &Starting{next: WriteRecord}
+	if jobFirst {
+		m.next = CreateJobFirst
+	}
+	return m
+}
+
+// Next is the effect the start needs now.
+func (m *Starting) Next() StartEffect { return m.next }
+
+// Record is the model's step the status write takes: record_job when it
+// records a Job created first, record otherwise.
+func (m *Starting) Record() Step {
+	if m.job {
+		return RecordJob
+	}
+	return Record
+}
+
+// Deliver takes the answer to the effect Next returned.
+func (m *Starting) Deliver(o StartOutcome) {
+	switch m.next {
+	case CreateJobFirst:
+		switch {
+		case o.Rejected:
+			m.next = ReleaseRejected
+		case o.Created:
+			m.job = true
+			m.next = WriteRecord
+		default:
+			m.next = WriteRecord
+		}
+	case WriteRecord:
+		if !o.WriteOK {
+			m.next = AbandonPass
+			return
+		}
+		m.recorded = true
+		m.next = Recorded
+	case Recorded:
+		m.next = GoRunning
+		if m.job && !m.opened {
+			m.next = OpenJobGate
+		}
+	case OpenJobGate:
+		m.opened = true
+		m.next = StartDone
+		if !m.recorded {
+			m.next = WriteRecord
+		}
+	default:
+		m.next = StartDone
+	}
+}
+
+// JobCreated says the pass created the run's Job (a failed status write leaves
+// it waiting for adoption).
+func (m *Starting) JobCreated() bool { return m.job }

@@ -1,0 +1,60 @@
+package runcore_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/guardedjob/guardedjob/internal/runcore"
+)
+
+// The start of a run whose lease a pass has just acquired, effect by effect:
+// its Job first when it may be, then the guarded status write, and only once
+// that write succeeded what lets the work start (the Job's gate, or the
+// Running phase that creates the Job). Scripted answers, no API server.
+func TestTheStartOfARunWritesItsRecordBeforeItsWorkMayStart(t *testing.T) {
+	created := runcore.StartOutcome{Created: true}
+	ok := runcore.StartOutcome{WriteOK: true}
+	none := runcore.StartOutcome{}
+	for _, c := range []struct {
+		name     string
+		jobFirst bool
+		answers  []runcore.StartOutcome
+		effects  []runcore.StartEffect
+		record   runcore.Step
+	}{
+		{"Job-first: the Job, the record of the run and its Job, then the gate", true, []runcore.StartOutcome{created, ok, none, none},
+			[]runcore.StartEffect{runcore.CreateJobFirst, runcore.WriteRecord, runcore.Recorded, runcore.OpenJobGate, runcore.StartDone}, runcore.RecordJob},
+		{"a Job that could not be created first: the record, then phase Running creates it", true, []runcore.StartOutcome{none, ok, none},
+			[]runcore.StartEffect{runcore.CreateJobFirst, runcore.WriteRecord, runcore.Recorded, runcore.GoRunning}, runcore.Record},
+		{"a lease not confirmed with room to stop the Pods: status first", false, []runcore.StartOutcome{ok, none},
+			[]runcore.StartEffect{runcore.WriteRecord, runcore.Recorded, runcore.GoRunning}, runcore.Record},
+		{"a rejected Job: the run releases its lease", true, []runcore.StartOutcome{{Rejected: true}},
+			[]runcore.StartEffect{runcore.CreateJobFirst, runcore.ReleaseRejected}, runcore.Record},
+		{"a failed status write: the pass ends with the Job waiting at its gate for adoption", true, []runcore.StartOutcome{created, none},
+			[]runcore.StartEffect{runcore.CreateJobFirst, runcore.WriteRecord, runcore.AbandonPass}, runcore.RecordJob},
+		{"a failed status write without a Job", false, []runcore.StartOutcome{none},
+			[]runcore.StartEffect{runcore.WriteRecord, runcore.AbandonPass}, runcore.Record},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			m := runcore.NewStart(c.jobFirst)
+			var got []runcore.StartEffect
+			written := false
+			for _, a := range c.answers {
+				e := m.Next()
+				got = append(got, e)
+				if e == runcore.OpenJobGate || e == runcore.GoRunning {
+					g.Expect(written).To(BeTrue(), "%s before status recorded the run", e)
+				}
+				if e == runcore.WriteRecord && a.WriteOK {
+					written = true
+				}
+				m.Deliver(a)
+			}
+			got = append(got, m.Next())
+			g.Expect(got).To(Equal(c.effects))
+			g.Expect(m.Record()).To(Equal(c.record))
+		})
+	}
+}
