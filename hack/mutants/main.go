@@ -279,7 +279,7 @@ var mutants = []mutant{
 		find: "\t\tcase o.Created:\n\t\t\tm.job = true\n\t\t\tm.next = WriteRecord\n",
 		repl: "\t\tcase o.Created:\n\t\t\tm.job = true\n\t\t\tm.next = OpenJobGate\n",
 		catchers: []catcher{
-			{"./internal/runcore/", []string{"TestTheStartOfARunWritesItsRecordBeforeItsWorkMayStart"}},
+			{"./internal/runcore/", []string{"TestTheStartOfARunWritesItsRecordBeforeItsWorkMayStart", "TestTheSimulationKeepsOneWorkingPodPerKey"}},
 			{"./controllers/", []string{"TestJobFirst_ARunCreatesItsJobBeforeItsFirstStatusWrite", "TestJobFirst_AManagerThatDiesBetweenTheJobAndTheStatusWriteLeavesAJobTheNextOneAdopts"}},
 		},
 	},

@@ -20,24 +20,29 @@ import (
 	"github.com/guardedjob/guardedjob/internal/runtoken"
 )
 
-// The simulation: the core's decisions for a recorded run (runcore.Running),
-// its release (runcore.NewRelease), take-up of a lease a crashed pass left
-// (runcore.TakeUp, with tokens minted as runtoken mints them), the lease
-// ledger and the end of a run in status, driven by one seeded random source against a simulated lock store,
-// API server, Pods and pod guards, in two clusters that share one lock key.
-// Faults come at any step: a manager crashes and resumes its leases from
-// status (or crashes between an acquisition and its status write, leaving a
-// lease no status records), a person runs the last occurrence again, the store stops answering, a node is cut off (its Pod works on where
-// the API server no longer shows it), and time passes. No goroutine and no
-// wall clock: a seed replays exactly, and a failing seed prints its trace.
+// The simulation: the core's decisions for the start of a run
+// (runcore.NewStart: its Job first, the guarded status write, then the gate),
+// a recorded run (runcore.Running), its release (runcore.NewRelease), take-up
+// of a lease a crashed pass left (runcore.TakeUp, with tokens minted as
+// runtoken mints them), the lease ledger and the end of a run in status,
+// driven by one seeded random source against a simulated lock store, API
+// server, Pods and pod guards, in two clusters that share one lock key.
+// Faults come at any step: a manager dies before any effect of a run's start,
+// or crashes later and resumes its leases from status; the API server does not
+// answer a create; a person runs the last occurrence again; the store stops
+// answering; a node is cut off (its Pod works on where the API server no
+// longer shows it); time passes. No goroutine and no wall clock: a seed
+// replays exactly, and a failing seed prints its trace.
 //
-// The acquisition, the stop controller and the keeper are the simulation's
-// own, kept to what the code does; the invariant checked after every step is
-// the model's I1: no two Pods work under the key at once.
+// The acquisition's store call, the stop controller and the keeper are the
+// simulation's own, kept to what the code does: the stop controller deletes
+// the Pods of a lease the keeper reports lost or at its self-fence deadline at
+// once (the model's timing assumption). One cluster's runs have a pod guard,
+// the other's have none. The invariant checked after every step is the
+// model's I1: no two Pods work under the key at once.
 //
 // GUARDEDJOB_SIM_SEEDS sets how many seeds run (10,000 by default, in a few
-// seconds);
-// GUARDEDJOB_SIM_SEED runs one seed and prints its trace.
+// seconds); GUARDEDJOB_SIM_SEED runs one seed and prints its trace.
 
 const (
 	simTTL         = 30 * time.Second
@@ -89,6 +94,8 @@ type simJob struct {
 	// deleted: the history limit deleted the Job; a Pod the API server could
 	// not reach works on.
 	deleted bool
+	// guarded: its Pod has a pod guard (lock.podGuard).
+	guarded bool
 }
 
 // apiJob is the Job of a name as the API server shows it, or nil.
@@ -114,6 +121,7 @@ type simCluster struct {
 	next    time.Time            // the next occurrence
 	last    time.Time            // the last occurrence status records
 	rerun   bool                 // a run-now of the last occurrence waits
+	guarded bool                 // its runs have a pod guard
 }
 
 type sim struct {
@@ -143,8 +151,8 @@ func newSim(t testing.TB, seed uint64) *sim {
 	for _, name := range []string{"cluster-a", "cluster-b"} {
 		s.clusters = append(s.clusters, &simCluster{
 			name: name, jobs: map[string]*simJob{}, keeper: map[string]*simKept{}, created: map[string]types.UID{},
-			next: simStart,
-			gj:   &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "settle", UID: types.UID("gj-" + name)}},
+			next: simStart, guarded: name == "cluster-a",
+			gj: &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "settle", UID: types.UID("gj-" + name)}},
 		})
 	}
 	return s
@@ -175,6 +183,7 @@ func (s *sim) check() {
 func (s *sim) advance(d time.Duration) {
 	s.now = s.now.Add(d)
 	s.store.expire(s.now)
+	s.stopReported()
 	for _, c := range s.clusters {
 		for _, j := range c.order {
 			if p := j.pod; p != nil && p.running && !s.now.Before(p.until) {
@@ -183,6 +192,26 @@ func (s *sim) advance(d time.Duration) {
 					j.finished, j.failed = batchv1.JobFailed, true
 				}
 				s.logf("%s: the guard of %s stops its Pod (its lease could expire)", c.name, j.name)
+			}
+		}
+	}
+}
+
+// stopReported: the keeper reports a lease lost or at its self-fence deadline
+// and the stop controller deletes the run's Pods at once (the model's
+// timing assumption: within the stop budget, before the key could expire).
+// A cut-off Pod cannot be reached.
+func (s *sim) stopReported() {
+	for _, c := range s.clusters {
+		for _, j := range c.order {
+			k, tracked := c.keeper[j.token]
+			if p := j.pod; p == nil || !p.running || !p.visible || !tracked {
+				continue
+			}
+			if k.lost || !s.now.Before(k.lastOK.Add(simTTL-simStopBudget)) {
+				j.pod.running = false
+				j.finished, j.failed = batchv1.JobFailed, true
+				s.logf("%s: %s: the Pod of %s is deleted (its lease is lost or at its deadline)", c.name, runcore.StopReported, j.name)
 			}
 		}
 	}
@@ -197,7 +226,7 @@ func (s *sim) guard(c *simCluster) {
 	}
 	for _, j := range c.order {
 		p := j.pod
-		if p == nil || !p.running {
+		if p == nil || !p.running || !j.guarded {
 			continue
 		}
 		if s.store.holds(j.token) {
@@ -236,6 +265,7 @@ func (s *sim) keep(c *simCluster) {
 			s.logf("%s: the keeper finds the lease of %s lost", c.name, leasetoken.HolderOf(token))
 		}
 	}
+	s.stopReported()
 }
 
 func (s *sim) leaseView(c *simCluster, run *batchv1alpha1.ActiveRun) runcore.LeaseView {
@@ -277,7 +307,9 @@ func (s *sim) schedule(c *simCluster) {
 		JobName: jobName, Token: token, Holder: leasetoken.HolderOf(token), Key: simKey,
 		OccurrenceKey: simKey + ":done:" + strconv.FormatInt(occ.Unix(), 10),
 		ScheduledTime: metav1.NewTime(occ), TTL: metav1.Duration{Duration: simTTL}, Phase: batchv1alpha1.RunPhaseAcquiring,
-		PodGuard: &batchv1alpha1.RunPodGuard{Interval: metav1.Duration{Duration: 5 * time.Second}},
+	}
+	if c.guarded {
+		run.PodGuard = &batchv1alpha1.RunPodGuard{Interval: metav1.Duration{Duration: 5 * time.Second}}
 	}
 	recorded := func() {
 		c.rerun = false
@@ -310,19 +342,62 @@ func (s *sim) schedule(c *simCluster) {
 	}
 	s.store.key = &simLease{token: run.Token, expires: s.now.Add(simTTL)}
 	s.store.fence++
-	if s.rng.IntN(10) == 0 {
-		// The manager dies between the acquisition and its status write: the
-		// key holds a token no status records, and the occurrence is due again.
-		s.crash(c)
-		s.logf("%s: %s acquired %s and died before its status write", c.name, runcore.AcquireNext, run.Holder)
-		return
-	}
-	recorded()
 	run.Phase, run.Fence, run.AcquiredAt = batchv1alpha1.RunPhaseRunning, s.store.fence, runcore.PtrTime(s.now)
-	c.gj.Status.Active = append(c.gj.Status.Active, run)
-	runcore.RecordLease(c.gj, &c.gj.Status.Active[len(c.gj.Status.Active)-1], s.now)
 	c.keeper[run.Token] = &simKept{lastOK: s.now}
-	s.logf("%s: %s %s, %s: fence %d", c.name, runcore.AcquireNext, run.JobName, runcore.Record, run.Fence)
+	s.logf("%s: %s %s: fence %d", c.name, runcore.AcquireNext, run.Holder, run.Fence)
+	s.start(c, &run, recorded)
+}
+
+// start drives the core's start of a run (runcore.NewStart) against the
+// simulated API server; the manager may die before any effect.
+func (s *sim) start(c *simCluster, run *batchv1alpha1.ActiveRun, recorded func()) {
+	m := runcore.NewStart(true)
+	var job *simJob
+	for {
+		e := m.Next()
+		if (e == runcore.CreateJobFirst || e == runcore.WriteRecord || e == runcore.OpenJobGate) && s.rng.IntN(20) == 0 {
+			// The manager dies before this effect: the key holds a token no
+			// status may record yet, and the occurrence is due again.
+			s.crash(c)
+			s.logf("%s: the manager dies before %v of %s", c.name, startEffectName[e], run.JobName)
+			return
+		}
+		switch e {
+		case runcore.CreateJobFirst:
+			if s.rng.IntN(4) == 0 {
+				// The API server does not answer the create: status records the
+				// run first, and phase Running creates its Job.
+				s.logf("%s: %s %s: the API server does not answer", c.name, e.Step(), run.JobName)
+				m.Deliver(runcore.StartOutcome{})
+				continue
+			}
+			s.uids++
+			job = &simJob{name: run.JobName, uid: types.UID("uid-" + strconv.Itoa(s.uids)), token: run.Token, gated: true, guarded: run.PodGuard != nil}
+			c.jobs[run.JobName] = job
+			c.order = append(c.order, job)
+			run.JobUID = job.uid
+			s.logf("%s: %s %s, gated", c.name, e.Step(), run.JobName)
+			m.Deliver(runcore.StartOutcome{Created: true})
+		case runcore.WriteRecord:
+			recorded()
+			c.gj.Status.Active = append(c.gj.Status.Active, *run)
+			runcore.RecordLease(c.gj, &c.gj.Status.Active[len(c.gj.Status.Active)-1], s.now)
+			s.logf("%s: %s %s: fence %d", c.name, m.Record(), run.JobName, run.Fence)
+			m.Deliver(runcore.StartOutcome{WriteOK: true})
+			run = runcore.RunByName(c.gj, run.JobName)
+		case runcore.OpenJobGate:
+			s.open(c, run, job)
+			m.Deliver(runcore.StartOutcome{})
+		case runcore.Recorded:
+			m.Deliver(runcore.StartOutcome{})
+		default:
+			return
+		}
+	}
+}
+
+var startEffectName = map[runcore.StartEffect]string{
+	runcore.CreateJobFirst: "creating its Job", runcore.WriteRecord: "the status write", runcore.OpenJobGate: "opening the gate",
 }
 
 // pass is one reconcile pass over the cluster's active runs.
@@ -385,7 +460,7 @@ func (s *sim) running(c *simCluster, run *batchv1alpha1.ActiveRun) {
 			s.logf("%s: %s %s (cause %d)", c.name, v.Step, run.JobName, v.Cause)
 		case runcore.CreateRunJob:
 			s.uids++
-			job = &simJob{name: run.JobName, uid: types.UID("uid-" + strconv.Itoa(s.uids)), token: run.Token, gated: true}
+			job = &simJob{name: run.JobName, uid: types.UID("uid-" + strconv.Itoa(s.uids)), token: run.Token, gated: true, guarded: run.PodGuard != nil}
 			c.jobs[run.JobName] = job
 			c.order = append(c.order, job)
 			c.created[run.Token] = job.uid // recorded by the next pass (recordLater)
@@ -413,6 +488,9 @@ func (s *sim) open(c *simCluster, run *batchv1alpha1.ActiveRun, job *simJob) {
 	c.keeper[run.Token].lastOK = s.now
 	job.gated = false
 	job.pod = &simPod{running: true, visible: true, until: s.store.key.expires.Add(-simGuardMargin)}
+	if !job.guarded {
+		job.pod.until = s.now.Add(24 * time.Hour) // no guard: only a stop ends it early
+	}
 	s.logf("%s: %s %s: its Pod starts", c.name, runcore.Open, run.JobName)
 }
 
@@ -509,7 +587,7 @@ func (s *sim) kubelet(c *simCluster) {
 // it.
 func (s *sim) cutOff(c *simCluster) {
 	for _, j := range c.order {
-		if p := j.pod; p != nil && p.running && p.visible {
+		if p := j.pod; p != nil && p.running && p.visible && j.guarded {
 			p.visible = false
 			j.finished, j.failed = batchv1.JobFailed, true
 			s.logf("%s: the node of %s is cut off: its Pod works on, the API server shows it failed", c.name, j.name)
@@ -594,9 +672,10 @@ var regressionSeeds = []struct {
 	mutant string
 	seed   uint64
 }{
-	{"release-ignores-unclean-end", 11},
-	{"unclean-by-recorded-uid", 850},
-	{"takeup-ignores-ledger", 2},
+	{"unclean-by-recorded-uid", 2520},
+	{"release-ignores-unclean-end", 2},
+	{"takeup-ignores-ledger", 3},
+	{"jobfirst-gate-early", 34},
 }
 
 // TestTheSimulationKeepsOneWorkingPodPerKey runs the simulation for many
