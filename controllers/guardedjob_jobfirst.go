@@ -196,20 +196,12 @@ func (r *GuardedJobReconciler) jobWaitingFor(ctx context.Context, s *scope, run 
 	if run.JobUID != "" {
 		return nil, nil
 	}
-	job := &batchv1.Job{}
-	key := client.ObjectKey{Namespace: s.gj.Namespace, Name: run.JobName}
-	err := r.Get(ctx, key, job)
-	if apierrors.IsNotFound(err) {
-		// The cache may not have seen it (created by this manager's own failed
-		// pass moments ago, or the cache is older than the world): a run about
-		// to give up or acquire again must not miss its Job.
-		err = r.APIReader.Get(ctx, key, job)
-	}
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("get job %s: %w", run.JobName, err)
+	// The cache may not have seen it (created by this manager's own failed
+	// pass moments ago, or the cache is older than the world): a run about to
+	// give up or acquire again must not miss its Job.
+	job, err := r.getJobConfirmed(ctx, s.gj.Namespace, run.JobName)
+	if err != nil || job == nil {
+		return nil, err
 	}
 	if !metav1.IsControlledBy(job, s.gj) || !job.DeletionTimestamp.IsZero() || !jobbuild.Gated(job) || job.Annotations[batchv1alpha1.RunAnnotation] == "" {
 		return nil, nil
