@@ -24,7 +24,9 @@ import (
 // (runcore.NewStart: its Job first, the guarded status write, then the gate),
 // a recorded run (runcore.Running), its release (runcore.NewRelease), take-up
 // of a lease a crashed pass left (runcore.TakeUp, with tokens minted as
-// runtoken mints them), the lease ledger and the end of a run in status,
+// runtoken mints them), the adoption of a Job whose pass died before its
+// status write (runcore.Adoptable, runcore.RecordAdopted), the lease ledger
+// and the end of a run in status,
 // driven by one seeded random source against a simulated lock store, API
 // server, Pods and pod guards, in two clusters that share one lock key.
 // Faults come at any step: a manager dies before any effect of a run's start,
@@ -96,6 +98,9 @@ type simJob struct {
 	deleted bool
 	// guarded: its Pod has a pod guard (lock.podGuard).
 	guarded bool
+	// run is the run a Job created before its status write carries (its
+	// run annotation), for adoption.
+	run *batchv1alpha1.ActiveRun
 }
 
 // apiJob is the Job of a name as the API server shows it, or nil.
@@ -137,6 +142,7 @@ type sim struct {
 	// leases left to expire: what the seeds reached.
 	ended        map[batchv1alpha1.RunResult]int
 	leftToExpire int
+	adopted      int
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -301,22 +307,18 @@ func (s *sim) schedule(c *simCluster) {
 	case s.now.Before(c.next):
 		return
 	}
-	identity := runtoken.Run{Cluster: c.name, Namespace: c.gj.Namespace, Name: c.gj.Name, UID: string(c.gj.UID), Occurrence: occ}
-	token, jobName := runtoken.MintFrom(identity, fmt.Sprintf("%016x", s.rng.Uint64()))
 	run := batchv1alpha1.ActiveRun{
-		JobName: jobName, Token: token, Holder: leasetoken.HolderOf(token), Key: simKey,
-		OccurrenceKey: simKey + ":done:" + strconv.FormatInt(occ.Unix(), 10),
+		Key: simKey, OccurrenceKey: simKey + ":done:" + strconv.FormatInt(occ.Unix(), 10),
 		ScheduledTime: metav1.NewTime(occ), TTL: metav1.Duration{Duration: simTTL}, Phase: batchv1alpha1.RunPhaseAcquiring,
 	}
 	if c.guarded {
 		run.PodGuard = &batchv1alpha1.RunPodGuard{Interval: metav1.Duration{Duration: 5 * time.Second}}
 	}
+	identity := c.identity(&run)
+	run.Token, run.JobName = runtoken.MintFrom(identity, fmt.Sprintf("%016x", s.rng.Uint64()))
+	run.Holder = leasetoken.HolderOf(run.Token)
 	recorded := func() {
-		c.rerun = false
-		c.last = occ
-		if !rerun {
-			c.next = occ.Add(simPeriod)
-		}
+		c.scheduled(occ, rerun)
 	}
 	if by := s.store.markers[run.OccurrenceKey]; by != "" && !rerun {
 		recorded()
@@ -327,7 +329,7 @@ func (s *sim) schedule(c *simCluster) {
 	}
 	if s.store.key != nil {
 		ledger := func(holder string) string { return runcore.LedgerSays(c.gj, holder, s.now) }
-		orphan, minted, refused := runcore.TakeUp(s.store.key.token, token, identity, runcore.Identity{Settled: true}, c.gj.Status.Active, ledger)
+		orphan, minted, refused := runcore.TakeUp(s.store.key.token, run.Token, identity, runcore.Identity{Settled: true}, c.gj.Status.Active, ledger)
 		if !minted || refused != "" || c.apiJob(orphan.JobName) != nil {
 			recorded()
 			runcore.FinishRun(c.gj, run, runcore.NeverHeld, batchv1alpha1.RunResultBusy, s.store.key.token, "busy", s.now)
@@ -372,7 +374,8 @@ func (s *sim) start(c *simCluster, run *batchv1alpha1.ActiveRun, recorded func()
 				continue
 			}
 			s.uids++
-			job = &simJob{name: run.JobName, uid: types.UID("uid-" + strconv.Itoa(s.uids)), token: run.Token, gated: true, guarded: run.PodGuard != nil}
+			annotated := *run
+			job = &simJob{name: run.JobName, uid: types.UID("uid-" + strconv.Itoa(s.uids)), token: run.Token, gated: true, guarded: run.PodGuard != nil, run: &annotated}
 			c.jobs[run.JobName] = job
 			c.order = append(c.order, job)
 			run.JobUID = job.uid
@@ -422,7 +425,57 @@ func (s *sim) pass(c *simCluster) {
 			}
 		}
 	}
+	s.adopt(c)
 	s.schedule(c)
+}
+
+// identity is what a run's token is minted for (runtoken.Run), as the
+// reconciler's runIdentity says it.
+func (c *simCluster) identity(run *batchv1alpha1.ActiveRun) runtoken.Run {
+	return runtoken.Run{Cluster: c.name, Namespace: c.gj.Namespace, Name: c.gj.Name, UID: string(c.gj.UID),
+		Occurrence: run.ScheduledTime.Time, Start: runcore.StartOf(run)}
+}
+
+// scheduled: status records the occurrence's start (or its outcome).
+func (c *simCluster) scheduled(occ time.Time, rerun bool) {
+	c.rerun = c.rerun && !rerun
+	c.last = occ
+	if !occ.Before(c.next) {
+		c.next = occ.Add(simPeriod)
+	}
+}
+
+// adopt is step adopt_unrecorded: a Job that waits at its gate carrying a run
+// no status records (its pass died before the status write) is adopted when
+// its key still holds the token minted for it and the fence counter has not
+// moved (runcore.Adoptable), else deleted; it never ran.
+func (s *sim) adopt(c *simCluster) {
+	for _, j := range c.order {
+		if j.deleted || !j.gated || j.run == nil || j.finished != "" || runcore.RunByName(c.gj, j.name) != nil {
+			continue
+		}
+		if s.store.down {
+			return
+		}
+		key := runcore.KeyView{Fence: s.store.fence}
+		if s.store.key != nil {
+			key.Holder = s.store.key.token
+		}
+		run := *j.run
+		if why := runcore.Adoptable(c.gj.Status.Leases, &run, true, key, nil, c.identity(&run)); why != "" {
+			j.deleted = true
+			s.logf("%s: %s: the Job %s is deleted, never started: %s", c.name, runcore.AdoptUnrecorded, j.name, why)
+			continue
+		}
+		run.JobUID, run.Phase = j.uid, batchv1alpha1.RunPhaseRunning
+		adopted := runcore.RecordAdopted(&c.gj.Status, run, nil)
+		runcore.RecordLease(c.gj, adopted, s.now)
+		c.scheduled(run.ScheduledTime.Time, false)
+		c.keeper[run.Token] = &simKept{lastOK: run.AcquiredAt.Time} // resumed: its evidence is the acquisition
+		s.adopted++
+		s.logf("%s: %s %s: fence %d", c.name, runcore.AdoptUnrecorded, j.name, run.Fence)
+		s.open(c, adopted, j)
+	}
 }
 
 func activeNames(c *simCluster) []string {
@@ -692,13 +745,14 @@ func TestTheSimulationKeepsOneWorkingPodPerKey(t *testing.T) {
 	for seed := from; seed < from+n; seed++ {
 		seeds = append(seeds, seed)
 	}
-	ended, left := map[batchv1alpha1.RunResult]int{}, 0
+	ended, left, adopted := map[batchv1alpha1.RunResult]int{}, 0, 0
 	for _, seed := range seeds {
 		s := runSim(t, seed, 600)
 		for r, k := range s.ended {
 			ended[r] += k
 		}
 		left += s.leftToExpire
+		adopted += s.adopted
 		if s.failed != "" {
 			t.Fatalf("seed %d: %s\nreplay: GUARDEDJOB_SIM_SEED=%d go test ./internal/runcore/ -run TestTheSimulationKeepsOneWorkingPodPerKey\ntrace:\n%s",
 				seed, s.failed, seed, strings.Join(s.trace, "\n"))
@@ -708,11 +762,11 @@ func TestTheSimulationKeepsOneWorkingPodPerKey(t *testing.T) {
 		}
 	}
 	// The simulation must reach what it checks: runs that succeed, runs that
-	// fail or lose their lease, and leases left to expire under a Pod that a
-	// cut-off node keeps working.
+	// fail or lose their lease, leases left to expire under a Pod that a
+	// cut-off node keeps working, and Jobs adopted after their pass died.
 	if n >= 100 && (ended[batchv1alpha1.RunResultSucceeded] < int(n)/2 || ended[batchv1alpha1.RunResultFailed] < int(n)/10 ||
-		ended[batchv1alpha1.RunResultLockLost] < int(n)/10 || left < int(n)/10) {
-		t.Errorf("in %d seeds: %v, %d leases left to expire: the simulation hardly reaches what it checks", n, ended, left)
+		ended[batchv1alpha1.RunResultLockLost] < int(n)/10 || left < int(n)/10 || adopted < int(n)/20) {
+		t.Errorf("in %d seeds: %v, %d leases left to expire, %d Jobs adopted: the simulation hardly reaches what it checks", n, ended, left, adopted)
 	}
-	t.Logf("%d seeds: runs ended %v, %d leases left to expire", n, ended, left)
+	t.Logf("%d seeds: runs ended %v, %d leases left to expire, %d Jobs adopted", n, ended, left, adopted)
 }
