@@ -232,35 +232,38 @@ func setStop(run *batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, msg s
 }
 
 // stopping waits until the run's Pods are gone (the stop controller deletes them),
-// then releases.
+// then releases, as the core decides it (runcore.NewStopping).
 func (r *GuardedJobReconciler) stopping(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	r.track(s.gj, run, store, resumed)
-	remaining, err := r.podsLeft(ctx, s.gj.Namespace, run.JobName)
-	if err != nil {
-		return err
-	}
-	if remaining == 0 {
-		// Releasing lets another holder start: make sure no Pod is left that the
-		// cache has not seen yet.
-		if remaining, err = r.podsLeftUncached(ctx, s.gj.Namespace, run.JobName); err != nil {
+	m := runcore.NewStopping()
+	for {
+		var (
+			out runcore.StopOutcome
+			err error
+		)
+		switch m.Next() {
+		case runcore.CountPods:
+			out.Pods, err = r.podsLeft(ctx, s.gj.Namespace, run.JobName)
+		case runcore.CountPodsLive:
+			out.Pods, err = r.podsLeftUncached(ctx, s.gj.Namespace, run.JobName)
+		case runcore.ReadStoppedJob:
+			var job *batchv1.Job
+			job, err = r.getJobConfirmed(ctx, s.gj.Namespace, run.JobName)
+			out.Job = jobView(job, runcore.ReadLive)
+		case runcore.WaitForPods:
+			s.requeueAfter(activeResync)
+			return nil
+		case runcore.WaitForStopper:
+			return nil // the stop controller has not deleted the Job yet
+		default: // runcore.GoRelease
+			run.Phase = batchv1alpha1.RunPhaseReleasing
+			return s.next(run)
+		}
+		if err != nil {
 			return err
 		}
+		m.Deliver(out)
 	}
-	if remaining > 0 {
-		s.requeueAfter(activeResync)
-		return nil
-	}
-	job, err := r.getJobConfirmed(ctx, s.gj.Namespace, run.JobName)
-	if err != nil {
-		return err
-	}
-	if job != nil && job.DeletionTimestamp.IsZero() {
-		if _, done := jobFinished(job); !done {
-			return nil // the stop controller has not deleted the Job yet
-		}
-	}
-	run.Phase = batchv1alpha1.RunPhaseReleasing
-	return s.next(run)
 }
 
 // podsLeft counts the Pods of a Job that still exist.

@@ -221,6 +221,16 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "stopping-trusts-cached-pods",
+		bug:  "a stopping run releases its lease when the cache shows no Pod of it left, without asking the API server: a Pod the cache has not seen yet works on after the release",
+		file: "internal/runcore/stopping.go",
+		find: "\t\tcase m.next == CountPods:\n\t\t\tm.next = CountPodsLive\n",
+		repl: "\t\tcase m.next == CountPods:\n\t\t\tm.next = ReadStoppedJob\n",
+		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestAStoppingRunReleasesOnlyOnceNothingOfItIsLeft"}},
+		},
+	},
+	{
 		name: "marker-unacked",
 		bug:  "with minReplicaAcks, a completion releases the lease without waiting for replicas to have the done-marker",
 		file: "internal/lockclient/redis.go",

@@ -547,11 +547,28 @@ func (s *sim) open(c *simCluster, run *batchv1alpha1.ActiveRun, job *simJob) {
 	s.logf("%s: %s %s: its Pod starts", c.name, runcore.Open, run.JobName)
 }
 
+// stopping drives the core's pass of a stopping run (runcore.NewStopping):
+// the API server counts the Pods it can see.
 func (s *sim) stopping(c *simCluster, run *batchv1alpha1.ActiveRun) {
-	if j := c.apiJob(run.JobName); j != nil && j.pod != nil && j.pod.running && j.pod.visible {
-		return // the stop controller deletes it first
+	m := runcore.NewStopping()
+	for {
+		job := c.apiJob(run.JobName)
+		switch m.Next() {
+		case runcore.CountPods, runcore.CountPodsLive:
+			pods := 0
+			if job != nil && job.pod != nil && job.pod.running && job.pod.visible {
+				pods = 1
+			}
+			m.Deliver(runcore.StopOutcome{Pods: pods})
+		case runcore.ReadStoppedJob:
+			m.Deliver(runcore.StopOutcome{Job: jobViewOf(job, runcore.ReadLive)})
+		case runcore.GoRelease:
+			run.Phase = batchv1alpha1.RunPhaseReleasing
+			return
+		default:
+			return // the stop controller deletes the Pods, then the Job
+		}
 	}
-	run.Phase = batchv1alpha1.RunPhaseReleasing
 }
 
 // release drives the core's release machine against the simulated store.
@@ -612,11 +629,15 @@ func (s *sim) stopper(c *simCluster) {
 		if run.Phase != batchv1alpha1.RunPhaseStopping {
 			continue
 		}
-		if j := c.jobs[run.JobName]; j != nil && j.pod != nil && j.pod.running && j.pod.visible {
-			j.pod.running = false
-			j.finished, j.failed = batchv1.JobFailed, true
-			s.logf("%s: %s: the Pod of %s is deleted", c.name, runcore.StopStopping, run.JobName)
+		j := c.apiJob(run.JobName)
+		if j == nil || j.finished != "" && (j.pod == nil || !j.pod.running || !j.pod.visible) {
+			continue
 		}
+		if j.pod != nil && j.pod.running && j.pod.visible {
+			j.pod.running = false
+		}
+		j.finished, j.failed = batchv1.JobFailed, true // the Job is deleted with them
+		s.logf("%s: %s: the Job %s and its Pods are deleted", c.name, runcore.StopStopping, run.JobName)
 	}
 }
 
