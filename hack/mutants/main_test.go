@@ -34,3 +34,14 @@ func TestEveryMutantHasItsRowInTheReliabilityDocs(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryMutantStillApplies: each mutant's code is in the checkout once, so
+// that a rewrite that moves it fails here, in make test, and not only in the
+// mutant step at the end of CI.
+func TestEveryMutantStillApplies(t *testing.T) {
+	for _, m := range mutants {
+		if _, err := m.apply("../..", true); err != nil {
+			t.Error(err)
+		}
+	}
+}
