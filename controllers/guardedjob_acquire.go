@@ -314,6 +314,7 @@ func (r *GuardedJobReconciler) start(ctx context.Context, s *scope, run *batchv1
 			}
 			m.Deliver(runcore.StartOutcome{})
 		case runcore.OpenJobGate:
+			logStep(ctx, runcore.Open, "job", run.JobName)
 			if err := r.jobCreatedFirst(ctx, s, run, job, warnings, store); err != nil {
 				return err
 			}

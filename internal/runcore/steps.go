@@ -1,12 +1,3 @@
-// Package runcore holds the decisions of the run protocol, named after the steps
-// of its model (model/run.pml), as pure functions of what a pass has read: no API
-// server, no store, no keeper, no clock. The adapters in controllers/ gather what
-// a decision needs, ask it, and carry out the effect.
-//
-// It imports no context, controller-runtime, client-go, go-redis or lease client,
-// and reads no clock (purity_test.go checks it); every step of the model's
-// Reconciler and Stopper has one Step here (steps_test.go checks it against the
-// model).
 package runcore
 
 // Step is a labelled step of the model's Reconciler or Stopper. Its value is the
