@@ -71,10 +71,34 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 			ledgerNote = refused
 		}
 	}
+	answer := runcore.Acquired
 	switch {
 	case errors.Is(err, leadership.ErrNotLeading):
 		return err // nothing was sent; the pass ends and writes nothing
 	case err == nil:
+	case errors.As(err, &busy):
+		answer = runcore.KeyBusy
+	case errors.As(err, &done):
+		answer = runcore.OccurrenceDone
+	case errors.Is(err, lockclient.ErrNotAllowed): // before a store error, which may wrap it
+		answer = runcore.StoreRefused
+	case errors.As(err, &storeErr):
+		answer = runcore.StoreSilent
+	default:
+		answer = runcore.StoreRefused
+	}
+	view := runcore.AcquireView{Run: run, Answer: answer, NextStoreTry: s.now.Add(storeRetry), Deadline: deadline, Now: s.now, ClockSkew: r.ClockSkew}
+	_, untilDone := retryBusyUntil(gj, run, s.now) // deadline counts it (due.StartDeadline)
+	if answer == runcore.KeyBusy && (untilDone || gj.Spec.Lock.OnBusyOrDefault() == batchv1alpha1.OnBusyRetry) {
+		view.WaitsForBusy = true
+		if next, ok := busyRetry(gj).NextAttempt(runDueTime(gj, run), s.now, deadline); ok {
+			view.NextTry = next
+		}
+	}
+	v := runcore.AfterAcquire(view)
+
+	switch answer {
+	case runcore.Acquired:
 		if waitedBusy(gj, run) {
 			observeLockWait(lockWaitAcquired, s.now.Sub(runDueTime(gj, run)))
 		}
@@ -90,7 +114,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		runcore.SetLockHeld(gj, "", "", s.now)
 		return r.start(ctx, s, run, store, lease, floor, unrecorded)
 
-	case errors.As(err, &busy):
+	case runcore.KeyBusy:
 		runcore.SetStoreReachable(gj, nil, s.now)
 		holder := leasetoken.HolderOf(busy.Holder)
 		runcore.SetLock(gj, batchv1alpha1.LockStateBusy, run.Key, holder, 0)
@@ -101,13 +125,12 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		if ledgerNote != "" {
 			msg += " (" + ledgerNote + ")"
 		}
-		_, untilDone := retryBusyUntil(gj, run, s.now) // deadline counts it (due.StartDeadline)
-		if untilDone || gj.Spec.Lock.OnBusyOrDefault() == batchv1alpha1.OnBusyRetry {
-			if next, ok := busyRetry(gj).NextAttempt(runDueTime(gj, run), s.now, deadline); ok {
-				runcore.SetLockHeld(gj, batchv1alpha1.LockBusyReason, msg+"; retrying until "+deadline.UTC().Format(time.RFC3339), s.now)
-				s.requeueAt(next)
-				return nil
-			}
+		if v.Act == runcore.TryAgainAt {
+			runcore.SetLockHeld(gj, batchv1alpha1.LockBusyReason, msg+"; retrying until "+deadline.UTC().Format(time.RFC3339), s.now)
+			s.requeueAt(v.At)
+			return nil
+		}
+		if v.GaveUp {
 			if untilDone {
 				msg += "; gave up when its occurrence's tries stopped (spec.retryOccurrence)"
 			} else {
@@ -115,65 +138,61 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 			}
 			observeLockWait(lockWaitGaveUp, s.now.Sub(runDueTime(gj, run)))
 		}
-		runcore.FinishRun(gj, *run, runcore.NeverHeld, batchv1alpha1.RunResultBusy, holder, msg, s.now)
+		runcore.FinishRun(gj, *run, v.Lease, v.Result, holder, msg, s.now)
 		runcore.SetLockHeld(gj, batchv1alpha1.LockBusyReason, msg, s.now)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.LockBusyReason, "Skipped %s: %s", run.JobName, msg)
 		return nil
 
-	case errors.As(err, &done):
+	case runcore.OccurrenceDone:
 		runcore.SetStoreReachable(gj, nil, s.now)
 		holder := leasetoken.HolderOf(done.By)
 		msg := fmt.Sprintf("occurrence %s already done by %s", run.OccurrenceKey, holder)
 		// The script released the key if this run held it (a retried call).
 		r.Keeper.Untrack(run.Token)
-		runcore.FinishRun(gj, *run, runcore.Released, batchv1alpha1.RunResultSkipped, holder, msg, s.now)
+		runcore.FinishRun(gj, *run, v.Lease, v.Result, holder, msg, s.now)
 		runcore.SetLockHeld(gj, "", "", s.now)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.TriggerSkippedReason, "Skipped %s: %s", run.JobName, msg)
 		return nil
 
-	case errors.Is(err, lockclient.ErrNotAllowed):
-		// An address the store announced (a Sentinel's master, a Cluster node) is
-		// outside --store-allow: no connection was made, and retrying cannot help
-		// until the store or the flag changes.
-		msg := "the lock store announced an address outside --store-allow; no connection was made: " + err.Error()
-		// An earlier attempt of the run may have taken the key before the store moved.
-		runcore.FinishRun(gj, *run, runcore.LeftToExpire(run, s.now, r.ClockSkew), batchv1alpha1.RunResultFailed, "", msg, s.now)
-		runcore.SetNotReady(gj, batchv1alpha1.StoreNotAllowedReason, msg, s.now)
-		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.StoreNotAllowedReason, "Did not start %s: %s", run.JobName, msg)
-		return nil
-
-	case errors.As(err, &storeErr):
+	case runcore.StoreSilent:
 		runcore.SetStoreReachable(gj, err, s.now)
 		runcore.SetLock(gj, batchv1alpha1.LockStateStoreDown, run.Key, "", 0)
-		if run.StoreFailurePolicy == batchv1alpha1.FailOpen {
+		switch v.Act {
+		case runcore.StartUnguarded:
 			return r.startUnguarded(ctx, s, run, store, err)
-		}
-		if next := s.now.Add(storeRetry); next.Before(deadline) {
-			s.requeueAt(next)
+		case runcore.TryAgainAt:
+			s.requeueAt(v.At)
 			return nil
 		}
 		msg := fmt.Sprintf("the lock store did not answer until the starting deadline: %v", err)
 		note, end := r.releaseUnconfirmed(ctx, gj, run, store, s.now)
-		runcore.FinishRun(gj, *run, end, batchv1alpha1.RunResultStoreUnavailable, "", msg+note, s.now)
+		runcore.FinishRun(gj, *run, end, v.Result, "", msg+note, s.now)
 		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.StoreUnavailableReason, "Did not start %s: %s", run.JobName, msg)
 		return nil
-
-	default:
-		// Bad data at a key (a hash written by someone else) or keys in different
-		// Cluster slots: retrying cannot help, and nothing was written. Ready stays
-		// False until an acquisition succeeds or the spec changes.
-		reason := batchv1alpha1.InvalidKeyReason
-		var wrongType *lockclient.WrongTypeError
-		if errors.As(err, &wrongType) {
-			reason = batchv1alpha1.StoreKeyWrongTypeReason
-		}
-		msg := err.Error()
-		// Nothing was written, but an earlier attempt of the run may hold the key.
-		runcore.FinishRun(gj, *run, runcore.LeftToExpire(run, s.now, r.ClockSkew), batchv1alpha1.RunResultFailed, "", msg, s.now)
-		runcore.SetNotReady(gj, reason, msg+"; runs are tried again at their schedule", s.now)
-		r.event(gj, nil, corev1.EventTypeWarning, reason, "Did not start %s: %s", run.JobName, msg)
-		return nil
 	}
+
+	// Refused: retrying cannot help until the store, the flag or the spec
+	// changes. Nothing was written, but an earlier attempt of the run may
+	// hold the key (the lease is left to expire).
+	reason, msg := batchv1alpha1.InvalidKeyReason, err.Error()
+	var wrongType *lockclient.WrongTypeError
+	switch {
+	case errors.Is(err, lockclient.ErrNotAllowed):
+		// An address the store announced (a Sentinel's master, a Cluster node)
+		// is outside --store-allow: no connection was made.
+		reason, msg = batchv1alpha1.StoreNotAllowedReason, "the lock store announced an address outside --store-allow; no connection was made: "+err.Error()
+	case errors.As(err, &wrongType):
+		// Bad data at a key (a hash written by someone else).
+		reason = batchv1alpha1.StoreKeyWrongTypeReason
+	}
+	runcore.FinishRun(gj, *run, v.Lease, v.Result, "", msg, s.now)
+	notReady := msg
+	if reason != batchv1alpha1.StoreNotAllowedReason {
+		notReady += "; runs are tried again at their schedule" // Ready stays False until an acquisition succeeds or the spec changes
+	}
+	runcore.SetNotReady(gj, reason, notReady, s.now)
+	r.event(gj, nil, corev1.EventTypeWarning, reason, "Did not start %s: %s", run.JobName, msg)
+	return nil
 }
 
 // startUnguarded starts a FailOpen run without a lease while the store is down.
@@ -293,7 +312,7 @@ func (r *GuardedJobReconciler) start(ctx context.Context, s *scope, run *batchv1
 				r.Keeper.Untrack(run.Token)
 			}
 			if m.JobCreated() {
-				r.pendingAdoption.add(client.ObjectKeyFromObject(gj), job.Name)
+				r.memory.created(client.ObjectKeyFromObject(gj), job.Name, job.UID, true)
 			}
 			return writeErr
 		case runcore.Recorded:

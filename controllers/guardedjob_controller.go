@@ -108,13 +108,9 @@ type GuardedJobReconciler struct {
 	// waste a fence). A pass may write several times, so the cache can hold any
 	// of the versions in between.
 	superseded sync.Map
-	// jobsCreated maps a run's token to the UID of the Job this process created
-	// for it, until status records it: a run whose Job vanished before that is
-	// seen as such, never given a second Job.
-	jobsCreated sync.Map
-	// pendingAdoption: Jobs created ahead of a status write that failed
-	// (guardedjob_jobfirst.go).
-	pendingAdoption unrecordedJobs
+	// memory is what this process remembers between passes that changes what a
+	// pass decides: the Jobs it created that status does not record yet.
+	memory createdJobs
 	// takeOvers carries the objects that moved into this shard to runTakeOvers.
 	takeOvers chan types.NamespacedName
 
@@ -214,6 +210,66 @@ func (s *scope) result() ctrl.Result {
 // cacheLagRetry is how soon a pass that found the cache behind its own last
 // write looks again.
 const cacheLagRetry = 50 * time.Millisecond
+
+// createdJobs is the process's memory of the Jobs it created that status does
+// not record yet, per GuardedJob and Job name: the Job of a recorded run whose
+// UID the next pass records (recordLater), and a Job created before its run's
+// status write, which failed (unrecorded: the next pass adopts or deletes it,
+// even before its cache has seen it). A Job remembered here is never taken for
+// missing, nor given a second Job.
+type createdJobs struct {
+	mu   sync.Mutex
+	jobs map[types.NamespacedName]map[string]createdJob
+}
+
+type createdJob struct {
+	uid        types.UID
+	unrecorded bool
+}
+
+func (c *createdJobs) created(gj types.NamespacedName, job string, uid types.UID, unrecorded bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.jobs == nil {
+		c.jobs = map[types.NamespacedName]map[string]createdJob{}
+	}
+	if c.jobs[gj] == nil {
+		c.jobs[gj] = map[string]createdJob{}
+	}
+	c.jobs[gj][job] = createdJob{uid: uid, unrecorded: unrecorded}
+}
+
+// uid is the UID of the Job of that name this process created, if it
+// remembers one.
+func (c *createdJobs) uid(gj types.NamespacedName, job string) (types.UID, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j, ok := c.jobs[gj][job]
+	return j.uid, ok
+}
+
+func (c *createdJobs) forget(gj types.NamespacedName, job string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.jobs[gj], job)
+	if len(c.jobs[gj]) == 0 {
+		delete(c.jobs, gj)
+	}
+}
+
+// unrecorded names the remembered Jobs whose run no status records.
+func (c *createdJobs) unrecorded(gj types.NamespacedName) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var names []string
+	for name, j := range c.jobs[gj] {
+		if j.unrecorded {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
 
 // lockObject takes the lock of one GuardedJob (see objectLocks) and returns its
 // unlock.

@@ -5,15 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -53,46 +50,6 @@ func annotateRun(job *batchv1.Job, run *batchv1alpha1.ActiveRun) error {
 	}
 	job.Annotations[batchv1alpha1.RunAnnotation] = string(b)
 	return nil
-}
-
-// unrecordedJobs remembers, per GuardedJob, the Jobs this manager created whose
-// run's status write then failed: the next pass adopts them even when its
-// cache has not seen them yet.
-type unrecordedJobs struct {
-	mu   sync.Mutex
-	jobs map[types.NamespacedName]map[string]bool
-}
-
-func (u *unrecordedJobs) add(gj types.NamespacedName, job string) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.jobs == nil {
-		u.jobs = map[types.NamespacedName]map[string]bool{}
-	}
-	if u.jobs[gj] == nil {
-		u.jobs[gj] = map[string]bool{}
-	}
-	u.jobs[gj][job] = true
-}
-
-func (u *unrecordedJobs) done(gj types.NamespacedName, job string) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	delete(u.jobs[gj], job)
-	if len(u.jobs[gj]) == 0 {
-		delete(u.jobs, gj)
-	}
-}
-
-func (u *unrecordedJobs) of(gj types.NamespacedName) []string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	var names []string
-	for name := range u.jobs[gj] {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
 }
 
 // createFirst creates the Job of a run whose lease this pass has just
@@ -159,22 +116,22 @@ func (r *GuardedJobReconciler) unrecordedJobsOf(ctx context.Context, s *scope, j
 		}
 	}
 	key := client.ObjectKeyFromObject(s.gj)
-	for _, name := range r.pendingAdoption.of(key) {
+	for _, name := range r.memory.unrecorded(key) {
 		if listed[name] || runcore.RunByName(s.gj, name) != nil {
-			r.pendingAdoption.done(key, name)
+			r.memory.forget(key, name)
 			continue
 		}
 		job := &batchv1.Job{}
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.gj.Namespace, Name: name}, job)
 		switch {
 		case apierrors.IsNotFound(err):
-			r.pendingAdoption.done(key, name)
+			r.memory.forget(key, name)
 		case err != nil:
 			return nil, fmt.Errorf("get job %s: %w", name, err)
 		case waitsForAdoption(s.gj, job):
 			pending = append(pending, *job)
 		default:
-			r.pendingAdoption.done(key, name)
+			r.memory.forget(key, name)
 		}
 	}
 	return pending, nil
@@ -278,7 +235,7 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 		}
 		return false, err
 	}
-	r.pendingAdoption.done(client.ObjectKeyFromObject(gj), job.Name)
+	r.memory.forget(client.ObjectKeyFromObject(gj), job.Name)
 	if run = runcore.RunByName(s.gj, job.Name); run == nil {
 		return false, nil
 	}
@@ -321,7 +278,7 @@ func (r *GuardedJobReconciler) deleteUnadopted(ctx context.Context, s *scope, jo
 	if client.IgnoreNotFound(err) != nil {
 		return false, fmt.Errorf("delete job %s: %w", job.Name, err)
 	}
-	r.pendingAdoption.done(client.ObjectKeyFromObject(s.gj), job.Name)
+	r.memory.forget(client.ObjectKeyFromObject(s.gj), job.Name)
 	r.event(s.gj, job, corev1.EventTypeWarning, batchv1alpha1.StaleJobReason,
 		"Deleted Job %s, which was created before its run was recorded and never started: %s", job.Name, why)
 	return false, nil

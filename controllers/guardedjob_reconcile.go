@@ -155,8 +155,9 @@ const secretRecheck = 30 * time.Second
 //     status.active (patchStatus).
 //   - superseded: the resourceVersions this manager wrote over; a pass that
 //     reads one from the cache waits for the cache (cacheBehind).
-//   - jobsCreated and scope.recordLater: the UID of a Job a pass created and
-//     left for the next pass to record.
+//   - memory and scope.recordLater: the Jobs a pass created that status does
+//     not record yet (the UID of a recorded run's Job, left for the next pass
+//     to record; a Job whose run's status write failed, left to adoption).
 //   - objectLocks: one pass (or take-over) at a time per object.
 //   - Handovers: runs of objects that left this shard, renewed until another
 //     shard holds them (watchHandovers).
@@ -311,7 +312,7 @@ func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error 
 	for _, run := range s.orig.Status.Active {
 		if runcore.RunByName(s.gj, run.JobName) == nil {
 			r.Keeper.Untrack(run.Token)
-			r.jobsCreated.Delete(run.Token)
+			r.memory.forget(client.ObjectKeyFromObject(s.gj), run.JobName)
 		}
 	}
 	if last := s.gj.Status.LastRun; last != nil && !equality.Semantic.DeepEqual(last, s.orig.Status.LastRun) {

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,11 +36,11 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 	gj := s.gj
 	r.track(gj, run, store, resumed)
 	if run.JobUID == "" {
-		if uid, ok := r.jobsCreated.Load(run.Token); ok {
-			run.JobUID = uid.(types.UID) // created by an earlier pass that left the record to this one
+		if uid, ok := r.memory.uid(client.ObjectKeyFromObject(gj), run.JobName); ok {
+			run.JobUID = uid // created by an earlier pass that left the record to this one
 		}
 	} else {
-		r.jobsCreated.Delete(run.Token)
+		r.memory.forget(client.ObjectKeyFromObject(gj), run.JobName)
 	}
 
 	job := &batchv1.Job{}
@@ -281,7 +280,7 @@ func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *bat
 		return fmt.Errorf("create job %s: %w", run.JobName, err)
 	}
 	if len(s.gj.Status.Active) == 1 {
-		r.jobsCreated.Store(run.Token, job.UID)
+		r.memory.created(client.ObjectKeyFromObject(s.gj), run.JobName, job.UID, false)
 		s.recordLater = true
 	} else {
 		run.JobUID = job.UID

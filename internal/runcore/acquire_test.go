@@ -1,0 +1,60 @@
+package runcore_test
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/runcore"
+)
+
+// What a run's acquisition does with the store's answer: start, wait for the
+// key or the store, start without a lease (FailOpen), or end, and what the
+// lease ledger keeps of a token that may hold the key.
+func TestAnAcquisitionFollowsTheStoresAnswer(t *testing.T) {
+	now := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
+	deadline := now.Add(time.Minute)
+	run := &batchv1alpha1.ActiveRun{JobName: "settle-1", Holder: "cluster-a/team/settle-1", TTL: metav1.Duration{Duration: 30 * time.Second}}
+	failOpen := &batchv1alpha1.ActiveRun{JobName: "settle-1", StoreFailurePolicy: batchv1alpha1.FailOpen}
+	view := func(r *batchv1alpha1.ActiveRun, a runcore.AcquireAnswer, mod ...func(*runcore.AcquireView)) runcore.AcquireView {
+		v := runcore.AcquireView{Run: r, Answer: a, NextStoreTry: now.Add(5 * time.Second), Deadline: deadline, Now: now}
+		for _, m := range mod {
+			m(&v)
+		}
+		return v
+	}
+	waits := func(next time.Time) func(*runcore.AcquireView) {
+		return func(v *runcore.AcquireView) { v.WaitsForBusy, v.NextTry = true, next }
+	}
+	for _, c := range []struct {
+		name string
+		view runcore.AcquireView
+		want runcore.AcquireVerdict
+	}{
+		{"the lease: the run starts", view(run, runcore.Acquired), runcore.AcquireVerdict{Act: runcore.StartRun}},
+		{"a busy key, onBusy Skip: Busy, and the token that never held the key leaves no ledger entry", view(run, runcore.KeyBusy),
+			runcore.AcquireVerdict{Act: runcore.EndUnstarted, Result: batchv1alpha1.RunResultBusy, Lease: runcore.NeverHeld}},
+		{"a busy key the run waits for: its next attempt", view(run, runcore.KeyBusy, waits(now.Add(15*time.Second))),
+			runcore.AcquireVerdict{Act: runcore.TryAgainAt, At: now.Add(15 * time.Second)}},
+		{"a busy key with no attempt left: Busy, given up", view(run, runcore.KeyBusy, waits(time.Time{})),
+			runcore.AcquireVerdict{Act: runcore.EndUnstarted, Result: batchv1alpha1.RunResultBusy, Lease: runcore.NeverHeld, GaveUp: true}},
+		{"the occurrence done elsewhere: Skipped, the key released if it held the run's token", view(run, runcore.OccurrenceDone),
+			runcore.AcquireVerdict{Act: runcore.EndUnstarted, Result: batchv1alpha1.RunResultSkipped, Lease: runcore.Released}},
+		{"a refusal: Failed, and a key an earlier attempt may hold is left to expire in the ledger", view(run, runcore.StoreRefused),
+			runcore.AcquireVerdict{Act: runcore.EndUnstarted, Result: batchv1alpha1.RunResultFailed, Lease: runcore.LeftToExpire(run, now, 0)}},
+		{"a silent store before the deadline: try again", view(run, runcore.StoreSilent),
+			runcore.AcquireVerdict{Act: runcore.TryAgainAt, At: now.Add(5 * time.Second)}},
+		{"a silent store at the deadline: release what an answer that was lost may have given, StoreUnavailable",
+			view(run, runcore.StoreSilent, func(v *runcore.AcquireView) { v.NextStoreTry = deadline }),
+			runcore.AcquireVerdict{Act: runcore.ReleaseAndEnd, Result: batchv1alpha1.RunResultStoreUnavailable}},
+		{"a silent store, FailOpen: the run starts without a lease", view(failOpen, runcore.StoreSilent),
+			runcore.AcquireVerdict{Act: runcore.StartUnguarded}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			NewWithT(t).Expect(runcore.AfterAcquire(c.view)).To(Equal(c.want))
+		})
+	}
+}
