@@ -529,7 +529,7 @@ var mutants = []mutant{
 		find: "case job.Read == ReadCached && !job.Exists:",
 		repl: "case job.Read == ReadCached && !job.Exists && run.JobUID != \"\":",
 		catchers: []catcher{
-			{"./internal/runcore/", []string{"TestARecordedRunsPassFollowsItsJobAndItsLease"}},
+			{"./internal/runcore/", []string{"TestARecordedRunsPassFollowsItsJobAndItsLease", "TestTheSimulationKeepsOneWorkingPodPerKey"}},
 			{"./controllers/", []string{"TestStaleCache_ARunWhoseJobTheCacheHasNotSeenIsNeverSkippedAndItsLeaseNeverReleased"}},
 		},
 	},
