@@ -416,28 +416,17 @@ func podGraceOf(job *batchv1.Job) time.Duration {
 // decide says whether the Job of an active run must stop now, with which Pod
 // grace period, and as which step of the model's Stopper: the keeper reported
 // the lease (stop_reported), or status has the run Stopping (stop_stopping);
-// "" when it does not stop.
+// "" when it does not stop. The core judges it (runcore.StopVerdict) from what
+// the keeper reports and status records.
 func (r *StopReconciler) decide(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) (time.Duration, runcore.Step) {
-	podGrace := gj.Spec.PodGracePeriod()
 	run := runcore.RunByName(gj, job.Name)
+	v := runcore.StopView{Run: run, PodGrace: gj.Spec.PodGracePeriod(),
+		DeleteStops: !gj.DeletionTimestamp.IsZero() && stopsRunsOnDelete(gj)}
 	if st, ok := r.Keeper.Get(run.Token); ok {
-		switch {
-		case st.State == lockclient.StateLost:
-			return time.Second, runcore.StopReported // another holder may be running already
-		case st.DeadlineReached:
-			// Counted on the keeper's clock, the one that measured the lease.
-			return leasetiming.DeadlineGrace(podGrace, st.ValidUntil, st.ValidUntil.Add(-st.ValidFor)), runcore.StopReported
-		case st.MaxHoldReached:
-			return podGrace, runcore.StopReported
-		}
+		v.Tracked, v.Lost, v.DeadlineReached, v.MaxHoldReached = true, st.State == lockclient.StateLost, st.DeadlineReached, st.MaxHoldReached
+		v.ValidUntil, v.ValidFor = st.ValidUntil, st.ValidFor
 	}
-	if run.Phase == batchv1alpha1.RunPhaseStopping || !gj.DeletionTimestamp.IsZero() && stopsRunsOnDelete(gj) {
-		if result, _ := runcore.StopOf(run); result == batchv1alpha1.RunResultLockLost {
-			return time.Second, runcore.StopStopping
-		}
-		return podGrace, runcore.StopStopping
-	}
-	return 0, ""
+	return runcore.StopVerdict(v)
 }
 
 // stop deletes the Job (Foreground, so it stays until its Pods are gone) and its

@@ -231,6 +231,16 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "deadline-stop-full-grace",
+		bug:  "the Pods of a run stopped at its self-fence deadline get their whole grace period, not what still fits before the lease could expire: they may work on after another holder started",
+		file: "internal/runcore/stopverdict.go",
+		find: "return leasetiming.DeadlineGrace(v.PodGrace, v.ValidUntil, v.ValidUntil.Add(-v.ValidFor)), StopReported",
+		repl: "return max(v.PodGrace, leasetiming.DeadlineGrace(v.PodGrace, v.ValidUntil, v.ValidUntil.Add(-v.ValidFor))), StopReported",
+		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestTheStopControllerStopsWhatTheKeeperReportsOrStatusRecords"}},
+		},
+	},
+	{
 		name: "marker-unacked",
 		bug:  "with minReplicaAcks, a completion releases the lease without waiting for replicas to have the done-marker",
 		file: "internal/lockclient/redis.go",
