@@ -27,16 +27,14 @@ import (
 func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	gj := s.gj
 	unrecorded := s.unrecorded == run.JobName
-	if !unrecorded {
-		// A recorded run waiting to acquire again (busy, store down) whose
-		// earlier pass created its Job and then failed its status write.
-		job, err := r.jobWaitingFor(ctx, s, run)
-		if err != nil || job != nil {
-			if err == nil {
-				_, err = r.adoptUnrecorded(ctx, s, job, run)
-			}
-			return err
+	// A recorded run waiting to acquire again (busy, store down) whose
+	// earlier pass created its Job and then failed its status write.
+	job, err := r.jobWaitingFor(ctx, s, run)
+	if err != nil || job != nil {
+		if err == nil {
+			_, err = r.adoptUnrecorded(ctx, s, job, run)
 		}
+		return err
 	}
 	sched, _ := schedule.Parse(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault())
 	if why := due.Late(&gj.Spec, sched, run, acquireAttempted(gj, run), s.now); why != "" {

@@ -150,7 +150,7 @@ func waitsForAdoption(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) bool {
 // jobWaitingFor returns the Job of a recorded run that has none yet, when one
 // was created for it ahead of a status write that failed, or nil.
 func (r *GuardedJobReconciler) jobWaitingFor(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun) (*batchv1.Job, error) {
-	if run.JobUID != "" {
+	if !runcore.LooksForItsJob(run, s.unrecorded != run.JobName) {
 		return nil, nil
 	}
 	// The cache may not have seen it (created by this manager's own failed
@@ -160,7 +160,9 @@ func (r *GuardedJobReconciler) jobWaitingFor(ctx context.Context, s *scope, run 
 	if err != nil || job == nil {
 		return nil, err
 	}
-	if !metav1.IsControlledBy(job, s.gj) || !job.DeletionTimestamp.IsZero() || !jobbuild.Gated(job) || job.Annotations[batchv1alpha1.RunAnnotation] == "" {
+	w := runcore.Waiting{Controlled: metav1.IsControlledBy(job, s.gj), Deleting: !job.DeletionTimestamp.IsZero(), Gated: jobbuild.Gated(job),
+		CarriesRun: job.Annotations[batchv1alpha1.RunAnnotation] != ""}
+	if !w.WaitsForItsRun() {
 		return nil, nil
 	}
 	return job, nil
@@ -181,43 +183,39 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 	if why == "" {
 		run, why = r.trustedRun(s, job, &rec.ActiveRun, recorded)
 	}
+	u := runcore.Unrecorded{Run: run, Why: why, Recorded: recorded, Leases: gj.Status.Leases}
 	var store *lockclient.Client
-	if why == "" {
+	if u.Why == "" {
 		store, err = r.runStore(ctx, gj, run)
 		if err != nil {
-			why = "its run's store cannot be resolved: " + err.Error()
+			u.Why = "its run's store cannot be resolved: " + err.Error()
 		}
 	}
-	var token string
-	if why == "" {
+	if u.Why == "" {
 		keys := lockclient.Keys{Lock: run.Key}
 		if run.Fence > 0 {
 			keys.Fence = run.FenceKey
 		}
 		st, err := store.Inspect(ctx, keys)
 		var storeErr *lockclient.StoreError
-		if errors.As(err, &storeErr) {
-			runcore.SetStoreReachable(gj, err, s.now)
-			s.requeueAfter(adoptionRetry)
-			return true, nil
-		}
-		token = st.Holder
-		why = runcore.Adoptable(gj.Status.Leases, run, recorded == nil, runcore.KeyView{Holder: st.Holder, Fence: st.Fence}, err, r.runIdentity(gj, run))
-		if why == "" && recorded != nil && token != recorded.Token {
-			why = "lock " + run.Key + " holds another token of its run"
-		}
+		u.StoreDown = errors.As(err, &storeErr)
+		u.Key, u.ReadErr, u.Identity = runcore.KeyView{Holder: st.Holder, Fence: st.Fence}, err, r.runIdentity(gj, run)
 	}
-	if why != "" && recorded != nil {
-		// The recorded run lost its lease before its Job could start: it
-		// stops (the Job is deleted) and its lease is released.
+	act, why := runcore.Adoption(u)
+	switch act {
+	case runcore.WaitForTheStore:
+		runcore.SetStoreReachable(gj, u.ReadErr, s.now)
+		s.requeueAfter(adoptionRetry)
+		return true, nil
+	case runcore.StopRecorded:
 		recorded.JobUID, recorded.Phase = job.UID, batchv1alpha1.RunPhaseRunning
 		return false, r.beginStop(s, recorded, batchv1alpha1.RunResultLockLost, "its Job was created before the run was recorded, and cannot start: "+why,
 			batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, "")
-	}
-	if why != "" {
+	case runcore.DeleteUnadopted:
 		return r.deleteUnadopted(ctx, s, job, why)
 	}
 
+	token := u.Key.Holder
 	run.Token, run.JobUID, run.Phase = token, job.UID, batchv1alpha1.RunPhaseRunning
 	run = runcore.RecordAdopted(&gj.Status, *run, recorded)
 	runcore.RecordLease(gj, run, s.now)

@@ -155,7 +155,7 @@ func (r *GuardedJobReconciler) stopFor(s *scope, run *batchv1alpha1.ActiveRun, c
 	switch cause {
 	case runcore.CauseLost:
 		holder := leasetoken.HolderOf(st.Holder)
-		msg := "lock " + run.Key + " was lost: " + heldByOr(holder, "the key is gone")
+		msg := "lock " + run.Key + " was lost: " + runcore.HeldByOr(holder, "the key is gone")
 		return r.beginStop(s, run, batchv1alpha1.RunResultLockLost, msg, batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, holder)
 	case runcore.CauseStoreSilent:
 		return r.beginStop(s, run, batchv1alpha1.RunResultStoreUnavailable,
@@ -311,18 +311,11 @@ func (r *GuardedJobReconciler) openGate(ctx context.Context, s *scope, run *batc
 	if !jobbuild.Gated(job) || !job.DeletionTimestamp.IsZero() {
 		return nil
 	}
-	err := store.Renew(ctx, leaseOf(run))
-	var nh *lockclient.NotHeldError
-	switch {
-	case errors.As(err, &nh):
-		s.recordLater = false
-		holder := leasetoken.HolderOf(nh.Holder)
-		msg := "lock " + run.Key + " was lost before the Job's Pods could start: " +
-			heldByOr(holder, "the key is gone (the run may have been completed by another manager)")
-		return r.beginStop(s, run, batchv1alpha1.RunResultLockLost, msg, batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, holder)
-	case err != nil:
-		s.requeueAfter(confirmRetry)
-		return nil
+	if m := r.confirmLease(ctx, run, store, runcore.JobGate); m.Next() != runcore.OpenTheGate {
+		if m.Next() == runcore.StopLockLost {
+			s.recordLater = false
+		}
+		return r.shut(s, run, m)
 	}
 	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	job.Spec.Suspend = ptr.To(false)
@@ -357,16 +350,8 @@ func (r *GuardedJobReconciler) openPodGates(ctx context.Context, s *scope, run *
 	if len(gated) == 0 {
 		return nil
 	}
-	err := store.Renew(ctx, leaseOf(run))
-	var nh *lockclient.NotHeldError
-	switch {
-	case errors.As(err, &nh):
-		holder := leasetoken.HolderOf(nh.Holder)
-		msg := "lock " + run.Key + " was lost before the Job's Pods could be scheduled: " + heldByOr(holder, "the key is gone")
-		return r.beginStop(s, run, batchv1alpha1.RunResultLockLost, msg, batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, holder)
-	case err != nil:
-		s.requeueAfter(confirmRetry)
-		return nil
+	if m := r.confirmLease(ctx, run, store, runcore.PodGates); m.Next() != runcore.OpenTheGate {
+		return r.shut(s, run, m)
 	}
 	for _, pod := range gated {
 		patch := client.MergeFromWithOptions(pod.DeepCopy(), client.MergeFromWithOptimisticLock{})
@@ -411,12 +396,30 @@ func jobFailureMessage(job *batchv1.Job) string {
 	return ""
 }
 
-// heldByOr says who holds a lost key, or gone when nobody does.
-func heldByOr(holder, gone string) string {
-	if holder != "" {
-		return "it is held by " + holder
+// confirmLease asks the store whether run still holds its lease, with a renewal
+// sent now that what the gate holds back exists (runcore.Opening).
+func (r *GuardedJobReconciler) confirmLease(ctx context.Context, run *batchv1alpha1.ActiveRun, store *lockclient.Client, gate runcore.Gate) *runcore.Opening {
+	m := runcore.NewOpening(run, gate)
+	if m.Next() == runcore.ConfirmLease {
+		err := store.Renew(ctx, leaseOf(run))
+		var nh *lockclient.NotHeldError
+		if errors.As(err, &nh) {
+			m.Deliver(runcore.Confirmation{NotHeld: true, Holder: leasetoken.HolderOf(nh.Holder)})
+		} else {
+			m.Deliver(runcore.Confirmation{Err: err})
+		}
 	}
-	return gone
+	return m
+}
+
+// shut keeps a gate shut: the run stops when its lease was lost, and the next
+// pass confirms again when the store did not answer.
+func (r *GuardedJobReconciler) shut(s *scope, run *batchv1alpha1.ActiveRun, m *runcore.Opening) error {
+	if m.Next() == runcore.StopLockLost {
+		return r.beginStop(s, run, batchv1alpha1.RunResultLockLost, m.LostMessage(), batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, m.Holder())
+	}
+	s.requeueAfter(confirmRetry)
+	return nil
 }
 
 // Queued Jobs. A run's lease is taken before its Job exists, so a Job that a

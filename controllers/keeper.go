@@ -12,6 +12,7 @@ import (
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 )
 
 // The keeper's custody of leases, as the reconciler sees it: which runs it
@@ -60,7 +61,19 @@ func parseOwner(owner string) (gj types.NamespacedName, job string, ok bool) {
 // from a backup of a cluster that may still be alive), or recorded for an object
 // of another UID, is never renewed, released or completed here.
 func (r *GuardedJobReconciler) ownsRun(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) bool {
-	return run.Cluster == r.ClusterName && run.OwnerUID == gj.UID && strings.HasPrefix(run.Token, r.ClusterName+"/")
+	return runcore.OwnsRun(r.ClusterName, gj.UID, run)
+}
+
+// tracks says whether the keeper renews the lease of token.
+func (r *GuardedJobReconciler) tracks(token string) bool {
+	_, ok := r.Keeper.Get(token)
+	return ok
+}
+
+// keptLease is what the keeper reports of a lease, as the core reads it.
+func (r *GuardedJobReconciler) keptLease(token string) runcore.LeaseView {
+	st, ok := r.Keeper.Get(token)
+	return runcore.LeaseView{Tracked: ok, Lost: st.State == lockclient.StateLost, DeadlineReached: st.DeadlineReached, MaxHoldReached: st.MaxHoldReached}
 }
 
 // track makes sure the keeper renews a run's lease. sentAt is when this process

@@ -21,6 +21,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
+	"github.com/guardedjob/guardedjob/internal/runcore"
 )
 
 // Sharding. Several managers, each with its own leader election, serve disjoint
@@ -207,16 +208,9 @@ func (r *GuardedJobReconciler) claimShard(gj *batchv1alpha1.GuardedJob) {
 	if name == "" || len(gj.Status.Active) == 0 {
 		return
 	}
-	for i := range gj.Status.Active {
-		run := &gj.Status.Active[i]
-		if !r.ownsRun(gj, run) || run.Phase == batchv1alpha1.RunPhaseAcquiring {
-			continue
-		}
-		if _, tracked := r.Keeper.Get(run.Token); !tracked {
-			return
-		}
+	if runcore.MayClaimShard(r.ClusterName, gj, r.tracks) {
+		gj.Status.Shard = name
 	}
-	gj.Status.Shard = name
 }
 
 // leftShard handles a GuardedJob that is not in this manager's cache: deleted,
@@ -230,7 +224,7 @@ func (r *GuardedJobReconciler) leftShard(key types.NamespacedName) {
 	r.superseded.Delete(key)
 	r.objectLocks.Delete(key)
 	guardedJobMetrics.forget(key)
-	if r.shardName() == "" || r.Handovers == nil {
+	if !runcore.HandsOver(r.shardName()) || r.Handovers == nil {
 		r.untrackOwner(key.Namespace, key.Name)
 		return
 	}
@@ -382,21 +376,21 @@ func (r *GuardedJobReconciler) checkHandover(ctx context.Context, key types.Name
 	log := ctrl.LoggerFrom(ctx).WithValues("guardedjob", key.String())
 	fresh := &batchv1alpha1.GuardedJob{}
 	err := r.APIReader.Get(ctx, key, fresh)
-	switch {
-	case apierrors.IsNotFound(err):
+	if err != nil && !apierrors.IsNotFound(err) {
+		return // asked again at the next poll; the leases are renewed meanwhile
+	}
+	switch runcore.HandOver(runcore.HandOverView{Gone: err != nil, InShard: err == nil && inShard(r.Selector, fresh), Shard: fresh.Status.Shard, Ours: r.shardName(),
+		Since: ho.since, Timeout: r.HandoverTimeout, TimedOut: ho.timedOut}, r.Handovers.clock.Now()) {
+	case runcore.LetGoOfAll:
+		if err == nil {
+			log.Info("Handed the leases of a GuardedJob over to its new shard", "shard", fresh.Status.Shard, "runs", len(ho.runs))
+		}
 		r.letGo(key, "", ho)
 		return
-	case err != nil:
-		return // asked again at the next poll; the leases are renewed meanwhile
-	case inShard(r.Selector, fresh):
+	case runcore.TakeBack:
 		r.Handovers.done(key, "") // back in this shard: its passes go on with the runs
 		return
-	case fresh.Status.Shard != "" && fresh.Status.Shard != r.shardName():
-		log.Info("Handed the leases of a GuardedJob over to its new shard", "shard", fresh.Status.Shard, "runs", len(ho.runs))
-		r.letGo(key, "", ho)
-		return
-	}
-	if !ho.timedOut && r.Handovers.clock.Since(ho.since) >= r.HandoverTimeout {
+	case runcore.GiveUpHandOver:
 		log.Info("No shard took the runs of a GuardedJob over within the hand-over timeout: stopping them", "timeout", r.HandoverTimeout.String(), "runs", len(ho.runs))
 		r.event(fresh, nil, corev1.EventTypeWarning, batchv1alpha1.JobStoppedReason,
 			"No shard took over the runs of this GuardedJob within --shard-handover-timeout %s after it left shard %q: stopping them before their leases could expire (%s)",
@@ -408,12 +402,11 @@ func (r *GuardedJobReconciler) checkHandover(ctx context.Context, key types.Name
 	// timed out is stopped by the stop controller; its lease goes once no Pod of
 	// its Job is left.
 	for job, token := range ho.runs {
-		st, tracked := r.Keeper.Get(token)
-		if !tracked {
+		switch runcore.HandedRun(r.keptLease(token), ho.timedOut) {
+		case runcore.ForgetHandedRun:
 			r.Handovers.done(key, job)
 			continue
-		}
-		if !ho.timedOut && st.State != lockclient.StateLost && !st.DeadlineReached && !st.MaxHoldReached {
+		case runcore.RenewHandedRun:
 			continue
 		}
 		r.pokeStopper(key.Namespace, job)

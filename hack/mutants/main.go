@@ -149,10 +149,11 @@ var mutants = []mutant{
 	{
 		name: "shard-break-before-make",
 		bug:  "a shard that a GuardedJob left stops renewing its runs' leases before the new shard holds them",
-		file: "controllers/shard.go",
-		find: "if r.shardName() == \"\" || r.Handovers == nil {",
-		repl: "if r.shardName() != \"\" || r.Handovers == nil {",
+		file: "internal/runcore/handover.go",
+		find: "func HandsOver(shard string) bool { return shard != \"\" }",
+		repl: "func HandsOver(shard string) bool { return shard == \"\" }",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestAShardHandsOverMakeBeforeBreak"}},
 			{"./controllers/", []string{"TestEveryActor_AShardMoveKeepsTheLeaseUntilTheNewShardHoldsIt"}},
 		},
 	},
@@ -306,10 +307,11 @@ var mutants = []mutant{
 	{
 		name: "jobfirst-adopt-any",
 		bug:  "a Job no status records is adopted whatever its lock key, fence counter and the lease ledger say: an old leader's late Job of a completed run starts",
-		file: "controllers/guardedjob_jobfirst.go",
-		find: "\t\twhy = runcore.Adoptable(gj.Status.Leases, run, recorded == nil, runcore.KeyView{Holder: st.Holder, Fence: st.Fence}, err, r.runIdentity(gj, run))\n",
+		file: "internal/runcore/adopt.go",
+		find: "\t\twhy = Adoptable(u.Leases, u.Run, u.Recorded == nil, u.Key, u.ReadErr, u.Identity)\n",
 		repl: "\t\twhy = \"\"\n",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestAdoptionAdoptsOnlyAJobItsKeyStillHoldsTheLeaseOf"}},
 			{"./controllers/", []string{"TestJobFirst_AJobLeftUnrecordedWhoseLeaseExpiredIsDeletedNeverStarted", "TestEveryActor_APausedOldLeaderNeverStartsTheJobOfARunThatAlreadyCompleted"}},
 		},
 	},
@@ -379,10 +381,11 @@ var mutants = []mutant{
 	{
 		name: "jobfirst-recorded-reacquires",
 		bug:  "a run recorded while it waited for its key acquires again although its earlier pass created its Job: the new fence is not the Job's, and the run is stopped as StaleJob",
-		file: "controllers/guardedjob_jobfirst.go",
-		find: "\tif run.JobUID != \"\" {\n\t\treturn nil, nil\n\t}\n\t// The cache may not have seen it",
-		repl: "\tif run.JobUID != \"\" || true {\n\t\treturn nil, nil\n\t}\n\t// The cache may not have seen it",
+		file: "internal/runcore/hint.go",
+		find: "\treturn recorded && run.JobUID == \"\"\n",
+		repl: "\treturn false\n",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestARecordedRunLooksForTheJobItsFailedStatusWriteLeftBeforeItAcquires"}},
 			{"./controllers/", []string{"TestJobFirst_ARunWaitingForItsKeyAdoptsTheJobItsFailedStatusWriteLeft"}},
 		},
 	},
@@ -589,10 +592,11 @@ var mutants = []mutant{
 	{
 		name: "pod-gate-unconfirmed",
 		bug:  "a queued Job's Pods have their scheduling gate removed without confirming the lease",
-		file: "controllers/guardedjob_running.go",
-		find: "\t\treturn nil\n\t}\n\terr := store.Renew(ctx, leaseOf(run))\n\tvar nh *lockclient.NotHeldError\n\tswitch {\n\tcase errors.As(err, &nh):\n\t\tholder := leasetoken.HolderOf(nh.Holder)\n\t\tmsg := \"lock \" + run.Key + \" was lost before the Job's Pods",
-		repl: "\t\treturn nil\n\t}\n\tvar err error\n\tvar nh *lockclient.NotHeldError\n\tswitch {\n\tcase errors.As(err, &nh):\n\t\tholder := leasetoken.HolderOf(nh.Holder)\n\t\tmsg := \"lock \" + run.Key + \" was lost before the Job's Pods",
+		file: "internal/runcore/open.go",
+		find: "\treturn &Opening{run: run, gate: gate, next: ConfirmLease}\n",
+		repl: "\treturn &Opening{run: run, gate: gate, next: map[Gate]OpenEffect{JobGate: ConfirmLease, PodGates: OpenTheGate}[gate]}\n",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestNoGateOpensBeforeTheLeaseIsConfirmedAfterIt"}},
 			{"./controllers/", []string{"TestQueued_APodWhoseRunLostItsLeaseBeforeTheQueueStartedItIsNeverScheduled"}},
 		},
 	},
@@ -620,10 +624,11 @@ var mutants = []mutant{
 	{
 		name: "shard-claims-untracked",
 		bug:  "a shard claims a hand-over while a run's lease is renewed by nobody here",
-		file: "controllers/shard.go",
-		find: "if _, tracked := r.Keeper.Get(run.Token); !tracked {\n\t\t\treturn\n\t\t}",
-		repl: "if _, tracked := r.Keeper.Get(run.Token); !tracked && false {\n\t\t\treturn\n\t\t}",
+		file: "internal/runcore/handover.go",
+		find: "\t\tif !tracked(run.Token) {\n\t\t\treturn false\n",
+		repl: "\t\tif !tracked(run.Token) && false {\n\t\t\treturn false\n",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestAShardHandsOverMakeBeforeBreak"}},
 			{"./controllers/", []string{"TestShardClaimsAHandOverOnlyOnceItRenewsEveryRun"}},
 		},
 	},

@@ -73,3 +73,61 @@ func RecordAdopted(st *batchv1alpha1.GuardedJobStatus, run batchv1alpha1.ActiveR
 	}
 	return r
 }
+
+// AdoptAct is what step AdoptUnrecorded does with a Job waiting for adoption.
+type AdoptAct int
+
+const (
+	// AdoptTheJob records the run with the token its key holds, then opens the gate.
+	AdoptTheJob AdoptAct = iota
+	// DeleteUnadopted deletes the Job: it never had a Pod and may not run.
+	DeleteUnadopted
+	// StopRecorded stops the recorded run whose Job this is: it lost its
+	// lease before its Job could start. Its Job is deleted, its lease released.
+	StopRecorded
+	// WaitForTheStore looks at the Job again once its store answers.
+	WaitForTheStore
+)
+
+// Unrecorded is what a pass read for a Job waiting for adoption.
+type Unrecorded struct {
+	// Run is the run the Job would be adopted as (TrustedRun), nil when it
+	// may not be, and Why then says why not.
+	Run *batchv1alpha1.ActiveRun
+	Why string
+	// Recorded is the run status records without its Job (waiting to acquire
+	// again), or nil.
+	Recorded *batchv1alpha1.ActiveRun
+	// Key is what the store said of the run's keys, ReadErr its error, and
+	// StoreDown says the store did not answer at all.
+	Key       KeyView
+	ReadErr   error
+	StoreDown bool
+	Leases    []batchv1alpha1.LeaseRecord
+	Identity  runtoken.Run
+}
+
+// Adoption is the verdict of step AdoptUnrecorded, and why when the Job may
+// not run. The key must hold the token minted for this very Job (Adoptable),
+// and a recorded run must own that token: every other Job is deleted, and a
+// recorded run whose Job it is stops without having started.
+func Adoption(u Unrecorded) (AdoptAct, string) {
+	why := u.Why
+	if why == "" && u.StoreDown {
+		return WaitForTheStore, ""
+	}
+	if why == "" {
+		why = Adoptable(u.Leases, u.Run, u.Recorded == nil, u.Key, u.ReadErr, u.Identity)
+	}
+	if why == "" && u.Recorded != nil && u.Key.Holder != u.Recorded.Token {
+		why = "lock " + u.Run.Key + " holds another token of its run"
+	}
+	switch {
+	case why == "":
+		return AdoptTheJob, ""
+	case u.Recorded != nil:
+		return StopRecorded, why
+	default:
+		return DeleteUnadopted, why
+	}
+}

@@ -123,3 +123,51 @@ func TestRecordAdoptedRaisesTheFenceFloor(t *testing.T) {
 		}
 	}
 }
+
+// TestAdoptionAdoptsOnlyAJobItsKeyStillHoldsTheLeaseOf: what step
+// adopt_unrecorded does with a Job waiting at its gate: adopt it, delete it,
+// stop the recorded run it belongs to, or wait for the store.
+func TestAdoptionAdoptsOnlyAJobItsKeyStillHoldsTheLeaseOf(t *testing.T) {
+	id := runtoken.Run{Cluster: "cluster-a", Namespace: "payments", Name: "payout", UID: "uid-1",
+		Occurrence: time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC), Start: runcore.StartOf(&batchv1alpha1.ActiveRun{})}
+	token, job, err := runtoken.Mint(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := runtoken.Mint(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() *batchv1alpha1.ActiveRun {
+		return &batchv1alpha1.ActiveRun{JobName: job, Key: "payments:payout", FenceKey: "payments:payout:fence", Holder: leasetoken.HolderOf(token), Fence: 7}
+	}
+	recorded := func(tok string) *batchv1alpha1.ActiveRun {
+		r := run()
+		r.Token, r.Phase = tok, batchv1alpha1.RunPhaseAcquiring
+		return r
+	}
+	held := runcore.KeyView{Holder: token, Fence: 7}
+	for name, c := range map[string]struct {
+		u    runcore.Unrecorded
+		want runcore.AdoptAct
+		why  string // a part of the reason
+	}{
+		"the key holds its token at its fence":      {u: runcore.Unrecorded{Run: run(), Key: held, Identity: id}, want: runcore.AdoptTheJob},
+		"the key was acquired again since":          {u: runcore.Unrecorded{Run: run(), Key: runcore.KeyView{Holder: token, Fence: 8}, Identity: id}, want: runcore.DeleteUnadopted, why: "acquired again"},
+		"the lease expired":                         {u: runcore.Unrecorded{Run: run(), Key: runcore.KeyView{Fence: 7}, Identity: id}, want: runcore.DeleteUnadopted, why: "is free"},
+		"the annotation cannot be trusted":          {u: runcore.Unrecorded{Why: "its annotation does not parse", Key: held, Identity: id}, want: runcore.DeleteUnadopted, why: "does not parse"},
+		"the store does not answer":                 {u: runcore.Unrecorded{Run: run(), StoreDown: true, ReadErr: errors.New("i/o timeout"), Identity: id}, want: runcore.WaitForTheStore},
+		"the recorded run's key holds its token":    {u: runcore.Unrecorded{Run: run(), Recorded: recorded(token), Key: held, Identity: id}, want: runcore.AdoptTheJob},
+		"the recorded run owns another token":       {u: runcore.Unrecorded{Run: run(), Recorded: recorded(other), Key: held, Identity: id}, want: runcore.StopRecorded, why: "another token of its run"},
+		"the recorded run's lease was lost":         {u: runcore.Unrecorded{Run: run(), Recorded: recorded(token), Key: runcore.KeyView{Fence: 7}, Identity: id}, want: runcore.StopRecorded, why: "is free"},
+		"the ledger says the lease is over":         {u: runcore.Unrecorded{Run: run(), Key: held, Identity: id, Leases: []batchv1alpha1.LeaseRecord{{Holder: leasetoken.HolderOf(token), State: batchv1alpha1.LeaseLeftToExpire}}}, want: runcore.DeleteUnadopted, why: "records its lease"},
+		"an untrusted annotation with a dead store": {u: runcore.Unrecorded{Why: "its annotation does not parse", StoreDown: true, Identity: id}, want: runcore.DeleteUnadopted, why: "does not parse"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, why := runcore.Adoption(c.u)
+			if got != c.want || !strings.Contains(why, c.why) {
+				t.Errorf("got %v (%q), want %v (%q)", got, why, c.want, c.why)
+			}
+		})
+	}
+}

@@ -19,8 +19,11 @@
 //
 // The machines are the phases of a run: NewStart (after the acquisition: the Job
 // first, the guarded status write as a barrier, then the gate), Running (a
-// recorded run's pass: a verdict per pass), NewStopping, NewRelease, and the stop
-// controller's NewUnclaimed. A phase never calls another: the run dispatcher in
+// recorded run's pass: a verdict per pass), NewOpening (a gate opens only after
+// a confirmation of the lease sent after the gate's work existed), NewStopping,
+// NewRelease, and the stop controller's NewUnclaimed. Verdicts without effects
+// decide adoption (Adoption), a shard's hand-over (HandOver, MayClaimShard) and
+// the stop controller's judgement (StopVerdict). A phase never calls another: the run dispatcher in
 // controllers (advanceRun) takes the run's next phase when a step moved it on.
 // Status is written through the helpers here (conditions, the lease ledger, the
 // end of a run), so that each field has its writers in one place.
@@ -31,7 +34,7 @@
 //	acquire_next   the lease, fence 7              (acquire; the store's Lua script)
 //	create_first   the Job, waiting at its gate    (NewStart: CreateJobFirst)
 //	record_job     status records run, fence, Job  (NewStart: WriteRecord, the barrier)
-//	open           lease confirmed, gate opened    (NewStart: OpenJobGate)
+//	open           lease confirmed, gate opened    (NewStart: OpenJobGate; NewOpening)
 //	release        Job complete: marker, DEL       (Running: ReleaseFinished; NewRelease: CompleteLease)
 //	finish         lastRun, the ledger, finalizer  (NewRelease: EndRun)
 //

@@ -144,3 +144,19 @@ type Waiting struct {
 func (w Waiting) WaitsForAdoption() bool {
 	return w.Controlled && !w.Deleting && w.Gated && !w.Finished && w.CarriesRun && !w.Recorded
 }
+
+// LooksForItsJob says whether a run about to acquire its lease must first read
+// its Job from the API server: a recorded run with no Job yet whose earlier
+// pass may have created its Job and then failed the status write. Acquiring
+// again would give it a fence that is not its Job's; the Job is adopted
+// (AdoptUnrecorded, with the run as recorded) or the run stops.
+func LooksForItsJob(run *batchv1alpha1.ActiveRun, recorded bool) bool {
+	return recorded && run.JobUID == ""
+}
+
+// WaitsForItsRun says whether the Job read for a recorded run (LooksForItsJob)
+// is one its run's pass created ahead of the status write: controlled, not
+// being deleted, at its start gate and carrying its run.
+func (w Waiting) WaitsForItsRun() bool {
+	return w.Controlled && !w.Deleting && w.Gated && w.CarriesRun
+}

@@ -148,3 +148,32 @@ func TestOnlyAGatedUnfinishedUnrecordedJobWaitsForAdoption(t *testing.T) {
 		}
 	}
 }
+
+// TestARecordedRunLooksForTheJobItsFailedStatusWriteLeftBeforeItAcquires: a
+// recorded run with no Job reads its Job before it acquires again, and takes a
+// Job for its own only when that Job waits at its gate carrying its run.
+func TestARecordedRunLooksForTheJobItsFailedStatusWriteLeftBeforeItAcquires(t *testing.T) {
+	if !runcore.LooksForItsJob(&batchv1alpha1.ActiveRun{JobName: "payout-1"}, true) {
+		t.Error("a recorded run with no Job acquires again without looking for the Job its earlier pass created: the new fence is not the Job's")
+	}
+	if runcore.LooksForItsJob(&batchv1alpha1.ActiveRun{JobName: "payout-1", JobUID: "uid-j"}, true) {
+		t.Error("a run whose Job status records looks for it again")
+	}
+	if runcore.LooksForItsJob(&batchv1alpha1.ActiveRun{JobName: "payout-1"}, false) {
+		t.Error("a run no status records yet (this pass's own) looks for a Job it has not created")
+	}
+	waiting := runcore.Waiting{Controlled: true, Gated: true, CarriesRun: true, Recorded: true}
+	if !waiting.WaitsForItsRun() {
+		t.Error("the gated Job carrying the run is not taken for the run's")
+	}
+	for name, w := range map[string]runcore.Waiting{
+		"another owner's": {Gated: true, CarriesRun: true},
+		"being deleted":   {Controlled: true, Deleting: true, Gated: true, CarriesRun: true},
+		"past its gate":   {Controlled: true, CarriesRun: true},
+		"without its run": {Controlled: true, Gated: true},
+	} {
+		if w.WaitsForItsRun() {
+			t.Errorf("a Job %s is taken for the one the run's pass created", name)
+		}
+	}
+}

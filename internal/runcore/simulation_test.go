@@ -1,6 +1,7 @@
 package runcore_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -23,14 +24,16 @@ import (
 // The simulation: the core's decisions for the start of a run
 // (runcore.NewStart: its Job first, the guarded status write, then the gate), a
 // recorded run (runcore.Running), stopping (runcore.NewStopping), its release
-// (runcore.NewRelease), take-up of a lease a crashed pass left (runcore.TakeUp,
+// (runcore.NewRelease), opening the gate (runcore.NewOpening), take-up of a lease a crashed pass left (runcore.TakeUp,
 // with tokens minted as runtoken mints them), the adoption of a Job whose pass
-// died before its status write (runcore.Adoptable, runcore.RecordAdopted), the
+// died before its status write (runcore.Adoption, runcore.RecordAdopted), the
 // lease ledger and the end of a run in status, driven by one seeded random
 // source against a simulated lock store, API server, Pods and pod guards, in
 // two clusters that share one lock key. Faults come at any step: a manager dies
 // before any effect of a run's start, or crashes later and resumes its leases
-// from status; the API server does not answer a create; the manager's cache
+// from status; a manager is deposed (or dies) with a Job create in flight, and
+// the API server carries it out up to a minute later, after a new leader may
+// have acted on the key; the API server does not answer a create; the manager's cache
 // shows a new Job late, sometimes after the run's starting deadline; a person
 // runs the last occurrence again; the store stops answering; a node is cut off
 // (its Pod works on where the API server no longer shows it); time passes. No
@@ -56,6 +59,9 @@ const (
 	simStartWithin = 20 * time.Second // a run not started this long after its acquisition is skipped
 	simKey         = "team:settle"
 )
+
+// errSimStoreDown is a store call's error while the simulated store is down.
+var errSimStoreDown = errors.New("the store does not answer")
 
 type simLease struct {
 	token   string
@@ -115,6 +121,14 @@ func (c *simCluster) apiJob(name string) *simJob {
 	return nil
 }
 
+// simLanding is a Job create the API server carries out at at, after the
+// manager that sent it died or lost its leadership.
+type simLanding struct {
+	at  time.Time
+	c   *simCluster
+	job *simJob
+}
+
 type simKept struct {
 	lastOK time.Time // send time of the last renewal that found the key holding the token
 	lost   bool
@@ -134,8 +148,13 @@ type simCluster struct {
 }
 
 type sim struct {
-	t        testing.TB
-	rng      *rand.Rand
+	t   testing.TB
+	rng *rand.Rand
+	// late draws the creates that land after the manager that sent them died
+	// or was deposed, from a source of its own: a seed that never draws one
+	// runs as it did before they were simulated.
+	late     *rand.Rand
+	landing  []simLanding
 	now      time.Time
 	store    simStore
 	clusters []*simCluster
@@ -156,7 +175,7 @@ func (s *sim) logf(format string, args ...any) {
 var simStart = time.Date(2026, 12, 6, 2, 0, 0, 0, time.UTC)
 
 func newSim(t testing.TB, seed uint64) *sim {
-	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), now: simStart, store: simStore{markers: map[string]string{}},
+	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), late: rand.New(rand.NewPCG(seed^0x5bd1e995, seed)), now: simStart, store: simStore{markers: map[string]string{}},
 		ended: map[batchv1alpha1.RunResult]int{}}
 	for _, name := range []string{"cluster-a", "cluster-b"} {
 		s.clusters = append(s.clusters, &simCluster{
@@ -193,6 +212,7 @@ func (s *sim) check() {
 func (s *sim) advance(d time.Duration) {
 	s.now = s.now.Add(d)
 	s.store.expire(s.now)
+	s.land()
 	s.stopReported()
 	for _, c := range s.clusters {
 		for _, j := range c.order {
@@ -205,6 +225,26 @@ func (s *sim) advance(d time.Duration) {
 			}
 		}
 	}
+}
+
+// land carries out the creates whose time has come. A Job of the name that
+// exists already makes the create fail (AlreadyExists); a name whose Job was
+// deleted is free again.
+func (s *sim) land() {
+	s.landing = slices.DeleteFunc(s.landing, func(l simLanding) bool {
+		if s.now.Before(l.at) {
+			return false
+		}
+		if l.c.apiJob(l.job.name) != nil {
+			s.logf("%s: the late create of %s fails: the Job exists", l.c.name, l.job.name)
+			return true
+		}
+		l.job.seen = s.now.Add(s.cacheLag())
+		l.c.jobs[l.job.name] = l.job
+		l.c.order = append(l.c.order, l.job)
+		s.logf("%s: the late create of %s lands: a gated Job carrying a run no status records", l.c.name, l.job.name)
+		return true
+	})
 }
 
 // stopReported: the keeper reports a lease lost or at its self-fence deadline
@@ -331,7 +371,7 @@ func (s *sim) schedule(c *simCluster) {
 		return
 	}
 	run := batchv1alpha1.ActiveRun{
-		Key: simKey, OccurrenceKey: simKey + ":done:" + strconv.FormatInt(occ.Unix(), 10),
+		Key: simKey, FenceKey: simKey + ":fence", OccurrenceKey: simKey + ":done:" + strconv.FormatInt(occ.Unix(), 10),
 		ScheduledTime: metav1.NewTime(occ), TTL: metav1.Duration{Duration: simTTL}, Phase: batchv1alpha1.RunPhaseAcquiring,
 		StartDeadline: &metav1.Time{Time: s.now.Add(simStartWithin)},
 	}
@@ -390,6 +430,22 @@ func (s *sim) start(c *simCluster, run *batchv1alpha1.ActiveRun, recorded func()
 		}
 		switch e {
 		case runcore.CreateJobFirst:
+			if s.late.IntN(25) == 0 {
+				// The create is sent, and its manager dies or loses its
+				// leadership before the answer: the API server carries it
+				// out later, after a new leader may have acted on the key.
+				s.landing = append(s.landing, simLanding{at: s.now.Add(time.Duration(1+s.late.IntN(60)) * time.Second), c: c, job: s.newJob(run)})
+				s.crash(c)
+				s.logf("%s: %s %s is sent, and the manager is deposed before its answer", c.name, e.Step(), run.JobName)
+				return
+			}
+			if c.apiJob(run.JobName) != nil {
+				// A late create of this name landed first: AlreadyExists, and
+				// the run goes on in the status-first order.
+				s.logf("%s: %s %s: the Job exists already", c.name, e.Step(), run.JobName)
+				m.Deliver(runcore.StartOutcome{})
+				continue
+			}
 			if s.rng.IntN(4) == 0 {
 				// The API server does not answer the create: status records the
 				// run first, and phase Running creates its Job.
@@ -397,10 +453,8 @@ func (s *sim) start(c *simCluster, run *batchv1alpha1.ActiveRun, recorded func()
 				m.Deliver(runcore.StartOutcome{})
 				continue
 			}
-			s.uids++
-			annotated := *run
-			job = &simJob{name: run.JobName, uid: types.UID("uid-" + strconv.Itoa(s.uids)), token: run.Token, gated: true, guarded: run.PodGuard != nil, run: &annotated,
-				seen: s.now.Add(s.cacheLag())}
+			job = s.newJob(run)
+			job.seen = s.now.Add(s.cacheLag())
 			c.jobs[run.JobName] = job
 			c.order = append(c.order, job)
 			run.JobUID = job.uid
@@ -422,6 +476,13 @@ func (s *sim) start(c *simCluster, run *batchv1alpha1.ActiveRun, recorded func()
 			return
 		}
 	}
+}
+
+// newJob is the Job a run's start creates: gated, carrying the run.
+func (s *sim) newJob(run *batchv1alpha1.ActiveRun) *simJob {
+	s.uids++
+	annotated := *run
+	return &simJob{name: run.JobName, uid: types.UID("uid-" + strconv.Itoa(s.uids)), token: run.Token, gated: true, guarded: run.PodGuard != nil, run: &annotated}
 }
 
 var startEffectName = map[runcore.StartEffect]string{
@@ -473,7 +534,7 @@ func (c *simCluster) scheduled(occ time.Time, rerun bool) {
 // adopt is step adopt_unrecorded: a Job that waits at its gate carrying a run
 // no status records (its pass died before the status write) is adopted when
 // its key still holds the token minted for it and the fence counter has not
-// moved (runcore.Adoptable), else deleted; it never ran.
+// moved (runcore.Adoption), else deleted; it never ran.
 func (s *sim) adopt(c *simCluster) {
 	for _, j := range c.order {
 		if j.deleted || !j.gated || j.run == nil || j.finished != "" || runcore.RunByName(c.gj, j.name) != nil {
@@ -487,7 +548,7 @@ func (s *sim) adopt(c *simCluster) {
 			key.Holder = s.store.key.token
 		}
 		run := *j.run
-		if why := runcore.Adoptable(c.gj.Status.Leases, &run, true, key, nil, c.identity(&run)); why != "" {
+		if act, why := runcore.Adoption(runcore.Unrecorded{Run: &run, Key: key, Leases: c.gj.Status.Leases, Identity: c.identity(&run)}); act != runcore.AdoptTheJob {
 			j.deleted = true
 			s.logf("%s: %s: the Job %s is deleted, never started: %s", c.name, runcore.AdoptUnrecorded, j.name, why)
 			continue
@@ -577,7 +638,21 @@ func (s *sim) running(c *simCluster, run *batchv1alpha1.ActiveRun) {
 // open is the start gate: a renewal confirms the lease in the store, then the
 // Job starts; its Pod's guard holds what that renewal saw.
 func (s *sim) open(c *simCluster, run *batchv1alpha1.ActiveRun, job *simJob) {
-	if s.store.down || !s.store.holds(run.Token) || !s.leaseView(c, run).Confirmed {
+	if !s.leaseView(c, run).Confirmed {
+		return
+	}
+	m := runcore.NewOpening(run, runcore.JobGate)
+	if m.Next() == runcore.ConfirmLease {
+		switch {
+		case s.store.down:
+			m.Deliver(runcore.Confirmation{Err: errSimStoreDown})
+		case !s.store.holds(run.Token):
+			m.Deliver(runcore.Confirmation{NotHeld: true})
+		default:
+			m.Deliver(runcore.Confirmation{})
+		}
+	}
+	if m.Next() != runcore.OpenTheGate {
 		return
 	}
 	s.store.key.expires = s.now.Add(simTTL)
