@@ -311,7 +311,7 @@ var mutants = []mutant{
 		find: "\t\twhy = Adoptable(u.Leases, u.Run, u.Recorded == nil, u.Key, u.ReadErr, u.Identity)\n",
 		repl: "\t\twhy = \"\"\n",
 		catchers: []catcher{
-			{"./internal/runcore/", []string{"TestAdoptionAdoptsOnlyAJobItsKeyStillHoldsTheLeaseOf"}},
+			{"./internal/runcore/", []string{"TestAdoptionAdoptsOnlyAJobItsKeyStillHoldsTheLeaseOf", "TestTheSimulationKeepsOneWorkingPodPerKey"}},
 			{"./controllers/", []string{"TestJobFirst_AJobLeftUnrecordedWhoseLeaseExpiredIsDeletedNeverStarted", "TestEveryActor_APausedOldLeaderNeverStartsTheJobOfARunThatAlreadyCompleted"}},
 		},
 	},

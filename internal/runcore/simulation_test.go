@@ -869,6 +869,7 @@ var regressionSeeds = []struct {
 	{"takeup-ignores-ledger", 3},
 	{"jobfirst-gate-early", 4},
 	{"skip-on-cached-miss", 21},
+	{"jobfirst-adopt-any", 1453},
 }
 
 // TestTheSimulationKeepsOneWorkingPodPerKey runs the simulation for many
