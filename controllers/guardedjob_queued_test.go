@@ -56,7 +56,7 @@ func TestPodStartFrom(t *testing.T) {
 			start: ptr.To(metav1.NewTime(resumed)), want: resumed},
 		{name: "resumed, the start time written a second after the condition", conds: []batchv1.JobCondition{suspended(corev1.ConditionFalse, resumed)},
 			start: ptr.To(metav1.NewTime(resumed.Add(time.Second))), want: resumed.Add(time.Second)},
-		{name: "still suspended: from its creation (noteQueued keeps the timeout from counting)", conds: []batchv1.JobCondition{suspended(corev1.ConditionTrue, created)},
+		{name: "still suspended: from its creation (queuedNow keeps the timeout from counting)", conds: []batchv1.JobCondition{suspended(corev1.ConditionTrue, created)},
 			want: created},
 	}
 	for _, tt := range tests {

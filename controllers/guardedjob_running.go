@@ -86,27 +86,42 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 		}
 		break // GoOn
 	}
-	if why, err := r.guardStopped(ctx, run, job); err != nil || why != "" {
-		if err != nil {
-			return err
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		return fmt.Errorf("list pods of job %s: %w", job.Name, err)
+	}
+	podGatesTried := false
+	for {
+		v := runcore.WorkingView{Gated: jobbuild.Gated(job), Queued: queuedNow(job), PodStartDue: podStartFrom(job).Add(gj.Spec.Lock.PodStartTimeoutOrDefault()),
+			PodsGated: !podGatesTried && len(gatedPods(job, pods)) > 0, Started: podsStarted(job, pods)}
+		if run.PodGuard != nil {
+			v.GuardStopped = guardStopped(pods)
 		}
-		return r.beginStop(s, run, batchv1alpha1.RunResultGuardStopped, why, batchv1alpha1.GuardStoppedReason, batchv1alpha1.LockStateHeld, run.Holder)
-	}
-	if jobbuild.Gated(job) {
-		return r.openGate(ctx, s, run, job, store)
-	}
-	if r.noteQueued(s, run, job) { // suspended by a queue: podStartTimeout waits
-		runcore.SetLockHeld(gj, "", "", s.now)
-		return nil
-	}
-	if err := r.openPodGates(ctx, s, run, job, store); err != nil || run.Phase != batchv1alpha1.RunPhaseRunning {
-		return err
-	}
-	if msg, err := r.podsNotStarted(ctx, s, job); err != nil || msg != "" {
-		if err != nil {
-			return err
+		act := runcore.Working(v, s.now)
+		if act != runcore.StopGuardStopped && act != runcore.OpenStartGate {
+			r.noteQueued(s, run, job)
 		}
-		return r.beginStop(s, run, batchv1alpha1.RunResultFailed, msg, batchv1alpha1.PodStartTimeoutReason, batchv1alpha1.LockStateHeld, run.Holder)
+		switch act {
+		case runcore.StopGuardStopped:
+			return r.beginStop(s, run, batchv1alpha1.RunResultGuardStopped, v.GuardStopped, batchv1alpha1.GuardStoppedReason, batchv1alpha1.LockStateHeld, run.Holder)
+		case runcore.OpenStartGate:
+			return r.openGate(ctx, s, run, job, store)
+		case runcore.HoldQueued: // podStartTimeout waits
+			runcore.SetLockHeld(gj, "", "", s.now)
+			return nil
+		case runcore.OpenSchedulingGates:
+			if err := r.openPodGates(ctx, s, run, gatedPods(job, pods), store); err != nil || run.Phase != batchv1alpha1.RunPhaseRunning {
+				return err
+			}
+			podGatesTried = true
+			continue
+		case runcore.WaitPodStart:
+			s.requeueAt(v.PodStartDue)
+		case runcore.StopPodStartTimeout:
+			return r.beginStop(s, run, batchv1alpha1.RunResultFailed, r.podStartTimeoutMessage(ctx, s, job, pods), batchv1alpha1.PodStartTimeoutReason,
+				batchv1alpha1.LockStateHeld, run.Holder)
+		}
+		break
 	}
 	r.watchRunLength(s, run, job)
 	runcore.SetLockHeld(gj, "", "", s.now)
@@ -134,7 +149,7 @@ func (r *GuardedJobReconciler) releaseFinished(ctx context.Context, s *scope, ru
 		setStop(run, batchv1alpha1.RunResultFailed, "the Job failed: "+jobFailureMessage(job))
 		run.StopCause = string(batchv1alpha1.FailureJobFailed)
 		// The Job may have failed because a pod guard ended its workload.
-		why, err := r.guardStopped(ctx, run, job)
+		why, err := r.guardStoppedIn(ctx, run, job)
 		if err != nil {
 			return err
 		}
@@ -181,38 +196,34 @@ func (r *GuardedJobReconciler) stopFor(s *scope, run *batchv1alpha1.ActiveRun, c
 // controller's deletes looks again.
 const stopFirstRetry = time.Second
 
-// podsNotStarted returns why the run must stop when no Pod of its Job has
-// reached Running or finished within lock.podStartTimeout of the Job's creation,
-// or of its last resume if a queue held it suspended (podStartFrom): an
-// unschedulable Pod, or Pods rejected by admission or quota would otherwise
-// hold the lock until maxHold. It returns "" while the Pods have started or may
-// still.
-func (r *GuardedJobReconciler) podsNotStarted(ctx context.Context, s *scope, job *batchv1.Job) (string, error) {
+// podsStarted says whether a Pod of the Job started (Running, Succeeded or
+// Failed), or the Job shows a result or a ready Pod.
+func podsStarted(job *batchv1.Job, pods *corev1.PodList) bool {
 	if job.Status.Succeeded > 0 || job.Status.Failed > 0 || job.Status.Ready != nil && *job.Status.Ready > 0 {
-		return "", nil
+		return true
 	}
-	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
-		return "", fmt.Errorf("list pods of job %s: %w", job.Name, err)
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.Status.Phase != corev1.PodPending && p.Status.Phase != "" {
+			return true
+		}
 	}
+	return false
+}
+
+// podStartTimeoutMessage says why a run stops when no Pod of its Job reached
+// Running or finished within lock.podStartTimeout of the Job's creation, or of
+// its last resume if a queue held it suspended (podStartFrom): an
+// unschedulable Pod, or Pods rejected by admission or quota would otherwise
+// hold the lock until maxHold.
+func (r *GuardedJobReconciler) podStartTimeoutMessage(ctx context.Context, s *scope, job *batchv1.Job, pods *corev1.PodList) string {
 	why := ""
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if p.Status.Phase != corev1.PodPending && p.Status.Phase != "" {
-			return "", nil // Running, Succeeded or Failed: it started
-		}
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
 				why = "Pod " + p.Name + " is not scheduled: " + c.Message
 			}
 		}
-	}
-	timeout := s.gj.Spec.Lock.PodStartTimeoutOrDefault()
-	from := podStartFrom(job)
-	due := from.Add(timeout)
-	if s.now.Before(due) {
-		s.requeueAt(due)
-		return "", nil
 	}
 	if why == "" {
 		why = r.jobCreateFailure(ctx, job)
@@ -220,11 +231,12 @@ func (r *GuardedJobReconciler) podsNotStarted(ctx context.Context, s *scope, job
 	if why == "" {
 		why = "no Pod was created"
 	}
+	from := podStartFrom(job)
 	since := ""
 	if !from.Equal(job.CreationTimestamp.Time) {
 		since = " since it was resumed at " + from.UTC().Format(time.RFC3339)
 	}
-	return fmt.Sprintf("no Pod of Job %s started within lock.podStartTimeout %s%s: %s", job.Name, timeout, since, why), nil
+	return fmt.Sprintf("no Pod of Job %s started within lock.podStartTimeout %s%s: %s", job.Name, s.gj.Spec.Lock.PodStartTimeoutOrDefault(), since, why)
 }
 
 // jobCreateFailure returns the message of the Job controller's latest
@@ -330,23 +342,24 @@ func (r *GuardedJobReconciler) openGate(ctx context.Context, s *scope, run *batc
 	return nil
 }
 
-// openPodGates lets the Pods of a queue's Job be scheduled (see
-// jobbuild.PodGated): it confirms in the store, with a renewal sent after the
-// Pods existed, that the run still holds its lease, then removes the lease's
-// scheduling gate from each of them (a patch with a resourceVersion
-// precondition). A lease found lost stops the run: its Pods were never
-// scheduled. A store that does not answer keeps them gated until the next pass.
-func (r *GuardedJobReconciler) openPodGates(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, job *batchv1.Job, store *lockclient.Client) error {
-	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
-		return fmt.Errorf("list pods of job %s: %w", job.Name, err)
-	}
+// gatedPods returns the Pods of a Job that wait at the lease's scheduling gate.
+func gatedPods(job *batchv1.Job, pods *corev1.PodList) []*corev1.Pod {
 	var gated []*corev1.Pod
 	for i := range pods.Items {
 		if p := &pods.Items[i]; jobbuild.PodGated(p) && p.DeletionTimestamp.IsZero() && metav1.IsControlledBy(p, job) {
 			gated = append(gated, p)
 		}
 	}
+	return gated
+}
+
+// openPodGates lets the Pods of a queue's Job be scheduled (see
+// jobbuild.PodGated): it confirms in the store, with a renewal sent after the
+// Pods existed, that the run still holds its lease, then removes the lease's
+// scheduling gate from each of them (a patch with a resourceVersion
+// precondition). A lease found lost stops the run: its Pods were never
+// scheduled. A store that does not answer keeps them gated until the next pass.
+func (r *GuardedJobReconciler) openPodGates(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, gated []*corev1.Pod, store *lockclient.Client) error {
 	if len(gated) == 0 {
 		return nil
 	}
@@ -468,15 +481,11 @@ func podStartFrom(job *batchv1.Job) time.Time {
 
 // noteQueued records whether a running run's Job waits in a queue
 // (status.active[].queuedSince, and the Normal event JobQueued when it starts
-// to), and says whether lock.podStartTimeout must not count now: while the Job
-// is queued, and after its queue resumed it until the Job controller has seen
-// that (its Suspended condition is still True; it then sets the time the
-// timeout counts from).
-func (r *GuardedJobReconciler) noteQueued(s *scope, run *batchv1alpha1.ActiveRun, job *batchv1.Job) bool {
+// to).
+func (r *GuardedJobReconciler) noteQueued(s *scope, run *batchv1alpha1.ActiveRun, job *batchv1.Job) {
 	if !queuedJob(job) {
 		run.QueuedSince = nil
-		c := jobCondition(job, batchv1.JobSuspended)
-		return c != nil && c.Status == corev1.ConditionTrue
+		return
 	}
 	if run.QueuedSince == nil {
 		run.QueuedSince = runcore.PtrTime(s.now)
@@ -488,7 +497,18 @@ func (r *GuardedJobReconciler) noteQueued(s *scope, run *batchv1alpha1.ActiveRun
 			"Job %s is suspended, waiting for its queue%s to start it: the run holds its lease %s meanwhile; lock.maxHold %s counts from the lease's acquisition, lock.podStartTimeout from when the queue starts the Job",
 			job.Name, queue, run.Key, run.MaxHold.Duration)
 	}
-	return true
+}
+
+// queuedNow says whether lock.podStartTimeout must not count now: while a
+// queue keeps the Job suspended, and after its queue resumed it until the Job
+// controller has seen that (its Suspended condition is still True; it then
+// sets the time the timeout counts from).
+func queuedNow(job *batchv1.Job) bool {
+	if queuedJob(job) {
+		return true
+	}
+	c := jobCondition(job, batchv1.JobSuspended)
+	return c != nil && c.Status == corev1.ConditionTrue
 }
 
 // setQueued derives the Queued condition from the active runs: True while the
@@ -670,9 +690,23 @@ func guardExit(pod *corev1.Pod) (code int32, msg string, ok bool) {
 	return 0, "", false
 }
 
-// guardStopped returns why the run's pod guard stopped the workload of one of its
-// Pods, or "" when no guard has.
-func (r *GuardedJobReconciler) guardStopped(ctx context.Context, run *batchv1alpha1.ActiveRun, job *batchv1.Job) (string, error) {
+// guardStopped returns why the run's pod guard stopped the workload of one of
+// its Pods, or "" when no guard has.
+func guardStopped(pods *corev1.PodList) string {
+	for i := range pods.Items {
+		if code, msg, ok := guardExit(&pods.Items[i]); ok {
+			if msg == "" {
+				msg = fmt.Sprintf("exit code %d", code)
+			}
+			return fmt.Sprintf("the pod guard of Pod %s stopped its workload: %s", pods.Items[i].Name, msg)
+		}
+	}
+	return ""
+}
+
+// guardStoppedIn lists the Pods of a run's Job and returns why its pod guard
+// stopped the workload of one of them, or "".
+func (r *GuardedJobReconciler) guardStoppedIn(ctx context.Context, run *batchv1alpha1.ActiveRun, job *batchv1.Job) (string, error) {
 	if run.PodGuard == nil {
 		return "", nil
 	}
@@ -680,15 +714,7 @@ func (r *GuardedJobReconciler) guardStopped(ctx context.Context, run *batchv1alp
 	if err := r.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
 		return "", fmt.Errorf("list pods of job %s: %w", job.Name, err)
 	}
-	for i := range pods.Items {
-		if code, msg, ok := guardExit(&pods.Items[i]); ok {
-			if msg == "" {
-				msg = fmt.Sprintf("exit code %d", code)
-			}
-			return fmt.Sprintf("the pod guard of Pod %s stopped its workload: %s", pods.Items[i].Name, msg), nil
-		}
-	}
-	return "", nil
+	return guardStopped(pods), nil
 }
 
 // guardExitChanged is the Pod watch's filter for updates: a guard that has just

@@ -22,7 +22,8 @@
 // recorded run's pass: a verdict per pass), NewOpening (a gate opens only after
 // a confirmation of the lease sent after the gate's work existed), NewStopping,
 // NewRelease, and the stop controller's NewUnclaimed. Verdicts without effects
-// decide adoption (Adoption), a shard's hand-over (HandOver, MayClaimShard) and
+// decide adoption (Adoption), what a working run's pass does next (Working: the
+// pod guard's stop, the gates, a queue, the pod-start timeout), a shard's hand-over (HandOver, MayClaimShard) and
 // the stop controller's judgement (StopVerdict). A phase never calls another: the run dispatcher in
 // controllers (advanceRun) takes the run's next phase when a step moved it on.
 // Status is written through the helpers here (conditions, the lease ledger, the
