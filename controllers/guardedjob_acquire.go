@@ -46,7 +46,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		floor = gj.Status.LastFence
 	}
 	acquire := func() (lockclient.Lease, error) {
-		return store.Acquire(ctx, lockclient.AcquireRequest{
+		return r.acquireLease(ctx, store, lockclient.AcquireRequest{
 			Keys:  leaseOf(run).Keys,
 			Token: run.Token, TTL: run.TTL.Duration, Floor: floor, Policy: fencePolicy(run.FencingPolicy),
 		})
@@ -146,7 +146,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		holder := leasetoken.HolderOf(done.By)
 		msg := fmt.Sprintf("occurrence %s already done by %s", run.OccurrenceKey, holder)
 		// The script released the key if this run held it (a retried call).
-		r.Keeper.Untrack(run.Token)
+		r.untrack(run.Token)
 		runcore.FinishRun(gj, *run, v.Lease, v.Result, holder, msg, s.now)
 		runcore.SetLockHeld(gj, "", "", s.now)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.TriggerSkippedReason, "Skipped %s: %s", run.JobName, msg)
@@ -307,7 +307,7 @@ func (r *GuardedJobReconciler) start(ctx context.Context, s *scope, run *batchv1
 				// No status names the run: stop renewing, but leave the lease
 				// (and its Job, if created) to the next pass, which takes it
 				// up or adopts the Job (or to its ttl).
-				r.Keeper.Untrack(run.Token)
+				r.untrack(run.Token)
 			}
 			if m.JobCreated() {
 				r.memory.created(client.ObjectKeyFromObject(gj), job.Name, job.UID, true)

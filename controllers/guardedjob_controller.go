@@ -11,7 +11,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -335,7 +334,7 @@ func (r *GuardedJobReconciler) writeGuarded(ctx context.Context, s *scope) error
 	before := s.gj.ResourceVersion
 	runcore.SetKstatus(s.gj, s.now)
 	runcore.SetActiveCount(s.gj)
-	if err := r.Status().Update(ctx, s.gj); err != nil {
+	if err := r.updateStatus(ctx, s.gj); err != nil {
 		s.guardedWriteFailed = true
 		return fmt.Errorf("record run state: %w", err)
 	}
@@ -349,18 +348,6 @@ func (r *GuardedJobReconciler) writeGuarded(ctx context.Context, s *scope) error
 // it, so that a story's log reads like a spin trail.
 func logStep(ctx context.Context, step runcore.Step, keysAndValues ...any) {
 	ctrl.LoggerFrom(ctx).V(1).Info("step", append([]any{"step", string(step)}, keysAndValues...)...)
-}
-
-// event records an event about the GuardedJob (and the Job it concerns, if any).
-func (r *GuardedJobReconciler) event(gj *batchv1alpha1.GuardedJob, job *batchv1.Job, eventType, reason, format string, args ...any) {
-	if r.Recorder == nil {
-		return
-	}
-	var related runtime.Object
-	if job != nil {
-		related = job
-	}
-	r.Recorder.Eventf(gj, related, eventType, reason, reason, format, args...)
 }
 
 // warnOnce emits a Warning the first time a spec problem is seen (the Ready

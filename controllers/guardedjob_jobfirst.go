@@ -73,7 +73,7 @@ func (r *GuardedJobReconciler) createFirst(ctx context.Context, s *scope, run *b
 		log.FromContext(ctx).Error(err, "creating the Job after status records the run", "job", run.JobName)
 		return nil, nil, ""
 	}
-	if err := r.Create(ctx, job); err != nil {
+	if err := r.createJob(ctx, job); err != nil {
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
 			return nil, nil, "the API server rejected the Job: " + err.Error()
 		}
@@ -229,7 +229,7 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 	r.claimShard(gj)
 	if err := r.writeGuarded(ctx, s); err != nil {
 		if recorded == nil {
-			r.Keeper.Untrack(token)
+			r.untrack(token)
 		}
 		return false, err
 	}
@@ -268,7 +268,7 @@ func (r *GuardedJobReconciler) deleteUnadopted(ctx context.Context, s *scope, jo
 	if job.ResourceVersion != "" {
 		pre.ResourceVersion = &job.ResourceVersion
 	}
-	err = r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), pre)
+	err = r.deleteJob(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), pre)
 	if apierrors.IsConflict(err) {
 		s.requeueAfter(adoptionRetry)
 		return true, nil

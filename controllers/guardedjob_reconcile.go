@@ -238,7 +238,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		patch := client.MergeFrom(gj.DeepCopy())
 		controllerutil.AddFinalizer(gj, batchv1alpha1.GuardedJobFinalizer)
 		before := gj.ResourceVersion
-		if err := r.Patch(ctx, gj, patch); err != nil {
+		if err := r.patchGuardedJob(ctx, gj, patch); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 		r.markSuperseded(client.ObjectKeyFromObject(gj), before, gj.ResourceVersion)
@@ -300,7 +300,7 @@ func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error 
 	}
 	patch := client.MergeFromWithOptions(s.orig, client.MergeFromWithOptimisticLock{})
 	before := s.gj.ResourceVersion
-	if err := r.Status().Patch(ctx, s.gj, patch); err != nil {
+	if err := r.patchGuardedJobStatus(ctx, s.gj, patch); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -311,7 +311,7 @@ func (r *GuardedJobReconciler) patchStatus(ctx context.Context, s *scope) error 
 	// must not be renewed any more.
 	for _, run := range s.orig.Status.Active {
 		if runcore.RunByName(s.gj, run.JobName) == nil {
-			r.Keeper.Untrack(run.Token)
+			r.untrack(run.Token)
 			r.memory.forget(client.ObjectKeyFromObject(s.gj), run.JobName)
 		}
 	}
@@ -367,7 +367,7 @@ func (r *GuardedJobReconciler) reconcileDelete(ctx context.Context, s *scope) er
 	s.orig = gj.DeepCopy()
 	patch := client.MergeFrom(gj.DeepCopy())
 	controllerutil.RemoveFinalizer(gj, batchv1alpha1.GuardedJobFinalizer)
-	if err := r.Patch(ctx, gj, patch); client.IgnoreNotFound(err) != nil {
+	if err := r.patchGuardedJob(ctx, gj, patch); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("remove finalizer: %w", err)
 	}
 	return nil

@@ -38,7 +38,7 @@ func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batch
 		}
 		switch effect {
 		case runcore.Quiesce:
-			if err := r.Keeper.Quiesce(ctx, run.Token); err != nil {
+			if err := r.quiesce(ctx, run.Token); err != nil {
 				return err
 			}
 			st, tracked := r.Keeper.Get(run.Token)
@@ -53,9 +53,9 @@ func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batch
 			var released bool
 			var err error
 			if effect == runcore.CompleteLease {
-				released, err = store.Complete(ctx, leaseOf(run), markerTTLForRun(gj, run, s.now))
+				released, err = r.completeLease(ctx, store, run, markerTTLForRun(gj, run, s.now))
 			} else {
-				err = store.Release(ctx, leaseOf(run))
+				err = r.releaseLease(ctx, store, run)
 				released = err == nil
 			}
 			var nh *lockclient.NotHeldError
@@ -87,7 +87,7 @@ func (r *GuardedJobReconciler) endRun(ctx context.Context, s *scope, run *batchv
 	if err := r.dropLeaseFinalizer(ctx, gj.Namespace, run.JobName); err != nil {
 		return err
 	}
-	r.Keeper.Untrack(run.Token)
+	r.untrack(run.Token)
 	if end.MarkerLostTo != "" {
 		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.LockLostReason,
 			"Job %s completed, but lock %s is held by %s: the done-marker was not written", run.JobName, run.Key, leasetoken.HolderOf(end.MarkerLostTo))
@@ -132,7 +132,7 @@ func (r *GuardedJobReconciler) dropLeaseFinalizer(ctx context.Context, namespace
 	}
 	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(job, batchv1alpha1.LeaseFinalizer)
-	if err := r.Patch(ctx, job, patch); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.patchJob(ctx, job, patch); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("remove lease finalizer from job %s: %w", name, err)
 	}
 	return nil
@@ -165,7 +165,7 @@ func (r *GuardedJobReconciler) applyHistoryLimits(ctx context.Context, gj *batch
 	}{{succeeded, gj.Spec.SuccessfulHistoryLimit(), "successfulJobsHistoryLimit"}, {failed, gj.Spec.FailedHistoryLimit(), "failedJobsHistoryLimit"}} {
 		sortJobsByAge(set.jobs)
 		for i := 0; i < len(set.jobs)-int(set.limit); i++ {
-			err := r.Delete(ctx, set.jobs[i], client.PropagationPolicy(metav1.DeletePropagationForeground))
+			err := r.deleteJob(ctx, set.jobs[i], client.PropagationPolicy(metav1.DeletePropagationForeground))
 			if apierrors.IsNotFound(err) {
 				continue // someone else deleted it
 			}
@@ -334,11 +334,11 @@ func (r *GuardedJobReconciler) releaseUnconfirmed(ctx context.Context, gj *batch
 	if !r.ownsRun(gj, run) {
 		return "", runcore.NeverHeld
 	}
-	if err := r.Keeper.Quiesce(ctx, run.Token); err != nil {
+	if err := r.quiesce(ctx, run.Token); err != nil {
 		return "; its lease, if taken, expires on its own", runcore.LeftToExpire(run, now, r.ClockSkew)
 	}
-	r.Keeper.Untrack(run.Token)
-	if err := store.Release(ctx, leaseOf(run)); err != nil && !errors.Is(err, lockclient.ErrNotHeld) {
+	r.untrack(run.Token)
+	if err := r.releaseLease(ctx, store, run); err != nil && !errors.Is(err, lockclient.ErrNotHeld) {
 		return "; its lease, if taken, expires on its own (the lock store did not answer the release)", runcore.LeftToExpire(run, now, r.ClockSkew)
 	}
 	return "", runcore.Released

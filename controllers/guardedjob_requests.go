@@ -317,7 +317,7 @@ func (r *GuardedJobReconciler) handleUnlock(ctx context.Context, s *scope, ask u
 	if what == "lock" {
 		kind = lockclient.UnlockLock
 	}
-	err := target.store.Unlock(ctx, rec.Key, rec.Holder, kind)
+	err := r.unlockKey(ctx, target.store, rec.Key, rec.Holder, kind)
 	var (
 		nh   *lockclient.NotHeldError
 		live *lockclient.LiveLeaseError

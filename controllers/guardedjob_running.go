@@ -80,7 +80,7 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 			s.requeueAfter(confirmRetry)
 			return nil
 		case runcore.CreateRunJob:
-			return r.createJob(ctx, s, run, store)
+			return r.createRecordedJob(ctx, s, run, store)
 		case runcore.AdoptJob:
 			return r.adoptJob(ctx, s, run, job)
 		}
@@ -273,11 +273,11 @@ func (r *GuardedJobReconciler) leaseConfirmed(gj *batchv1alpha1.GuardedJob, run 
 	return run.Unguarded || lease.Confirmed
 }
 
-// createJob creates the Job of a run whose fence is recorded.
-func (r *GuardedJobReconciler) createJob(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
+// createRecordedJob creates the Job of a run whose fence is recorded.
+func (r *GuardedJobReconciler) createRecordedJob(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	job, warnings := jobbuild.Build(s.gj, run)
 	shardLabelOnJob(s.gj, job)
-	if err := r.Create(ctx, job); err != nil {
+	if err := r.createJob(ctx, job); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return nil // the next pass adopts or stops it
 		}
@@ -332,7 +332,7 @@ func (r *GuardedJobReconciler) openGate(ctx context.Context, s *scope, run *batc
 	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	job.Spec.Suspend = ptr.To(false)
 	delete(job.Annotations, batchv1alpha1.StartGateAnnotation)
-	if err := r.Patch(ctx, job, patch); err != nil {
+	if err := r.patchJob(ctx, job, patch); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			s.requeueAfter(cacheLagRetry) // the Job changed (or went): look again
 			return nil
@@ -371,7 +371,7 @@ func (r *GuardedJobReconciler) openPodGates(ctx context.Context, s *scope, run *
 		pod.Spec.SchedulingGates = slices.DeleteFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
 			return g.Name == batchv1alpha1.LeaseSchedulingGate
 		})
-		if err := r.Patch(ctx, pod, patch); err != nil {
+		if err := r.patchPod(ctx, pod, patch); err != nil {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				s.requeueAfter(cacheLagRetry)
 				continue
@@ -414,7 +414,7 @@ func jobFailureMessage(job *batchv1.Job) string {
 func (r *GuardedJobReconciler) confirmLease(ctx context.Context, run *batchv1alpha1.ActiveRun, store *lockclient.Client, gate runcore.Gate) *runcore.Opening {
 	m := runcore.NewOpening(run, gate)
 	if m.Next() == runcore.ConfirmLease {
-		err := store.Renew(ctx, leaseOf(run))
+		err := r.renewLease(ctx, store, run)
 		var nh *lockclient.NotHeldError
 		if errors.As(err, &nh) {
 			m.Deliver(runcore.Confirmation{NotHeld: true, Holder: leasetoken.HolderOf(nh.Holder)})

@@ -122,7 +122,7 @@ func (r *GuardedJobReconciler) orphanedStore(ctx context.Context, s *scope, run 
 		if err := r.dropLeaseFinalizer(ctx, s.gj.Namespace, run.JobName); err != nil {
 			return err
 		}
-		r.Keeper.Untrack(run.Token)
+		r.untrack(run.Token)
 		runcore.FinishRun(s.gj, *run, runcore.LeftToExpire(run, s.now, r.ClockSkew), batchv1alpha1.RunResultStoreUnavailable, "", msg+"; the lease was left to expire", s.now)
 		return nil
 	}

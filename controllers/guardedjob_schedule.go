@@ -271,7 +271,7 @@ func (r *GuardedJobReconciler) movePauseOutOfSpec(ctx context.Context, s *scope)
 	moved := *note
 	status := gj.Status.DeepCopy()
 	before := gj.ResourceVersion
-	if err := r.Patch(ctx, gj, client.RawPatch(types.JSONPatchType, data)); err != nil {
+	if err := r.patchGuardedJob(ctx, gj, client.RawPatch(types.JSONPatchType, data)); err != nil {
 		return fmt.Errorf("move the failure policy's pause from spec to status: %w", err)
 	}
 	r.markSuperseded(client.ObjectKeyFromObject(gj), before, gj.ResourceVersion)

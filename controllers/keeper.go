@@ -19,14 +19,6 @@ import (
 // renews (track, untrackOwner), under which owner, and how its reports of a
 // lease lost or at its deadline come back as passes and stops (routeReports).
 
-// leaseOf rebuilds the lease of a run from its status snapshot.
-func leaseOf(run *batchv1alpha1.ActiveRun) lockclient.Lease {
-	return lockclient.Lease{
-		Keys:  lockclient.Keys{Lock: run.Key, Occurrence: run.OccurrenceKey, Fence: run.FenceKey},
-		Token: run.Token, TTL: run.TTL.Duration, Fence: run.Fence,
-	}
-}
-
 func fencePolicy(p batchv1alpha1.FencingPolicy) lockclient.FencePolicy {
 	switch p {
 	case batchv1alpha1.FencingNone:
@@ -82,7 +74,7 @@ func (r *GuardedJobReconciler) track(gj *batchv1alpha1.GuardedJob, run *batchv1a
 	if _, ok := r.Keeper.Get(run.Token); ok || !r.ownsRun(gj, run) {
 		return
 	}
-	_ = r.Keeper.Track(r.trackRequest(gj, run, store, sentAt)) // the lease was validated when it was acquired
+	_ = r.keep(r.trackRequest(gj, run, store, sentAt)) // the lease was validated when it was acquired
 }
 
 // trackRequest is what the keeper needs to renew a run's lease. A resumed lease
@@ -115,7 +107,7 @@ func (r *GuardedJobReconciler) untrackOwner(namespace, name string) {
 	prefix := ownerPrefix(namespace, name)
 	for _, st := range r.Keeper.Snapshot() {
 		if strings.HasPrefix(st.Owner, prefix) {
-			r.Keeper.Untrack(st.Token)
+			r.untrack(st.Token)
 		}
 	}
 }

@@ -18,7 +18,8 @@ import (
 // internal/due, and the files here only gather, act and record.
 //
 // The phases of a run (acquire, running, stopping, release) are called only
-// by the run dispatcher, advanceRun.
+// by the run dispatcher, advanceRun, and a GuardedJob's pass writes (to the API
+// server, a store, the keeper, events) only through effects.go.
 //
 // A call is matched by name: a plain call of a function of this package, or
 // a method of this package called on a variable (r.track, s.requeueAfter).
@@ -99,6 +100,41 @@ func TestTheControllersCallOneWay(t *testing.T) {
 	sort.Strings(both)
 	for _, b := range both {
 		t.Error(b)
+	}
+
+	// A GuardedJob's pass writes only through effects.go: its API server
+	// writes, its store calls, what the keeper renews and its events. The
+	// other actors write on their own.
+	actors := map[string]bool{"effects.go": true, "stop_controller.go": true, "shard.go": true, "identity.go": true, "requests.go": true, "setup.go": true, "stores.go": true}
+	writes := map[string]bool{"Create": true, "Patch": true, "Delete": true, "DeleteAllOf": true, "Update": true, "Status": true, "Eventf": true}
+	storeWrites := map[string]bool{"Acquire": true, "Renew": true, "Complete": true, "Release": true, "Unlock": true}
+	keeperWrites := map[string]bool{"Track": true, "Untrack": true, "Quiesce": true, "ResumeAll": true}
+	for name, af := range parsed {
+		if actors[name] {
+			continue
+		}
+		ast.Inspect(af, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			var on string
+			switch x := sel.X.(type) {
+			case *ast.Ident:
+				on = x.Name
+			case *ast.SelectorExpr:
+				on = x.Sel.Name
+			}
+			if on == "r" && writes[sel.Sel.Name] || (on == "Keeper") && keeperWrites[sel.Sel.Name] || on == "Recorder" ||
+				strings.HasSuffix(strings.ToLower(on), "store") && storeWrites[sel.Sel.Name] {
+				t.Errorf("%s: %s.%s writes outside effects.go", fset.Position(call.Pos()), on, sel.Sel.Name)
+			}
+			return true
+		})
 	}
 
 	// The phases of a run never call each other: only the run dispatcher
