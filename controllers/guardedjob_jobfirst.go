@@ -122,7 +122,7 @@ func (r *GuardedJobReconciler) unrecordedJobsOf(ctx context.Context, s *scope, j
 			continue
 		}
 		job := &batchv1.Job{}
-		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.gj.Namespace, Name: name}, job)
+		err := r.getJobLive(ctx, client.ObjectKey{Namespace: s.gj.Namespace, Name: name}, job)
 		switch {
 		case apierrors.IsNotFound(err):
 			r.memory.forget(key, name)
@@ -196,7 +196,7 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 		if run.Fence > 0 {
 			keys.Fence = run.FenceKey
 		}
-		st, err := store.Inspect(ctx, keys)
+		st, err := r.inspectKeys(ctx, store, keys)
 		var storeErr *lockclient.StoreError
 		u.StoreDown = errors.As(err, &storeErr)
 		u.Key, u.ReadErr, u.Identity = runcore.KeyView{Holder: st.Holder, Fence: st.Fence}, err, r.runIdentity(gj, run)

@@ -171,7 +171,7 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{RequeueAfter: notLeadingRetry}, nil
 	}
 	gj := &batchv1alpha1.GuardedJob{}
-	if err := r.Get(ctx, req.NamespacedName, gj); err != nil {
+	if err := r.getGuardedJob(ctx, req.NamespacedName, gj); err != nil {
 		if apierrors.IsNotFound(err) {
 			// Deleted, or moved to another shard: this manager no longer renews
 			// the object's leases. A Job left behind by a deleted object is

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
-	"github.com/guardedjob/guardedjob/internal/jobbuild"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/runcore"
@@ -41,8 +40,7 @@ func (r *GuardedJobReconciler) release(ctx context.Context, s *scope, run *batch
 			if err := r.quiesce(ctx, run.Token); err != nil {
 				return err
 			}
-			st, tracked := r.Keeper.Get(run.Token)
-			m.Deliver(runcore.ReleaseOutcome{HeldNow: tracked && st.Confirmed && st.State == lockclient.StateHeld})
+			m.Deliver(runcore.ReleaseOutcome{HeldNow: r.heldNow(run.Token)})
 		case runcore.ReadGuardedJob:
 			job, err := r.getJobConfirmed(ctx, gj.Namespace, run.JobName)
 			if err != nil {
@@ -114,7 +112,7 @@ func (r *GuardedJobReconciler) endRun(ctx context.Context, s *scope, run *batchv
 // the work was done.
 func (r *GuardedJobReconciler) successTime(ctx context.Context, namespace, jobName string, now time.Time) time.Time {
 	job := &batchv1.Job{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: jobName}, job); err != nil || job.Status.CompletionTime == nil {
+	if err := r.getJob(ctx, client.ObjectKey{Namespace: namespace, Name: jobName}, job); err != nil || job.Status.CompletionTime == nil {
 		return now
 	}
 	return job.Status.CompletionTime.Time
@@ -177,21 +175,6 @@ func (r *GuardedJobReconciler) applyHistoryLimits(ctx context.Context, gj *batch
 		}
 	}
 	return nil
-}
-
-// ownedJobs lists the Jobs controlled by gj.
-func (r *GuardedJobReconciler) ownedJobs(ctx context.Context, gj *batchv1alpha1.GuardedJob) ([]batchv1.Job, error) {
-	list := &batchv1.JobList{}
-	if err := r.List(ctx, list, client.InNamespace(gj.Namespace), client.MatchingFields{jobOwnerKey: gj.Name}); err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	out := list.Items[:0]
-	for _, j := range list.Items {
-		if metav1.IsControlledBy(&j, gj) {
-			out = append(out, j)
-		}
-	}
-	return out, nil
 }
 
 // sortJobsByAge orders Jobs oldest first. Creation times have a one-second
@@ -266,44 +249,6 @@ func (r *GuardedJobReconciler) stopping(ctx context.Context, s *scope, run *batc
 	}
 }
 
-// podsLeft counts the Pods of a Job that still exist.
-func (r *GuardedJobReconciler) podsLeft(ctx context.Context, namespace, jobName string) (int, error) {
-	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels{batchv1.JobNameLabel: jobName}); err != nil {
-		return 0, fmt.Errorf("list pods of job %s: %w", jobName, err)
-	}
-	return len(pods.Items), nil
-}
-
-// podsLeftUncached counts the Pods of a Job as the API server sees them.
-func (r *GuardedJobReconciler) podsLeftUncached(ctx context.Context, namespace, jobName string) (int, error) {
-	pods := &corev1.PodList{}
-	if err := r.APIReader.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels{batchv1.JobNameLabel: jobName}); err != nil {
-		return 0, fmt.Errorf("list pods of job %s: %w", jobName, err)
-	}
-	return len(pods.Items), nil
-}
-
-// getJobConfirmed reads a Job from the cache and, when the cache does not have it,
-// from the API server: a Job created moments ago may not have reached the cache,
-// and releasing a lease on a cached "not found" would let its Pods run unguarded.
-// It returns nil when the Job does not exist.
-func (r *GuardedJobReconciler) getJobConfirmed(ctx context.Context, namespace, name string) (*batchv1.Job, error) {
-	job := &batchv1.Job{}
-	key := client.ObjectKey{Namespace: namespace, Name: name}
-	err := r.Get(ctx, key, job)
-	if apierrors.IsNotFound(err) {
-		err = r.APIReader.Get(ctx, key, job)
-	}
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("get job %s: %w", name, err)
-	}
-	return job, nil
-}
-
 // skipLate ends a run that is past its starting deadline without a Job: it was
 // never attempted in time, or it holds a lease but its Job was not created in
 // time. It is Skipped, and any lease it may hold is released.
@@ -313,17 +258,6 @@ func (r *GuardedJobReconciler) skipLate(ctx context.Context, s *scope, run *batc
 	runcore.SetLockHeld(s.gj, "", "", s.now)
 	r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.StartingDeadlineExceededReason, "Skipped %s: %s", run.JobName, msg)
 	return nil
-}
-
-// jobFinished returns Complete or Failed once the Job controller has set it.
-// SuccessCriteriaMet and FailureTarget are not enough: Pods may still run.
-func jobFinished(job *batchv1.Job) (batchv1.JobConditionType, bool) {
-	for _, c := range job.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return c.Type, true
-		}
-	}
-	return "", false
 }
 
 // releaseUnconfirmed releases a lease a run without a Job may hold (an
@@ -342,27 +276,4 @@ func (r *GuardedJobReconciler) releaseUnconfirmed(ctx context.Context, gj *batch
 		return "; its lease, if taken, expires on its own (the lock store did not answer the release)", runcore.LeftToExpire(run, now, r.ClockSkew)
 	}
 	return "", runcore.Released
-}
-
-// readRunJob reads the Job of a run's name from reader (the cache or the API
-// server) into job, and says what it found.
-func readRunJob(ctx context.Context, reader client.Reader, namespace, name string, job *batchv1.Job, read runcore.JobRead) (runcore.RunJobView, error) {
-	err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, job)
-	switch {
-	case apierrors.IsNotFound(err):
-		return runcore.RunJobView{Read: read}, nil
-	case err != nil:
-		return runcore.RunJobView{}, fmt.Errorf("get job %s: %w", name, err)
-	}
-	return jobView(job, read), nil
-}
-
-// jobView is what the core is told of a Job read from read (nil: none).
-func jobView(job *batchv1.Job, read runcore.JobRead) runcore.RunJobView {
-	if job == nil {
-		return runcore.RunJobView{Read: read}
-	}
-	finished, _ := jobFinished(job)
-	return runcore.RunJobView{Read: read, Exists: true, UID: job.UID, Finished: finished,
-		Deleting: !job.DeletionTimestamp.IsZero(), Gated: jobbuild.Gated(job), PodsFailed: job.Status.Failed > 0}
 }

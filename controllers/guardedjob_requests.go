@@ -193,7 +193,7 @@ func (r *GuardedJobReconciler) answerInspect(ctx context.Context, s *scope, ask 
 		if !slices.Contains(stores, t.store.Identity()) {
 			stores = append(stores, t.store.Identity())
 		}
-		st, err := t.store.Inspect(ctx, t.keys)
+		st, err := r.inspectKeys(ctx, t.store, t.keys)
 		if err != nil {
 			view.Error = fmt.Sprintf("the store did not answer: %v", err)
 			break
@@ -365,7 +365,7 @@ func (r *GuardedJobReconciler) liveHolder(ctx context.Context, s *scope, holder 
 		rec.State == batchv1alpha1.LeaseLeftToExpire && rec.ExpiresBy != nil && s.now.Before(rec.ExpiresBy.Time)) {
 		return runcore.LedgerSays(gj, holder, s.now)
 	}
-	for _, st := range r.Keeper.Snapshot() {
+	for _, st := range r.keptLeases() {
 		if leasetoken.HolderOf(st.Token) == holder && st.State != lockclient.StateLost {
 			return fmt.Sprintf("a run whose lease this manager renews (%s)", st.Owner)
 		}

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -21,13 +20,9 @@ import (
 	"github.com/guardedjob/guardedjob/internal/calibration"
 	"github.com/guardedjob/guardedjob/internal/due"
 	"github.com/guardedjob/guardedjob/internal/jobbuild"
-	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
-	"github.com/guardedjob/guardedjob/internal/podguard"
 	"github.com/guardedjob/guardedjob/internal/runcore"
-	"github.com/guardedjob/guardedjob/internal/specerror"
-	"github.com/guardedjob/guardedjob/internal/storeconfig"
 )
 
 // running creates the run's Job if it does not exist yet, and moves the run on
@@ -86,9 +81,9 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 		}
 		break // GoOn
 	}
-	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
-		return fmt.Errorf("list pods of job %s: %w", job.Name, err)
+	pods, err := r.jobPods(ctx, job)
+	if err != nil {
+		return err
 	}
 	podGatesTried := false
 	for {
@@ -126,17 +121,6 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 	r.watchRunLength(s, run, job)
 	runcore.SetLockHeld(gj, "", "", s.now)
 	return nil
-}
-
-// leaseView is what the keeper reports of a run's lease, and the keeper's
-// status it was read from (the zero status when the keeper does not track it).
-func (r *GuardedJobReconciler) leaseView(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (runcore.LeaseView, lockclient.LeaseStatus) {
-	st, ok := r.Keeper.Get(run.Token)
-	if !ok {
-		return runcore.LeaseView{}, st
-	}
-	return runcore.LeaseView{Tracked: true, Lost: st.State == lockclient.StateLost, DeadlineReached: st.DeadlineReached, MaxHoldReached: st.MaxHoldReached,
-		Confirmed: st.Confirmed && st.State == lockclient.StateHeld && st.ValidFor > leasetiming.StopBudget(gj.Spec.PodGracePeriod())}, st
 }
 
 // releaseFinished releases the lease of a run whose Job finished, with the
@@ -196,20 +180,6 @@ func (r *GuardedJobReconciler) stopFor(s *scope, run *batchv1alpha1.ActiveRun, c
 // controller's deletes looks again.
 const stopFirstRetry = time.Second
 
-// podsStarted says whether a Pod of the Job started (Running, Succeeded or
-// Failed), or the Job shows a result or a ready Pod.
-func podsStarted(job *batchv1.Job, pods *corev1.PodList) bool {
-	if job.Status.Succeeded > 0 || job.Status.Failed > 0 || job.Status.Ready != nil && *job.Status.Ready > 0 {
-		return true
-	}
-	for i := range pods.Items {
-		if p := &pods.Items[i]; p.Status.Phase != corev1.PodPending && p.Status.Phase != "" {
-			return true
-		}
-	}
-	return false
-}
-
 // podStartTimeoutMessage says why a run stops when no Pod of its Job reached
 // Running or finished within lock.podStartTimeout of the Job's creation, or of
 // its last resume if a queue held it suspended (podStartFrom): an
@@ -237,27 +207,6 @@ func (r *GuardedJobReconciler) podStartTimeoutMessage(ctx context.Context, s *sc
 		since = " since it was resumed at " + from.UTC().Format(time.RFC3339)
 	}
 	return fmt.Sprintf("no Pod of Job %s started within lock.podStartTimeout %s%s: %s", job.Name, s.gj.Spec.Lock.PodStartTimeoutOrDefault(), since, why)
-}
-
-// jobCreateFailure returns the message of the Job controller's latest
-// FailedCreate event for the Job (admission or quota refused its Pods), or "".
-func (r *GuardedJobReconciler) jobCreateFailure(ctx context.Context, job *batchv1.Job) string {
-	events := &corev1.EventList{}
-	if err := r.APIReader.List(ctx, events, client.InNamespace(job.Namespace),
-		client.MatchingFields{"involvedObject.name": job.Name, "reason": "FailedCreate"}); err != nil {
-		return ""
-	}
-	var latest *corev1.Event
-	for i := range events.Items {
-		e := &events.Items[i]
-		if latest == nil || e.LastTimestamp.After(latest.LastTimestamp.Time) {
-			latest = e
-		}
-	}
-	if latest == nil {
-		return ""
-	}
-	return "the Job controller could not create its Pods: " + latest.Message
 }
 
 // confirmRetry is how soon a run waiting for its lease to be confirmed looks
@@ -340,17 +289,6 @@ func (r *GuardedJobReconciler) openGate(ctx context.Context, s *scope, run *batc
 		return fmt.Errorf("start job %s: %w", job.Name, err)
 	}
 	return nil
-}
-
-// gatedPods returns the Pods of a Job that wait at the lease's scheduling gate.
-func gatedPods(job *batchv1.Job, pods *corev1.PodList) []*corev1.Pod {
-	var gated []*corev1.Pod
-	for i := range pods.Items {
-		if p := &pods.Items[i]; jobbuild.PodGated(p) && p.DeletionTimestamp.IsZero() && metav1.IsControlledBy(p, job) {
-			gated = append(gated, p)
-		}
-	}
-	return gated
 }
 
 // openPodGates lets the Pods of a queue's Job be scheduled (see
@@ -616,49 +554,6 @@ func (r *GuardedJobReconciler) setMaxHoldAtRisk(s *scope) {
 // builder adds the sidecar), notices when a guard has stopped its workload, and
 // decides whether a guarded run's lease may be released when the run ends.
 
-// compilePodGuard checks lock.podGuard and returns the guard a run would get now,
-// or nil when the object has none. Errors are *specerror.Error.
-func (r *GuardedJobReconciler) compilePodGuard(ctx context.Context, gj *batchv1alpha1.GuardedJob) (*batchv1alpha1.RunPodGuard, error) {
-	pg := gj.Spec.Lock.PodGuard
-	if pg == nil {
-		return nil, nil
-	}
-	if r.GuardImage == "" {
-		return nil, specerror.Errorf(batchv1alpha1.PodGuardUnavailableReason,
-			"lock.podGuard is set, but this manager does not know the guard's image: run it with --guard-image (or GUARDEDJOB_GUARD_IMAGE), or in a Pod with POD_NAME and POD_NAMESPACE set, where it uses its own image")
-	}
-	name := pg.SecretRef.Name
-	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
-		return nil, specerror.Errorf(batchv1alpha1.StoreSecretInvalidReason,
-			"lock.podGuard.secretRef.name must name a Secret in namespace %s: %s", gj.Namespace, strings.Join(msgs, "; "))
-	}
-	secret := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: gj.Namespace, Name: name}, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, specerror.Errorf(batchv1alpha1.StoreSecretNotFoundReason,
-				"lock.podGuard.secretRef: Secret %s/%s was not found; create it with the guard's read-only store credentials (key \"url\"; docs/security.md, Pod guard credentials)", gj.Namespace, name)
-		}
-		return nil, fmt.Errorf("read pod guard Secret %s: %w", name, err)
-	}
-	if _, err := storeconfig.FromSecret(fmt.Sprintf("lock.podGuard.secretRef: Secret %s/%s", gj.Namespace, name), secret.Data); err != nil {
-		return nil, specerror.Errorf(batchv1alpha1.PodGuardUnavailableReason, "%v", err)
-	}
-	margin := pg.MarginOrDefault()
-	interval, err := podguard.ReadInterval(gj.Spec.Lock.TTLOrDefault(), gj.Spec.Lock.RenewIntervalOrDefault(), gj.Spec.PodGracePeriod(), margin)
-	if err != nil {
-		return nil, specerror.Errorf(batchv1alpha1.UnsafeLeaseTimingReason, "lock.podGuard: %v", err)
-	}
-	uid := pg.RunAsUser
-	if uid == nil {
-		uid, _ = jobbuild.GuardUser(&gj.Spec.JobTemplate.Spec.Template.Spec)
-	}
-	return &batchv1alpha1.RunPodGuard{
-		Image: r.GuardImage, SecretName: name,
-		Interval: metav1.Duration{Duration: interval}, Margin: metav1.Duration{Duration: margin},
-		RunAsUser: uid,
-	}, nil
-}
-
 // warnGuardUser warns, once per spec generation, when the guard's user cannot be
 // told from the spec: the guard then runs as its image's user and may not be
 // allowed to signal the workload.
@@ -672,49 +567,6 @@ func (r *GuardedJobReconciler) warnGuardUser(gj *batchv1alpha1.GuardedJob) {
 	}
 	r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.PodGuardSettingsReason,
 		"lock.podGuard: the Pod template does not say which user its containers run as, so the guard runs as its image's user (65532) and can only stop processes of that user; set securityContext.runAsUser in the Pod template, or lock.podGuard.runAsUser")
-}
-
-// guardExit says whether a Pod's guard has stopped its workload: the exit code
-// and termination message of its guard container, now or before a restart.
-func guardExit(pod *corev1.Pod) (code int32, msg string, ok bool) {
-	for _, cs := range pod.Status.InitContainerStatuses {
-		if cs.Name != podguard.ContainerName {
-			continue
-		}
-		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-			if t != nil && (t.ExitCode == podguard.ExitLost || t.ExitCode == podguard.ExitDeadline || t.ExitCode == podguard.ExitStopFailed) {
-				return t.ExitCode, strings.TrimSpace(t.Message), true
-			}
-		}
-	}
-	return 0, "", false
-}
-
-// guardStopped returns why the run's pod guard stopped the workload of one of
-// its Pods, or "" when no guard has.
-func guardStopped(pods *corev1.PodList) string {
-	for i := range pods.Items {
-		if code, msg, ok := guardExit(&pods.Items[i]); ok {
-			if msg == "" {
-				msg = fmt.Sprintf("exit code %d", code)
-			}
-			return fmt.Sprintf("the pod guard of Pod %s stopped its workload: %s", pods.Items[i].Name, msg)
-		}
-	}
-	return ""
-}
-
-// guardStoppedIn lists the Pods of a run's Job and returns why its pod guard
-// stopped the workload of one of them, or "".
-func (r *GuardedJobReconciler) guardStoppedIn(ctx context.Context, run *batchv1alpha1.ActiveRun, job *batchv1.Job) (string, error) {
-	if run.PodGuard == nil {
-		return "", nil
-	}
-	pods := &corev1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
-		return "", fmt.Errorf("list pods of job %s: %w", job.Name, err)
-	}
-	return guardStopped(pods), nil
 }
 
 // guardExitChanged is the Pod watch's filter for updates: a guard that has just

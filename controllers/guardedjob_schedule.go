@@ -495,7 +495,7 @@ func (r *GuardedJobReconciler) watchOccurrence(ctx context.Context, s *scope, sp
 		return
 	}
 	lr := gj.Status.LastRun
-	st, err := spec.store.Inspect(ctx, lockclient.Keys{Lock: lr.Key, Occurrence: w.marker})
+	st, err := r.inspectKeys(ctx, spec.store, lockclient.Keys{Lock: lr.Key, Occurrence: w.marker})
 	switch {
 	case err != nil:
 		s.requeueAfter(storeRetry)

@@ -56,22 +56,10 @@ func (r *GuardedJobReconciler) ownsRun(gj *batchv1alpha1.GuardedJob, run *batchv
 	return runcore.OwnsRun(r.ClusterName, gj.UID, run)
 }
 
-// tracks says whether the keeper renews the lease of token.
-func (r *GuardedJobReconciler) tracks(token string) bool {
-	_, ok := r.Keeper.Get(token)
-	return ok
-}
-
-// keptLease is what the keeper reports of a lease, as the core reads it.
-func (r *GuardedJobReconciler) keptLease(token string) runcore.LeaseView {
-	st, ok := r.Keeper.Get(token)
-	return runcore.LeaseView{Tracked: ok, Lost: st.State == lockclient.StateLost, DeadlineReached: st.DeadlineReached, MaxHoldReached: st.MaxHoldReached}
-}
-
 // track makes sure the keeper renews a run's lease. sentAt is when this process
 // sent the acquiring call (by the lock client's clock), or resumed.
 func (r *GuardedJobReconciler) track(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, sentAt time.Time) {
-	if _, ok := r.Keeper.Get(run.Token); ok || !r.ownsRun(gj, run) {
+	if r.tracks(run.Token) || !r.ownsRun(gj, run) {
 		return
 	}
 	_ = r.keep(r.trackRequest(gj, run, store, sentAt)) // the lease was validated when it was acquired
@@ -105,7 +93,7 @@ func (r *GuardedJobReconciler) trackRequest(gj *batchv1alpha1.GuardedJob, run *b
 // untrackOwner stops renewing every lease of the runs of one GuardedJob.
 func (r *GuardedJobReconciler) untrackOwner(namespace, name string) {
 	prefix := ownerPrefix(namespace, name)
-	for _, st := range r.Keeper.Snapshot() {
+	for _, st := range r.keptLeases() {
 		if strings.HasPrefix(st.Owner, prefix) {
 			r.untrack(st.Token)
 		}

@@ -18,8 +18,9 @@ import (
 // internal/due, and the files here only gather, act and record.
 //
 // The phases of a run (acquire, running, stopping, release) are called only
-// by the run dispatcher, advanceRun, and a GuardedJob's pass writes (to the API
-// server, a store, the keeper, events) only through effects.go.
+// by the run dispatcher, advanceRun. A GuardedJob's pass writes (to the API
+// server, a store, the keeper, events) only through effects.go, and reads only
+// through views.go.
 //
 // A call is matched by name: a plain call of a function of this package, or
 // a method of this package called on a variable (r.track, s.requeueAfter).
@@ -102,10 +103,14 @@ func TestTheControllersCallOneWay(t *testing.T) {
 		t.Error(b)
 	}
 
-	// A GuardedJob's pass writes only through effects.go: its API server
-	// writes, its store calls, what the keeper renews and its events. The
-	// other actors write on their own.
-	actors := map[string]bool{"effects.go": true, "stop_controller.go": true, "shard.go": true, "identity.go": true, "requests.go": true, "setup.go": true, "stores.go": true}
+	// A GuardedJob's pass writes only through effects.go (its API server
+	// writes, its store calls, what the keeper renews and its events) and
+	// reads only through views.go (the cache, the API server, the stores'
+	// keys, the keeper's reports). The other actors read and write on their
+	// own.
+	actors := map[string]bool{"stop_controller.go": true, "shard.go": true, "identity.go": true, "requests.go": true, "setup.go": true, "stores.go": true, "metrics.go": true}
+	reads := map[string]bool{"Get": true, "List": true}
+	keeperReads := map[string]bool{"Get": true, "Snapshot": true}
 	writes := map[string]bool{"Create": true, "Patch": true, "Delete": true, "DeleteAllOf": true, "Update": true, "Status": true, "Eventf": true}
 	storeWrites := map[string]bool{"Acquire": true, "Renew": true, "Complete": true, "Release": true, "Unlock": true}
 	keeperWrites := map[string]bool{"Track": true, "Untrack": true, "Quiesce": true, "ResumeAll": true}
@@ -129,9 +134,13 @@ func TestTheControllersCallOneWay(t *testing.T) {
 			case *ast.SelectorExpr:
 				on = x.Sel.Name
 			}
-			if on == "r" && writes[sel.Sel.Name] || (on == "Keeper") && keeperWrites[sel.Sel.Name] || on == "Recorder" ||
-				strings.HasSuffix(strings.ToLower(on), "store") && storeWrites[sel.Sel.Name] {
+			if name != "effects.go" && (on == "r" && writes[sel.Sel.Name] || on == "Keeper" && keeperWrites[sel.Sel.Name] || on == "Recorder" ||
+				strings.HasSuffix(strings.ToLower(on), "store") && storeWrites[sel.Sel.Name]) {
 				t.Errorf("%s: %s.%s writes outside effects.go", fset.Position(call.Pos()), on, sel.Sel.Name)
+			}
+			if name != "views.go" && (on == "r" && reads[sel.Sel.Name] || on == "APIReader" || on == "Keeper" && keeperReads[sel.Sel.Name] ||
+				strings.HasSuffix(strings.ToLower(on), "store") && sel.Sel.Name == "Inspect") {
+				t.Errorf("%s: %s.%s reads outside views.go", fset.Position(call.Pos()), on, sel.Sel.Name)
 			}
 			return true
 		})
