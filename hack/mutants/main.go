@@ -153,7 +153,7 @@ var mutants = []mutant{
 		find: "func HandsOver(shard string) bool { return shard != \"\" }",
 		repl: "func HandsOver(shard string) bool { return shard == \"\" }",
 		catchers: []catcher{
-			{"./internal/runcore/", []string{"TestAShardHandsOverMakeBeforeBreak"}},
+			{"./internal/runcore/", []string{"TestAShardHandsOverMakeBeforeBreak", "TestTheSimulationKeepsOneWorkingPodPerKey"}},
 			{"./controllers/", []string{"TestEveryActor_AShardMoveKeepsTheLeaseUntilTheNewShardHoldsIt"}},
 		},
 	},

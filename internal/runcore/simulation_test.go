@@ -33,7 +33,9 @@ import (
 // before any effect of a run's start, or crashes later and resumes its leases
 // from status; a manager is deposed (or dies) with a Job create in flight, and
 // the API server carries it out up to a minute later, after a new leader may
-// have acted on the key; the API server does not answer a create; the manager's cache
+// have acted on the key; a GuardedJob moves to the other shard of its cluster,
+// whose manager takes its leases over at its first pass while the shard it
+// left hands them over (runcore.HandsOver, MayClaimShard, HandOver, HandedRun); the API server does not answer a create; the manager's cache
 // shows a new Job late, sometimes after the run's starting deadline; a person
 // runs the last occurrence again; the store stops answering; a node is cut off
 // (its Pod works on where the API server no longer shows it); time passes. No
@@ -58,6 +60,7 @@ const (
 	simPeriod      = time.Minute      // the schedule: one occurrence a minute
 	simStartWithin = 20 * time.Second // a run not started this long after its acquisition is skipped
 	simKey         = "team:settle"
+	simHandover    = 45 * time.Second // --shard-handover-timeout
 )
 
 // errSimStoreDown is a store call's error while the simulated store is down.
@@ -145,7 +148,19 @@ type simCluster struct {
 	last    time.Time            // the last occurrence status records
 	rerun   bool                 // a run-now of the last occurrence waits
 	guarded bool                 // its runs have a pod guard
+	// shard is the shard whose manager serves the GuardedJob (0 or 1);
+	// resumed says that manager has taken the leases of its runs over.
+	shard   int
+	resumed bool
+	// handing is what the shard the GuardedJob left still renews, since
+	// handSince, until the shard it joined holds every lease (status.shard).
+	handing   map[string]*simKept
+	handSince time.Time
+	handOut   bool // the hand-over timed out: its runs are stopped
 }
+
+// shardName is a shard's watch label selector.
+func shardName(i int) string { return "shard=" + strconv.Itoa(i) }
 
 type sim struct {
 	t   testing.TB
@@ -180,7 +195,7 @@ func newSim(t testing.TB, seed uint64) *sim {
 	for _, name := range []string{"cluster-a", "cluster-b"} {
 		s.clusters = append(s.clusters, &simCluster{
 			name: name, jobs: map[string]*simJob{}, keeper: map[string]*simKept{}, created: map[string]types.UID{},
-			next: simStart, guarded: name == "cluster-a",
+			next: simStart, guarded: name == "cluster-a", resumed: true,
 			gj: &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "settle", UID: types.UID("gj-" + name)}},
 		})
 	}
@@ -213,6 +228,9 @@ func (s *sim) advance(d time.Duration) {
 	s.now = s.now.Add(d)
 	s.store.expire(s.now)
 	s.land()
+	for _, c := range s.clusters {
+		s.handOver(c)
+	}
 	s.stopReported()
 	for _, c := range s.clusters {
 		for _, j := range c.order {
@@ -255,6 +273,9 @@ func (s *sim) stopReported() {
 	for _, c := range s.clusters {
 		for _, j := range c.order {
 			k, tracked := c.keeper[j.token]
+			if h, handed := c.handing[j.token]; handed && (!tracked || h.lost || h.lastOK.Before(k.lastOK)) {
+				k, tracked = h, true
+			}
 			if p := j.pod; p == nil || !p.running || !p.visible || !tracked {
 				continue
 			}
@@ -297,25 +318,113 @@ func (s *sim) keep(c *simCluster) {
 	if s.store.down {
 		return
 	}
-	tokens := make([]string, 0, len(c.keeper))
-	for token := range c.keeper {
+	for _, kept := range []map[string]*simKept{c.keeper, c.handing} {
+		tokens := make([]string, 0, len(kept))
+		for token := range kept {
+			tokens = append(tokens, token)
+		}
+		slices.Sort(tokens)
+		for _, token := range tokens {
+			k := kept[token]
+			if k.lost {
+				continue
+			}
+			if s.store.holds(token) {
+				s.store.key.expires = s.now.Add(simTTL)
+				k.lastOK = s.now
+			} else {
+				k.lost = true
+				s.logf("%s: the keeper finds the lease of %s lost", c.name, leasetoken.HolderOf(token))
+			}
+		}
+	}
+	s.stopReported()
+}
+
+// move: the GuardedJob moves to the other shard of its cluster. The shard it
+// left hands its runs' leases over (runcore.HandsOver): it renews them until
+// the shard it joined says in status.shard that it holds every one of them
+// (runcore.MayClaimShard), or stops the runs at the hand-over's time limit.
+// The shard it joined takes the leases over at its first pass.
+func (s *sim) move(c *simCluster) {
+	if c.handing != nil {
+		return // one hand-over at a time
+	}
+	left := c.shard
+	c.shard = 1 - c.shard
+	if runcore.HandsOver(shardName(left)) && len(c.keeper) > 0 {
+		c.handing, c.handSince, c.handOut = c.keeper, s.now, false
+	}
+	c.keeper, c.created, c.resumed = map[string]*simKept{}, map[string]types.UID{}, false
+	s.logf("%s: the GuardedJob moves from %s to %s; %s hands %d lease(s) over", c.name, shardName(left), shardName(c.shard), shardName(left), len(c.handing))
+}
+
+// takeOver is the first pass of the shard a GuardedJob joined: it renews the
+// lease of every run status records at once (the keeper's resume), then
+// claims the runs in status.shard once it renews every one.
+func (s *sim) takeOver(c *simCluster) {
+	for _, run := range c.gj.Status.Active {
+		if run.Phase == batchv1alpha1.RunPhaseAcquiring || run.AcquiredAt == nil || c.keeper[run.Token] != nil {
+			continue
+		}
+		k := &simKept{lastOK: run.AcquiredAt.Time}
+		switch {
+		case s.store.down:
+		case s.store.holds(run.Token):
+			s.store.key.expires = s.now.Add(simTTL)
+			k.lastOK = s.now
+		default:
+			k.lost = true
+		}
+		c.keeper[run.Token] = k
+	}
+	c.resumed = true
+	tracked := func(token string) bool { return c.keeper[token] != nil }
+	if runcore.MayClaimShard(c.name, c.gj, tracked) {
+		c.gj.Status.Shard = shardName(c.shard)
+	}
+	s.logf("%s: %s takes %d lease(s) over; status.shard is %q", c.name, shardName(c.shard), len(c.keeper), c.gj.Status.Shard)
+}
+
+// handOver is the watch of the shard a GuardedJob left: it lets go once the
+// shard it joined claims the runs, and stops them when none does in time.
+func (s *sim) handOver(c *simCluster) {
+	if c.handing == nil {
+		return
+	}
+	switch runcore.HandOver(runcore.HandOverView{Shard: c.gj.Status.Shard, Ours: shardName(1 - c.shard), Since: c.handSince, Timeout: simHandover, TimedOut: c.handOut}, s.now) {
+	case runcore.LetGoOfAll:
+		s.logf("%s: %s lets go of %d lease(s): %s holds them", c.name, shardName(1-c.shard), len(c.handing), c.gj.Status.Shard)
+		c.handing = nil
+		return
+	case runcore.GiveUpHandOver:
+		c.handOut = true
+		s.logf("%s: no shard took the runs over in time: %s stops them", c.name, shardName(1-c.shard))
+	}
+	tokens := make([]string, 0, len(c.handing))
+	for token := range c.handing {
 		tokens = append(tokens, token)
 	}
 	slices.Sort(tokens)
 	for _, token := range tokens {
-		k := c.keeper[token]
-		if k.lost {
+		k := c.handing[token]
+		deadline := k.lastOK.Add(simTTL - simStopBudget)
+		lease := runcore.LeaseView{Tracked: true, Lost: k.lost, DeadlineReached: !k.lost && !s.now.Before(deadline)}
+		if runcore.HandedRun(lease, c.handOut) != runcore.StopHandedRun {
 			continue
 		}
-		if s.store.holds(token) {
-			s.store.key.expires = s.now.Add(simTTL)
-			k.lastOK = s.now
-		} else {
-			k.lost = true
-			s.logf("%s: the keeper finds the lease of %s lost", c.name, leasetoken.HolderOf(token))
+		for _, j := range c.order {
+			if j.token == token && j.pod != nil && j.pod.running && j.pod.visible {
+				j.pod.running = false
+				j.finished, j.failed = batchv1.JobFailed, true
+				s.logf("%s: the Pod of %s is deleted (its hand-over ended)", c.name, j.name)
+			}
 		}
+		delete(c.handing, token)
 	}
-	s.stopReported()
+	if len(c.handing) == 0 {
+		c.handing = nil
+	}
 }
 
 func (s *sim) leaseView(c *simCluster, run *batchv1alpha1.ActiveRun) runcore.LeaseView {
@@ -491,6 +600,9 @@ var startEffectName = map[runcore.StartEffect]string{
 
 // pass is one reconcile pass over the cluster's active runs.
 func (s *sim) pass(c *simCluster) {
+	if !c.resumed {
+		s.takeOver(c)
+	}
 	for _, name := range activeNames(c) {
 		run := runcore.RunByName(c.gj, name)
 		for run != nil {
@@ -798,10 +910,14 @@ func (s *sim) crash(c *simCluster) {
 			c.keeper[run.Token] = &simKept{lastOK: run.AcquiredAt.Time}
 		}
 	}
+	c.resumed = true
 	s.logf("%s: the manager restarts and resumes %d lease(s) from status", c.name, len(c.keeper))
 }
 
 func (s *sim) step() {
+	if s.late.IntN(150) == 0 {
+		s.move(s.clusters[s.late.IntN(len(s.clusters))])
+	}
 	c := s.clusters[s.rng.IntN(len(s.clusters))]
 	switch n := s.rng.IntN(100); {
 	case n < 30:
@@ -869,7 +985,8 @@ var regressionSeeds = []struct {
 	{"takeup-ignores-ledger", 3},
 	{"jobfirst-gate-early", 4},
 	{"skip-on-cached-miss", 21},
-	{"jobfirst-adopt-any", 1453},
+	{"jobfirst-adopt-any", 35},
+	{"shard-break-before-make", 1959},
 }
 
 // TestTheSimulationKeepsOneWorkingPodPerKey runs the simulation for many
