@@ -374,7 +374,7 @@ var mutants = []mutant{
 		find: "\tst.LastFence = max(st.LastFence, r.Fence)\n",
 		repl: "",
 		catchers: []catcher{
-			{"./internal/runcore/", []string{"TestRecordAdoptedRaisesTheFenceFloor"}},
+			{"./internal/runcore/", []string{"TestRecordAdoptedRaisesTheFenceFloor", "TestTheSimulationKeepsOneWorkingPodPerKey"}},
 			{"./controllers/", []string{"TestJobFirst_AManagerThatDiesBetweenTheJobAndTheStatusWriteLeavesAJobTheNextOneAdopts"}},
 		},
 	},

@@ -24,30 +24,34 @@ import (
 // The simulation: the core's decisions for the start of a run
 // (runcore.NewStart: its Job first, the guarded status write, then the gate), a
 // recorded run (runcore.Running), stopping (runcore.NewStopping), its release
-// (runcore.NewRelease), opening the gate (runcore.NewOpening), take-up of a lease a crashed pass left (runcore.TakeUp,
-// with tokens minted as runtoken mints them), the adoption of a Job whose pass
-// died before its status write (runcore.Adoption, runcore.RecordAdopted), the
-// lease ledger and the end of a run in status, driven by one seeded random
-// source against a simulated lock store, API server, Pods and pod guards, in
-// two clusters that share one lock key. Faults come at any step: a manager dies
-// before any effect of a run's start, or crashes later and resumes its leases
-// from status; a manager is deposed (or dies) with a Job create in flight, and
-// the API server carries it out up to a minute later, after a new leader may
-// have acted on the key; a GuardedJob moves to the other shard of its cluster,
-// whose manager takes its leases over at its first pass while the shard it
-// left hands them over (runcore.HandsOver, MayClaimShard, HandOver, HandedRun); the API server does not answer a create; the manager's cache
-// shows a new Job late, sometimes after the run's starting deadline; a person
-// runs the last occurrence again; the store stops answering; a node is cut off
-// (its Pod works on where the API server no longer shows it); time passes. No
-// goroutine and no wall clock: a seed replays exactly, and a failing seed
-// prints its trace.
+// (runcore.NewRelease), opening the gate (runcore.NewOpening), take-up of a
+// lease a crashed pass left (runcore.TakeUp, with tokens minted as runtoken
+// mints them), the adoption of a Job whose pass died before its status write
+// (runcore.Adoption, runcore.RecordAdopted), the lease ledger and the end of a
+// run in status, driven by one seeded random source against a simulated lock
+// store, API server, Pods and pod guards, in two clusters that share one lock
+// key. Faults come at any step: a manager dies before any effect of a run's
+// start, or crashes later and resumes its leases from status; a manager is
+// deposed (or dies) with a Job create in flight, and the API server carries it
+// out up to a minute later, after a new leader may have acted on the key; a
+// GuardedJob moves to the other shard of its cluster, whose manager takes its
+// leases over at its first pass while the shard it left hands them over
+// (runcore.HandsOver, MayClaimShard, HandOver, HandedRun); the store restarts
+// empty (its key, fence counter and done-markers gone); the API server does not
+// answer a create; the manager's cache shows a new Job late, sometimes after
+// the run's starting deadline; a person runs the last occurrence again; the
+// store stops answering; a node is cut off (its Pod works on where the API
+// server no longer shows it); time passes. No goroutine and no wall clock: a
+// seed replays exactly, and a failing seed prints its trace.
 //
 // The acquisition's store call, the stop controller and the keeper are the
 // simulation's own, kept to what the code does: the stop controller deletes
 // the Pods of a lease the keeper reports lost or at its self-fence deadline at
 // once (the model's timing assumption). One cluster's runs have a pod guard,
-// the other's have none. The invariant checked after every step is the
-// model's I1: no two Pods work under the key at once.
+// the other's have none. The invariants checked after every step are the
+// model's I1, no two Pods work under the key at once (sparing a Pod whose lease
+// the store lost in a restart without its data, until it stops), and I3: the
+// fences each cluster's Pods start under keep rising.
 //
 // GUARDEDJOB_SIM_SEEDS sets how many seeds run (10,000 by default, in a few
 // seconds); GUARDEDJOB_SIM_SEED runs one seed and prints its trace.
@@ -92,6 +96,10 @@ func (st *simStore) holds(token string) bool { return st.key != nil && st.key.to
 type simPod struct {
 	running bool
 	visible bool
+	// lostByStore: the store lost the lease this Pod works under (a restart
+	// without its data): the two-Pod check spares it until it stops, as
+	// failure-semantics.md says.
+	lostByStore bool
 	// until is when its guard stops it unless it reads the lease again.
 	until time.Time
 }
@@ -148,6 +156,10 @@ type simCluster struct {
 	last    time.Time            // the last occurrence status records
 	rerun   bool                 // a run-now of the last occurrence waits
 	guarded bool                 // its runs have a pod guard
+	// fence is the highest fence a Pod of this cluster started under: a
+	// Strict fence handed out again would let a new run's writes pass below
+	// an old one's.
+	fence int64
 	// shard is the shard whose manager serves the GuardedJob (0 or 1);
 	// resumed says that manager has taken the leases of its runs over.
 	shard   int
@@ -207,7 +219,7 @@ func (s *sim) check() {
 	var working []string
 	for _, c := range s.clusters {
 		for _, j := range c.order {
-			if j.pod != nil && j.pod.running {
+			if j.pod != nil && j.pod.running && !j.pod.lostByStore {
 				where := "visible"
 				if !j.pod.visible {
 					where = "cut off"
@@ -339,6 +351,23 @@ func (s *sim) keep(c *simCluster) {
 		}
 	}
 	s.stopReported()
+}
+
+// loseData: the store restarts without its data: the lock key, the fence
+// counter and the done-markers are gone. A Pod working under the lost key may
+// overlap the next holder's until its keeper finds the lease lost (the
+// documented moment); what must hold is that the fences of each cluster's runs
+// go on rising (Strict: above status.lastFence).
+func (s *sim) loseData() {
+	for _, c := range s.clusters {
+		for _, j := range c.order {
+			if j.pod != nil && j.pod.running {
+				j.pod.lostByStore = true
+			}
+		}
+	}
+	s.store.key, s.store.fence, s.store.markers = nil, 0, map[string]string{}
+	s.logf("the store restarts empty: the lock key, the fence counter and the done-markers are gone")
 }
 
 // move: the GuardedJob moves to the other shard of its cluster. The shard it
@@ -517,6 +546,10 @@ func (s *sim) schedule(c *simCluster) {
 	}
 	s.store.key = &simLease{token: run.Token, expires: s.now.Add(simTTL)}
 	s.store.fence++
+	if floor := c.gj.Status.LastFence; s.store.fence <= floor {
+		s.store.fence = floor + 1 // Strict: the script raises the counter above the floor the run brings
+		s.logf("%s: the fence counter was at or below status.lastFence %d: raised", c.name, floor)
+	}
 	run.Phase, run.Fence, run.AcquiredAt = batchv1alpha1.RunPhaseRunning, s.store.fence, runcore.PtrTime(s.now)
 	c.keeper[run.Token] = &simKept{lastOK: s.now}
 	s.logf("%s: %s %s: fence %d", c.name, runcore.AcquireNext, run.Holder, run.Fence)
@@ -572,6 +605,7 @@ func (s *sim) start(c *simCluster, run *batchv1alpha1.ActiveRun, recorded func()
 		case runcore.WriteRecord:
 			recorded()
 			c.gj.Status.Active = append(c.gj.Status.Active, *run)
+			c.gj.Status.LastFence = max(c.gj.Status.LastFence, run.Fence)
 			runcore.RecordLease(c.gj, &c.gj.Status.Active[len(c.gj.Status.Active)-1], s.now)
 			s.logf("%s: %s %s: fence %d", c.name, m.Record(), run.JobName, run.Fence)
 			m.Deliver(runcore.StartOutcome{WriteOK: true})
@@ -771,6 +805,11 @@ func (s *sim) open(c *simCluster, run *batchv1alpha1.ActiveRun, job *simJob) {
 	c.keeper[run.Token].lastOK = s.now
 	job.gated = false
 	job.pod = &simPod{running: true, visible: true, until: s.store.key.expires.Add(-simGuardMargin)}
+	if run.Fence <= c.fence && s.failed == "" {
+		s.failed = fmt.Sprintf("I3: %s's run %s starts under fence %d, not above the %d an earlier run of it had", c.name, run.JobName, run.Fence, c.fence)
+		s.logf("VIOLATION %s", s.failed)
+	}
+	c.fence = max(c.fence, run.Fence)
 	if !job.guarded {
 		job.pod.until = s.now.Add(24 * time.Hour) // no guard: only a stop ends it early
 	}
@@ -918,6 +957,9 @@ func (s *sim) step() {
 	if s.late.IntN(150) == 0 {
 		s.move(s.clusters[s.late.IntN(len(s.clusters))])
 	}
+	if s.late.IntN(400) == 0 {
+		s.loseData()
+	}
 	c := s.clusters[s.rng.IntN(len(s.clusters))]
 	switch n := s.rng.IntN(100); {
 	case n < 30:
@@ -981,12 +1023,13 @@ var regressionSeeds = []struct {
 	seed   uint64
 }{
 	{"unclean-by-recorded-uid", 202},
-	{"release-ignores-unclean-end", 3},
-	{"takeup-ignores-ledger", 3},
-	{"jobfirst-gate-early", 4},
-	{"skip-on-cached-miss", 21},
-	{"jobfirst-adopt-any", 35},
-	{"shard-break-before-make", 1959},
+	{"release-ignores-unclean-end", 202},
+	{"takeup-ignores-ledger", 4},
+	{"jobfirst-gate-early", 6},
+	{"skip-on-cached-miss", 57},
+	{"jobfirst-adopt-any", 105},
+	{"shard-break-before-make", 2},
+	{"jobfirst-no-floor", 40},
 }
 
 // TestTheSimulationKeepsOneWorkingPodPerKey runs the simulation for many
