@@ -37,12 +37,13 @@ import (
 // GuardedJob moves to the other shard of its cluster, whose manager takes its
 // leases over at its first pass while the shard it left hands them over
 // (runcore.HandsOver, MayClaimShard, HandOver, HandedRun); the store restarts
-// empty (its key, fence counter and done-markers gone); the API server does not
-// answer a create; the manager's cache shows a new Job late, sometimes after
-// the run's starting deadline; a person runs the last occurrence again; the
-// store stops answering; a node is cut off (its Pod works on where the API
-// server no longer shows it); time passes. No goroutine and no wall clock: a
-// seed replays exactly, and a failing seed prints its trace.
+// empty (its key, fence counter and done-markers gone); a manager dies before
+// an effect of a release; the API server does not answer a create; the
+// manager's cache shows a new Job late, sometimes after the run's starting
+// deadline; a person runs the last occurrence again; the store stops answering;
+// a node is cut off (its Pod works on where the API server no longer shows it);
+// time passes. No goroutine and no wall clock: a seed replays exactly, and a
+// failing seed prints its trace.
 //
 // The acquisition's store call, the stop controller and the keeper are the
 // simulation's own, kept to what the code does: the stop controller deletes
