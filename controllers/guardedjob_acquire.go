@@ -41,10 +41,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		return r.skipLate(ctx, s, run, store, why)
 	}
 	deadline := due.StartDeadline(&gj.Spec, sched, run)
-	var floor int64
-	if run.FencingPolicy == batchv1alpha1.FencingStrict {
-		floor = gj.Status.LastFence
-	}
+	floor := runcore.FenceFloor(run, gj.Status.LastFence)
 	acquire := func() (lockclient.Lease, error) {
 		return r.acquireLease(ctx, store, lockclient.AcquireRequest{
 			Keys:  leaseOf(run).Keys,
@@ -85,10 +82,10 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 	default:
 		answer = runcore.StoreRefused
 	}
-	view := runcore.AcquireView{Run: run, Answer: answer, NextStoreTry: s.now.Add(storeRetry), Deadline: deadline, Now: s.now, ClockSkew: r.ClockSkew}
 	_, untilDone := retryBusyUntil(gj, run, s.now) // deadline counts it (due.StartDeadline)
-	if answer == runcore.KeyBusy && (untilDone || gj.Spec.Lock.OnBusyOrDefault() == batchv1alpha1.OnBusyRetry) {
-		view.WaitsForBusy = true
+	view := runcore.AcquireView{Run: run, Answer: answer, NextStoreTry: s.now.Add(storeRetry), Deadline: deadline, Now: s.now, ClockSkew: r.ClockSkew,
+		OnBusyRetry: gj.Spec.Lock.OnBusyOrDefault() == batchv1alpha1.OnBusyRetry, RetriesOccurrence: untilDone}
+	if answer == runcore.KeyBusy {
 		if next, ok := busyRetry(gj).NextAttempt(runDueTime(gj, run), s.now, deadline); ok {
 			view.NextTry = next
 		}

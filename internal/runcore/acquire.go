@@ -31,11 +31,12 @@ const (
 type AcquireView struct {
 	Run    *batchv1alpha1.ActiveRun
 	Answer AcquireAnswer
-	// WaitsForBusy: the run waits for a busy key (onBusy Retry, or
-	// spec.retryOccurrence until its occurrence's tries stop); NextTry is its
-	// next attempt, zero when none is left before its deadline.
-	WaitsForBusy bool
-	NextTry      time.Time
+	// OnBusyRetry: spec.lock.onBusy is Retry; RetriesOccurrence: the run's
+	// occurrence is tried until it is done (spec.retryOccurrence). Either
+	// makes a run wait for a busy key. NextTry is its next attempt, zero when
+	// none is left before its deadline.
+	OnBusyRetry, RetriesOccurrence bool
+	NextTry                        time.Time
 	// NextStoreTry is when a store that did not answer is tried again;
 	// Deadline is the run's own deadline to start.
 	NextStoreTry, Deadline time.Time
@@ -78,6 +79,16 @@ type AcquireVerdict struct {
 	GaveUp bool
 }
 
+// FenceFloor is the floor a run's acquisition raises the fence counter above:
+// with fencing policy Strict, the last fence status records (a store that lost
+// its data must not hand a fence out again); none otherwise.
+func FenceFloor(run *batchv1alpha1.ActiveRun, lastFence int64) int64 {
+	if run.FencingPolicy == batchv1alpha1.FencingStrict {
+		return lastFence
+	}
+	return 0
+}
+
 // AfterAcquire judges a run's acquisition. A token that never held the key
 // leaves no ledger entry; a key the store may have given the run before it
 // refused the rest (an earlier attempt before the store moved) is left to
@@ -87,10 +98,11 @@ func AfterAcquire(v AcquireView) AcquireVerdict {
 	case Acquired:
 		return AcquireVerdict{Act: StartRun}
 	case KeyBusy:
-		if v.WaitsForBusy && !v.NextTry.IsZero() {
+		waits := v.OnBusyRetry || v.RetriesOccurrence
+		if waits && !v.NextTry.IsZero() {
 			return AcquireVerdict{Act: TryAgainAt, At: v.NextTry}
 		}
-		return AcquireVerdict{Act: EndUnstarted, Result: batchv1alpha1.RunResultBusy, Lease: NeverHeld, GaveUp: v.WaitsForBusy}
+		return AcquireVerdict{Act: EndUnstarted, Result: batchv1alpha1.RunResultBusy, Lease: NeverHeld, GaveUp: waits}
 	case OccurrenceDone:
 		return AcquireVerdict{Act: EndUnstarted, Result: batchv1alpha1.RunResultSkipped, Lease: Released}
 	case StoreRefused:

@@ -27,7 +27,10 @@ func TestAnAcquisitionFollowsTheStoresAnswer(t *testing.T) {
 		return v
 	}
 	waits := func(next time.Time) func(*runcore.AcquireView) {
-		return func(v *runcore.AcquireView) { v.WaitsForBusy, v.NextTry = true, next }
+		return func(v *runcore.AcquireView) { v.OnBusyRetry, v.NextTry = true, next }
+	}
+	untilDone := func(next time.Time) func(*runcore.AcquireView) {
+		return func(v *runcore.AcquireView) { v.RetriesOccurrence, v.NextTry = true, next }
 	}
 	for _, c := range []struct {
 		name string
@@ -41,6 +44,10 @@ func TestAnAcquisitionFollowsTheStoresAnswer(t *testing.T) {
 			runcore.AcquireVerdict{Act: runcore.TryAgainAt, At: now.Add(15 * time.Second)}},
 		{"a busy key with no attempt left: Busy, given up", view(run, runcore.KeyBusy, waits(time.Time{})),
 			runcore.AcquireVerdict{Act: runcore.EndUnstarted, Result: batchv1alpha1.RunResultBusy, Lease: runcore.NeverHeld, GaveUp: true}},
+		{"a busy key of an occurrence tried until it is done: its next attempt", view(run, runcore.KeyBusy, untilDone(now.Add(15*time.Second))),
+			runcore.AcquireVerdict{Act: runcore.TryAgainAt, At: now.Add(15 * time.Second)}},
+		{"a busy key, onBusy Skip, though an attempt would fit: Busy", view(run, runcore.KeyBusy, func(v *runcore.AcquireView) { v.NextTry = now.Add(15 * time.Second) }),
+			runcore.AcquireVerdict{Act: runcore.EndUnstarted, Result: batchv1alpha1.RunResultBusy, Lease: runcore.NeverHeld}},
 		{"the occurrence done elsewhere: Skipped, the key released if it held the run's token", view(run, runcore.OccurrenceDone),
 			runcore.AcquireVerdict{Act: runcore.EndUnstarted, Result: batchv1alpha1.RunResultSkipped, Lease: runcore.Released}},
 		{"a refusal: Failed, and a key an earlier attempt may hold is left to expire in the ledger", view(run, runcore.StoreRefused),
@@ -56,5 +63,19 @@ func TestAnAcquisitionFollowsTheStoresAnswer(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			NewWithT(t).Expect(runcore.AfterAcquire(c.view)).To(Equal(c.want))
 		})
+	}
+}
+
+// TestOnlyAStrictRunRaisesTheFenceCounterAboveStatus: the floor of an
+// acquisition.
+func TestOnlyAStrictRunRaisesTheFenceCounterAboveStatus(t *testing.T) {
+	strict := &batchv1alpha1.ActiveRun{FencingPolicy: batchv1alpha1.FencingStrict}
+	if got := runcore.FenceFloor(strict, 41); got != 41 {
+		t.Errorf("a Strict run's floor is %d, want status.lastFence 41", got)
+	}
+	for _, policy := range []batchv1alpha1.FencingPolicy{"", batchv1alpha1.FencingInject} {
+		if got := runcore.FenceFloor(&batchv1alpha1.ActiveRun{FencingPolicy: policy}, 41); got != 0 {
+			t.Errorf("fencing %q: floor %d, want none", policy, got)
+		}
 	}
 }
