@@ -260,20 +260,24 @@ func (r *GuardedJobReconciler) skipLate(ctx context.Context, s *scope, run *batc
 	return nil
 }
 
-// releaseUnconfirmed releases a lease a run without a Job may hold (an
-// acquisition whose reply was lost, or one that succeeded too late) and stops
-// tracking it. If the store does not answer, the key expires on its own: nobody
-// renews it. It returns a note for the run's message, or "", and the lease's end.
+// releaseUnconfirmed carries out runcore.NewUnconfirmed: the release of a lease
+// a run without a Job may hold. It returns a note for the run's message, or "",
+// and the lease's end.
 func (r *GuardedJobReconciler) releaseUnconfirmed(ctx context.Context, gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, now time.Time) (string, runcore.LeaseEnd) {
-	if !r.ownsRun(gj, run) {
-		return "", runcore.NeverHeld
+	m := runcore.NewUnconfirmed(run, r.ownsRun(gj, run))
+	for {
+		switch m.Next() {
+		case runcore.QuiesceLease:
+			ok := r.quiesce(ctx, run.Token) == nil
+			if ok {
+				r.untrack(run.Token)
+			}
+			m.Deliver(ok)
+		case runcore.DeleteKey:
+			err := r.releaseLease(ctx, store, run)
+			m.Deliver(err == nil || errors.Is(err, lockclient.ErrNotHeld))
+		default:
+			return m.Ended(now, r.ClockSkew)
+		}
 	}
-	if err := r.quiesce(ctx, run.Token); err != nil {
-		return "; its lease, if taken, expires on its own", runcore.LeftToExpire(run, now, r.ClockSkew)
-	}
-	r.untrack(run.Token)
-	if err := r.releaseLease(ctx, store, run); err != nil && !errors.Is(err, lockclient.ErrNotHeld) {
-		return "; its lease, if taken, expires on its own (the lock store did not answer the release)", runcore.LeftToExpire(run, now, r.ClockSkew)
-	}
-	return "", runcore.Released
 }
