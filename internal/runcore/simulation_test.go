@@ -737,15 +737,23 @@ func (s *sim) running(c *simCluster, run *batchv1alpha1.ActiveRun) {
 			view = jobViewOf(job, runcore.ReadLive)
 			continue
 		case runcore.SkipLateRun:
-			end := runcore.NeverHeld
-			switch {
-			case s.store.down:
-				end = runcore.LeftToExpire(run, s.now, 0)
-			case s.store.holds(run.Token):
-				s.store.key = nil
-				end = runcore.Released
+			// The release of a lease the run may hold (runcore.NewUnconfirmed):
+			// the keeper stops renewing it, then the key is deleted if it
+			// holds the run's token.
+			m := runcore.NewUnconfirmed(run, true)
+			for m.Next() != runcore.UnconfirmedDone {
+				switch m.Next() {
+				case runcore.QuiesceLease:
+					delete(c.keeper, run.Token)
+					m.Deliver(true)
+				case runcore.DeleteKey:
+					if !s.store.down && s.store.holds(run.Token) {
+						s.store.key = nil
+					}
+					m.Deliver(!s.store.down)
+				}
 			}
-			delete(c.keeper, run.Token)
+			_, end := m.Ended(s.now, 0)
 			runcore.FinishRun(c.gj, *run, end, batchv1alpha1.RunResultSkipped, "", "past its starting deadline", s.now)
 			s.ended[batchv1alpha1.RunResultSkipped]++
 			s.logf("%s: %s %s: no Job; lease %s", c.name, v.Step, run.JobName, leaseState(end))
