@@ -19,9 +19,11 @@ import (
 // keeper (which leases it renews) and to events. The decisions that ask for them
 // live in internal/runcore and internal/due; the other actors (the stop
 // controller, a shard's hand-over and resume, the identity heartbeat, the
-// request objects) write on their own. Every effect here is refused while the
-// manager is not known to lead (the leadership guard wraps the client, the
-// stores and the recorder), and none calls back into the pass.
+// request objects) write on their own. While the manager is not known to lead,
+// the leadership guard refuses every API server write, every event and every
+// store write here but a renewal of a run's own lease (it wraps the client, the
+// recorder and the stores); the keeper's bookkeeping is this process's own.
+// None of these calls back into the pass.
 // TestTheControllersCallOneWay keeps it so.
 
 // acquireLease takes a run's lease: SET NX PX with its token and the fence

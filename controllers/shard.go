@@ -109,7 +109,7 @@ func (r *GuardedJobReconciler) ensureTracked(ctx context.Context, gj *batchv1alp
 	var reqs []lockclient.TrackRequest
 	for i := range gj.Status.Active {
 		run := &gj.Status.Active[i]
-		if !r.ownsRun(gj, run) || run.Phase == batchv1alpha1.RunPhaseAcquiring {
+		if !runcore.RenewsHere(r.ClusterName, gj.UID, run) {
 			continue
 		}
 		if _, tracked := r.Keeper.Get(run.Token); tracked {
@@ -497,7 +497,7 @@ func (r *GuardedJobReconciler) resumeLeases(ctx context.Context) error {
 			resuming := false
 			for j := range gj.Status.Active {
 				run := &gj.Status.Active[j]
-				if !r.ownsRun(gj, run) || run.Phase == batchv1alpha1.RunPhaseAcquiring {
+				if !runcore.RenewsHere(r.ClusterName, gj.UID, run) {
 					continue // not ours, or not acquired yet (the reconciler acquires it)
 				}
 				resuming = true

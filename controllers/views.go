@@ -114,19 +114,25 @@ func (r *GuardedJobReconciler) tracks(token string) bool {
 
 // keptLease is what the keeper reports of a lease, as the core reads it.
 func (r *GuardedJobReconciler) keptLease(token string) runcore.LeaseView {
-	st, ok := r.Keeper.Get(token)
-	return runcore.LeaseView{Tracked: ok, Lost: st.State == lockclient.StateLost, DeadlineReached: st.DeadlineReached, MaxHoldReached: st.MaxHoldReached}
+	return leaseViewOf(r.Keeper.Get(token))
+}
+
+// leaseViewOf is the core's view of a keeper report (ok: the keeper tracks the
+// lease), without the confirmation a gate needs (leaseView adds it).
+func leaseViewOf(st lockclient.LeaseStatus, ok bool) runcore.LeaseView {
+	if !ok {
+		return runcore.LeaseView{}
+	}
+	return runcore.LeaseView{Tracked: true, Lost: st.State == lockclient.StateLost, DeadlineReached: st.DeadlineReached, MaxHoldReached: st.MaxHoldReached}
 }
 
 // leaseView is what the keeper reports of a run's lease, and the keeper's
 // status it was read from (the zero status when the keeper does not track it).
 func (r *GuardedJobReconciler) leaseView(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (runcore.LeaseView, lockclient.LeaseStatus) {
 	st, ok := r.Keeper.Get(run.Token)
-	if !ok {
-		return runcore.LeaseView{}, st
-	}
-	return runcore.LeaseView{Tracked: true, Lost: st.State == lockclient.StateLost, DeadlineReached: st.DeadlineReached, MaxHoldReached: st.MaxHoldReached,
-		Confirmed: st.Confirmed && st.State == lockclient.StateHeld && st.ValidFor > leasetiming.StopBudget(gj.Spec.PodGracePeriod())}, st
+	v := leaseViewOf(st, ok)
+	v.Confirmed = ok && st.Confirmed && st.State == lockclient.StateHeld && st.ValidFor > leasetiming.StopBudget(gj.Spec.PodGracePeriod())
+	return v, st
 }
 
 // podsStarted says whether a Pod of the Job started (Running, Succeeded or

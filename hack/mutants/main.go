@@ -625,8 +625,8 @@ var mutants = []mutant{
 		name: "shard-claims-untracked",
 		bug:  "a shard claims a hand-over while a run's lease is renewed by nobody here",
 		file: "internal/runcore/handover.go",
-		find: "\t\tif !tracked(run.Token) {\n\t\t\treturn false\n",
-		repl: "\t\tif !tracked(run.Token) && false {\n\t\t\treturn false\n",
+		find: "\t\tif RenewsHere(cluster, gj.UID, run) && !tracked(run.Token) {\n",
+		repl: "\t\tif RenewsHere(cluster, gj.UID, run) && !tracked(run.Token) && false {\n",
 		catchers: []catcher{
 			{"./internal/runcore/", []string{"TestAShardHandsOverMakeBeforeBreak"}},
 			{"./controllers/", []string{"TestShardClaimsAHandOverOnlyOnceItRenewsEveryRun"}},

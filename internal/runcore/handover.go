@@ -27,6 +27,12 @@ func OwnsRun(cluster string, owner types.UID, run *batchv1alpha1.ActiveRun) bool
 	return run.Cluster == cluster && run.OwnerUID == owner && strings.HasPrefix(run.Token, cluster+"/")
 }
 
+// RenewsHere says whether this cluster renews a run's lease: the run is its own
+// (OwnsRun) and has taken its lease (it is past Acquiring).
+func RenewsHere(cluster string, owner types.UID, run *batchv1alpha1.ActiveRun) bool {
+	return OwnsRun(cluster, owner, run) && run.Phase != batchv1alpha1.RunPhaseAcquiring
+}
+
 // MayClaimShard says whether status.shard may name this shard: only once it
 // renews (tracked) the lease of every run of this cluster that holds one.
 // Until then the shard the object came from renews on, up to the hand-over's
@@ -34,10 +40,7 @@ func OwnsRun(cluster string, owner types.UID, run *batchv1alpha1.ActiveRun) bool
 func MayClaimShard(cluster string, gj *batchv1alpha1.GuardedJob, tracked func(token string) bool) bool {
 	for i := range gj.Status.Active {
 		run := &gj.Status.Active[i]
-		if !OwnsRun(cluster, gj.UID, run) || run.Phase == batchv1alpha1.RunPhaseAcquiring {
-			continue
-		}
-		if !tracked(run.Token) {
+		if RenewsHere(cluster, gj.UID, run) && !tracked(run.Token) {
 			return false
 		}
 	}

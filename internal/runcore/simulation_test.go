@@ -440,10 +440,7 @@ func (s *sim) handOver(c *simCluster) {
 	}
 	slices.Sort(tokens)
 	for _, token := range tokens {
-		k := c.handing[token]
-		deadline := k.lastOK.Add(simTTL - simStopBudget)
-		lease := runcore.LeaseView{Tracked: true, Lost: k.lost, DeadlineReached: !k.lost && !s.now.Before(deadline)}
-		if runcore.HandedRun(lease, c.handOut) != runcore.StopHandedRun {
+		if runcore.HandedRun(s.keptView(c.handing[token]), c.handOut) != runcore.StopHandedRun {
 			continue
 		}
 		for _, j := range c.order {
@@ -461,8 +458,12 @@ func (s *sim) handOver(c *simCluster) {
 }
 
 func (s *sim) leaseView(c *simCluster, run *batchv1alpha1.ActiveRun) runcore.LeaseView {
-	k, ok := c.keeper[run.Token]
-	if !ok {
+	return s.keptView(c.keeper[run.Token])
+}
+
+// keptView is what a keeper's entry (nil: none) reports of a lease now.
+func (s *sim) keptView(k *simKept) runcore.LeaseView {
+	if k == nil {
 		return runcore.LeaseView{}
 	}
 	deadline := k.lastOK.Add(simTTL - simStopBudget)

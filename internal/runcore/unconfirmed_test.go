@@ -1,6 +1,7 @@
 package runcore_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -37,7 +38,7 @@ func TestAnUnconfirmedLeaseIsReleasedOnlyOnceNothingRenewsIt(t *testing.T) {
 			m.Deliver(c.answers[i])
 		}
 		note, end := m.Ended(now, 0)
-		if len(effects) != len(c.effects) || (len(effects) > 0 && effects[0] != c.effects[0]) || (len(effects) > 1 && effects[1] != c.effects[1]) {
+		if !slices.Equal(effects, c.effects) {
 			t.Errorf("%s: effects %v, want %v", name, effects, c.effects)
 		}
 		if end.State != c.end.State || !end.ExpiresBy.Equal(c.end.ExpiresBy) || (note != "") != c.note {
