@@ -42,6 +42,14 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 	}
 	deadline := due.StartDeadline(&gj.Spec, sched, run)
 	floor := runcore.FenceFloor(run, gj.Status.LastFence)
+	if run.FencingPolicy == batchv1alpha1.FencingStrict {
+		// A Job's run may have worked before status recorded its fence.
+		jobs, err := r.ownedJobs(ctx, gj)
+		if err != nil {
+			return err
+		}
+		floor = runcore.FenceFloor(run, runcore.FloorWithJobs(gj.Status.LastFence, jobRecordsOf(gj, jobs)))
+	}
 	acquire := func() (lockclient.Lease, error) {
 		return r.acquireLease(ctx, store, lockclient.AcquireRequest{
 			Keys:  leaseOf(run).Keys,
@@ -272,7 +280,11 @@ func waitedBusy(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) bool
 // Job's gate, or the run's Job created in phase Running (status first).
 func (r *GuardedJobReconciler) start(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client, lease lockclient.Lease, floor int64, unrecorded bool) error {
 	gj := s.gj
-	m := runcore.NewStart(!run.Unguarded && r.leaseConfirmed(gj, run))
+	jobFirst := !run.Unguarded && r.leaseConfirmed(gj, run)
+	m := runcore.NewStart(jobFirst)
+	if jobFirst && r.EarlyGate {
+		m = runcore.NewEarlyStart()
+	}
 	var (
 		job      *batchv1.Job
 		warnings []jobbuild.Warning
@@ -300,10 +312,12 @@ func (r *GuardedJobReconciler) start(ctx context.Context, s *scope, run *batchv1
 			writeErr = r.writeGuarded(ctx, s)
 			m.Deliver(runcore.StartOutcome{WriteOK: writeErr == nil})
 		case runcore.AbandonPass:
-			if unrecorded {
+			if unrecorded && !m.KeepsRenewing() {
 				// No status names the run: stop renewing, but leave the lease
 				// (and its Job, if created) to the next pass, which takes it
-				// up or adopts the Job (or to its ttl).
+				// up or adopts the Job (or to its ttl). A Job whose gate the
+				// early start opened is its run's record: its lease is renewed
+				// on until the next pass adopts it.
 				r.untrack(run.Token)
 			}
 			if m.JobCreated() {
@@ -328,11 +342,17 @@ func (r *GuardedJobReconciler) start(ctx context.Context, s *scope, run *batchv1
 			}
 			m.Deliver(runcore.StartOutcome{})
 		case runcore.OpenJobGate:
-			logStep(ctx, runcore.Open, "job", run.JobName)
+			if m.Early() {
+				logStep(ctx, runcore.ConfirmFirst, "job", run.JobName)
+			}
 			if err := r.jobCreatedFirst(ctx, s, run, job, warnings, store); err != nil {
 				return err
 			}
-			m.Deliver(runcore.StartOutcome{})
+			opened := !jobbuild.Gated(job)
+			if opened {
+				logStep(ctx, openStep(m), "job", run.JobName)
+			}
+			m.Deliver(runcore.StartOutcome{Opened: opened})
 		case runcore.GoRunning:
 			// The fence is durable: the Job follows in this pass.
 			return s.next(run)
@@ -340,6 +360,15 @@ func (r *GuardedJobReconciler) start(ctx context.Context, s *scope, run *batchv1
 			return nil
 		}
 	}
+}
+
+// openStep names the opening of a Job's gate as the model does: open_first
+// before status records its run (the early gate), open after.
+func openStep(m *runcore.Starting) runcore.Step {
+	if m.Early() {
+		return runcore.OpenFirst
+	}
+	return runcore.Open
 }
 
 // acquireStep names an acquisition as the model does: for a run-now request, or

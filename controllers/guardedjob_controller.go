@@ -87,6 +87,11 @@ type GuardedJobReconciler struct {
 
 	MaxConcurrentReconciles int
 
+	// EarlyGate opens a run's start gate before the status write that records
+	// it (--early-gate): the Job carries its run and is the run's record until
+	// status catches up (docs/reliability.md, "The early gate").
+	EarlyGate bool
+
 	// Stopper is told to act at once on runs that must stop.
 	Stopper *StopReconciler
 
@@ -561,4 +566,18 @@ func (r *GuardedJobReconciler) compilePodGuard(ctx context.Context, gj *batchv1a
 		Interval: metav1.Duration{Duration: interval}, Margin: metav1.Duration{Duration: margin},
 		RunAsUser: uid,
 	}, nil
+}
+
+// shardLabelOnJob copies the GuardedJob's ShardLabel onto its new Job (see
+// judgesOrphans).
+func shardLabelOnJob(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) {
+	v, ok := gj.Labels[batchv1alpha1.ShardLabel]
+	if !ok {
+		delete(job.Labels, batchv1alpha1.ShardLabel)
+		return
+	}
+	if job.Labels == nil {
+		job.Labels = map[string]string{}
+	}
+	job.Labels[batchv1alpha1.ShardLabel] = v
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -111,7 +113,7 @@ func (r *GuardedJobReconciler) unrecordedJobsOf(ctx context.Context, s *scope, j
 	listed := map[string]bool{}
 	for i := range jobs {
 		listed[jobs[i].Name] = true
-		if waitsForAdoption(s.gj, &jobs[i]) {
+		if waitingOf(s.gj, &jobs[i], r.EarlyGate).WaitsForAdoption() {
 			pending = append(pending, jobs[i])
 		}
 	}
@@ -128,7 +130,7 @@ func (r *GuardedJobReconciler) unrecordedJobsOf(ctx context.Context, s *scope, j
 			r.memory.forget(key, name)
 		case err != nil:
 			return nil, fmt.Errorf("get job %s: %w", name, err)
-		case waitsForAdoption(s.gj, job):
+		case waitingOf(s.gj, job, r.EarlyGate).WaitsForAdoption():
 			pending = append(pending, *job)
 		default:
 			r.memory.forget(key, name)
@@ -137,14 +139,41 @@ func (r *GuardedJobReconciler) unrecordedJobsOf(ctx context.Context, s *scope, j
 	return pending, nil
 }
 
-// waitsForAdoption says whether a Job of this GuardedJob waits for adoption
-// (runcore.Waiting).
-func waitsForAdoption(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) bool {
+// waitingOf is what a Job of this GuardedJob shows of whether it waits for
+// adoption (runcore.Waiting); early: gates open before the status write.
+func waitingOf(gj *batchv1alpha1.GuardedJob, job *batchv1.Job, early bool) runcore.Waiting {
 	_, finished := jobFinished(job)
 	return runcore.Waiting{
 		Controlled: metav1.IsControlledBy(job, gj), Deleting: !job.DeletionTimestamp.IsZero(), Gated: jobbuild.Gated(job),
 		Finished: finished, CarriesRun: job.Annotations[batchv1alpha1.RunAnnotation] != "", Recorded: runcore.RunByName(gj, job.Name) != nil,
-	}.WaitsForAdoption()
+		Early: early, Finalized: controllerutil.ContainsFinalizer(job, batchv1alpha1.LeaseFinalizer),
+	}
+}
+
+// jobRecordOf is what a Job carries of its run (runcore.JobRecord): its fence
+// annotation, and the occurrence of its run annotation when the Job's name and
+// creation time agree with it (runcore.TrustedOccurrence).
+func jobRecordOf(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) runcore.JobRecord {
+	var rec runcore.JobRecord
+	if f, err := strconv.ParseInt(job.Annotations[batchv1alpha1.FenceAnnotation], 10, 64); err == nil && f > 0 {
+		rec.Fence = f
+	}
+	var run jobRun
+	if raw := job.Annotations[batchv1alpha1.RunAnnotation]; raw != "" && json.Unmarshal([]byte(raw), &run) == nil {
+		if occ := run.ScheduledTime.Time; runcore.TrustedOccurrence(gj.Name, job.Name, occ, job.CreationTimestamp.Time) {
+			rec.Occurrence = occ
+		}
+	}
+	return rec
+}
+
+// jobRecordsOf is what the Jobs carry of their runs.
+func jobRecordsOf(gj *batchv1alpha1.GuardedJob, jobs []batchv1.Job) []runcore.JobRecord {
+	recs := make([]runcore.JobRecord, 0, len(jobs))
+	for i := range jobs {
+		recs = append(recs, jobRecordOf(gj, &jobs[i]))
+	}
+	return recs
 }
 
 // jobWaitingFor returns the Job of a recorded run that has none yet, when one
@@ -174,33 +203,8 @@ func (r *GuardedJobReconciler) jobWaitingFor(ctx context.Context, s *scope, run 
 // answer).
 func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, job *batchv1.Job, recorded *batchv1alpha1.ActiveRun) (waiting bool, err error) {
 	gj := s.gj
-	var rec jobRun
-	why := ""
-	if err := json.Unmarshal([]byte(job.Annotations[batchv1alpha1.RunAnnotation]), &rec); err != nil {
-		why = "its " + batchv1alpha1.RunAnnotation + " annotation does not parse"
-	}
-	var run *batchv1alpha1.ActiveRun
-	if why == "" {
-		run, why = r.trustedRun(s, job, &rec.ActiveRun, recorded)
-	}
-	u := runcore.Unrecorded{Run: run, Why: why, Recorded: recorded, Leases: gj.Status.Leases}
-	var store *lockclient.Client
-	if u.Why == "" {
-		store, err = r.runStore(ctx, gj, run)
-		if err != nil {
-			u.Why = "its run's store cannot be resolved: " + err.Error()
-		}
-	}
-	if u.Why == "" {
-		keys := lockclient.Keys{Lock: run.Key}
-		if run.Fence > 0 {
-			keys.Fence = run.FenceKey
-		}
-		st, err := r.inspectKeys(ctx, store, keys)
-		var storeErr *lockclient.StoreError
-		u.StoreDown = errors.As(err, &storeErr)
-		u.Key, u.ReadErr, u.Identity = runcore.KeyView{Holder: st.Holder, Fence: st.Fence}, err, r.runIdentity(gj, run)
-	}
+	u, rec, store := r.judgeUnrecorded(ctx, s, job, recorded)
+	run := u.Run
 	act, why := runcore.Adoption(u)
 	switch act {
 	case runcore.WaitForTheStore:
@@ -213,6 +217,12 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 			batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, "")
 	case runcore.DeleteUnadopted:
 		return r.deleteUnadopted(ctx, s, job, why)
+	case runcore.LeaveToStopper:
+		// Past its gate: its Pods may work under a lease nobody renews. The
+		// stop controller stops it unless this process renews that lease.
+		log.FromContext(ctx).V(1).Info("a Job past its gate that no status records cannot be adopted", "job", job.Name, "why", why)
+		r.pokeStopper(job.Namespace, job.Name)
+		return false, nil
 	}
 
 	token := u.Key.Holder
@@ -228,7 +238,10 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 	r.track(gj, run, store, resumed)
 	r.claimShard(gj)
 	if err := r.writeGuarded(ctx, s); err != nil {
-		if recorded == nil {
+		if recorded == nil && !u.Started {
+			// Behind its gate no Pod works under the lease: the next pass
+			// judges the Job again. Past it, the Job is the run's record
+			// and its lease is renewed until a pass adopts it.
 			r.untrack(token)
 		}
 		return false, err
@@ -241,6 +254,40 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 	r.event(s.gj, job, corev1.EventTypeNormal, batchv1alpha1.RunAdoptedReason,
 		"Adopted Job %s, created before its run was recorded: lock %s still holds its lease%s", job.Name, run.Key, runcore.FenceSuffix(run.Fence))
 	return false, r.openGate(ctx, s, run, job, store)
+}
+
+// judgeUnrecorded gathers what step AdoptUnrecorded needs of a Job waiting for
+// adoption (runcore.Unrecorded): the run it would be adopted as, its store, and
+// what the store says of its keys. rec is the Job's run annotation as read.
+func (r *GuardedJobReconciler) judgeUnrecorded(ctx context.Context, s *scope, job *batchv1.Job, recorded *batchv1alpha1.ActiveRun) (u runcore.Unrecorded, rec jobRun, store *lockclient.Client) {
+	gj := s.gj
+	why := ""
+	if err := json.Unmarshal([]byte(job.Annotations[batchv1alpha1.RunAnnotation]), &rec); err != nil {
+		why = "its " + batchv1alpha1.RunAnnotation + " annotation does not parse"
+	}
+	var run *batchv1alpha1.ActiveRun
+	if why == "" {
+		run, why = r.trustedRun(s, job, &rec.ActiveRun, recorded)
+	}
+	u = runcore.Unrecorded{Run: run, Why: why, Recorded: recorded, Leases: gj.Status.Leases, Started: !jobbuild.Gated(job)}
+	if u.Why == "" {
+		var err error
+		store, err = r.runStore(ctx, gj, run)
+		if err != nil {
+			u.Why = "its run's store cannot be resolved: " + err.Error()
+		}
+	}
+	if u.Why == "" {
+		keys := lockclient.Keys{Lock: run.Key}
+		if run.Fence > 0 {
+			keys.Fence = run.FenceKey
+		}
+		st, err := r.inspectKeys(ctx, store, keys)
+		var storeErr *lockclient.StoreError
+		u.StoreDown = errors.As(err, &storeErr)
+		u.Key, u.ReadErr, u.Identity = runcore.KeyView{Holder: st.Holder, Fence: st.Fence}, err, r.runIdentity(gj, run)
+	}
+	return u, rec, store
 }
 
 // trustedRun returns the run a Job waiting for adoption would be adopted as, or

@@ -717,16 +717,32 @@ func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) 
 			return "", false, err
 		}
 		adopting = adopting || waiting
-		handled[pending[i].Name] = true
+		// A Job past its gate that may not be adopted (left to the stop
+		// controller) is judged below as any unclaimed Job.
+		if waiting || runcore.RunByName(s.gj, pending[i].Name) != nil || !waitingOf(s.gj, &pending[i], r.EarlyGate).Started() {
+			handled[pending[i].Name] = true
+		}
 	}
 	for i := range jobs {
 		job := &jobs[i]
 		if runcore.RunByName(s.gj, job.Name) != nil || handled[job.Name] {
 			continue
 		}
+		// Its run may have worked with no status recording it: status takes
+		// its fence and occurrence first (step schedule_past_job), and its
+		// lease finalizer stays until that status is written.
+		rec := jobRecordOf(s.gj, job)
+		if runcore.FoldJob(&s.gj.Status, rec) {
+			logStep(ctx, runcore.SchedulePastJob, "job", job.Name, "fence", rec.Fence)
+		}
+		caughtUp := runcore.CaughtUp(&s.orig.Status, rec)
 		if _, finished := jobFinished(job); finished {
 			// Complete or Failed: the Job controller saw every Pod end (the Pod
 			// objects stay, finished, until the Job goes).
+			if !caughtUp {
+				s.requeueAfter(cacheLagRetry)
+				continue
+			}
 			if err := r.dropLeaseFinalizer(ctx, job.Namespace, job.Name); err != nil {
 				return "", false, err
 			}
@@ -737,11 +753,14 @@ func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) 
 			if err != nil {
 				return "", false, err
 			}
-			if left == 0 {
+			if left == 0 && caughtUp {
 				if err := r.dropLeaseFinalizer(ctx, job.Namespace, job.Name); err != nil {
 					return "", false, err
 				}
 				continue
+			}
+			if left == 0 {
+				s.requeueAfter(cacheLagRetry)
 			}
 			running = job.Name
 			continue

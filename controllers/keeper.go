@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -137,4 +138,34 @@ func (r *GuardedJobReconciler) pokeStopper(namespace, jobName string) {
 	if r.Stopper != nil {
 		r.Stopper.poke(namespace, jobName)
 	}
+}
+
+// shardName is this manager's shard as status.shard names it: its
+// --watch-label-selector, or "" when it serves every GuardedJob.
+func (r *GuardedJobReconciler) shardName() string {
+	return selectorString(r.Selector)
+}
+
+// claimShard records in status.shard that this shard renews the leases of the
+// object's runs; the shard it came from lets go when it reads it. It claims
+// only while the keeper tracks every lease-holding run of this cluster (a run
+// whose store this shard cannot resolve yet is not tracked): until then the
+// shard it came from renews on, up to the hand-over's time limit.
+func (r *GuardedJobReconciler) claimShard(gj *batchv1alpha1.GuardedJob) {
+	name := r.shardName()
+	if name == "" || len(gj.Status.Active) == 0 {
+		return
+	}
+	if runcore.MayClaimShard(r.ClusterName, gj, r.tracks) {
+		gj.Status.Shard = name
+	}
+}
+
+// selectorString is a shard's --watch-label-selector, "" for a manager serving
+// every GuardedJob.
+func selectorString(sel labels.Selector) string {
+	if sel == nil || sel.Empty() {
+		return ""
+	}
+	return sel.String()
 }

@@ -53,6 +53,8 @@ type ManagerOptions struct {
 	// StopRate is --stop-rate (runs per second the manager can stop at once).
 	StopRate        float64
 	HandoverTimeout time.Duration
+	// EarlyGate is --early-gate (GuardedJobReconciler.EarlyGate).
+	EarlyGate bool
 
 	// Clock is the reconcilers' clock; real time when nil.
 	Clock clock.Clock
@@ -122,11 +124,12 @@ func Setup(mgr ctrl.Manager, o ManagerOptions) (*Controllers, error) {
 		ClockSkew: o.ClockSkew, Namespace: o.Namespace, Selector: o.Selector, GuardImage: o.GuardImage,
 		LeaderElection: o.LeaderElection, LeaderLeaseDuration: o.LeaderLeaseDuration, LeaderRetryPeriod: o.LeaderRetryPeriod,
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles, Stopper: stopper,
-		Handovers: handovers, HandoverTimeout: o.HandoverTimeout,
+		Handovers: handovers, HandoverTimeout: o.HandoverTimeout, EarlyGate: o.EarlyGate,
 		Identity: NewIdentityCheck(o.Store, o.ClusterName, o.LeaderElectionID, o.IdentityBeat).ForShard(selectorString(o.Selector)),
 		Grants:   NewGrantsCheck(o.Store, o.KeyGrants, o.IdentityBeat),
 	}
 	r.Identity.WithTenantStores(r.tenantStoreClients)
+	stopper.WaitResumed = r.waitResumed
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up guardedjob controller: %w", err)
 	}

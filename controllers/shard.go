@@ -85,20 +85,6 @@ func judgesOrphans(selector labels.Selector, job *batchv1.Job) bool {
 	return selector == nil || selector.Matches(labels.Set(job.Labels))
 }
 
-// shardLabelOnJob copies the GuardedJob's ShardLabel onto its new Job (see
-// judgesOrphans).
-func shardLabelOnJob(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) {
-	v, ok := gj.Labels[batchv1alpha1.ShardLabel]
-	if !ok {
-		delete(job.Labels, batchv1alpha1.ShardLabel)
-		return
-	}
-	if job.Labels == nil {
-		job.Labels = map[string]string{}
-	}
-	job.Labels[batchv1alpha1.ShardLabel] = v
-}
-
 // ensureTracked makes sure the keeper renews the leases of a GuardedJob's runs,
 // renewing those it does not renew yet at once (one pipeline per store) before
 // it returns: the object is new to this manager (it moved into this shard, or
@@ -190,27 +176,6 @@ func (r *GuardedJobReconciler) takeOver(ctx context.Context, key types.Namespace
 		return // the object's next pass takes the leases over
 	}
 	r.ensureTracked(ctx, gj)
-}
-
-// shardName is this manager's shard as status.shard names it: its
-// --watch-label-selector, or "" when it serves every GuardedJob.
-func (r *GuardedJobReconciler) shardName() string {
-	return selectorString(r.Selector)
-}
-
-// claimShard records in status.shard that this shard renews the leases of the
-// object's runs; the shard it came from lets go when it reads it. It claims
-// only while the keeper tracks every lease-holding run of this cluster (a run
-// whose store this shard cannot resolve yet is not tracked): until then the
-// shard it came from renews on, up to the hand-over's time limit.
-func (r *GuardedJobReconciler) claimShard(gj *batchv1alpha1.GuardedJob) {
-	name := r.shardName()
-	if name == "" || len(gj.Status.Active) == 0 {
-		return
-	}
-	if runcore.MayClaimShard(r.ClusterName, gj, r.tracks) {
-		gj.Status.Shard = name
-	}
 }
 
 // leftShard handles a GuardedJob that is not in this manager's cache: deleted,
@@ -482,6 +447,7 @@ func (r *GuardedJobReconciler) resumeLeases(ctx context.Context) error {
 	var own []lockclient.TrackRequest
 	tenants := map[string][]tenantRun{} // by store identity
 	var objects []types.NamespacedName
+	listed := map[types.NamespacedName]*batchv1alpha1.GuardedJob{}
 	list := &batchv1alpha1.GuardedJobList{}
 	opts := []client.ListOption{client.InNamespace(r.Namespace), client.Limit(resumePage)}
 	if r.Selector != nil && !r.Selector.Empty() {
@@ -494,6 +460,7 @@ func (r *GuardedJobReconciler) resumeLeases(ctx context.Context) error {
 		for i := range list.Items {
 			gj := list.Items[i].DeepCopy()
 			key := types.NamespacedName{Namespace: gj.Namespace, Name: gj.Name}
+			listed[key] = gj
 			resuming := false
 			for j := range gj.Status.Active {
 				run := &gj.Status.Active[j]
@@ -541,6 +508,16 @@ func (r *GuardedJobReconciler) resumeLeases(ctx context.Context) error {
 		wg.Add(1)
 		go renew(own)
 	}
+	unrecorded, unrecordedObjects, err := r.unrecordedLeases(ctx, listed)
+	if err != nil {
+		return err
+	}
+	if len(unrecorded) > 0 {
+		objects = append(objects, unrecordedObjects...)
+		log.Info("Resuming the leases of Jobs past their gate that no status records yet", "runs", len(unrecorded))
+		wg.Add(1)
+		go renew(unrecorded)
+	}
 	sem := make(chan struct{}, resumeParallel)
 	for _, group := range tenants {
 		wg.Add(1)
@@ -572,6 +549,56 @@ func (r *GuardedJobReconciler) resumeLeases(ctx context.Context) error {
 	return nil
 }
 
+// unrecordedLeases returns the leases a restart renews for the runs of Jobs
+// past their gate that no status records (the early gate: a manager died, or
+// its status write failed, after it opened the gate): every such Job whose lock
+// key holds the token minted for it, at its fence, with the ledger not
+// recording its run as over (runcore.Adoption, the adoption's own judgement;
+// its timing from the spec, never from the annotation alone). Its pass adopts
+// it; the stop controller stops every other such Job, whose lease nobody
+// renews. The Jobs are listed from the API server, a page at a time.
+func (r *GuardedJobReconciler) unrecordedLeases(ctx context.Context, listed map[types.NamespacedName]*batchv1alpha1.GuardedJob) ([]lockclient.TrackRequest, []types.NamespacedName, error) {
+	var reqs []lockclient.TrackRequest
+	var objects []types.NamespacedName
+	opts := []client.ListOption{client.InNamespace(r.Namespace), client.HasLabels{batchv1alpha1.GuardedJobLabel}, client.Limit(resumePage)}
+	jobs := &batchv1.JobList{}
+	now := r.Clock.Now()
+	for cont := ""; ; {
+		if err := r.APIReader.List(ctx, jobs, append(opts, client.Continue(cont))...); err != nil {
+			return nil, nil, fmt.Errorf("list jobs to resume the leases of runs no status records: %w", err)
+		}
+		for i := range jobs.Items {
+			job := &jobs.Items[i]
+			key := types.NamespacedName{Namespace: job.Namespace, Name: job.Labels[batchv1alpha1.GuardedJobLabel]}
+			gj := listed[key]
+			if gj == nil {
+				continue
+			}
+			w := waitingOf(gj, job, true)
+			if _, finished := jobFinished(job); !w.WaitsForAdoption() || !w.Started() || finished {
+				continue
+			}
+			spec, err := r.compile(ctx, gj)
+			if err != nil {
+				continue // its pass reports the spec; the stop controller stops the Job
+			}
+			u, _, store := r.judgeUnrecorded(ctx, &scope{gj: gj, spec: spec, now: now}, job, nil)
+			if act, _ := runcore.Adoption(u); act != runcore.AdoptTheJob {
+				continue
+			}
+			run := *u.Run
+			run.Token = u.Key.Holder
+			ctrl.LoggerFrom(ctx).V(1).Info("Resuming the lease of a Job no status records", "job", job.Namespace+"/"+job.Name, "fence", run.Fence)
+			reqs = append(reqs, r.trackRequest(gj, &run, store, resumed))
+			objects = append(objects, key)
+		}
+		if cont = jobs.Continue; cont == "" {
+			break
+		}
+	}
+	return reqs, objects, nil
+}
+
 // waitResumed blocks a reconcile until the leases of the previous leader are
 // renewed.
 func (r *GuardedJobReconciler) waitResumed(ctx context.Context) error {
@@ -581,13 +608,4 @@ func (r *GuardedJobReconciler) waitResumed(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// selectorString is a shard's --watch-label-selector, "" for a manager serving
-// every GuardedJob.
-func selectorString(sel labels.Selector) string {
-	if sel == nil || sel.Empty() {
-		return ""
-	}
-	return sel.String()
 }

@@ -59,6 +59,10 @@ type StopReconciler struct {
 	// this manager still renews: it stops such a run's Job when the lease must
 	// stop, or the hand-over timed out.
 	Handovers *Handovers
+	// WaitResumed, when set, waits until the manager's start has renewed the
+	// leases it resumes (GuardedJobReconciler.resumeLeases): a Job past its gate
+	// that no status records is judged by whether its lease is renewed here.
+	WaitResumed func(context.Context) error
 
 	MaxConcurrentReconciles int
 
@@ -295,7 +299,14 @@ func (r *StopReconciler) firstStop(token string) bool {
 // it. The cache may simply not have the status that claims a brand-new Job yet,
 // so the API server is asked before anything is stopped.
 func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.GuardedJob, job *batchv1.Job) (ctrl.Result, error) {
-	u := runcore.NewUnclaimed(gj.Name, unclaimedJobView(gj, job))
+	view := unclaimedJobView(gj, job, r.Keeper)
+	if view.Started && !view.RenewedHere && r.WaitResumed != nil {
+		if err := r.WaitResumed(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
+		view = unclaimedJobView(gj, job, r.Keeper)
+	}
+	u := runcore.NewUnclaimed(gj.Name, view)
 	fresh := &batchv1alpha1.GuardedJob{}
 	for {
 		action, why := u.Next()
@@ -340,13 +351,21 @@ func (r *StopReconciler) unclaimed(ctx context.Context, gj *batchv1alpha1.Guarde
 
 // unclaimedJobView is what step stop_unclaimed needs of a Job of gj as the cache
 // shows it.
-func unclaimedJobView(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) runcore.JobView {
+func unclaimedJobView(gj *batchv1alpha1.GuardedJob, job *batchv1.Job, keeper *lockclient.Keeper) runcore.JobView {
 	_, finished := jobFinished(job)
 	var owner string
 	if ref := metav1.GetControllerOf(job); ref != nil {
 		owner = string(ref.UID)
 	}
-	return runcore.JobView{Found: true, OwnerUID: owner, Finished: finished, WaitsForAdoption: waitsForAdoption(gj, job)}
+	w := waitingOf(gj, job, true)
+	v := runcore.JobView{Found: true, OwnerUID: owner, Finished: finished, WaitsForAdoption: w.WaitsForAdoption() && !w.Started()}
+	if v.Started = w.WaitsForAdoption() && w.Started() && !finished; v.Started && keeper != nil {
+		st, ok := keeper.Owned(ownerPrefix(gj.Namespace, gj.Name) + job.Name)
+		// A renewal that failed (Failing) keeps the Job, as it keeps a
+		// recorded run's: the self-fence deadline bounds it.
+		v.RenewedHere = ok && st.State != lockclient.StateLost && !st.DeadlineReached && !st.MaxHoldReached
+	}
+	return v
 }
 
 // readLive replaces a Job read from the cache with the Job as the API server has

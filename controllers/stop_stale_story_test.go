@@ -13,6 +13,7 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/controllers"
+	"github.com/guardedjob/guardedjob/internal/lockclient"
 )
 
 // staleObjectReader answers the first n Gets of one object with an older copy of
@@ -93,10 +94,12 @@ func TestJobFirst_AJobWhoseGateOpensBetweenTheStopControllersReadsIsNotStopped(t
 
 	var warned []string
 	direct := 1
+	// Its keeper renews no lease (a Job past its gate whose lease it renews
+	// is kept without any read: the early gate), so it must judge by reads.
 	stop := &controllers.StopReconciler{
 		Reader:    staleObjectReader{Reader: k8s, old: before, n: always()},
 		APIReader: staleObjectReader{Reader: k8s, old: before, n: &direct},
-		Writer:    k8s, Keeper: h.keeper, Recorder: reasonRecorder{reasons: &warned},
+		Writer:    k8s, Keeper: lockclient.NewKeeper(h.store), Recorder: reasonRecorder{reasons: &warned},
 	}
 	_, err := stop.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(job)})
 	g := h.g

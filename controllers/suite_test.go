@@ -163,6 +163,8 @@ type harness struct {
 	// identityBeat is how often the manager writes its cluster identity
 	// heartbeat; zero: every 100 ms (take-up waits for a few beats).
 	identityBeat time.Duration
+	// earlyGate is the manager's --early-gate.
+	earlyGate bool
 	// handoverTimeout is the shard managers' --shard-handover-timeout; zero: a minute.
 	handoverTimeout time.Duration
 	// shardIntercept, when set, wraps the client of the shard managers started
@@ -271,7 +273,7 @@ func (h *harness) start() {
 	parts, err := controllers.Setup(mgr, controllers.ManagerOptions{
 		Store: h.store, RESTConfig: cfg, ClusterName: cmp.Or(h.clusterName, "cluster-a"), KeyGrants: h.keyGrants, StoreAllow: h.storeAllow,
 		GuardImage: testGuardImage, ClockSkew: cmp.Or(h.clockSkew, time.Second), Namespace: h.ns, StopRate: h.stopRate,
-		Clock: h.clock, IdentityBeat: cmp.Or(h.identityBeat, 100*time.Millisecond),
+		Clock: h.clock, IdentityBeat: cmp.Or(h.identityBeat, 100*time.Millisecond), EarlyGate: h.earlyGate,
 	})
 	h.g.Expect(err).NotTo(HaveOccurred())
 	if h.noGuardImage {

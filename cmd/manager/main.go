@@ -79,6 +79,7 @@ type options struct {
 	stopRate                float64
 	watchLabelSelector      string
 	shardHandoverTimeout    time.Duration
+	earlyGate               bool
 	eventQPS                float64
 	eventBurst              int
 }
@@ -110,6 +111,8 @@ func main() {
 		"Serve only the GuardedJobs whose labels match this selector (a shard): sharding.guardedjob.dev/key=a for shard a, !sharding.guardedjob.dev/key for the default shard; empty: every GuardedJob. Each shard needs its own --leader-election-id; env GUARDEDJOB_WATCH_LABEL_SELECTOR.")
 	flag.DurationVar(&o.shardHandoverTimeout, "shard-handover-timeout", controllers.DefaultHandoverTimeout,
 		"How long a shard that a GuardedJob left (relabelled) keeps renewing the leases of its runs for the new shard to take them over; then it stops those runs (before their leases could expire).")
+	flag.BoolVar(&o.earlyGate, "early-gate", false,
+		"Experimental: open a run's start gate before the status write that records it (the Job carries the run and is its record until status catches up), which takes that write off the start of every run. Not yet for shards that hand GuardedJobs over, unlock requests or take-ups of runs left in flight (docs/reliability.md).")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's).")
 	flag.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits before taking over.")
 	flag.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing before it gives up.")
@@ -262,7 +265,7 @@ func run(ctx context.Context, o options, log logr.Logger) error {
 		Store: store, RESTConfig: cfg, ClusterName: o.clusterName, KeyGrants: grants, StoreAllow: storeAllow,
 		GuardImage: o.guardImage, ClockSkew: o.clockSkew, Selector: shard,
 		LeaderElection: o.leaderElect, LeaderLeaseDuration: o.leaseDuration, LeaderRetryPeriod: o.retryPeriod, LeaderElectionID: o.leaderElectionID,
-		MaxConcurrentReconciles: o.maxConcurrentReconciles, StopRate: o.stopRate, HandoverTimeout: o.shardHandoverTimeout,
+		MaxConcurrentReconciles: o.maxConcurrentReconciles, StopRate: o.stopRate, HandoverTimeout: o.shardHandoverTimeout, EarlyGate: o.earlyGate,
 		Recorder: evts.recorder("guardedjob-controller"), StopRecorder: evts.recorder("guardedjob-stop"),
 		Guard: guard,
 	})

@@ -277,8 +277,8 @@ var mutants = []mutant{
 		name: "takeover-ended-context",
 		bug:  "a shard takes a moved run over with the watch event's context, which has ended by then: the first renewal fails and a healthy run is stopped, or the take-over waits for the work queue",
 		file: "controllers/shard.go",
-		find: "\tr.ensureTracked(ctx, gj)\n}\n\n// shardName",
-		repl: "\tended, cancel := context.WithCancel(ctx)\n\tcancel()\n\tr.ensureTracked(ended, gj)\n}\n\n// shardName",
+		find: "\tr.ensureTracked(ctx, gj)\n}\n\n// leftShard",
+		repl: "\tended, cancel := context.WithCancel(ctx)\n\tcancel()\n\tr.ensureTracked(ended, gj)\n}\n\n// leftShard",
 		catchers: []catcher{
 			{"./controllers/", []string{"TestEveryActor_ANewShardWhoseQueueIsBusyTakesAMovedRunOverOnSight"}},
 		},
@@ -319,11 +319,73 @@ var mutants = []mutant{
 		name: "jobfirst-deletes-history",
 		bug:  "a Job that finished while it still waited at its start gate is taken for one waiting for adoption: the next pass deletes the run's history as StaleJob",
 		file: "internal/runcore/hint.go",
-		find: "w.Gated && !w.Finished &&",
-		repl: "w.Gated && (w.Finished || !w.Finished) &&",
+		find: "\t\treturn !w.Finished\n",
+		repl: "\t\treturn true\n",
 		catchers: []catcher{
 			{"./internal/runcore/", []string{"TestOnlyAGatedUnfinishedUnrecordedJobWaitsForAdoption"}},
 			{"./controllers/", []string{"TestJobFirst_AJobThatFinishedBeforeItsGateOpenedKeepsItsHistory"}},
+		},
+	},
+	{
+		name: "early-resume-skips-unrecorded",
+		bug:  "a restart renews only the leases status records: the lease of a Job whose gate opened before its status write lapses under its working Pods (HOLE_EARLY_RESUME_SKIPS_UNRECORDED)",
+		file: "controllers/shard.go",
+		find: "\t\t\treqs = append(reqs, r.trackRequest(gj, &run, store, resumed))\n",
+		repl: "\t\t\t_, _ = run, store\n",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestEarlyGate_ARestartRenewsTheLeaseOfAJobPastItsGateThatNoStatusRecords"}},
+		},
+	},
+	{
+		name: "early-stopper-stops-renewed",
+		bug:  "the stop controller stops every Job past its gate that no status records, also one whose lease this process renews: a run whose status write failed is stopped although it holds its lease",
+		file: "internal/runcore/unclaimed.go",
+		find: "\tif job.Started && job.RenewedHere {\n",
+		repl: "\tif job.Started && job.RenewedHere && false {\n",
+		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestUnclaimedStopsOnlyAJobNoReadShowsClaimedOrFinished"}},
+			{"./controllers/", []string{"TestEarlyGate_AStatusWriteThatFailsAfterTheGateOpenedKeepsTheLeaseUntilAPassAdoptsTheJob"}},
+		},
+	},
+	{
+		name: "early-stopper-keeps-unheld",
+		bug:  "the stop controller keeps every Job past its gate that no status records, whether or not its lease is renewed here: a Job whose lease was lost works on beside the key's next holder (HOLE_EARLY_STOPPER_KEEPS_UNHELD)",
+		file: "internal/runcore/unclaimed.go",
+		find: "\tif job.Started && job.RenewedHere {\n",
+		repl: "\tif job.Started {\n",
+		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestUnclaimedStopsOnlyAJobNoReadShowsClaimedOrFinished", "TestTheSimulationKeepsOneWorkingPodPerKey"}},
+			{"./controllers/", []string{"TestEarlyGate_AJobPastItsGateWhoseLeaseIsLostBeforeAnyStatusRecordsItIsStopped"}},
+		},
+	},
+	{
+		name: "early-adoption-untracks-started",
+		bug:  "an adoption whose status write fails stops renewing the lease of a Job past its gate: its Pods work on under a lease that lapses",
+		file: "controllers/guardedjob_jobfirst.go",
+		find: "\t\tif recorded == nil && !u.Started {\n",
+		repl: "\t\tif recorded == nil {\n",
+		catchers: []catcher{
+			{"./controllers/", []string{"TestEarlyGate_AStatusWriteThatFailsAfterTheGateOpenedKeepsTheLeaseUntilAPassAdoptsTheJob", "TestEarlyGate_ARestartRenewsTheLeaseOfAJobPastItsGateThatNoStatusRecords"}},
+		},
+	},
+	{
+		name: "early-floor-without-jobs",
+		bug:  "the Strict floor is status.lastFence alone: after a store data loss, a fence a Job took before status recorded it is handed out again (HOLE_EARLY_FLOOR_WITHOUT_JOBS)",
+		file: "internal/runcore/records.go",
+		find: "\t\tfloor = max(floor, j.Fence)\n",
+		repl: "\t\t_ = j\n",
+		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestAJobIsItsRunsRecordUntilStatusCatchesUp", "TestTheSimulationKeepsOneWorkingPodPerKey"}},
+		},
+	},
+	{
+		name: "early-finalizer-before-floor",
+		bug:  "a Job no status records loses its lease finalizer before status holds its fence and occurrence: the history limit deletes the only record of them (HOLE_EARLY_FINALIZER_BEFORE_FLOOR)",
+		file: "internal/runcore/records.go",
+		find: "\tif j.Fence > st.LastFence {\n\t\treturn false\n\t}\n",
+		repl: "\tif j.Fence > st.LastFence && false {\n\t\treturn false\n\t}\n",
+		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestAJobIsItsRunsRecordUntilStatusCatchesUp"}},
 		},
 	},
 	{

@@ -471,6 +471,21 @@ func (k *Keeper) Get(token string) (LeaseStatus, bool) {
 	return st, true
 }
 
+// Owned returns the state of the tracked lease whose TrackRequest.Owner is
+// owner (the first found when several share it).
+func (k *Keeper) Owned(owner string) (LeaseStatus, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, e := range k.leases {
+		if e.req.Owner == owner {
+			st := e.status()
+			st.ValidFor = st.ValidUntil.Sub(k.clock.Now())
+			return st, true
+		}
+	}
+	return LeaseStatus{}, false
+}
+
 // Uses reports whether any tracked lease lives in c.
 func (k *Keeper) Uses(c *Client) bool {
 	k.mu.Lock()

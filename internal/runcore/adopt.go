@@ -87,6 +87,11 @@ const (
 	StopRecorded
 	// WaitForTheStore looks at the Job again once its store answers.
 	WaitForTheStore
+	// LeaveToStopper leaves a Job past its gate that may not be adopted to
+	// the stop controller, which stops it unless this process renews its lease
+	// (a finished one only folds its fence and occurrence into status before
+	// its lease finalizer goes).
+	LeaveToStopper
 )
 
 // Unrecorded is what a pass read for a Job waiting for adoption.
@@ -105,6 +110,8 @@ type Unrecorded struct {
 	StoreDown bool
 	Leases    []batchv1alpha1.LeaseRecord
 	Identity  runtoken.Run
+	// Started: the Job is past its gate (Waiting.Started).
+	Started bool
 }
 
 // Adoption is the verdict of step AdoptUnrecorded, and why when the Job may
@@ -127,6 +134,8 @@ func Adoption(u Unrecorded) (AdoptAct, string) {
 		return AdoptTheJob, ""
 	case u.Recorded != nil:
 		return StopRecorded, why
+	case u.Started:
+		return LeaveToStopper, why
 	default:
 		return DeleteUnadopted, why
 	}

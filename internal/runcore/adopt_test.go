@@ -162,6 +162,9 @@ func TestAdoptionAdoptsOnlyAJobItsKeyStillHoldsTheLeaseOf(t *testing.T) {
 		"the recorded run's lease was lost":         {u: runcore.Unrecorded{Run: run(), Recorded: recorded(token), Key: runcore.KeyView{Fence: 7}, Identity: id}, want: runcore.StopRecorded, why: "is free"},
 		"the ledger says the lease is over":         {u: runcore.Unrecorded{Run: run(), Key: held, Identity: id, Leases: []batchv1alpha1.LeaseRecord{{Holder: leasetoken.HolderOf(token), State: batchv1alpha1.LeaseLeftToExpire}}}, want: runcore.DeleteUnadopted, why: "records its lease"},
 		"an untrusted annotation with a dead store": {u: runcore.Unrecorded{Why: "its annotation does not parse", StoreDown: true, Identity: id}, want: runcore.DeleteUnadopted, why: "does not parse"},
+		"a started Job whose key holds its token":   {u: runcore.Unrecorded{Run: run(), Key: held, Identity: id, Started: true}, want: runcore.AdoptTheJob},
+		"a started Job whose lease expired":         {u: runcore.Unrecorded{Run: run(), Key: runcore.KeyView{Fence: 7}, Identity: id, Started: true}, want: runcore.LeaveToStopper, why: "is free"},
+		"a started Job acquired again since":        {u: runcore.Unrecorded{Run: run(), Key: runcore.KeyView{Holder: other, Fence: 8}, Identity: id, Started: true}, want: runcore.LeaveToStopper},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, why := runcore.Adoption(c.u)

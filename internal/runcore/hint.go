@@ -136,14 +136,35 @@ type Waiting struct {
 	CarriesRun bool
 	// Recorded: an active run of status names the Job.
 	Recorded bool
+	// Early: the manager opens gates before the status write (the early
+	// gate), so a Job past its gate may be a run no status records yet.
+	Early bool
+	// Finalized: the Job still has its lease finalizer, which goes only once
+	// status has recorded its run's end (or, for a Job that was never
+	// adopted, its fence and occurrence).
+	Finalized bool
 }
 
 // WaitsForAdoption says whether a Job was created ahead of its run's status
-// write and no status records it: it never had a Pod. A finished Job is some
-// run's history (its run ended before its gate opened), never one waiting.
+// write and no status records it. Behind its gate it never had a Pod; a
+// finished Job there is some run's history (its run ended before its gate
+// opened), never one waiting. In the early gate a Job past its gate waits too,
+// even finished, while it has its lease finalizer: its run may have worked,
+// and status must record its end.
 func (w Waiting) WaitsForAdoption() bool {
-	return w.Controlled && !w.Deleting && w.Gated && !w.Finished && w.CarriesRun && !w.Recorded
+	if !w.Controlled || w.Deleting || !w.CarriesRun || w.Recorded {
+		return false
+	}
+	if w.Gated {
+		return !w.Finished
+	}
+	return w.Early && (!w.Finished || w.Finalized)
 }
+
+// Started says whether a Job waiting for adoption is past its gate: its Pods
+// may work, so a Job that may not be adopted is stopped (by the stop
+// controller, urgently), never deleted as one that never started.
+func (w Waiting) Started() bool { return !w.Gated }
 
 // LooksForItsJob says whether a run about to acquire its lease must first read
 // its Job from the API server: a recorded run with no Job yet whose earlier

@@ -149,6 +149,36 @@ func TestOnlyAGatedUnfinishedUnrecordedJobWaitsForAdoption(t *testing.T) {
 	}
 }
 
+// TestInTheEarlyGateAStartedUnrecordedJobWaitsForAdoption: with gates opened
+// before the status write, a Job past its gate may be a run no status records
+// yet, even finished: it waits while it has its lease finalizer (the finalizer
+// of a run's history is gone).
+func TestInTheEarlyGateAStartedUnrecordedJobWaitsForAdoption(t *testing.T) {
+	started := runcore.Waiting{Controlled: true, CarriesRun: true, Early: true, Finalized: true}
+	for name, w := range map[string]runcore.Waiting{
+		"working":                       started,
+		"finished, its finalizer still": {Controlled: true, CarriesRun: true, Early: true, Finalized: true, Finished: true},
+	} {
+		if !w.WaitsForAdoption() || !w.Started() {
+			t.Errorf("a Job past its gate, %s, unrecorded, does not wait for adoption as started", name)
+		}
+	}
+	for name, change := range map[string]func(*runcore.Waiting){
+		"without the early gate":       func(w *runcore.Waiting) { w.Early = false },
+		"finished, its finalizer gone": func(w *runcore.Waiting) { w.Finished, w.Finalized = true, false },
+		"recorded in status":           func(w *runcore.Waiting) { w.Recorded = true },
+		"being deleted":                func(w *runcore.Waiting) { w.Deleting = true },
+		"not controlled by it":         func(w *runcore.Waiting) { w.Controlled = false },
+		"without a run annotation":     func(w *runcore.Waiting) { w.CarriesRun = false },
+	} {
+		w := started
+		change(&w)
+		if w.WaitsForAdoption() {
+			t.Errorf("a Job past its gate %s waits for adoption", name)
+		}
+	}
+}
+
 // TestARecordedRunLooksForTheJobItsFailedStatusWriteLeftBeforeItAcquires: a
 // recorded run with no Job reads its Job before it acquires again, and takes a
 // Job for its own only when that Job waits at its gate carrying its run.

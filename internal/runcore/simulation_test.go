@@ -42,8 +42,13 @@ import (
 // manager's cache shows a new Job late, sometimes after the run's starting
 // deadline; a person runs the last occurrence again; the store stops answering;
 // a node is cut off (its Pod works on where the API server no longer shows it);
-// time passes. No goroutine and no wall clock: a seed replays exactly, and a
-// failing seed prints its trace.
+// time passes. Half the seeds (drawn from a source of their own) run the early
+// gate (runcore.NewEarlyStart: the gate opens before the status write): a
+// restart resumes the lease of a Job past its gate that no status records when
+// its key holds the token minted for it, adoption takes such Jobs too, the stop
+// controller stops every other one (runcore.NewUnclaimed), and the Strict floor
+// counts the Jobs' fences (runcore.FloorWithJobs). No goroutine and no wall
+// clock: a seed replays exactly, and a failing seed prints its trace.
 //
 // The acquisition's store call, the stop controller and the keeper are the
 // simulation's own, kept to what the code does: the stop controller deletes
@@ -123,6 +128,8 @@ type simJob struct {
 	run *batchv1alpha1.ActiveRun
 	// seen is when the manager's cache shows the Job: it lags the API server.
 	seen time.Time
+	// fence is the fence its run took (its fence annotation).
+	fence int64
 }
 
 // apiJob is the Job of a name as the API server shows it, or nil.
@@ -183,13 +190,16 @@ type sim struct {
 	// between shards, the store's data loss, a manager dying in a release. A
 	// seed that never draws one runs as it did before it was simulated.
 	late, moves, losses, dies *rand.Rand
-	landing                   []simLanding
-	now                       time.Time
-	store                     simStore
-	clusters                  []*simCluster
-	trace                     []string
-	uids                      int
-	failed                    string
+	// early: the managers open a Job's gate before the status write that
+	// records its run (--early-gate), drawn per seed from a source of its own.
+	early    bool
+	landing  []simLanding
+	now      time.Time
+	store    simStore
+	clusters []*simCluster
+	trace    []string
+	uids     int
+	failed   string
 	// ended counts the runs that ended, by result, and leftToExpire the
 	// leases left to expire: what the seeds reached.
 	ended        map[batchv1alpha1.RunResult]int
@@ -207,7 +217,7 @@ func newSim(t testing.TB, seed uint64) *sim {
 	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), late: rand.New(rand.NewPCG(seed^0x5bd1e995, seed)),
 		moves: rand.New(rand.NewPCG(seed^0x27d4eb2f165667c5, seed)), losses: rand.New(rand.NewPCG(seed^0x94d049bb133111eb, seed)),
 		dies: rand.New(rand.NewPCG(seed^0xbf58476d1ce4e5b9, seed)), now: simStart, store: simStore{markers: map[string]string{}},
-		ended: map[batchv1alpha1.RunResult]int{}}
+		ended: map[batchv1alpha1.RunResult]int{}, early: rand.New(rand.NewPCG(seed^0xd6e8feb86659fd93, seed)).IntN(2) == 0}
 	for _, name := range []string{"cluster-a", "cluster-b"} {
 		s.clusters = append(s.clusters, &simCluster{
 			name: name, jobs: map[string]*simJob{}, keeper: map[string]*simKept{}, created: map[string]types.UID{},
@@ -241,6 +251,9 @@ func (s *sim) check() {
 // advance lets time pass: keys expire, and guards stop their Pods at the end
 // of the lease they last confirmed.
 func (s *sim) advance(d time.Duration) {
+	for _, c := range s.clusters {
+		s.stopUnclaimed(c)
+	}
 	s.now = s.now.Add(d)
 	s.store.expire(s.now)
 	s.land()
@@ -551,9 +564,9 @@ func (s *sim) schedule(c *simCluster) {
 	}
 	s.store.key = &simLease{token: run.Token, expires: s.now.Add(simTTL)}
 	s.store.fence++
-	if floor := c.gj.Status.LastFence; s.store.fence <= floor {
+	if floor := runcore.FloorWithJobs(c.gj.Status.LastFence, c.jobRecords()); s.store.fence <= floor {
 		s.store.fence = floor + 1 // Strict: the script raises the counter above the floor the run brings
-		s.logf("%s: the fence counter was at or below status.lastFence %d: raised", c.name, floor)
+		s.logf("%s: the fence counter was at or below the floor %d (status.lastFence and the Jobs' fences): raised", c.name, floor)
 	}
 	run.Phase, run.Fence, run.AcquiredAt = batchv1alpha1.RunPhaseRunning, s.store.fence, runcore.PtrTime(s.now)
 	c.keeper[run.Token] = &simKept{lastOK: s.now}
@@ -565,6 +578,9 @@ func (s *sim) schedule(c *simCluster) {
 // simulated API server; the manager may die before any effect.
 func (s *sim) start(c *simCluster, run *batchv1alpha1.ActiveRun, recorded func()) {
 	m := runcore.NewStart(true)
+	if s.early {
+		m = runcore.NewEarlyStart()
+	}
 	var job *simJob
 	for {
 		e := m.Next()
@@ -617,7 +633,7 @@ func (s *sim) start(c *simCluster, run *batchv1alpha1.ActiveRun, recorded func()
 			run = runcore.RunByName(c.gj, run.JobName)
 		case runcore.OpenJobGate:
 			s.open(c, run, job)
-			m.Deliver(runcore.StartOutcome{})
+			m.Deliver(runcore.StartOutcome{Opened: !job.gated})
 		case runcore.Recorded:
 			m.Deliver(runcore.StartOutcome{})
 		default:
@@ -630,7 +646,7 @@ func (s *sim) start(c *simCluster, run *batchv1alpha1.ActiveRun, recorded func()
 func (s *sim) newJob(run *batchv1alpha1.ActiveRun) *simJob {
 	s.uids++
 	annotated := *run
-	return &simJob{name: run.JobName, uid: types.UID("uid-" + strconv.Itoa(s.uids)), token: run.Token, gated: true, guarded: run.PodGuard != nil, run: &annotated}
+	return &simJob{name: run.JobName, uid: types.UID("uid-" + strconv.Itoa(s.uids)), token: run.Token, gated: true, guarded: run.PodGuard != nil, run: &annotated, fence: run.Fence}
 }
 
 var startEffectName = map[runcore.StartEffect]string{
@@ -685,34 +701,70 @@ func (c *simCluster) scheduled(occ time.Time, rerun bool) {
 // adopt is step adopt_unrecorded: a Job that waits at its gate carrying a run
 // no status records (its pass died before the status write) is adopted when
 // its key still holds the token minted for it and the fence counter has not
-// moved (runcore.Adoption), else deleted; it never ran.
+// moved (runcore.Adoption), else deleted; it never ran. In the early gate a
+// Job past its gate waits too (runcore.Waiting): adopted on the same terms,
+// else left to the stop controller.
 func (s *sim) adopt(c *simCluster) {
 	for _, j := range c.order {
-		if j.deleted || !j.gated || j.run == nil || j.finished != "" || runcore.RunByName(c.gj, j.name) != nil {
+		w := runcore.Waiting{Controlled: true, Deleting: j.deleted, Gated: j.gated, Finished: j.finished != "", CarriesRun: j.run != nil,
+			Recorded: runcore.RunByName(c.gj, j.name) != nil, Early: s.early, Finalized: true}
+		if !w.WaitsForAdoption() {
 			continue
 		}
 		if s.store.down {
 			return
 		}
-		key := runcore.KeyView{Fence: s.store.fence}
-		if s.store.key != nil {
-			key.Holder = s.store.key.token
-		}
 		run := *j.run
-		if act, why := runcore.Adoption(runcore.Unrecorded{Run: &run, Key: key, Leases: c.gj.Status.Leases, Identity: c.identity(&run)}); act != runcore.AdoptTheJob {
+		act, why := s.adoption(c, j, &run)
+		switch act {
+		case runcore.DeleteUnadopted:
 			j.deleted = true
 			s.logf("%s: %s: the Job %s is deleted, never started: %s", c.name, runcore.AdoptUnrecorded, j.name, why)
+			continue
+		case runcore.LeaveToStopper:
+			s.logf("%s: %s: the Job %s, past its gate, is left to the stop controller: %s", c.name, runcore.AdoptUnrecorded, j.name, why)
 			continue
 		}
 		run.JobUID, run.Phase = j.uid, batchv1alpha1.RunPhaseRunning
 		adopted := runcore.RecordAdopted(&c.gj.Status, run, nil)
 		runcore.RecordLease(c.gj, adopted, s.now)
 		c.scheduled(run.ScheduledTime.Time, false)
-		c.keeper[run.Token] = &simKept{lastOK: run.AcquiredAt.Time} // resumed: its evidence is the acquisition
+		if c.keeper[run.Token] == nil {
+			c.keeper[run.Token] = &simKept{lastOK: run.AcquiredAt.Time} // resumed: its evidence is the acquisition
+		}
 		s.adopted++
 		s.logf("%s: %s %s: fence %d", c.name, runcore.AdoptUnrecorded, j.name, run.Fence)
-		s.open(c, adopted, j)
+		if j.gated {
+			s.open(c, adopted, j)
+		}
 	}
+}
+
+// adoption is the verdict of step adopt_unrecorded on a Job carrying run.
+func (s *sim) adoption(c *simCluster, j *simJob, run *batchv1alpha1.ActiveRun) (runcore.AdoptAct, string) {
+	key := runcore.KeyView{Fence: s.store.fence}
+	if s.store.key != nil {
+		key.Holder = s.store.key.token
+	}
+	return runcore.Adoption(runcore.Unrecorded{Run: run, Key: key, Leases: c.gj.Status.Leases, Identity: c.identity(run), StoreDown: s.store.down, Started: !j.gated})
+}
+
+// jobRecords is what the cluster's Jobs carry of their runs' fences (the
+// Strict floor counts them: runcore.FloorWithJobs).
+func (c *simCluster) jobRecords() []runcore.JobRecord {
+	var recs []runcore.JobRecord
+	for _, j := range c.order {
+		if !j.deleted {
+			recs = append(recs, runcore.JobRecord{Fence: j.fence})
+		}
+	}
+	return recs
+}
+
+// unrecordedStarted says whether a Job is past its gate, carrying a run no
+// status records (the early gate).
+func (c *simCluster) unrecordedStarted(j *simJob) bool {
+	return !j.deleted && !j.gated && j.run != nil && runcore.RunByName(c.gj, j.name) == nil
 }
 
 func activeNames(c *simCluster) []string {
@@ -776,7 +828,7 @@ func (s *sim) running(c *simCluster, run *batchv1alpha1.ActiveRun) {
 			}
 			s.uids++
 			job = &simJob{name: run.JobName, uid: types.UID("uid-" + strconv.Itoa(s.uids)), token: run.Token, gated: true, guarded: run.PodGuard != nil,
-				seen: s.now.Add(s.cacheLag())}
+				seen: s.now.Add(s.cacheLag()), fence: run.Fence}
 			c.jobs[run.JobName] = job
 			c.order = append(c.order, job)
 			c.created[run.Token] = job.uid // recorded by the next pass (recordLater)
@@ -930,6 +982,36 @@ func (s *sim) stopper(c *simCluster) {
 		j.finished, j.failed = batchv1.JobFailed, true // the Job is deleted with them
 		s.logf("%s: %s: the Job %s and its Pods are deleted", c.name, runcore.StopStopping, run.JobName)
 	}
+	s.stopUnclaimed(c)
+}
+
+// stopUnclaimed is step stop_unclaimed for a Job past its gate that no status
+// records: kept while this manager renews its lease, stopped otherwise, as a
+// stop owed at once (time does not pass before it: advance).
+func (s *sim) stopUnclaimed(c *simCluster) {
+	for _, j := range c.order {
+		if !c.unrecordedStarted(j) || j.pod == nil || !j.pod.running || !j.pod.visible {
+			continue
+		}
+		u := runcore.NewUnclaimed(c.gj.Name, runcore.JobView{Found: true, OwnerUID: string(c.gj.UID), Started: true,
+			RenewedHere: s.keptView(c.keeper[j.token]).Confirmed})
+		for {
+			action, why := u.Next()
+			switch action {
+			case runcore.ReadOwner:
+				u.DeliverOwner(runcore.OwnerView{Found: true, UID: string(c.gj.UID), Claims: runcore.RunByName(c.gj, j.name) != nil, InShard: true})
+				continue
+			case runcore.ReadJob:
+				u.DeliverJob(runcore.JobView{Found: true, Finished: j.finished != ""})
+				continue
+			case runcore.Stop:
+				j.pod.running = false
+				j.finished, j.failed = batchv1.JobFailed, true
+				s.logf("%s: %s: the Job %s and its Pods are deleted: %s", c.name, runcore.StopUnclaimed, j.name, why)
+			}
+			break
+		}
+	}
 }
 
 // kubelet: a visible working Pod ends, mostly well.
@@ -969,6 +1051,18 @@ func (s *sim) crash(c *simCluster) {
 	for _, run := range c.gj.Status.Active {
 		if run.AcquiredAt != nil && run.Phase != batchv1alpha1.RunPhaseAcquiring {
 			c.keeper[run.Token] = &simKept{lastOK: run.AcquiredAt.Time}
+		}
+	}
+	// The early gate: the lease of every Job past its gate that no status
+	// records, when its key holds the token minted for it.
+	for _, j := range c.order {
+		if !c.unrecordedStarted(j) || j.finished != "" || c.keeper[j.token] != nil {
+			continue
+		}
+		run := *j.run
+		if act, _ := s.adoption(c, j, &run); act == runcore.AdoptTheJob {
+			c.keeper[j.token] = &simKept{lastOK: run.AcquiredAt.Time}
+			s.logf("%s: the restart resumes the lease of %s, which no status records", c.name, j.name)
 		}
 	}
 	c.resumed = true
@@ -1047,11 +1141,12 @@ var regressionSeeds = []struct {
 	{"unclean-by-recorded-uid", 16266},
 	{"release-ignores-unclean-end", 202},
 	{"takeup-ignores-ledger", 4},
-	{"jobfirst-gate-early", 4},
 	{"skip-on-cached-miss", 57},
 	{"jobfirst-adopt-any", 513},
 	{"shard-break-before-make", 6630},
-	{"jobfirst-no-floor", 1},
+	{"jobfirst-no-floor", 136},
+	{"early-stopper-keeps-unheld", 2448},
+	{"early-floor-without-jobs", 81},
 }
 
 // TestTheSimulationKeepsOneWorkingPodPerKey runs the simulation for many

@@ -6,9 +6,13 @@ package runcore
 // comes before anything that lets the run's work start, so that a manager
 // that dies at any effect leaves either a run status records (a restart
 // resumes its lease) or a Job that waits at its gate (the next pass adopts or
-// deletes it), never a working Pod whose lease nobody renews. The adapter's
-// loop is the release's (NewRelease): perform what Next says, Deliver the
-// answer, until StartDone.
+// deletes it), never a working Pod whose lease nobody renews. The early gate
+// (NewEarlyStart) moves the barrier onto the Job: the Job carries its run, so
+// its gate opens (steps confirm_first and open_first) before the status write,
+// and a manager that dies after it leaves a working Job whose lease a restart
+// renews and the next pass adopts (Waiting.Early). The adapter's loop is the
+// release's (NewRelease): perform what Next says, Deliver the answer, until
+// StartDone.
 
 // StartEffect is what the start of a run needs next.
 type StartEffect int
@@ -25,7 +29,8 @@ const (
 	// status the write returned.
 	Recorded
 	// OpenJobGate confirms the lease and opens the gate of the Job this pass
-	// created (the Job's events first).
+	// created (the Job's events first). In the early gate it comes before
+	// WriteRecord, and its answer says whether the gate opened.
 	OpenJobGate
 	// GoRunning: status records the run without a Job; the run goes on in
 	// phase Running, whose pass creates its Job (status first).
@@ -63,13 +68,20 @@ type StartOutcome struct {
 	Rejected bool
 	// WriteOK answers WriteRecord.
 	WriteOK bool
+	// Opened answers OpenJobGate in the early gate: the gate opened. Not
+	// opened: the lease was not confirmed (the run is stopping, its Job
+	// deleted) or the store did not answer (the gate stays shut until a pass
+	// of the recorded run confirms it).
+	Opened bool
 }
 
 // Starting is the start of one run, from its acquisition to its Job's gate.
 type Starting struct {
 	next     StartEffect
+	early    bool
 	job      bool
 	recorded bool
+	tried    bool // the gate's opening was tried
 	opened   bool
 }
 
@@ -83,6 +95,14 @@ func NewStart(jobFirst bool) *Starting {
 		m.next = CreateJobFirst
 	}
 	return m
+}
+
+// NewEarlyStart starts a run in the early gate's order: its Job first, waiting
+// at its gate and carrying its run, then the lease confirmed and the gate
+// opened, then the status write that records the run and its Job. A Job that
+// could not be created first goes status first, as in NewStart.
+func NewEarlyStart() *Starting {
+	return &Starting{next: CreateJobFirst, early: true}
 }
 
 // Next is the effect the start needs now.
@@ -107,6 +127,9 @@ func (m *Starting) Deliver(o StartOutcome) {
 		case o.Created:
 			m.job = true
 			m.next = WriteRecord
+			if m.early {
+				m.next = OpenJobGate
+			}
 		default:
 			m.next = WriteRecord
 		}
@@ -118,12 +141,19 @@ func (m *Starting) Deliver(o StartOutcome) {
 		m.recorded = true
 		m.next = Recorded
 	case Recorded:
-		m.next = GoRunning
-		if m.job && !m.opened {
+		switch {
+		case m.job && m.opened:
+			m.next = StartDone
+		case m.job && !m.tried:
 			m.next = OpenJobGate
+		default:
+			// A gate the early start could not open: the recorded run's
+			// phase confirms it again, or stops the run.
+			m.next = GoRunning
 		}
 	case OpenJobGate:
-		m.opened = true
+		m.tried = true
+		m.opened = !m.early || o.Opened
 		m.next = StartDone
 		if !m.recorded {
 			m.next = WriteRecord
@@ -136,3 +166,13 @@ func (m *Starting) Deliver(o StartOutcome) {
 // JobCreated says the pass created the run's Job (a failed status write leaves
 // it waiting for adoption).
 func (m *Starting) JobCreated() bool { return m.job }
+
+// Early says the start follows the early gate's order (NewEarlyStart).
+func (m *Starting) Early() bool { return m.early }
+
+// KeepsRenewing says whether the lease of a run whose status write failed
+// (AbandonPass) is still renewed by this process: the early gate opened its
+// Job's gate, so its Pods may work, and the Job is the run's only record until
+// the next pass adopts it. Otherwise no Pod can work under the lease, and it is
+// left to take-up, adoption or its ttl.
+func (m *Starting) KeepsRenewing() bool { return m.early && m.opened && !m.recorded }

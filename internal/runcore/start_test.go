@@ -58,3 +58,46 @@ func TestTheStartOfARunWritesItsRecordBeforeItsWorkMayStart(t *testing.T) {
 		})
 	}
 }
+
+// The early gate: the Job carries its run, so its gate opens before the status
+// write; a gate that did not open leaves the recorded run to its phase, and a
+// failed status write after an open gate keeps the lease renewed (the Job is
+// the run's only record until the next pass adopts it).
+func TestTheEarlyGateOpensTheJobBeforeTheStatusWrite(t *testing.T) {
+	created := runcore.StartOutcome{Created: true}
+	opened := runcore.StartOutcome{Opened: true}
+	ok := runcore.StartOutcome{WriteOK: true}
+	none := runcore.StartOutcome{}
+	for _, c := range []struct {
+		name    string
+		answers []runcore.StartOutcome
+		effects []runcore.StartEffect
+		renews  bool
+	}{
+		{"the Job, its gate, then the record", []runcore.StartOutcome{created, opened, ok, none},
+			[]runcore.StartEffect{runcore.CreateJobFirst, runcore.OpenJobGate, runcore.WriteRecord, runcore.Recorded, runcore.StartDone}, false},
+		{"a gate that did not open: the record, then the recorded run's phase", []runcore.StartOutcome{created, none, ok, none},
+			[]runcore.StartEffect{runcore.CreateJobFirst, runcore.OpenJobGate, runcore.WriteRecord, runcore.Recorded, runcore.GoRunning}, false},
+		{"a failed status write after the gate opened: the lease stays renewed", []runcore.StartOutcome{created, opened, none},
+			[]runcore.StartEffect{runcore.CreateJobFirst, runcore.OpenJobGate, runcore.WriteRecord, runcore.AbandonPass}, true},
+		{"a failed status write behind a shut gate: the Job waits for adoption", []runcore.StartOutcome{created, none, none},
+			[]runcore.StartEffect{runcore.CreateJobFirst, runcore.OpenJobGate, runcore.WriteRecord, runcore.AbandonPass}, false},
+		{"a Job that could not be created first: status first", []runcore.StartOutcome{none, ok, none},
+			[]runcore.StartEffect{runcore.CreateJobFirst, runcore.WriteRecord, runcore.Recorded, runcore.GoRunning}, false},
+		{"a rejected Job: the run releases its lease", []runcore.StartOutcome{{Rejected: true}},
+			[]runcore.StartEffect{runcore.CreateJobFirst, runcore.ReleaseRejected}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			m := runcore.NewEarlyStart()
+			var got []runcore.StartEffect
+			for _, a := range c.answers {
+				got = append(got, m.Next())
+				m.Deliver(a)
+			}
+			got = append(got, m.Next())
+			g.Expect(got).To(Equal(c.effects))
+			g.Expect(m.KeepsRenewing()).To(Equal(c.renews))
+		})
+	}
+}

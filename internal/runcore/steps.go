@@ -16,8 +16,7 @@ const (
 	// Hole steps exist only under a hole switch: the order the code must not
 	// take, whose counterexample the model keeps.
 	Hole
-	// Planned steps are an order the model checks before the code takes it (the
-	// early gate: EARLY_GATE in the model).
+	// Planned steps are an order the model checks before the code takes it.
 	Planned
 )
 
@@ -145,7 +144,7 @@ const (
 var kinds = map[Step]Kind{
 	AcquireNext: Protocol, AcquireTrigger: Protocol, SkipForbid: Protocol, SkipTrigger: Protocol,
 	Record: Protocol, CreateJob: Protocol, CreateFirst: Protocol, RecordJob: Protocol,
-	AdoptUnrecorded: Protocol, GateEarly: Hole, ConfirmFirst: Planned, OpenFirst: Planned, SchedulePastJob: Planned,
+	AdoptUnrecorded: Protocol, GateEarly: Hole, ConfirmFirst: Protocol, OpenFirst: Protocol, SchedulePastJob: Protocol,
 	Confirm: Protocol, Open: Protocol, Adopt: Protocol,
 	SkipLate: Protocol, StopLost: Protocol, StopDeleted: Protocol, StopDeletedUnrecorded: Protocol,
 	Release: Protocol, CompleteUnacked: Protocol, Finish: Protocol, History: Protocol,

@@ -19,6 +19,13 @@ type JobView struct {
 	// and has not finished: the reconciler's to adopt or delete.
 	WaitsForAdoption bool
 	Finished         bool
+	// Started: the Job is past its gate, carries its run and no status
+	// records it (the early gate: its run may work before its status write).
+	Started bool
+	// RenewedHere: this process renews the lease of the Job's run (the pass
+	// that opened its gate, a restart's resume), not lost, before its
+	// self-fence deadline and maxHold.
+	RenewedHere bool
 }
 
 // OwnerView is what a read of the Job's GuardedJob showed.
@@ -77,6 +84,12 @@ func NewUnclaimed(ownerName string, job JobView) *Unclaimed {
 		// deletes it, with no read of the API server in a burst. If its gate
 		// opens, the Job's update brings it back here.
 		u.leave("it waits for adoption at its start gate")
+	}
+	if job.Started && job.RenewedHere {
+		// The early gate: its run works under a lease this process renews,
+		// and the reconciler adopts it. The keeper's report of that lease
+		// lost or at its deadline brings it back here, and it is stopped.
+		u.leave("its run's lease is renewed here until status records it")
 	}
 	return u
 }

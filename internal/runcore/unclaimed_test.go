@@ -84,6 +84,11 @@ func TestUnclaimedStopsOnlyAJobNoReadShowsClaimedOrFinished(t *testing.T) {
 			cached: running, w: world{owners: []runcore.OwnerView{{Found: true, UID: "uid-2", InShard: true}}}, want: runcore.StopOrphan, reads: 1},
 		"the GuardedJob moved to another shard": {
 			cached: running, w: world{owners: []runcore.OwnerView{{Found: true, UID: uid}}}, want: runcore.Leave, reads: 1},
+		"the early gate: a started Job whose lease is renewed here is the reconciler's to adopt": {
+			cached: runcore.JobView{Found: true, OwnerUID: uid, Started: true, RenewedHere: true}, want: runcore.Leave},
+		"the early gate: a started Job whose lease nobody here renews is stopped": {
+			cached: runcore.JobView{Found: true, OwnerUID: uid, Started: true},
+			w:      world{owners: []runcore.OwnerView{noRun, noRun}, jobs: []runcore.JobView{running, running}}, want: runcore.Stop, reads: 4},
 		"the GuardedJob is gone by the second read: left to the next look": {
 			cached: running, w: world{owners: []runcore.OwnerView{noRun, {}}, jobs: []runcore.JobView{running}}, want: runcore.Leave, reads: 3},
 	} {

@@ -1,0 +1,196 @@
+package controllers_test
+
+// Stories of the early gate (--early-gate): lease, the Job (behind its gate,
+// carrying the run), the lease confirmed, the gate opened, and only then the
+// status write. The Job is the run's record until status catches up. Each is
+// named after its row in docs/failure-semantics.md.
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/jobbuild"
+)
+
+// failRunWritesWhile fails every status write that records a run while failing
+// is set: a manager whose status writes conflict, or that dies before them.
+func failRunWritesWhile(failing *atomic.Bool) *interceptor.Funcs {
+	return &interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+		if gj, ok := obj.(*batchv1alpha1.GuardedJob); ok && len(gj.Status.Active) > 0 && failing.Load() {
+			return errors.New("injected: the status write that records the run fails")
+		}
+		return c.SubResource(sub).Update(ctx, obj, opts...)
+	}}
+}
+
+// earlyGuardedJob is a GuardedJob whose lease expires 12 s after its last
+// renewal (its self-fence deadline 6 s after it, room for renewals late on two
+// busy cores): a lease nobody renews lapses within a story.
+func (h *harness) earlyGuardedJob(name string) *batchv1alpha1.GuardedJob {
+	gj := h.guardedJob(name, h.ns+":"+name)
+	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 12 * time.Second}
+	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
+	return gj
+}
+
+// openedUnrecorded waits for the run's Job to be past its gate while no status
+// records the run, and returns it with the token its key holds.
+func (h *harness) openedUnrecorded(gj *batchv1alpha1.GuardedJob) (batchv1.Job, string) {
+	h.t.Helper()
+	g := h.g
+	var job batchv1.Job
+	g.Eventually(func() bool {
+		jobs := h.jobs()
+		if len(jobs) != 1 {
+			return false
+		}
+		job = jobs[0]
+		return !jobbuild.Gated(&job)
+	}).Should(BeTrue(), "the run's Job opens before its status write")
+	g.Expect(h.get(gj).Status.Active).To(BeEmpty(), "no status records the run")
+	token := h.rdb.Get(context.Background(), gj.Spec.Lock.Key).Val()
+	g.Expect(token).To(HavePrefix("cluster-a/" + h.ns + "/" + job.Name + "#"))
+	return job, token
+}
+
+// heldPastTTL watches the run's key for longer than its ttl (after then, when
+// given, starts watching) and checks that it held the run's token throughout,
+// never lapsing, and that the Job was not stopped.
+func (h *harness) heldPastTTL(gj *batchv1alpha1.GuardedJob, job *batchv1.Job, token string, then func()) {
+	h.t.Helper()
+	w := h.watchKey(gj.Spec.Lock.Key, token)
+	if then != nil {
+		then()
+	}
+	time.Sleep(14 * time.Second) // longer than the ttl
+	w.stop()
+	g := h.g
+	g.Expect(w.other).To(BeEmpty(), "the key held the run's token throughout")
+	g.Expect(w.minPTTL).To(BeNumerically(">", 0), "the key never lapsed")
+	g.Expect(h.live(job).DeletionTimestamp).To(BeNil(), "the stop controller leaves a Job whose lease is renewed here")
+}
+
+// earlyUnrecorded starts a manager with the early gate whose status writes that
+// record runs fail while failing is set (set at first), runs name once, and
+// returns the run's Job, past its gate with no status recording it, and the
+// token its key holds.
+func earlyUnrecorded(t *testing.T, name string) (*harness, *atomic.Bool, *batchv1alpha1.GuardedJob, batchv1.Job, string) {
+	h := newHarness(t)
+	h.earlyGate = true
+	failing := &atomic.Bool{}
+	failing.Store(true)
+	h.intercept = failRunWritesWhile(failing)
+	h.start()
+	gj := h.create(h.earlyGuardedJob(name))
+	h.trigger(gj)
+	job, token := h.openedUnrecorded(gj)
+	return h, failing, gj, job, token
+}
+
+// TestEarlyGate_ARunsGateOpensBeforeAnyWriteToItsGuardedJob: acquire, create
+// the Job, confirm the lease, open the gate; the status write follows. No write
+// to the GuardedJob stands between a due run and its Job's start.
+func TestEarlyGate_ARunsGateOpensBeforeAnyWriteToItsGuardedJob(t *testing.T) {
+	h := newHarness(t)
+	h.earlyGate = true
+	log := &writeLog{}
+	h.restWrap = log.wrap
+	h.start()
+	gj := h.create(h.earlyGuardedJob("early"))
+	g := h.g
+	g.Eventually(func() *batchv1alpha1.GuardedJobStatus { return &h.get(gj).Status }).Should(HaveField("NextScheduleTime", Not(BeNil())))
+	log.reset()
+	h.trigger(gj)
+	job := h.waitJobs(1)[0]
+	h.waitRecorded(gj)
+	writes := func() []string {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		return append([]string(nil), log.writes...)
+	}
+	g.Eventually(writes).Should(HaveLen(3))
+	g.Expect(writes()[:3]).To(HaveExactElements("create jobs", "patch jobs", "update guardedjobs/status"),
+		"the Job, its gate, then the status write that records the run")
+	st := h.get(gj).Status
+	g.Expect(st.Active).To(ConsistOf(And(HaveField("JobUID", job.UID), HaveField("Phase", batchv1alpha1.RunPhaseRunning))))
+	g.Expect(h.events(gj)).To(ContainElements(HavePrefix("JobCreated: Created Job "+job.Name), HavePrefix("LockAcquired: Acquired lock")))
+
+	h.complete(&job)
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
+		HaveField("Result", batchv1alpha1.RunResultSucceeded), HaveField("JobName", job.Name)))
+	g.Expect(h.rdb.Exists(context.Background(), gj.Spec.Lock.Key).Val()).To(BeZero(), "released when the Job completed")
+}
+
+// TestEarlyGate_AStatusWriteThatFailsAfterTheGateOpenedKeepsTheLeaseUntilAPassAdoptsTheJob:
+// the gate opened, then the status write failed (and keeps failing). The Job's
+// Pods may work: its lease is renewed on (the key never lapses, though its ttl
+// passes), the stop controller leaves the Job alone, and once a status
+// write goes through the next pass adopts the same Job: one Job, one run.
+func TestEarlyGate_AStatusWriteThatFailsAfterTheGateOpenedKeepsTheLeaseUntilAPassAdoptsTheJob(t *testing.T) {
+	h, failing, gj, job, token := earlyUnrecorded(t, "early-failed-write")
+	g := h.g
+
+	h.heldPastTTL(gj, &job, token, nil)
+
+	failing.Store(false)
+	h.waitRecorded(gj)
+	g.Expect(h.get(gj).Status.Active).To(ConsistOf(And(HaveField("JobUID", job.UID), HaveField("Token", token))), "the same Job, adopted")
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(HavePrefix("RunAdopted: Adopted Job " + job.Name)))
+	g.Consistently(h.jobs).WithTimeout(2*time.Second).Should(ConsistOf(HaveField("UID", job.UID)), "no second Job")
+	h.complete(&job)
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
+		HaveField("Result", batchv1alpha1.RunResultSucceeded), HaveField("JobName", job.Name)))
+}
+
+// TestEarlyGate_ARestartRenewsTheLeaseOfAJobPastItsGateThatNoStatusRecords: the
+// manager died after the gate opened and before its status write. The next
+// manager renews the Job's lease as it starts (the key holds the token minted
+// for that Job) and keeps it renewed while its status writes fail, so the key
+// never lapses under the working Job; then its pass adopts the Job.
+func TestEarlyGate_ARestartRenewsTheLeaseOfAJobPastItsGateThatNoStatusRecords(t *testing.T) {
+	h, failing, gj, job, token := earlyUnrecorded(t, "early-restart")
+	h.stop()
+	g := h.g
+
+	h.heldPastTTL(gj, &job, token, h.start)
+
+	failing.Store(false)
+	h.waitRecorded(gj)
+	g.Expect(h.get(gj).Status.Active).To(ConsistOf(And(HaveField("JobUID", job.UID), HaveField("Token", token))))
+	g.Consistently(h.jobs).WithTimeout(2*time.Second).Should(ConsistOf(HaveField("UID", job.UID)), "no second Job")
+}
+
+// TestEarlyGate_AJobPastItsGateWhoseLeaseIsLostBeforeAnyStatusRecordsItIsStopped:
+// no status records the run (its writes fail) and its key is taken away. The
+// keeper finds the lease lost; the stop controller stops the Job at once,
+// and the occurrence does not start again.
+func TestEarlyGate_AJobPastItsGateWhoseLeaseIsLostBeforeAnyStatusRecordsItIsStopped(t *testing.T) {
+	h, failing, gj, job, _ := earlyUnrecorded(t, "early-lost")
+	g := h.g
+	g.Expect(h.rdb.Set(context.Background(), gj.Spec.Lock.Key, "someone-else", time.Minute).Err()).To(Succeed())
+	g.Eventually(func() bool {
+		cur := &batchv1.Job{}
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(&job), cur)
+		return err != nil || !cur.DeletionTimestamp.IsZero()
+	}).WithTimeout(10*time.Second).Should(BeTrue(), "the Job is stopped once its lease is lost")
+	failing.Store(false)
+	g.Consistently(func() []batchv1.Job {
+		var left []batchv1.Job
+		for _, j := range h.jobs() {
+			if j.UID != job.UID {
+				left = append(left, j)
+			}
+		}
+		return left
+	}).WithTimeout(3*time.Second).Should(BeEmpty(), "no second Job for the occurrence")
+}
