@@ -330,17 +330,16 @@ func (r *GuardedJobReconciler) start(ctx context.Context, s *scope, run *batchv1
 				return nil
 			}
 			logStep(ctx, m.Record(), "job", run.JobName, "fence", run.Fence)
-			r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.LockAcquiredReason,
-				"Acquired lock %s for %s%s", run.Key, run.JobName, runcore.FenceSuffix(lease.Fence))
-			if r.insecureStore(store) {
-				r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InsecureStoreReason,
-					"Lock %s is in store %s, whose Secret turns TLS server verification off (insecureSkipVerify): anyone on the network path can pose as that Redis; put its CA into ca.crt instead", run.Key, store.Identity())
-			}
-			if lease.FenceRaised {
-				r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.FenceRaisedReason,
-					"The fence counter %s was at or below the last fence %d (the store lost data?); raised to %d", run.FenceKey, floor, lease.Fence)
-			}
+			r.acquiredEvents(gj, run, store, lease, floor)
 			m.Deliver(runcore.StartOutcome{})
+		case runcore.RecordLater:
+			// The Job is the run's record: this pass writes no status, the
+			// lease stays renewed, and the next pass (brought by the Job's
+			// update) records the run from the Job.
+			r.memory.createdOpen(client.ObjectKeyFromObject(gj), job.Name, job.UID)
+			s.recordLater = true
+			r.acquiredEvents(gj, run, store, lease, floor)
+			return nil
 		case runcore.OpenJobGate:
 			if m.Early() {
 				logStep(ctx, runcore.ConfirmFirst, "job", run.JobName)
@@ -359,6 +358,20 @@ func (r *GuardedJobReconciler) start(ctx context.Context, s *scope, run *batchv1
 		default: // runcore.StartDone
 			return nil
 		}
+	}
+}
+
+// acquiredEvents tells what a run's acquisition made true.
+func (r *GuardedJobReconciler) acquiredEvents(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, lease lockclient.Lease, floor int64) {
+	r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.LockAcquiredReason,
+		"Acquired lock %s for %s%s", run.Key, run.JobName, runcore.FenceSuffix(lease.Fence))
+	if r.insecureStore(store) {
+		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InsecureStoreReason,
+			"Lock %s is in store %s, whose Secret turns TLS server verification off (insecureSkipVerify): anyone on the network path can pose as that Redis; put its CA into ca.crt instead", run.Key, store.Identity())
+	}
+	if lease.FenceRaised {
+		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.FenceRaisedReason,
+			"The fence counter %s was at or below the last fence %d (the store lost data?); raised to %d", run.FenceKey, floor, lease.Fence)
 	}
 }
 

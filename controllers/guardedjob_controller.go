@@ -239,6 +239,9 @@ type createdJobs struct {
 type createdJob struct {
 	uid        types.UID
 	unrecorded bool
+	// opened: this process opened its gate and left its run's record to the
+	// next pass (the early gate).
+	opened bool
 }
 
 func (c *createdJobs) created(gj types.NamespacedName, job string, uid types.UID, unrecorded bool) {
@@ -251,6 +254,26 @@ func (c *createdJobs) created(gj types.NamespacedName, job string, uid types.UID
 		c.jobs[gj] = map[string]createdJob{}
 	}
 	c.jobs[gj][job] = createdJob{uid: uid, unrecorded: unrecorded}
+}
+
+// createdOpen remembers a Job this process created and opened before any
+// status recorded its run (the early gate).
+func (c *createdJobs) createdOpen(gj types.NamespacedName, job string, uid types.UID) {
+	c.created(gj, job, uid, true)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j := c.jobs[gj][job]
+	j.opened = true
+	c.jobs[gj][job] = j
+}
+
+// openedHere says whether this process opened the gate of the Job of that
+// name and UID and left its run's record to a later pass.
+func (c *createdJobs) openedHere(gj types.NamespacedName, job string, uid types.UID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j, ok := c.jobs[gj][job]
+	return ok && j.opened && j.uid == uid
 }
 
 // uid is the UID of the Job of that name this process created, if it

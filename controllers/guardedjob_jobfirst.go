@@ -119,9 +119,12 @@ func (r *GuardedJobReconciler) unrecordedJobsOf(ctx context.Context, s *scope, j
 	}
 	key := client.ObjectKeyFromObject(s.gj)
 	for _, name := range r.memory.unrecorded(key) {
-		if listed[name] || runcore.RunByName(s.gj, name) != nil {
+		if runcore.RunByName(s.gj, name) != nil {
 			r.memory.forget(key, name)
 			continue
+		}
+		if listed[name] {
+			continue // judged from the cache above; remembered until status records it
 		}
 		job := &batchv1.Job{}
 		err := r.getJobLive(ctx, client.ObjectKey{Namespace: s.gj.Namespace, Name: name}, job)
@@ -237,6 +240,18 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 	runcore.SetLockHeld(gj, "", "", s.now)
 	r.track(gj, run, store, resumed)
 	r.claimShard(gj)
+	key := client.ObjectKeyFromObject(gj)
+	if r.memory.openedHere(key, job.Name, job.UID) {
+		// This process opened the Job's gate (the cache may not show it
+		// yet) and left the record to this pass (the early gate): the run's
+		// record, not an adoption. The
+		// pass's own status write at its end (with a resourceVersion
+		// precondition) carries it with whatever else the pass changes; the
+		// lease stays renewed if that write fails, and the memory goes once
+		// a pass reads the run in status.
+		logStep(ctx, runcore.RecordJob, "job", run.JobName, "fence", run.Fence)
+		return false, nil
+	}
 	if err := r.writeGuarded(ctx, s); err != nil {
 		if recorded == nil && !u.Started {
 			// Behind its gate no Pod works under the lease: the next pass
@@ -246,7 +261,7 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 		}
 		return false, err
 	}
-	r.memory.forget(client.ObjectKeyFromObject(gj), job.Name)
+	r.memory.forget(key, job.Name)
 	if run = runcore.RunByName(s.gj, job.Name); run == nil {
 		return false, nil
 	}

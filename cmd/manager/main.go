@@ -112,7 +112,7 @@ func main() {
 	flag.DurationVar(&o.shardHandoverTimeout, "shard-handover-timeout", controllers.DefaultHandoverTimeout,
 		"How long a shard that a GuardedJob left (relabelled) keeps renewing the leases of its runs for the new shard to take them over; then it stops those runs (before their leases could expire).")
 	flag.BoolVar(&o.earlyGate, "early-gate", false,
-		"Experimental: open a run's start gate before the status write that records it (the Job carries the run and is its record until status catches up), which takes that write off the start of every run. Not yet for shards that hand GuardedJobs over, unlock requests or take-ups of runs left in flight (docs/reliability.md).")
+		"Experimental: open a run's start gate before any status write records it, and leave that write to the next pass (the Job carries the run and is its record until status catches up), which takes it off the start of every run (docs/failure-semantics.md).")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's).")
 	flag.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits before taking over.")
 	flag.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing before it gives up.")

@@ -1138,15 +1138,15 @@ var regressionSeeds = []struct {
 	mutant string
 	seed   uint64
 }{
-	{"unclean-by-recorded-uid", 16266},
+	{"unclean-by-recorded-uid", 17665},
 	{"release-ignores-unclean-end", 202},
 	{"takeup-ignores-ledger", 4},
-	{"skip-on-cached-miss", 57},
+	{"skip-on-cached-miss", 554},
 	{"jobfirst-adopt-any", 513},
-	{"shard-break-before-make", 6630},
+	{"shard-break-before-make", 7917},
 	{"jobfirst-no-floor", 136},
 	{"early-stopper-keeps-unheld", 2448},
-	{"early-floor-without-jobs", 81},
+	{"early-floor-without-jobs", 6630},
 }
 
 // TestTheSimulationKeepsOneWorkingPodPerKey runs the simulation for many

@@ -8,9 +8,11 @@ package runcore
 // resumes its lease) or a Job that waits at its gate (the next pass adopts or
 // deletes it), never a working Pod whose lease nobody renews. The early gate
 // (NewEarlyStart) moves the barrier onto the Job: the Job carries its run, so
-// its gate opens (steps confirm_first and open_first) before the status write,
-// and a manager that dies after it leaves a working Job whose lease a restart
-// renews and the next pass adopts (Waiting.Early). The adapter's loop is the
+// its gate opens (steps confirm_first and open_first) with no status write
+// before it, and the pass leaves the run's record to the next pass
+// (RecordLater), off the start's path: a working Job that no status records is
+// adopted (Waiting.Early), its lease renewed meanwhile, and a restart renews
+// it too. The adapter's loop is the
 // release's (NewRelease): perform what Next says, Deliver the answer, until
 // StartDone.
 
@@ -35,6 +37,11 @@ const (
 	// GoRunning: status records the run without a Job; the run goes on in
 	// phase Running, whose pass creates its Job (status first).
 	GoRunning
+	// RecordLater (the early gate): the Job's gate is open and the Job is the
+	// run's record; the pass writes no status, its lease stays renewed, and the
+	// next pass records the run from the Job (AdoptUnrecorded). What the
+	// acquisition makes true can be told now (its events).
+	RecordLater
 	// ReleaseRejected: the API server rejected the Job; the run releases its
 	// lease in phase Releasing.
 	ReleaseRejected
@@ -154,8 +161,12 @@ func (m *Starting) Deliver(o StartOutcome) {
 	case OpenJobGate:
 		m.tried = true
 		m.opened = !m.early || o.Opened
-		m.next = StartDone
-		if !m.recorded {
+		switch {
+		case m.recorded:
+			m.next = StartDone
+		case m.early && m.opened:
+			m.next = RecordLater
+		default:
 			m.next = WriteRecord
 		}
 	default:
@@ -170,9 +181,9 @@ func (m *Starting) JobCreated() bool { return m.job }
 // Early says the start follows the early gate's order (NewEarlyStart).
 func (m *Starting) Early() bool { return m.early }
 
-// KeepsRenewing says whether the lease of a run whose status write failed
-// (AbandonPass) is still renewed by this process: the early gate opened its
-// Job's gate, so its Pods may work, and the Job is the run's only record until
-// the next pass adopts it. Otherwise no Pod can work under the lease, and it is
-// left to take-up, adoption or its ttl.
+// KeepsRenewing says whether the lease of a run no status records yet
+// (RecordLater, or a failed status write: AbandonPass) is still renewed by this
+// process: the early gate opened its Job's gate, so its Pods may work, and the
+// Job is the run's only record until the next pass adopts it. Otherwise no Pod
+// can work under the lease, and it is left to take-up, adoption or its ttl.
 func (m *Starting) KeepsRenewing() bool { return m.early && m.opened && !m.recorded }

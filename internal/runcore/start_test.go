@@ -59,10 +59,10 @@ func TestTheStartOfARunWritesItsRecordBeforeItsWorkMayStart(t *testing.T) {
 	}
 }
 
-// The early gate: the Job carries its run, so its gate opens before the status
-// write; a gate that did not open leaves the recorded run to its phase, and a
-// failed status write after an open gate keeps the lease renewed (the Job is
-// the run's only record until the next pass adopts it).
+// The early gate: the Job carries its run, so its gate opens with no status
+// write before it, and the record is left to the next pass while the lease
+// stays renewed (the Job is the run's only record until that pass adopts it); a
+// gate that did not open leaves the recorded run to its phase.
 func TestTheEarlyGateOpensTheJobBeforeTheStatusWrite(t *testing.T) {
 	created := runcore.StartOutcome{Created: true}
 	opened := runcore.StartOutcome{Opened: true}
@@ -74,12 +74,10 @@ func TestTheEarlyGateOpensTheJobBeforeTheStatusWrite(t *testing.T) {
 		effects []runcore.StartEffect
 		renews  bool
 	}{
-		{"the Job, its gate, then the record", []runcore.StartOutcome{created, opened, ok, none},
-			[]runcore.StartEffect{runcore.CreateJobFirst, runcore.OpenJobGate, runcore.WriteRecord, runcore.Recorded, runcore.StartDone}, false},
+		{"the Job, its gate, and the record left to the next pass", []runcore.StartOutcome{created, opened},
+			[]runcore.StartEffect{runcore.CreateJobFirst, runcore.OpenJobGate, runcore.RecordLater}, true},
 		{"a gate that did not open: the record, then the recorded run's phase", []runcore.StartOutcome{created, none, ok, none},
 			[]runcore.StartEffect{runcore.CreateJobFirst, runcore.OpenJobGate, runcore.WriteRecord, runcore.Recorded, runcore.GoRunning}, false},
-		{"a failed status write after the gate opened: the lease stays renewed", []runcore.StartOutcome{created, opened, none},
-			[]runcore.StartEffect{runcore.CreateJobFirst, runcore.OpenJobGate, runcore.WriteRecord, runcore.AbandonPass}, true},
 		{"a failed status write behind a shut gate: the Job waits for adoption", []runcore.StartOutcome{created, none, none},
 			[]runcore.StartEffect{runcore.CreateJobFirst, runcore.OpenJobGate, runcore.WriteRecord, runcore.AbandonPass}, false},
 		{"a Job that could not be created first: status first", []runcore.StartOutcome{none, ok, none},

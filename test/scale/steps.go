@@ -24,7 +24,9 @@ type runShape struct {
 // requests follow each other in one pass (the Job, its status, the gate), so
 // the gaps between them are the controller's own work (and, for GuardedJob,
 // its Redis calls). started holds, per owner, when its Job could start: the
-// answer to the patch that opened its gate, or to its create.
+// answer to the patch that opened its gate, or to its create. With the early
+// gate (--early-gate) the gate's patch comes before the status write, which a
+// later pass makes: those runs get steps of their own.
 func runSteps(window []auditEvent, due time.Time, shape runShape) (steps []report.Step, started map[string]time.Time) {
 	type run struct{ create, status, gate *auditEvent }
 	runs := map[string]*run{}
@@ -54,13 +56,23 @@ func runSteps(window []auditEvent, due time.Time, shape runShape) (steps []repor
 			}
 		}
 	}
-	var toCreate, create, toStatus, status, toGate, gate []time.Duration
+	var toCreate, create, toStatus, status, toGate, gate, toEarly, early, toLate, late []time.Duration
 	started = map[string]time.Time{}
 	for owner, r := range runs {
 		toCreate = append(toCreate, r.create.Received.Sub(due))
 		create = append(create, r.create.Done.Sub(r.create.Received))
 		if !shape.gated {
 			started[owner] = r.create.Done
+		}
+		if r.gate != nil && (r.status == nil || r.gate.Received.Before(r.status.Received)) {
+			toEarly = append(toEarly, r.gate.Received.Sub(r.create.Done))
+			early = append(early, r.gate.Done.Sub(r.gate.Received))
+			started[owner] = r.gate.Done
+			if r.status != nil {
+				toLate = append(toLate, r.status.Received.Sub(r.gate.Done))
+				late = append(late, r.status.Done.Sub(r.status.Received))
+			}
+			continue
 		}
 		if r.status == nil {
 			continue
@@ -85,6 +97,12 @@ func runSteps(window []auditEvent, due time.Time, shape runShape) (steps []repor
 	if shape.gated {
 		step("status written → gate patch sent (the confirming renewal)", toGate)
 		step("gate patch at the API server", gate)
+	}
+	if len(toEarly) > 0 {
+		step("early gate: Job created → gate patch sent (the confirming renewal)", toEarly)
+		step("early gate: gate patch at the API server", early)
+		step("early gate: gate opened → status write sent (a later pass)", toLate)
+		step("early gate: status write at the API server", late)
 	}
 	return steps, started
 }
