@@ -14,11 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -110,7 +112,7 @@ func (r *GuardedJobReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.Watches(obj, byRequest)
 	}
 	return b.
-		Watches(&batchv1.Job{}, byLabel).
+		Watches(&batchv1.Job{}, r.jobEvents(byLabel)).
 		Watches(&corev1.Pod{}, byLabel, builder.WithPredicates(predicate.Funcs{
 			// A Pod's disappearance moves a stopping run on, a pod guard that
 			// stopped its workload moves its run on, and a Pod waiting at the
@@ -161,7 +163,45 @@ const secretRecheck = 30 * time.Second
 //   - objectLocks: one pass (or take-over) at a time per object.
 //   - Handovers: runs of objects that left this shard, renewed until another
 //     shard holds them (watchHandovers).
-func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := r.reconcilePass(ctx, req)
+	if r.EarlyGate && res.Priority == nil {
+		// A pass brought at low priority (see jobEvents) requeues at the
+		// usual one: its object's next due run must not wait behind records.
+		res.Priority = ptr.To(0)
+	}
+	return res, err
+}
+
+// jobEvents maps a Job's events to its GuardedJob. With the early gate, the
+// update that opens a Job's gate brings the pass that records its run from the
+// Job at low priority: a burst of due runs opens every gate before the queue
+// gives a worker to the records (each a CRD status write), and a run's Job is
+// its record meanwhile.
+func (r *GuardedJobReconciler) jobEvents(byLabel handler.EventHandler) handler.EventHandler {
+	if !r.EarlyGate {
+		return byLabel
+	}
+	return handler.Funcs{
+		CreateFunc: byLabel.Create, DeleteFunc: byLabel.Delete, GenericFunc: byLabel.Generic,
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			before, okBefore := e.ObjectOld.(*batchv1.Job)
+			after, okAfter := e.ObjectNew.(*batchv1.Job)
+			pq, isPriority := q.(priorityqueue.PriorityQueue[ctrl.Request])
+			if !okBefore || !okAfter || !isPriority || !jobbuild.Gated(before) || jobbuild.Gated(after) {
+				byLabel.Update(ctx, e, q)
+				return
+			}
+			if name := after.Labels[batchv1alpha1.GuardedJobLabel]; name != "" {
+				pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)},
+					ctrl.Request{NamespacedName: types.NamespacedName{Namespace: after.Namespace, Name: name}})
+			}
+		},
+	}
+}
+
+// reconcilePass is one pass over a GuardedJob (Reconcile).
+func (r *GuardedJobReconciler) reconcilePass(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	if err := r.waitResumed(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -212,6 +252,12 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		if s.recordLater && retErr == nil {
 			s.requeueAfter(recordLaterBackstop)
 			res = s.result()
+			if r.EarlyGate {
+				// The record this pass left to the next one waits behind due
+				// runs (jobEvents): the queue keeps the highest priority it is
+				// given for an object.
+				res.Priority = ptr.To(handler.LowPriority)
+			}
 			return
 		}
 		setQueued(gj, s.now) // guardedjob_running.go
