@@ -159,7 +159,9 @@ const secretRecheck = 30 * time.Second
 //     reads one from the cache waits for the cache (cacheBehind).
 //   - memory and scope.recordLater: the Jobs a pass created that status does
 //     not record yet (the UID of a recorded run's Job, left for the next pass
-//     to record; a Job whose run's status write failed, left to adoption).
+//     to record; a Job whose run's status write failed, left to adoption; with
+//     the early gate, a Job whose gate this process opened, its run left for
+//     the next pass to record).
 //   - objectLocks: one pass (or take-over) at a time per object.
 //   - Handovers: runs of objects that left this shard, renewed until another
 //     shard holds them (watchHandovers).
