@@ -42,7 +42,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 	}
 	deadline := due.StartDeadline(&gj.Spec, sched, run)
 	floor := runcore.FenceFloor(run, gj.Status.LastFence)
-	if run.FencingPolicy == batchv1alpha1.FencingStrict {
+	if run.FencingPolicy == batchv1alpha1.FencingStrict && r.EarlyGate {
 		// A Job's run may have worked before status recorded its fence.
 		jobs, err := r.ownedJobs(ctx, gj)
 		if err != nil {

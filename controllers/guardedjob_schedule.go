@@ -731,7 +731,13 @@ func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) 
 		// Its run may have worked with no status recording it: status takes
 		// its fence and occurrence first (step schedule_past_job), and its
 		// lease finalizer stays until that status is written.
-		rec := jobRecordOf(s.gj, job)
+		// Only with the early gate: without it no Job's Pods work before
+		// status records the run, and what an unclaimed Job's annotations say
+		// (anyone who may create Jobs can write them) is not taken in.
+		var rec runcore.JobRecord
+		if r.EarlyGate {
+			rec = jobRecordOf(s.gj, job)
+		}
 		if runcore.FoldJob(&s.gj.Status, rec) {
 			logStep(ctx, runcore.SchedulePastJob, "job", job.Name, "fence", rec.Fence)
 		}
