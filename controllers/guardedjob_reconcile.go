@@ -176,27 +176,39 @@ func (r *GuardedJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 }
 
 // jobEvents maps a Job's events to its GuardedJob. With the early gate, the
-// update that opens a Job's gate brings the pass that records its run from the
-// Job at low priority: a burst of due runs opens every gate before the queue
-// gives a worker to the records (each a CRD status write), and a run's Job is
-// its record meanwhile.
+// creation of a gated Job and the update that opens its gate bring the pass
+// that records its run from the Job at low priority: the pass that created the
+// Job opens its gate itself, and a burst of due runs opens every gate before
+// the queue gives a worker to the records (each a CRD status write); a run's
+// Job is its record meanwhile. (The queue keeps an object's highest priority,
+// so the creation at the usual one would undo the update's.)
 func (r *GuardedJobReconciler) jobEvents(byLabel handler.EventHandler) handler.EventHandler {
 	if !r.EarlyGate {
 		return byLabel
 	}
+	low := func(q workqueue.TypedRateLimitingInterface[ctrl.Request], job *batchv1.Job) bool {
+		pq, isPriority := q.(priorityqueue.PriorityQueue[ctrl.Request])
+		if !isPriority {
+			return false
+		}
+		if name := job.Labels[batchv1alpha1.GuardedJobLabel]; name != "" {
+			pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)},
+				ctrl.Request{NamespacedName: types.NamespacedName{Namespace: job.Namespace, Name: name}})
+		}
+		return true
+	}
 	return handler.Funcs{
-		CreateFunc: byLabel.Create, DeleteFunc: byLabel.Delete, GenericFunc: byLabel.Generic,
+		DeleteFunc: byLabel.Delete, GenericFunc: byLabel.Generic,
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
+			if job, ok := e.Object.(*batchv1.Job); !ok || !jobbuild.Gated(job) || !low(q, job) {
+				byLabel.Create(ctx, e, q)
+			}
+		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[ctrl.Request]) {
 			before, okBefore := e.ObjectOld.(*batchv1.Job)
 			after, okAfter := e.ObjectNew.(*batchv1.Job)
-			pq, isPriority := q.(priorityqueue.PriorityQueue[ctrl.Request])
-			if !okBefore || !okAfter || !isPriority || !jobbuild.Gated(before) || jobbuild.Gated(after) {
+			if !okBefore || !okAfter || !jobbuild.Gated(before) || jobbuild.Gated(after) || !low(q, after) {
 				byLabel.Update(ctx, e, q)
-				return
-			}
-			if name := after.Labels[batchv1alpha1.GuardedJobLabel]; name != "" {
-				pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)},
-					ctrl.Request{NamespacedName: types.NamespacedName{Namespace: after.Namespace, Name: name}})
 			}
 		},
 	}

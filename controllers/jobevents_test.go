@@ -41,19 +41,26 @@ func TestTheEarlyGatesRecordPassWaitsBehindDueRuns(t *testing.T) {
 	for _, c := range []struct {
 		name        string
 		early       bool
-		before, now *batchv1.Job
+		before, now *batchv1.Job // before nil: the Job's creation
 		want        int
 	}{
 		{"the gate opens, early gate", true, gated("settle-1"), opened(gated("settle-1")), handler.LowPriority},
 		{"the gate opens, default order", false, gated("settle-1"), opened(gated("settle-1")), 0},
 		{"another update, early gate", true, opened(gated("settle-1")), opened(gated("settle-1")), 0},
+		{"a gated Job is created, early gate", true, nil, gated("settle-1"), handler.LowPriority},
+		{"a gated Job is created, default order", false, nil, gated("settle-1"), 0},
+		{"an open Job is created, early gate", true, nil, opened(gated("settle-1")), 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			q := priorityqueue.New[ctrl.Request]("test")
 			defer q.ShutDown()
 			r := &GuardedJobReconciler{EarlyGate: c.early}
 			c.now.ResourceVersion = "2" // an update, not a resync
-			r.jobEvents(byLabel).Update(context.Background(), event.UpdateEvent{ObjectOld: c.before, ObjectNew: c.now}, q)
+			if c.before == nil {
+				r.jobEvents(byLabel).Create(context.Background(), event.CreateEvent{Object: c.now}, q)
+			} else {
+				r.jobEvents(byLabel).Update(context.Background(), event.UpdateEvent{ObjectOld: c.before, ObjectNew: c.now}, q)
+			}
 			item, priority, _ := q.GetWithPriority()
 			if item.Name != "settle" || priority != c.want {
 				t.Errorf("queued %v at priority %d, want settle at %d", item, priority, c.want)
