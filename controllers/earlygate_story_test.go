@@ -8,6 +8,8 @@ package controllers_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -210,6 +212,12 @@ func TestEarlyGate_AJobPastItsGateWhoseLeaseIsLostBeforeAnyStatusRecordsItIsStop
 		}
 		return left
 	}).WithTimeout(3*time.Second).Should(BeEmpty(), "no second Job for the occurrence")
+	fence, err := strconv.ParseInt(job.Annotations[batchv1alpha1.FenceAnnotation], 10, 64)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() int64 { return h.get(gj).Status.LastFence }).Should(BeNumerically(">=", fence), "status takes the Job's fence")
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(And(
+		HavePrefix(batchv1alpha1.UnrecordedRunCountedReason+": Job "+job.Name+" carries a run no status recorded"),
+		ContainSubstring(fmt.Sprintf("fence %d", fence)))), "kubectl describe says why status moved")
 }
 
 // TestEarlyGate_AJobPastItsGateIsHandedOverToTheShardItsGuardedJobMovedTo: a

@@ -154,11 +154,11 @@ func waitingOf(gj *batchv1alpha1.GuardedJob, job *batchv1.Job, early bool) runco
 }
 
 // jobRecordOf is what a Job carries of its run (runcore.JobRecord): its fence
-// annotation, and the occurrence of its run annotation when the Job's name and
+// annotation when runcore.TrustedFence bounds it, and the occurrence of its run annotation when the Job's name and
 // creation time agree with it (runcore.TrustedOccurrence).
 func jobRecordOf(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) runcore.JobRecord {
 	var rec runcore.JobRecord
-	if f, err := strconv.ParseInt(job.Annotations[batchv1alpha1.FenceAnnotation], 10, 64); err == nil && f > 0 {
+	if f, err := strconv.ParseInt(job.Annotations[batchv1alpha1.FenceAnnotation], 10, 64); err == nil && runcore.TrustedFence(f) {
 		rec.Fence = f
 	}
 	var run jobRun

@@ -740,6 +740,9 @@ func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) 
 		}
 		if runcore.FoldJob(&s.gj.Status, rec) {
 			logStep(ctx, runcore.SchedulePastJob, "job", job.Name, "fence", rec.Fence)
+			r.event(s.gj, job, corev1.EventTypeWarning, batchv1alpha1.UnrecordedRunCountedReason,
+				"Job %s carries a run no status recorded (%s): status counts it now, so that occurrence does not start again and later fences stay above it",
+				job.Name, jobRecordText(rec))
 		}
 		caughtUp := runcore.CaughtUp(&s.orig.Status, rec)
 		if _, finished := jobFinished(job); finished {
@@ -775,4 +778,16 @@ func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) 
 		r.pokeStopper(job.Namespace, job.Name) // it stops the Job and says so
 	}
 	return running, adopting, nil
+}
+
+// jobRecordText names what a Job carries of its run, for an event.
+func jobRecordText(rec runcore.JobRecord) string {
+	var parts []string
+	if rec.Fence > 0 {
+		parts = append(parts, "fence "+strconv.FormatInt(rec.Fence, 10))
+	}
+	if !rec.Occurrence.IsZero() {
+		parts = append(parts, "occurrence "+rec.Occurrence.UTC().Format(time.RFC3339))
+	}
+	return strings.Join(parts, ", ")
 }

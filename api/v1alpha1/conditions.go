@@ -369,6 +369,12 @@ const (
 	// emitted on the Job when its GuardedJob is gone), or a run recorded under another
 	// --cluster-name. Also a LockHeld=False reason.
 	StaleJobReason = "StaleJob"
+	// UnrecordedRunCountedReason (Warning; --early-gate): status took the fence or
+	// the occurrence of a Job that carries a run no status recorded (its lease was
+	// lost before a pass recorded it, or the Job was made by someone else with the
+	// run's name): Strict's floor stays above that fence and the schedule does not
+	// start that occurrence again.
+	UnrecordedRunCountedReason = "UnrecordedRunCounted"
 	// NoPodFailurePolicyReason (Warning): a fenced run's Pods use restartPolicy
 	// OnFailure, which forbids the podFailurePolicy that fails the Job on disruption, so a
 	// replacement Pod may run with the fence of a Pod that is maybe still alive.

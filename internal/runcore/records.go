@@ -73,3 +73,17 @@ func TrustedOccurrence(gjName, jobName string, occurrence, created time.Time) bo
 	prefix := gjName + "-" + strconv.FormatInt(occurrence.Unix()/60, 10) + "-"
 	return strings.HasPrefix(jobName, prefix) && !created.Add(occurrenceLead).Before(occurrence)
 }
+
+// MaxJobFence is the highest fence a Job's annotation may carry and still be
+// counted. A fence counter taking a thousand fences a second needs some
+// 285,000 years to reach it, and JSON readers (kubectl's tooling, dashboards)
+// read integers exactly only up to it. Anyone who may create Jobs can write the
+// annotation: a forged fence near the counter's limit would make every later
+// acquisition overflow it, so a larger one is not a record of any run.
+const MaxJobFence = 1 << 53
+
+// TrustedFence says whether a fence read from a Job's annotation may count as
+// the fence its run took: positive and at most MaxJobFence.
+func TrustedFence(fence int64) bool {
+	return fence > 0 && fence <= MaxJobFence
+}

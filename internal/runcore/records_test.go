@@ -1,6 +1,7 @@
 package runcore_test
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -40,6 +41,20 @@ func TestAJobIsItsRunsRecordUntilStatusCatchesUp(t *testing.T) {
 	}
 	if runcore.FoldJob(st, runcore.JobRecord{Fence: 3, Occurrence: occ.Add(-2 * time.Hour)}) {
 		t.Error("an older Job moved status back")
+	}
+}
+
+func TestAForgedFenceCannotExhaustTheFenceCounter(t *testing.T) {
+	for _, c := range []struct {
+		fence int64
+		want  bool
+	}{
+		{0, false}, {-3, false}, {1, true}, {41, true},
+		{runcore.MaxJobFence, true}, {runcore.MaxJobFence + 1, false}, {math.MaxInt64, false},
+	} {
+		if got := runcore.TrustedFence(c.fence); got != c.want {
+			t.Errorf("fence %d: trusted %v, want %v", c.fence, got, c.want)
+		}
 	}
 }
 
