@@ -13,8 +13,11 @@
 //
 // Usage (make test-mutants sets the environment the tests need):
 //
-//	go run ./hack/mutants [-list] [-workers N] [-faults] [-seed N] [NAME ...]
+//	go run ./hack/mutants [-list] [-workers N] [-every] [-faults] [-seed N] [NAME ...]
 //
+// -every runs every catcher of each mutant, not only up to the first that
+// fails, and says which caught it: a way to see that a fast catcher and its
+// story both still catch a mutant (CI stops at the first).
 // -workers runs that many mutants at once (1 by default), each in its own copy.
 // -faults also builds the manager from each mutated copy and runs the fault test
 // (test/e2e TestFaults) with it, which must report at least one violation of the
@@ -756,6 +759,7 @@ func main() {
 	seed := flag.Int64("seed", 0, "with -faults: the fault schedule's seed (E2E_SEED); 0: a new one each run")
 	timeout := flag.Duration("timeout", 15*time.Minute, "bound on each go test run")
 	workers := flag.Int("workers", 1, "mutants run at once, each in its own copy of the checkout (-faults: 1); more is faster but loads the timing of the catchers")
+	every := flag.Bool("every", false, "run every catcher of each mutant, not only up to the first that catches it, and say which caught it")
 	unplanted := flag.Bool("unplanted", true, "first run every catcher on the unplanted copy (false: the caller ran them on this very tree already, as CI's make test does)")
 	flag.Parse()
 	if *list {
@@ -783,7 +787,7 @@ func main() {
 		fmt.Printf("%d mutants apply\n", len(selected))
 		return
 	}
-	r := &runner{timeout: *timeout, faults: *faults, seed: *seed, unplanted: *unplanted, workers: *workers}
+	r := &runner{timeout: *timeout, faults: *faults, seed: *seed, unplanted: *unplanted, workers: *workers, every: *every}
 	if *faults {
 		r.workers = 1 // the fault test needs the whole machine
 	}
@@ -814,6 +818,7 @@ type runner struct {
 	seed      int64
 	unplanted bool
 	workers   int
+	every     bool
 }
 
 func (r *runner) run(ms []mutant) error {
@@ -943,8 +948,9 @@ func (r *runner) runMutant(out *strings.Builder, m mutant, dir string) (caught b
 			err = rerr
 		}
 	}()
+	var by []string
 	for _, c := range m.catchers {
-		if caught {
+		if caught && !r.every {
 			// One catcher is enough; the others (slower, listed last) need not run.
 			say("   %s %s: not run, caught already\n", c.pkg, strings.Join(c.tests, ","))
 			continue
@@ -957,6 +963,7 @@ func (r *runner) runMutant(out *strings.Builder, m mutant, dir string) (caught b
 			return false, fmt.Errorf("mutant %s does not build: update it", m.name)
 		case len(res.failed) > 0:
 			caught = true
+			by = append(by, c.pkg)
 			for _, name := range res.failed {
 				say("     caught by %s: %s\n", name, res.firstMessage(name))
 			}
@@ -971,6 +978,8 @@ func (r *runner) runMutant(out *strings.Builder, m mutant, dir string) (caught b
 	}
 	if !caught {
 		say("   NOT CAUGHT: every catcher passed with the bug planted\n")
+	} else if r.every {
+		say("   caught by %d of %d catchers: %s\n", len(by), len(m.catchers), strings.Join(by, " "))
 	}
 	return caught, nil
 }
