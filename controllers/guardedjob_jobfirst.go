@@ -253,10 +253,7 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 		return false, nil
 	}
 	if err := r.writeGuarded(ctx, s); err != nil {
-		if recorded == nil && !u.Started {
-			// Behind its gate no Pod works under the lease: the next pass
-			// judges the Job again. Past it, the Job is the run's record
-			// and its lease is renewed until a pass adopts it.
+		if !u.KeepsLeaseUnwritten() {
 			r.untrack(token)
 		}
 		return false, err

@@ -364,10 +364,11 @@ var mutants = []mutant{
 	{
 		name: "early-adoption-untracks-started",
 		bug:  "an adoption whose status write fails stops renewing the lease of a Job past its gate: its Pods work on under a lease that lapses",
-		file: "controllers/guardedjob_jobfirst.go",
-		find: "\t\tif recorded == nil && !u.Started {\n",
-		repl: "\t\tif recorded == nil {\n",
+		file: "internal/runcore/adopt.go",
+		find: "\treturn u.Recorded != nil || u.Started\n",
+		repl: "\treturn u.Recorded != nil\n",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestAnAdoptionWhoseWriteFailsKeepsRenewingAJobPastItsGate", "TestTheSimulationKeepsOneWorkingPodPerKey"}},
 			{"./controllers/", []string{"TestEarlyGate_AStatusWriteThatFailsAfterTheGateOpenedKeepsTheLeaseUntilAPassAdoptsTheJob", "TestEarlyGate_ARestartRenewsTheLeaseOfAJobPastItsGateThatNoStatusRecords"}},
 		},
 	},
@@ -1073,17 +1074,31 @@ func (r result) tail() string {
 	return strings.Join(keep, "\n")
 }
 
-// firstMessage is the first line of the test's failure report after its name.
+// firstMessage is the first line of the test's failure report: the first
+// message a _test.go line logged between the test's last start (or
+// continuation) and its "--- FAIL" line.
 func (r result) firstMessage(test string) string {
 	lines := strings.Split(r.out, "\n")
-	for i, l := range lines {
-		if strings.Contains(l, "--- FAIL: "+test) {
-			continue
+	end := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "--- FAIL: "+test+" ") })
+	if end < 0 {
+		return "(see the test's output)"
+	}
+	start := 0
+	for i := end - 1; i >= 0; i-- {
+		if f := strings.Fields(lines[i]); len(f) == 3 && (f[0] == "===") && f[2] == test {
+			start = i
+			break
 		}
-		if strings.Contains(l, "_test.go:") && i+1 < len(lines) {
-			for _, next := range lines[i+1 : min(len(lines), i+4)] {
-				if s := strings.TrimSpace(next); s != "" && !strings.HasPrefix(s, "{") {
-					return s
+	}
+	for i := start; i < end; i++ {
+		l := strings.TrimSpace(lines[i])
+		if _, msg, ok := strings.Cut(l, "_test.go:"); ok {
+			if _, text, ok := strings.Cut(msg, ": "); ok && strings.TrimSpace(text) != "" {
+				return strings.TrimSpace(text)
+			}
+			for _, next := range lines[i+1 : min(end, i+4)] {
+				if t := strings.TrimSpace(next); t != "" && !strings.HasPrefix(t, "{") {
+					return t
 				}
 			}
 		}

@@ -140,3 +140,13 @@ func Adoption(u Unrecorded) (AdoptAct, string) {
 		return DeleteUnadopted, why
 	}
 }
+
+// KeepsLeaseUnwritten says whether the lease of a Job a pass adopted stays
+// renewed when the status write that records the adoption fails: when status
+// records the run already (waiting to acquire again), or the Job is past its
+// gate (its Pods may work, the Job is the run's only record, and its lease is
+// renewed until a pass adopts it). Behind its gate no Pod works under the
+// lease, and the next pass judges the Job again.
+func (u Unrecorded) KeepsLeaseUnwritten() bool {
+	return u.Recorded != nil || u.Started
+}

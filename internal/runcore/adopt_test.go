@@ -174,3 +174,20 @@ func TestAdoptionAdoptsOnlyAJobItsKeyStillHoldsTheLeaseOf(t *testing.T) {
 		})
 	}
 }
+
+func TestAnAdoptionWhoseWriteFailsKeepsRenewingAJobPastItsGate(t *testing.T) {
+	recorded := &batchv1alpha1.ActiveRun{JobName: "settle-1"}
+	for _, c := range []struct {
+		name string
+		u    runcore.Unrecorded
+		want bool
+	}{
+		{"behind its gate: no Pod works, the next pass judges the Job again", runcore.Unrecorded{}, false},
+		{"past its gate: its Pods may work, and the Job is the run's only record", runcore.Unrecorded{Started: true}, true},
+		{"status records the run (waiting to acquire again)", runcore.Unrecorded{Recorded: recorded}, true},
+	} {
+		if got := c.u.KeepsLeaseUnwritten(); got != c.want {
+			t.Errorf("%s: keeps renewing %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -42,7 +42,8 @@ import (
 // manager's cache shows a new Job late, sometimes after the run's starting
 // deadline; a person runs the last occurrence again; the store stops answering;
 // a node is cut off (its Pod works on where the API server no longer shows it);
-// time passes. Half the seeds (drawn from a source of their own) run the early
+// the API server refuses a cluster's status writes for a while; time passes.
+// Half the seeds (drawn from a source of their own) run the early
 // gate (runcore.NewEarlyStart: the gate opens before the status write): a
 // restart resumes the lease of a Job past its gate that no status records when
 // its key holds the token minted for it, adoption takes such Jobs too, the stop
@@ -57,7 +58,9 @@ import (
 // the other's have none. The invariants checked after every step are the
 // model's I1, no two Pods work under the key at once (sparing a Pod whose lease
 // the store lost in a restart without its data, until it stops), and I3: the
-// fences each cluster's Pods start under keep rising.
+// fences each cluster's Pods start under keep rising; and where the stop
+// controller stops a Job no status records, I4: not while its key holds its
+// token and its manager, not restarted since, merely stopped renewing it.
 //
 // GUARDEDJOB_SIM_SEEDS sets how many seeds run (10,000 by default, in a few
 // seconds); GUARDEDJOB_SIM_SEED runs one seed and prints its trace.
@@ -130,6 +133,9 @@ type simJob struct {
 	seen time.Time
 	// fence is the fence its run took (its fence annotation).
 	fence int64
+	// openedIn is the restart count of its cluster's manager when its gate
+	// opened.
+	openedIn int
 }
 
 // apiJob is the Job of a name as the API server shows it, or nil.
@@ -177,6 +183,23 @@ type simCluster struct {
 	handing   map[string]*simKept
 	handSince time.Time
 	handOut   bool // the hand-over timed out: its runs are stopped
+	// writesFailUntil: until then every status write of the cluster's
+	// manager fails.
+	writesFailUntil time.Time
+	// restarts counts its manager's restarts (and moves to another shard).
+	restarts int
+}
+
+// writeFails says whether a status write of the cluster's manager fails now.
+func (c *simCluster) writeFails(now time.Time) bool { return now.Before(c.writesFailUntil) }
+
+// renewedHere is what the cluster's manager renews of a lease: its keeper's
+// entry, or the hand-over's of the shard the GuardedJob left.
+func (c *simCluster) renewedHere(token string) *simKept {
+	if k := c.keeper[token]; k != nil {
+		return k
+	}
+	return c.handing[token]
 }
 
 // shardName is a shard's watch label selector.
@@ -190,6 +213,9 @@ type sim struct {
 	// between shards, the store's data loss, a manager dying in a release. A
 	// seed that never draws one runs as it did before it was simulated.
 	late, moves, losses, dies *rand.Rand
+	// writes: the API server refuses a cluster's status writes for a while
+	// (conflicts, or it does not answer).
+	writes *rand.Rand
 	// early: the managers open a Job's gate before the status write that
 	// records its run (--early-gate), drawn per seed from a source of its own.
 	early    bool
@@ -216,7 +242,7 @@ var simStart = time.Date(2026, 12, 6, 2, 0, 0, 0, time.UTC)
 func newSim(t testing.TB, seed uint64) *sim {
 	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), late: rand.New(rand.NewPCG(seed^0x5bd1e995, seed)),
 		moves: rand.New(rand.NewPCG(seed^0x27d4eb2f165667c5, seed)), losses: rand.New(rand.NewPCG(seed^0x94d049bb133111eb, seed)),
-		dies: rand.New(rand.NewPCG(seed^0xbf58476d1ce4e5b9, seed)), now: simStart, store: simStore{markers: map[string]string{}},
+		dies: rand.New(rand.NewPCG(seed^0xbf58476d1ce4e5b9, seed)), writes: rand.New(rand.NewPCG(seed^0x4cf5ad432745937f, seed)), now: simStart, store: simStore{markers: map[string]string{}},
 		ended: map[batchv1alpha1.RunResult]int{}, early: rand.New(rand.NewPCG(seed^0xd6e8feb86659fd93, seed)).IntN(2) == 0}
 	for _, name := range []string{"cluster-a", "cluster-b"} {
 		s.clusters = append(s.clusters, &simCluster{
@@ -402,6 +428,7 @@ func (s *sim) move(c *simCluster) {
 		c.handing, c.handSince, c.handOut = c.keeper, s.now, false
 	}
 	c.keeper, c.created, c.resumed = map[string]*simKept{}, map[string]types.UID{}, false
+	c.restarts++
 	s.logf("%s: the GuardedJob moves from %s to %s; %s hands %d lease(s) over", c.name, shardName(left), shardName(c.shard), shardName(left), len(c.handing))
 }
 
@@ -624,6 +651,11 @@ func (s *sim) start(c *simCluster, run *batchv1alpha1.ActiveRun, recorded func()
 			s.logf("%s: %s %s, gated", c.name, e.Step(), run.JobName)
 			m.Deliver(runcore.StartOutcome{Created: true})
 		case runcore.WriteRecord:
+			if c.writeFails(s.now) {
+				s.logf("%s: %s %s: the status write fails", c.name, m.Record(), run.JobName)
+				m.Deliver(runcore.StartOutcome{})
+				continue
+			}
 			recorded()
 			c.gj.Status.Active = append(c.gj.Status.Active, *run)
 			c.gj.Status.LastFence = max(c.gj.Status.LastFence, run.Fence)
@@ -636,6 +668,13 @@ func (s *sim) start(c *simCluster, run *batchv1alpha1.ActiveRun, recorded func()
 			m.Deliver(runcore.StartOutcome{Opened: !job.gated})
 		case runcore.Recorded:
 			m.Deliver(runcore.StartOutcome{})
+		case runcore.AbandonPass:
+			// No status names the run: its Job (if created) waits for the
+			// next pass's adoption.
+			if !m.KeepsRenewing() {
+				delete(c.keeper, run.Token)
+			}
+			return
 		default:
 			return
 		}
@@ -715,7 +754,8 @@ func (s *sim) adopt(c *simCluster) {
 			return
 		}
 		run := *j.run
-		act, why := s.adoption(c, j, &run)
+		u := s.unrecorded(c, j, &run)
+		act, why := runcore.Adoption(u)
 		switch act {
 		case runcore.DeleteUnadopted:
 			j.deleted = true
@@ -723,6 +763,17 @@ func (s *sim) adopt(c *simCluster) {
 			continue
 		case runcore.LeaveToStopper:
 			s.logf("%s: %s: the Job %s, past its gate, is left to the stop controller: %s", c.name, runcore.AdoptUnrecorded, j.name, why)
+			continue
+		}
+		if c.writeFails(s.now) {
+			if u.KeepsLeaseUnwritten() {
+				if c.keeper[run.Token] == nil {
+					c.keeper[run.Token] = &simKept{lastOK: run.AcquiredAt.Time}
+				}
+			} else {
+				delete(c.keeper, run.Token)
+			}
+			s.logf("%s: %s %s: the status write fails", c.name, runcore.AdoptUnrecorded, j.name)
 			continue
 		}
 		run.JobUID, run.Phase = j.uid, batchv1alpha1.RunPhaseRunning
@@ -742,11 +793,16 @@ func (s *sim) adopt(c *simCluster) {
 
 // adoption is the verdict of step adopt_unrecorded on a Job carrying run.
 func (s *sim) adoption(c *simCluster, j *simJob, run *batchv1alpha1.ActiveRun) (runcore.AdoptAct, string) {
+	return runcore.Adoption(s.unrecorded(c, j, run))
+}
+
+// unrecorded is what step adopt_unrecorded judges of a Job carrying run.
+func (s *sim) unrecorded(c *simCluster, j *simJob, run *batchv1alpha1.ActiveRun) runcore.Unrecorded {
 	key := runcore.KeyView{Fence: s.store.fence}
 	if s.store.key != nil {
 		key.Holder = s.store.key.token
 	}
-	return runcore.Adoption(runcore.Unrecorded{Run: run, Key: key, Leases: c.gj.Status.Leases, Identity: c.identity(run), StoreDown: s.store.down, Started: !j.gated})
+	return runcore.Unrecorded{Run: run, Key: key, Leases: c.gj.Status.Leases, Identity: c.identity(run), StoreDown: s.store.down, Started: !j.gated}
 }
 
 // jobRecords is what the cluster's Jobs carry of their runs' fences (the
@@ -868,7 +924,7 @@ func (s *sim) open(c *simCluster, run *batchv1alpha1.ActiveRun, job *simJob) {
 	}
 	s.store.key.expires = s.now.Add(simTTL)
 	c.keeper[run.Token].lastOK = s.now
-	job.gated = false
+	job.gated, job.openedIn = false, c.restarts
 	job.pod = &simPod{running: true, visible: true, until: s.store.key.expires.Add(-simGuardMargin)}
 	if run.Fence <= c.fence && s.failed == "" {
 		s.failed = fmt.Sprintf("I3: %s's run %s starts under fence %d, not above the %d an earlier run of it had", c.name, run.JobName, run.Fence, c.fence)
@@ -993,8 +1049,9 @@ func (s *sim) stopUnclaimed(c *simCluster) {
 		if !c.unrecordedStarted(j) || j.pod == nil || !j.pod.running || !j.pod.visible {
 			continue
 		}
+		kept := c.renewedHere(j.token)
 		u := runcore.NewUnclaimed(c.gj.Name, runcore.JobView{Found: true, OwnerUID: string(c.gj.UID), Started: true,
-			RenewedHere: s.keptView(c.keeper[j.token]).Confirmed})
+			RenewedHere: s.keptView(kept).Confirmed})
 		for {
 			action, why := u.Next()
 			switch action {
@@ -1008,6 +1065,12 @@ func (s *sim) stopUnclaimed(c *simCluster) {
 				j.pod.running = false
 				j.finished, j.failed = batchv1.JobFailed, true
 				s.logf("%s: %s: the Job %s and its Pods are deleted: %s", c.name, runcore.StopUnclaimed, j.name, why)
+				if kept == nil && s.store.holds(j.token) && j.openedIn == c.restarts && s.failed == "" {
+					// Its manager never stopped renewing the lease of its run's
+					// Job (no restart since the gate opened), yet it did.
+					s.failed = "I4: the working Job " + j.name + " is stopped while its key holds its token: no renewal of it went unanswered, its manager just stopped renewing it (no restart since its gate opened)"
+					s.logf("VIOLATION %s", s.failed)
+				}
 			}
 			break
 		}
@@ -1046,6 +1109,7 @@ func (s *sim) cutOff(c *simCluster) {
 // crash: the manager restarts; what it kept in memory is gone, and it resumes
 // the leases status records, from their recorded evidence.
 func (s *sim) crash(c *simCluster) {
+	c.restarts++
 	c.keeper = map[string]*simKept{}
 	c.created = map[string]types.UID{}
 	for _, run := range c.gj.Status.Active {
@@ -1075,6 +1139,11 @@ func (s *sim) step() {
 	}
 	if s.losses.IntN(400) == 0 {
 		s.loseData()
+	}
+	if s.writes.IntN(300) == 0 {
+		w := s.clusters[s.writes.IntN(len(s.clusters))]
+		w.writesFailUntil = s.now.Add(time.Duration(10+s.writes.IntN(50)) * time.Second)
+		s.logf("%s: the API server refuses its manager's status writes until %.0fs", w.name, w.writesFailUntil.Sub(simStart).Seconds())
 	}
 	c := s.clusters[s.rng.IntN(len(s.clusters))]
 	switch n := s.rng.IntN(100); {
@@ -1147,6 +1216,7 @@ var regressionSeeds = []struct {
 	{"jobfirst-no-floor", 136},
 	{"early-stopper-keeps-unheld", 2448},
 	{"early-floor-without-jobs", 6630},
+	{"early-adoption-untracks-started", 7},
 }
 
 // TestTheSimulationKeepsOneWorkingPodPerKey runs the simulation for many
