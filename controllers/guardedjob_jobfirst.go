@@ -239,7 +239,7 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 	runcore.SetLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, run.Fence)
 	runcore.SetLockHeld(gj, "", "", s.now)
 	r.track(gj, run, store, resumed)
-	r.claimShard(gj)
+	r.claimShard(ctx, gj)
 	key := client.ObjectKeyFromObject(gj)
 	if r.memory.openedHere(key, job.Name, job.UID) {
 		// This process opened the Job's gate (the cache may not show it

@@ -247,7 +247,7 @@ func (r *GuardedJobReconciler) reconcilePass(ctx context.Context, req ctrl.Reque
 	}
 	r.ensureTracked(ctx, gj)
 	s := &scope{gj: gj, orig: gj.DeepCopy(), now: r.Clock.Now()}
-	r.claimShard(gj)
+	r.claimShard(ctx, gj)
 	if r.requestsServed {
 		set, err := r.loadRequests(ctx, gj.Namespace, gj.Name)
 		if err != nil {

@@ -164,7 +164,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 	run.Holder, run.Token = leasetoken.HolderOf(token), token
 	gj.Status.Active = append(gj.Status.Active, run)
 	runcore.RecordLease(gj, &gj.Status.Active[len(gj.Status.Active)-1], s.now)
-	r.claimShard(gj)
+	r.claimShard(ctx, gj)
 	if triggered {
 		answerTrigger(gj, triggerValue)
 	}

@@ -149,16 +149,45 @@ func (r *GuardedJobReconciler) shardName() string {
 // claimShard records in status.shard that this shard renews the leases of the
 // object's runs; the shard it came from lets go when it reads it. It claims
 // only while the keeper tracks every lease-holding run of this cluster (a run
-// whose store this shard cannot resolve yet is not tracked): until then the
+// whose store this shard cannot resolve yet is not tracked) and, with the early
+// gate, the lease of every working Job no status records yet: until then the
 // shard it came from renews on, up to the hand-over's time limit.
-func (r *GuardedJobReconciler) claimShard(gj *batchv1alpha1.GuardedJob) {
+func (r *GuardedJobReconciler) claimShard(ctx context.Context, gj *batchv1alpha1.GuardedJob) {
 	name := r.shardName()
-	if name == "" || len(gj.Status.Active) == 0 {
+	if name == "" || len(gj.Status.Active) == 0 || gj.Status.Shard == name {
 		return
 	}
-	if runcore.MayClaimShard(r.ClusterName, gj, r.tracks) {
+	unrecorded, err := r.workingUnrecorded(ctx, gj)
+	if err != nil {
+		return // a later pass claims
+	}
+	renews := func(job string) bool {
+		_, ok := r.Keeper.Owned(ownerPrefix(gj.Namespace, gj.Name) + job)
+		return ok
+	}
+	if runcore.MayClaimShard(r.ClusterName, gj, r.tracks, unrecorded, renews) {
 		gj.Status.Shard = name
 	}
+}
+
+// workingUnrecorded names the GuardedJob's Jobs past their gate that carry a
+// run no status records and have not finished: with the early gate, each is its
+// run's only record. Without it no such Job works.
+func (r *GuardedJobReconciler) workingUnrecorded(ctx context.Context, gj *batchv1alpha1.GuardedJob) ([]string, error) {
+	if !r.EarlyGate {
+		return nil, nil
+	}
+	jobs, err := r.ownedJobs(ctx, gj)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for i := range jobs {
+		if w := waitingOf(gj, &jobs[i], true); w.WaitsForAdoption() && w.Started() && !w.Finished {
+			names = append(names, jobs[i].Name)
+		}
+	}
+	return names, nil
 }
 
 // selectorString is a shard's --watch-label-selector, "" for a manager serving

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -32,10 +33,10 @@ func TestShardClaimsAHandOverOnlyOnceItRenewsEveryRun(t *testing.T) {
 	gj.Status.Active = []batchv1alpha1.ActiveRun{run, intent}
 	gj.Status.Shard = "shard=a"
 
-	r.claimShard(gj)
+	r.claimShard(context.Background(), gj)
 	g.Expect(gj.Status.Shard).To(Equal("shard=a"), "a run this shard does not renew keeps the old shard renewing it")
 
 	g.Expect(r.Keeper.Track(r.trackRequest(gj, &gj.Status.Active[0], store, time.Now()))).To(Succeed())
-	r.claimShard(gj)
+	r.claimShard(context.Background(), gj)
 	g.Expect(gj.Status.Shard).To(Equal("shard=b"), "every lease-holding run is renewed here (a run still acquiring holds none)")
 }

@@ -161,6 +161,16 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "early-claim-ignores-jobs",
+		bug:  "the early gate: a shard a GuardedJob moved into claims it while a working Job no status records has its lease renewed only by the shard it left, which then lets go",
+		file: "internal/runcore/handover.go",
+		find: "\tfor _, job := range unrecorded {\n\t\tif !renews(job) {",
+		repl: "\tfor _, job := range unrecorded {\n\t\tif renews(job) {",
+		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestAShardHandsOverMakeBeforeBreak"}},
+		},
+	},
+	{
 		name: "grants-not-exclusive",
 		bug:  "a key prefix granted to one namespace stays in the default of the namespace whose name it starts with",
 		file: "internal/keys/grants.go",

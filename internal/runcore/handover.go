@@ -34,13 +34,20 @@ func RenewsHere(cluster string, owner types.UID, run *batchv1alpha1.ActiveRun) b
 }
 
 // MayClaimShard says whether status.shard may name this shard: only once it
-// renews (tracked) the lease of every run of this cluster that holds one.
-// Until then the shard the object came from renews on, up to the hand-over's
-// time limit.
-func MayClaimShard(cluster string, gj *batchv1alpha1.GuardedJob, tracked func(token string) bool) bool {
+// renews (tracked) the lease of every run of this cluster that holds one, and
+// (the early gate) of every working Job no status records yet, each its run's
+// only record (unrecorded, by Job name; renews says whether this shard renews
+// that Job's lease). Until then the shard the object came from renews on, up to
+// the hand-over's time limit.
+func MayClaimShard(cluster string, gj *batchv1alpha1.GuardedJob, tracked func(token string) bool, unrecorded []string, renews func(jobName string) bool) bool {
 	for i := range gj.Status.Active {
 		run := &gj.Status.Active[i]
 		if RenewsHere(cluster, gj.UID, run) && !tracked(run.Token) {
+			return false
+		}
+	}
+	for _, job := range unrecorded {
+		if !renews(job) {
 			return false
 		}
 	}

@@ -28,12 +28,24 @@ func TestAShardHandsOverMakeBeforeBreak(t *testing.T) {
 	}
 	renews := map[string]bool{"cluster-a/payout-1#a": true}
 	tracked := func(token string) bool { return renews[token] }
-	if runcore.MayClaimShard("cluster-a", gj, tracked) {
+	noJob := func(string) bool { return false }
+	if runcore.MayClaimShard("cluster-a", gj, tracked, nil, noJob) {
 		t.Error("the shard claims the object while the lease of payout-2 is renewed by nobody here")
 	}
 	renews["cluster-a/payout-2#b"] = true
-	if !runcore.MayClaimShard("cluster-a", gj, tracked) {
+	if !runcore.MayClaimShard("cluster-a", gj, tracked, nil, noJob) {
 		t.Error("the shard renews every lease of its cluster's runs (an acquiring run and another cluster's run hold none here), yet may not claim")
+	}
+	// The early gate: payout-5's Job works past its gate and no status records
+	// its run yet; the shard the object left renews its lease until this one
+	// adopts it.
+	adopted := map[string]bool{}
+	if runcore.MayClaimShard("cluster-a", gj, tracked, []string{"payout-5"}, func(job string) bool { return adopted[job] }) {
+		t.Error("the shard claims the object while the working Job payout-5, its run's only record, has its lease renewed by nobody here")
+	}
+	adopted["payout-5"] = true
+	if !runcore.MayClaimShard("cluster-a", gj, tracked, []string{"payout-5"}, func(job string) bool { return adopted[job] }) {
+		t.Error("the shard renews payout-5's lease too, yet may not claim")
 	}
 
 	since := time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC)

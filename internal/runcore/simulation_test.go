@@ -453,7 +453,14 @@ func (s *sim) takeOver(c *simCluster) {
 	}
 	c.resumed = true
 	tracked := func(token string) bool { return c.keeper[token] != nil }
-	if runcore.MayClaimShard(c.name, c.gj, tracked) {
+	var unrecorded []string
+	for _, j := range c.order {
+		if c.unrecordedStarted(j) && j.finished == "" {
+			unrecorded = append(unrecorded, j.name)
+		}
+	}
+	renews := func(name string) bool { return c.keeper[c.jobs[name].token] != nil }
+	if len(c.gj.Status.Active) > 0 && runcore.MayClaimShard(c.name, c.gj, tracked, unrecorded, renews) {
 		c.gj.Status.Shard = shardName(c.shard)
 	}
 	s.logf("%s: %s takes %d lease(s) over; status.shard is %q", c.name, shardName(c.shard), len(c.keeper), c.gj.Status.Shard)
