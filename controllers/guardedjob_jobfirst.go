@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -140,17 +139,6 @@ func (r *GuardedJobReconciler) unrecordedJobsOf(ctx context.Context, s *scope, j
 		}
 	}
 	return pending, nil
-}
-
-// waitingOf is what a Job of this GuardedJob shows of whether it waits for
-// adoption (runcore.Waiting); early: gates open before the status write.
-func waitingOf(gj *batchv1alpha1.GuardedJob, job *batchv1.Job, early bool) runcore.Waiting {
-	_, finished := jobFinished(job)
-	return runcore.Waiting{
-		Controlled: metav1.IsControlledBy(job, gj), Deleting: !job.DeletionTimestamp.IsZero(), Gated: jobbuild.Gated(job),
-		Finished: finished, CarriesRun: job.Annotations[batchv1alpha1.RunAnnotation] != "", Recorded: runcore.RunByName(gj, job.Name) != nil,
-		Early: early, Finalized: controllerutil.ContainsFinalizer(job, batchv1alpha1.LeaseFinalizer),
-	}
 }
 
 // jobRecordOf is what a Job carries of its run (runcore.JobRecord): its fence

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/jobbuild"
@@ -269,4 +270,15 @@ func (r *GuardedJobReconciler) keptLeases() []lockclient.LeaseStatus {
 // getJob reads a Job from the cache.
 func (r *GuardedJobReconciler) getJob(ctx context.Context, key client.ObjectKey, job *batchv1.Job) error {
 	return r.Get(ctx, key, job)
+}
+
+// waitingOf is what a Job of this GuardedJob shows of whether it waits for
+// adoption (runcore.Waiting); early: gates open before the status write.
+func waitingOf(gj *batchv1alpha1.GuardedJob, job *batchv1.Job, early bool) runcore.Waiting {
+	_, finished := jobFinished(job)
+	return runcore.Waiting{
+		Controlled: metav1.IsControlledBy(job, gj), Deleting: !job.DeletionTimestamp.IsZero(), Gated: jobbuild.Gated(job),
+		Finished: finished, CarriesRun: job.Annotations[batchv1alpha1.RunAnnotation] != "", Recorded: runcore.RunByName(gj, job.Name) != nil,
+		Early: early, Finalized: controllerutil.ContainsFinalizer(job, batchv1alpha1.LeaseFinalizer),
+	}
 }
