@@ -142,8 +142,9 @@ func (r *GuardedJobReconciler) unrecordedJobsOf(ctx context.Context, s *scope, j
 }
 
 // jobRecordOf is what a Job carries of its run (runcore.JobRecord): its fence
-// annotation when runcore.TrustedFence bounds it, and the occurrence of its run annotation when the Job's name and
-// creation time agree with it (runcore.TrustedOccurrence).
+// annotation when runcore.TrustedFence bounds it, and the occurrence of its run
+// annotation when the Job's name and creation time agree with it
+// (runcore.TrustedOccurrence).
 func jobRecordOf(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) runcore.JobRecord {
 	var rec runcore.JobRecord
 	if f, err := strconv.ParseInt(job.Annotations[batchv1alpha1.FenceAnnotation], 10, 64); err == nil && runcore.TrustedFence(f) {

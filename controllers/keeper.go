@@ -157,23 +157,28 @@ func (r *GuardedJobReconciler) claimShard(ctx context.Context, gj *batchv1alpha1
 	if name == "" || len(gj.Status.Active) == 0 || gj.Status.Shard == name {
 		return
 	}
-	unrecorded, err := r.workingUnrecorded(ctx, gj)
+	unrecorded, err := r.workingUnrecordedJobs(ctx, gj)
 	if err != nil {
 		return // a later pass claims
 	}
-	renews := func(job string) bool {
-		_, ok := r.Keeper.Owned(ownerPrefix(gj.Namespace, gj.Name) + job)
-		return ok
-	}
+	renews := func(job string) bool { return renewsJob(r.Keeper, gj, job) }
 	if runcore.MayClaimShard(r.ClusterName, gj, r.tracks, unrecorded, renews) {
 		gj.Status.Shard = name
 	}
 }
 
-// workingUnrecorded names the GuardedJob's Jobs past their gate that carry a
-// run no status records and have not finished: with the early gate, each is its
-// run's only record. Without it no such Job works.
-func (r *GuardedJobReconciler) workingUnrecorded(ctx context.Context, gj *batchv1alpha1.GuardedJob) ([]string, error) {
+// renewsJob says whether keeper renews the lease of gj's Job named job (one no
+// status records): tracked, not lost, before its self-fence deadline and
+// maxHold. A renewal that failed (Failing) counts, as it does for a recorded
+// run's lease: the self-fence deadline bounds it.
+func renewsJob(keeper *lockclient.Keeper, gj *batchv1alpha1.GuardedJob, job string) bool {
+	st, ok := keeper.Owned(ownerPrefix(gj.Namespace, gj.Name) + job)
+	return ok && st.State != lockclient.StateLost && !st.DeadlineReached && !st.MaxHoldReached
+}
+
+// workingUnrecordedJobs names the GuardedJob's working Jobs no status records
+// (workingUnrecorded). Without the early gate no such Job works.
+func (r *GuardedJobReconciler) workingUnrecordedJobs(ctx context.Context, gj *batchv1alpha1.GuardedJob) ([]string, error) {
 	if !r.EarlyGate {
 		return nil, nil
 	}
@@ -183,7 +188,7 @@ func (r *GuardedJobReconciler) workingUnrecorded(ctx context.Context, gj *batchv
 	}
 	var names []string
 	for i := range jobs {
-		if w := waitingOf(gj, &jobs[i], true); w.WaitsForAdoption() && w.Started() && !w.Finished {
+		if workingUnrecorded(gj, &jobs[i]) {
 			names = append(names, jobs[i].Name)
 		}
 	}

@@ -359,11 +359,8 @@ func unclaimedJobView(gj *batchv1alpha1.GuardedJob, job *batchv1.Job, keeper *lo
 	}
 	w := waitingOf(gj, job, true)
 	v := runcore.JobView{Found: true, OwnerUID: owner, Finished: finished, WaitsForAdoption: w.WaitsForAdoption() && !w.Started()}
-	if v.Started = w.WaitsForAdoption() && w.Started() && !finished; v.Started && keeper != nil {
-		st, ok := keeper.Owned(ownerPrefix(gj.Namespace, gj.Name) + job.Name)
-		// A renewal that failed (Failing) keeps the Job, as it keeps a
-		// recorded run's: the self-fence deadline bounds it.
-		v.RenewedHere = ok && st.State != lockclient.StateLost && !st.DeadlineReached && !st.MaxHoldReached
+	if v.Started = workingUnrecorded(gj, job); v.Started && keeper != nil {
+		v.RenewedHere = renewsJob(keeper, gj, job.Name)
 	}
 	return v
 }

@@ -272,6 +272,14 @@ func (r *GuardedJobReconciler) getJob(ctx context.Context, key client.ObjectKey,
 	return r.Get(ctx, key, job)
 }
 
+// workingUnrecorded says whether a Job of gj works past its gate carrying a run
+// no status records and has not finished: with the early gate, its run's only
+// record.
+func workingUnrecorded(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) bool {
+	w := waitingOf(gj, job, true)
+	return w.WaitsForAdoption() && w.Started() && !w.Finished
+}
+
 // waitingOf is what a Job of this GuardedJob shows of whether it waits for
 // adoption (runcore.Waiting); early: gates open before the status write.
 func waitingOf(gj *batchv1alpha1.GuardedJob, job *batchv1.Job, early bool) runcore.Waiting {

@@ -798,11 +798,6 @@ func (s *sim) adopt(c *simCluster) {
 	}
 }
 
-// adoption is the verdict of step adopt_unrecorded on a Job carrying run.
-func (s *sim) adoption(c *simCluster, j *simJob, run *batchv1alpha1.ActiveRun) (runcore.AdoptAct, string) {
-	return runcore.Adoption(s.unrecorded(c, j, run))
-}
-
 // unrecorded is what step adopt_unrecorded judges of a Job carrying run.
 func (s *sim) unrecorded(c *simCluster, j *simJob, run *batchv1alpha1.ActiveRun) runcore.Unrecorded {
 	key := runcore.KeyView{Fence: s.store.fence}
@@ -1131,7 +1126,7 @@ func (s *sim) crash(c *simCluster) {
 			continue
 		}
 		run := *j.run
-		if act, _ := s.adoption(c, j, &run); act == runcore.AdoptTheJob {
+		if act, _ := runcore.Adoption(s.unrecorded(c, j, &run)); act == runcore.AdoptTheJob {
 			c.keeper[j.token] = &simKept{lastOK: run.AcquiredAt.Time}
 			s.logf("%s: the restart resumes the lease of %s, which no status records", c.name, j.name)
 		}
