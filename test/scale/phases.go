@@ -424,6 +424,23 @@ func (b *bench) guardedJobs(ctx context.Context) error {
 		gjRep.StartLastSeconds = percentile(starts, 1).Seconds()
 		b.printf("Each run's Job could start (its gate opened) at: p50 %s, p99 %s, last %s after the due time (%d runs).\n\n",
 			secs(percentile(starts, 0.5)), secs(percentile(starts, 0.99)), secs(percentile(starts, 1)), len(started))
+		// Writes to each run's GuardedJob from its due time until its Job could
+		// start: the early gate makes none, the default order one (the record).
+		crd := map[string]int{}
+		for i := range window {
+			e := &window[i]
+			if t, ok := started[e.name()]; ok && e.isWrite() && e.namespace() == nsGJ && strings.HasPrefix(e.resource(), "guardedjobs") &&
+				!e.Received.Before(due) && e.Received.Before(t) {
+				crd[e.name()]++
+			}
+		}
+		var before []int
+		for owner := range started {
+			before = append(before, crd[owner])
+		}
+		sort.Ints(before)
+		gjRep.CRDWritesBeforeStart = &report.Spread{Min: before[0], Median: before[len(before)/2], Max: before[len(before)-1]}
+		b.printf("Writes to a run's GuardedJob before its Job could start: min %d, median %d, max %d.\n\n", before[0], before[len(before)/2], before[len(before)-1])
 	}
 	gjRep.Steps = steps
 	if cpuErr == nil && cpuErr1 == nil {
