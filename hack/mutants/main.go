@@ -91,6 +91,7 @@ var mutants = []mutant{
 		repl: "return acquiredAt",
 		catchers: []catcher{
 			{"./internal/leasetiming/", []string{"TestResumedEvidenceIsNeverYoungerThanTheLease"}},
+			{"./internal/runcore/", []string{"TestTheSimulationKeepsOneWorkingPodPerKey"}},
 			{"./controllers/", []string{"TestWindowClockSkew_ALeaseResumedFromAFastClocksRecordStopsThePodsBeforeTheKeyCouldExpire"}},
 		},
 	},

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/runtoken"
@@ -43,6 +44,11 @@ import (
 // deadline; a person runs the last occurrence again; the store stops answering;
 // a node is cut off (its Pod works on where the API server no longer shows it);
 // the API server refuses a cluster's status writes for a while; time passes.
+// In a third of the seeds the managers' clocks differ within the allowance
+// they are configured with (--clock-skew-allowance): what a manager writes
+// into status is its own clock's reading, and a lease resumed from status
+// counts its self-fence deadline from evidence read on another clock
+// (leasetiming.ResumedEvidence).
 // Half the seeds (drawn from a source of their own) run the early
 // gate (runcore.NewEarlyStart: the gate opens before the status write): a
 // restart resumes the lease of a Job past its gate that no status records when
@@ -74,6 +80,10 @@ const (
 	simStartWithin = 20 * time.Second // a run not started this long after its acquisition is skipped
 	simKey         = "team:settle"
 	simHandover    = 45 * time.Second // --shard-handover-timeout
+	// simSkew is --clock-skew-allowance in the seeds whose managers' clocks
+	// differ: each manager's clock is off by -simSkew/2, 0 or +simSkew/2, so
+	// two of them differ by at most simSkew, the bound the flag states.
+	simSkew = 12 * time.Second
 )
 
 // errSimStoreDown is a store call's error while the simulated store is down.
@@ -188,6 +198,11 @@ type simCluster struct {
 	writesFailUntil time.Time
 	// restarts counts its manager's restarts (and moves to another shard).
 	restarts int
+	// clock is how far its manager's clock is off (its reading less the
+	// true time). Every time a manager writes into status is its own reading
+	// (local); what it keeps in memory is in true time, since its clock's
+	// offset cancels between two readings of its own.
+	clock time.Duration
 }
 
 // writeFails says whether a status write of the cluster's manager fails now.
@@ -218,7 +233,13 @@ type sim struct {
 	writes *rand.Rand
 	// early: the managers open a Job's gate before the status write that
 	// records its run (--early-gate), drawn per seed from a source of its own.
-	early    bool
+	early bool
+	// clocks: in a third of the seeds (drawn from a source of their own) the
+	// managers' clocks differ within skew, the allowance they are configured
+	// with; a new manager (a restart, the shard a GuardedJob joins) draws its
+	// clock from that source.
+	clocks   *rand.Rand
+	skew     time.Duration
 	landing  []simLanding
 	now      time.Time
 	store    simStore
@@ -244,6 +265,9 @@ func newSim(t testing.TB, seed uint64) *sim {
 		moves: rand.New(rand.NewPCG(seed^0x27d4eb2f165667c5, seed)), losses: rand.New(rand.NewPCG(seed^0x94d049bb133111eb, seed)),
 		dies: rand.New(rand.NewPCG(seed^0xbf58476d1ce4e5b9, seed)), writes: rand.New(rand.NewPCG(seed^0x4cf5ad432745937f, seed)), now: simStart, store: simStore{markers: map[string]string{}},
 		ended: map[batchv1alpha1.RunResult]int{}, early: rand.New(rand.NewPCG(seed^0xd6e8feb86659fd93, seed)).IntN(2) == 0}
+	if clocks := rand.New(rand.NewPCG(seed^0x2545f4914f6cdd1d, seed)); clocks.IntN(3) == 0 {
+		s.clocks, s.skew = clocks, simSkew
+	}
 	for _, name := range []string{"cluster-a", "cluster-b"} {
 		s.clusters = append(s.clusters, &simCluster{
 			name: name, jobs: map[string]*simJob{}, keeper: map[string]*simKept{}, created: map[string]types.UID{},
@@ -251,7 +275,39 @@ func newSim(t testing.TB, seed uint64) *sim {
 			gj: &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "settle", UID: types.UID("gj-" + name)}},
 		})
 	}
+	for _, c := range s.clusters {
+		c.clock = s.newClock()
+	}
 	return s
+}
+
+// newClock is the offset of a new manager's clock: none in a seed whose
+// clocks agree.
+func (s *sim) newClock() time.Duration {
+	if s.clocks == nil {
+		return 0
+	}
+	return time.Duration(s.clocks.IntN(3)-1) * s.skew / 2
+}
+
+// clockOf says, in a seed whose clocks differ, how far the cluster's
+// manager's clock is off.
+func (s *sim) clockOf(c *simCluster) string {
+	if s.clocks == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (its clock is off by %+.0fs)", c.clock.Seconds())
+}
+
+// local is the cluster's manager's clock now.
+func (s *sim) local(c *simCluster) time.Time { return s.now.Add(c.clock) }
+
+// resumed is a lease resumed from status by the cluster's manager: its
+// evidence is the recorded acquisition (another manager's reading) less the
+// allowance (leasetiming.ResumedEvidence, as the keeper's resume takes it),
+// read on this manager's clock and kept in true time.
+func (s *sim) resumed(c *simCluster, run *batchv1alpha1.ActiveRun) *simKept {
+	return &simKept{lastOK: leasetiming.ResumedEvidence(run.AcquiredAt.Time, s.skew).Add(-c.clock)}
 }
 
 // check is the invariant: at most one Pod works under the key.
@@ -429,7 +485,8 @@ func (s *sim) move(c *simCluster) {
 	}
 	c.keeper, c.created, c.resumed = map[string]*simKept{}, map[string]types.UID{}, false
 	c.restarts++
-	s.logf("%s: the GuardedJob moves from %s to %s; %s hands %d lease(s) over", c.name, shardName(left), shardName(c.shard), shardName(left), len(c.handing))
+	c.clock = s.newClock()
+	s.logf("%s: the GuardedJob moves from %s to %s; %s hands %d lease(s) over%s", c.name, shardName(left), shardName(c.shard), shardName(left), len(c.handing), s.clockOf(c))
 }
 
 // takeOver is the first pass of the shard a GuardedJob joined: it renews the
@@ -440,7 +497,7 @@ func (s *sim) takeOver(c *simCluster) {
 		if run.Phase == batchv1alpha1.RunPhaseAcquiring || run.AcquiredAt == nil || c.keeper[run.Token] != nil {
 			continue
 		}
-		k := &simKept{lastOK: run.AcquiredAt.Time}
+		k := s.resumed(c, &run)
 		switch {
 		case s.store.down:
 		case s.store.holds(run.Token):
@@ -563,7 +620,7 @@ func (s *sim) schedule(c *simCluster) {
 	run := batchv1alpha1.ActiveRun{
 		Key: simKey, FenceKey: simKey + ":fence", OccurrenceKey: simKey + ":done:" + strconv.FormatInt(occ.Unix(), 10),
 		ScheduledTime: metav1.NewTime(occ), TTL: metav1.Duration{Duration: simTTL}, Phase: batchv1alpha1.RunPhaseAcquiring,
-		StartDeadline: &metav1.Time{Time: s.now.Add(simStartWithin)},
+		StartDeadline: &metav1.Time{Time: s.local(c).Add(simStartWithin)},
 	}
 	if c.guarded {
 		run.PodGuard = &batchv1alpha1.RunPodGuard{Interval: metav1.Duration{Duration: 5 * time.Second}}
@@ -576,17 +633,17 @@ func (s *sim) schedule(c *simCluster) {
 	}
 	if by := s.store.markers[run.OccurrenceKey]; by != "" && !rerun {
 		recorded()
-		runcore.FinishRun(c.gj, run, runcore.NeverHeld, batchv1alpha1.RunResultSkipped, by, "done elsewhere", s.now)
+		runcore.FinishRun(c.gj, run, runcore.NeverHeld, batchv1alpha1.RunResultSkipped, by, "done elsewhere", s.local(c))
 		s.ended[batchv1alpha1.RunResultSkipped]++
 		s.logf("%s: %s skipped: occurrence done by %s", c.name, run.JobName, leasetoken.HolderOf(by))
 		return
 	}
 	if s.store.key != nil {
-		ledger := func(holder string) string { return runcore.LedgerSays(c.gj, holder, s.now) }
+		ledger := func(holder string) string { return runcore.LedgerSays(c.gj, holder, s.local(c)) }
 		orphan, minted, refused := runcore.TakeUp(s.store.key.token, run.Token, identity, runcore.Identity{Settled: true}, c.gj.Status.Active, ledger)
 		if !minted || refused != "" || c.apiJob(orphan.JobName) != nil {
 			recorded()
-			runcore.FinishRun(c.gj, run, runcore.NeverHeld, batchv1alpha1.RunResultBusy, s.store.key.token, "busy", s.now)
+			runcore.FinishRun(c.gj, run, runcore.NeverHeld, batchv1alpha1.RunResultBusy, s.store.key.token, "busy", s.local(c))
 			s.ended[batchv1alpha1.RunResultBusy]++
 			s.logf("%s: %s busy: the key holds %s", c.name, run.JobName, leasetoken.HolderOf(s.store.key.token))
 			return
@@ -602,7 +659,7 @@ func (s *sim) schedule(c *simCluster) {
 		s.store.fence = floor + 1 // Strict: the script raises the counter above the floor the run brings
 		s.logf("%s: the fence counter was at or below the floor %d (status.lastFence and the Jobs' fences): raised", c.name, floor)
 	}
-	run.Phase, run.Fence, run.AcquiredAt = batchv1alpha1.RunPhaseRunning, s.store.fence, runcore.PtrTime(s.now)
+	run.Phase, run.Fence, run.AcquiredAt = batchv1alpha1.RunPhaseRunning, s.store.fence, runcore.PtrTime(s.local(c))
 	c.keeper[run.Token] = &simKept{lastOK: s.now}
 	s.logf("%s: %s %s: fence %d", c.name, runcore.AcquireNext, run.Holder, run.Fence)
 	s.start(c, &run, recorded)
@@ -666,7 +723,7 @@ func (s *sim) start(c *simCluster, run *batchv1alpha1.ActiveRun, recorded func()
 			recorded()
 			c.gj.Status.Active = append(c.gj.Status.Active, *run)
 			c.gj.Status.LastFence = max(c.gj.Status.LastFence, run.Fence)
-			runcore.RecordLease(c.gj, &c.gj.Status.Active[len(c.gj.Status.Active)-1], s.now)
+			runcore.RecordLease(c.gj, &c.gj.Status.Active[len(c.gj.Status.Active)-1], s.local(c))
 			s.logf("%s: %s %s: fence %d", c.name, m.Record(), run.JobName, run.Fence)
 			m.Deliver(runcore.StartOutcome{WriteOK: true})
 			run = runcore.RunByName(c.gj, run.JobName)
@@ -775,7 +832,7 @@ func (s *sim) adopt(c *simCluster) {
 		if c.writeFails(s.now) {
 			if u.KeepsLeaseUnwritten() {
 				if c.keeper[run.Token] == nil {
-					c.keeper[run.Token] = &simKept{lastOK: run.AcquiredAt.Time}
+					c.keeper[run.Token] = s.resumed(c, &run)
 				}
 			} else {
 				delete(c.keeper, run.Token)
@@ -785,10 +842,10 @@ func (s *sim) adopt(c *simCluster) {
 		}
 		run.JobUID, run.Phase = j.uid, batchv1alpha1.RunPhaseRunning
 		adopted := runcore.RecordAdopted(&c.gj.Status, run, nil)
-		runcore.RecordLease(c.gj, adopted, s.now)
+		runcore.RecordLease(c.gj, adopted, s.local(c))
 		c.scheduled(run.ScheduledTime.Time, false)
 		if c.keeper[run.Token] == nil {
-			c.keeper[run.Token] = &simKept{lastOK: run.AcquiredAt.Time} // resumed: its evidence is the acquisition
+			c.keeper[run.Token] = s.resumed(c, &run) // resumed: its evidence is the acquisition
 		}
 		s.adopted++
 		s.logf("%s: %s %s: fence %d", c.name, runcore.AdoptUnrecorded, j.name, run.Fence)
@@ -842,7 +899,7 @@ func (s *sim) running(c *simCluster, run *batchv1alpha1.ActiveRun) {
 	job := c.apiJob(run.JobName)
 	view := s.cachedView(job)
 	for {
-		v := runcore.Running(runcore.RunningView{Run: run, Job: view, Lease: s.leaseView(c, run), PastStartDeadline: !s.now.Before(run.StartDeadline.Time)})
+		v := runcore.Running(runcore.RunningView{Run: run, Job: view, Lease: s.leaseView(c, run), PastStartDeadline: !s.local(c).Before(run.StartDeadline.Time)})
 		switch v.Act {
 		case runcore.ReadJobLive:
 			view = jobViewOf(job, runcore.ReadLive)
@@ -864,8 +921,8 @@ func (s *sim) running(c *simCluster, run *batchv1alpha1.ActiveRun) {
 					m.Deliver(!s.store.down)
 				}
 			}
-			_, end := m.Ended(s.now, 0)
-			runcore.FinishRun(c.gj, *run, end, batchv1alpha1.RunResultSkipped, "", "past its starting deadline", s.now)
+			_, end := m.Ended(s.local(c), s.skew)
+			runcore.FinishRun(c.gj, *run, end, batchv1alpha1.RunResultSkipped, "", "past its starting deadline", s.local(c))
 			s.ended[batchv1alpha1.RunResultSkipped]++
 			s.logf("%s: %s %s: no Job; lease %s", c.name, v.Step, run.JobName, leaseState(end))
 		case runcore.ReleaseFinished:
@@ -1000,9 +1057,9 @@ func (s *sim) release(c *simCluster, run *batchv1alpha1.ActiveRun) {
 		case runcore.WaitForStore:
 			return
 		default:
-			end := m.Ended(s.now, 0)
+			end := m.Ended(s.local(c), s.skew)
 			delete(c.keeper, run.Token)
-			runcore.FinishRun(c.gj, *run, end.Lease, end.Result, "", end.Message, s.now)
+			runcore.FinishRun(c.gj, *run, end.Lease, end.Result, "", end.Message, s.local(c))
 			s.ended[end.Result]++
 			if j := c.jobs[run.JobName]; j != nil && s.rng.IntN(2) == 0 {
 				j.deleted = true // the history limit
@@ -1112,11 +1169,12 @@ func (s *sim) cutOff(c *simCluster) {
 // the leases status records, from their recorded evidence.
 func (s *sim) crash(c *simCluster) {
 	c.restarts++
+	c.clock = s.newClock()
 	c.keeper = map[string]*simKept{}
 	c.created = map[string]types.UID{}
 	for _, run := range c.gj.Status.Active {
 		if run.AcquiredAt != nil && run.Phase != batchv1alpha1.RunPhaseAcquiring {
-			c.keeper[run.Token] = &simKept{lastOK: run.AcquiredAt.Time}
+			c.keeper[run.Token] = s.resumed(c, &run)
 		}
 	}
 	// The early gate: the lease of every Job past its gate that no status
@@ -1127,12 +1185,12 @@ func (s *sim) crash(c *simCluster) {
 		}
 		run := *j.run
 		if act, _ := runcore.Adoption(s.unrecorded(c, j, &run)); act == runcore.AdoptTheJob {
-			c.keeper[j.token] = &simKept{lastOK: run.AcquiredAt.Time}
+			c.keeper[j.token] = s.resumed(c, &run)
 			s.logf("%s: the restart resumes the lease of %s, which no status records", c.name, j.name)
 		}
 	}
 	c.resumed = true
-	s.logf("%s: the manager restarts and resumes %d lease(s) from status", c.name, len(c.keeper))
+	s.logf("%s: the manager restarts and resumes %d lease(s) from status%s", c.name, len(c.keeper), s.clockOf(c))
 }
 
 func (s *sim) step() {
@@ -1218,7 +1276,8 @@ var regressionSeeds = []struct {
 	{"jobfirst-no-floor", 136},
 	{"early-stopper-keeps-unheld", 2448},
 	{"early-floor-without-jobs", 6630},
-	{"early-adoption-untracks-started", 7},
+	{"early-adoption-untracks-started", 16},
+	{"skew-ignored", 9832},
 }
 
 // TestTheSimulationKeepsOneWorkingPodPerKey runs the simulation for many
