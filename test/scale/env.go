@@ -304,6 +304,9 @@ func (w *world) startManager(ctx context.Context, bin string, extra []string, pp
 		"--kubeconfig=" + w.mgrKube, "--redis-url=redis://" + w.redis.addr, "--cluster-name=bench",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port), "--metrics-secure=false",
 		"--health-probe-bind-address=0",
+		// As the manifests deploy it: the container's limit, whose 90% is the
+		// Go runtime's soft memory limit.
+		"--memory-limit=256Mi",
 	}
 	if pprof {
 		pp, err := testproc.FreePort()
