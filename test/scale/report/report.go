@@ -331,6 +331,9 @@ func burstRows(p func(string, ...any), kind, settle string, size int, apiCPU flo
 		p("| API server CPU, due time to %s after the last Job | %s (%.1f ms per run) |\n", settle, Secs(apiCPU), 1000*apiCPU/float64(max(1, runs)))
 	}
 	for _, st := range steps {
+		if st.Runs == 0 {
+			continue // a step of the other run order
+		}
 		p("| %s, p50 / p99 over %d runs | %s / %s |\n", st.Name, st.Runs, Short(st.P50Seconds), Short(st.P99Seconds))
 	}
 }
