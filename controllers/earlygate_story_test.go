@@ -249,3 +249,33 @@ func TestEarlyGate_AJobPastItsGateIsHandedOverToTheShardItsGuardedJobMovedTo(t *
 	g.Expect(st.Shard).To(Equal(batchv1alpha1.ShardLabel + "=b"))
 	g.Consistently(h.jobs).WithTimeout(2*time.Second).Should(ConsistOf(HaveField("UID", job.UID)), "one Job")
 }
+
+// TestEarlyGate_ARunThatWaitedForItsKeyIsRecordedBeforeItsGateOpens: a run
+// whose intent status already records (onBusy Retry waited for the key; a
+// backfill, a request) is not one a later pass adopts from its Job, which it
+// adopts only while no status names the run. Such a run takes the Job-first
+// order: its Job, the status write that records it, then its gate.
+func TestEarlyGate_ARunThatWaitedForItsKeyIsRecordedBeforeItsGateOpens(t *testing.T) {
+	h := newHarness(t)
+	h.earlyGate = true
+	h.start()
+	ctx := context.Background()
+	gj, key := h.retryingBehindForeignHolder()
+
+	g := h.g
+	g.Eventually(func() []batchv1alpha1.ActiveRun { return h.get(gj).Status.Active }).Should(
+		ConsistOf(HaveField("Phase", batchv1alpha1.RunPhaseAcquiring)), "the run waits for the key, recorded in status")
+
+	// The foreign key expires; a retry takes it, and status records the run
+	// with its Job before the Job may start.
+	g.Eventually(func() []batchv1alpha1.ActiveRun { return h.get(gj).Status.Active }).WithTimeout(20*time.Second).Should(
+		ConsistOf(And(HaveField("Phase", batchv1alpha1.RunPhaseRunning), HaveField("JobUID", Not(BeEmpty())))),
+		func() string {
+			return fmt.Sprintf("the run is recorded with its Job (the key holds %q)", h.rdb.Get(ctx, key).Val())
+		})
+	run := h.get(gj).Status.Active[0]
+	g.Expect(h.rdb.Get(ctx, key).Val()).To(Equal(run.Token))
+	jobs := h.jobs()
+	g.Expect(jobs).To(HaveLen(1))
+	g.Eventually(func() bool { js := h.jobs(); return len(js) != 1 || jobbuild.Gated(&js[0]) }).Should(BeFalse(), "its gate opens once status records it")
+}

@@ -199,17 +199,26 @@ func TestPolicyAllowLetsRunsWithPerOccurrenceKeysOverlap(t *testing.T) {
 
 // --- onBusy: Retry -----------------------------------------------------------
 
-func TestPolicyRetryAcquiresOnceTheForeignHolderLetsGo(t *testing.T) {
-	h := newHarness(t)
-	h.start()
-	ctx := context.Background()
+// retryingBehindForeignHolder creates a minutely GuardedJob with onBusy Retry
+// whose key another cluster holds for 4 s, and makes its first occurrence due:
+// its run waits for the key. It returns the object and its key.
+func (h *harness) retryingBehindForeignHolder() (*batchv1alpha1.GuardedJob, string) {
+	h.t.Helper()
 	key := h.ns + ":retry"
 	gj := h.minutely("retry", key)
 	gj.Spec.Lock.OnBusy = batchv1alpha1.OnBusyRetry
 	h.create(gj)
 	foreign := "cluster-b/" + h.ns + "/retry-1-abcdef#ffffffffffffffffffffffffffffffff"
-	h.g.Expect(h.rdb.Set(ctx, key, foreign, 4*time.Second).Err()).To(Succeed())
+	h.g.Expect(h.rdb.Set(context.Background(), key, foreign, 4*time.Second).Err()).To(Succeed())
 	h.triggerAt(gj, h.occurrence(gj, 1).Add(2*time.Second))
+	return gj, key
+}
+
+func TestPolicyRetryAcquiresOnceTheForeignHolderLetsGo(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	gj, key := h.retryingBehindForeignHolder()
 
 	g := h.g
 	g.Eventually(func() *batchv1alpha1.GuardedJobStatus { return &h.get(gj).Status }).Should(And(

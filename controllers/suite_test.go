@@ -273,7 +273,7 @@ func (h *harness) start() {
 	parts, err := controllers.Setup(mgr, controllers.ManagerOptions{
 		Store: h.store, RESTConfig: cfg, ClusterName: cmp.Or(h.clusterName, "cluster-a"), KeyGrants: h.keyGrants, StoreAllow: h.storeAllow,
 		GuardImage: testGuardImage, ClockSkew: cmp.Or(h.clockSkew, time.Second), Namespace: h.ns, StopRate: h.stopRate,
-		Clock: h.clock, IdentityBeat: cmp.Or(h.identityBeat, 100*time.Millisecond), EarlyGate: h.earlyGate,
+		Clock: h.clock, IdentityBeat: cmp.Or(h.identityBeat, 100*time.Millisecond), EarlyGate: h.earlyGate || os.Getenv("GUARDEDJOB_TEST_EARLY_GATE") != "",
 	})
 	h.g.Expect(err).NotTo(HaveOccurred())
 	if h.noGuardImage {

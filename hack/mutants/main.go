@@ -351,6 +351,17 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "early-start-recorded-intent",
+		bug:  "a run whose intent status already records starts in the early order: its gate opens and the record is left to a pass that adopts only a Job no status names, so status keeps the run waiting for a key its own Job holds",
+		file: "internal/runcore/start.go",
+		find: "if jobFirst && early && !inStatus {",
+		repl: "if jobFirst && early {",
+		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestTheEarlyGateStartsOnlyARunNoStatusNamesYet"}},
+			{"./controllers/", []string{"TestEarlyGate_ARunThatWaitedForItsKeyIsRecordedBeforeItsGateOpens"}},
+		},
+	},
+	{
 		name: "early-stopper-stops-renewed",
 		bug:  "the stop controller stops every Job past its gate that no status records, also one whose lease this process renews: a run whose status write failed is stopped although it holds its lease",
 		file: "internal/runcore/unclaimed.go",

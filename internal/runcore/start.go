@@ -112,6 +112,20 @@ func NewEarlyStart() *Starting {
 	return &Starting{next: CreateJobFirst, early: true}
 }
 
+// StartFor starts a run whose lease was just acquired in the order it may take:
+// the early gate's (early: --early-gate) only for a run no status names yet,
+// since a later pass adopts a Job as its run's record only while no status
+// names that run; a run whose intent status records already (one that waited
+// for its key, a backfill's, a request's) takes the Job-first order, which
+// records it before its gate opens, as in the model, where only acquire_next
+// starts a run in the early order. jobFirst is as for NewStart.
+func StartFor(jobFirst, early, inStatus bool) *Starting {
+	if jobFirst && early && !inStatus {
+		return NewEarlyStart()
+	}
+	return NewStart(jobFirst)
+}
+
 // Next is the effect the start needs now.
 func (m *Starting) Next() StartEffect { return m.next }
 

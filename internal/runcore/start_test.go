@@ -99,3 +99,13 @@ func TestTheEarlyGateOpensTheJobBeforeTheStatusWrite(t *testing.T) {
 		})
 	}
 }
+
+func TestTheEarlyGateStartsOnlyARunNoStatusNamesYet(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(runcore.StartFor(true, true, false).Early()).To(BeTrue(), "a new run: the early gate's order")
+	recorded := runcore.StartFor(true, true, true)
+	g.Expect(recorded.Early()).To(BeFalse(), "a run whose intent status records: no later pass would adopt its Job")
+	g.Expect(recorded.Next()).To(Equal(runcore.CreateJobFirst), "it still goes Job first")
+	g.Expect(runcore.StartFor(true, false, false).Early()).To(BeFalse(), "without the flag")
+	g.Expect(runcore.StartFor(false, true, false).Next()).To(Equal(runcore.WriteRecord), "a run whose Job may not come first: status first")
+}
