@@ -281,7 +281,7 @@ func waitedBusy(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) bool
 func (r *GuardedJobReconciler) start(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client, lease lockclient.Lease, floor int64, unrecorded bool) error {
 	gj := s.gj
 	jobFirst := !run.Unguarded && r.leaseConfirmed(gj, run)
-	m := runcore.StartFor(jobFirst, r.EarlyGate, !unrecorded)
+	m := runcore.StartFor(jobFirst, r.EarlyGate, !unrecorded, run)
 	var (
 		job      *batchv1.Job
 		warnings []jobbuild.Warning

@@ -225,6 +225,7 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 		gj.Status.LastRunNow = rec.RunNow
 	}
 	runcore.SetStoreReachable(gj, nil, s.now)
+	runcore.SetAcquired(gj, s.now) // its key holds its token: an acquisition went through
 	runcore.SetLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, run.Fence)
 	runcore.SetLockHeld(gj, "", "", s.now)
 	r.track(gj, run, store, resumed)

@@ -354,11 +354,21 @@ var mutants = []mutant{
 		name: "early-start-recorded-intent",
 		bug:  "a run whose intent status already records starts in the early order: its gate opens and the record is left to a pass that adopts only a Job no status names, so status keeps the run waiting for a key its own Job holds",
 		file: "internal/runcore/start.go",
-		find: "if jobFirst && early && !inStatus {",
-		repl: "if jobFirst && early {",
+		find: "if jobFirst && early && !inStatus && RecordableFromJob(run) {",
+		repl: "if jobFirst && early && RecordableFromJob(run) {",
 		catchers: []catcher{
 			{"./internal/runcore/", []string{"TestTheEarlyGateStartsOnlyARunNoStatusNamesYet"}},
 			{"./controllers/", []string{"TestEarlyGate_ARunThatWaitedForItsKeyIsRecordedBeforeItsGateOpens"}},
+		},
+	},
+	{
+		name: "early-start-loses-bookkeeping",
+		bug:  "a try of a retried occurrence or a backfill's run starts in the early order: the record pass rebuilds the run from its Job, and status.retry's count of tries or status.backfill's progress, which the starting pass kept, is lost",
+		file: "internal/runcore/start.go",
+		find: "return run.Retry == 0 && run.Backfill == \"\"",
+		repl: "return run != nil",
+		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestTheEarlyGateStartsOnlyARunNoStatusNamesYet"}},
 		},
 	},
 	{

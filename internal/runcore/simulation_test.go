@@ -668,7 +668,7 @@ func (s *sim) schedule(c *simCluster) {
 // start drives the core's start of a run (runcore.NewStart) against the
 // simulated API server; the manager may die before any effect.
 func (s *sim) start(c *simCluster, run *batchv1alpha1.ActiveRun, recorded func()) {
-	m := runcore.StartFor(true, s.early, false) // a new run: no status names it yet
+	m := runcore.StartFor(true, s.early, false, run) // a new run: no status names it yet
 	var job *simJob
 	for {
 		e := m.Next()

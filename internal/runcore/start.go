@@ -1,5 +1,7 @@
 package runcore
 
+import batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+
 // The start of a run whose lease this pass has just acquired (steps
 // create_first, record or record_job, then confirm and open), as a machine.
 // Its rule is the write barrier: the guarded status write that records the run
@@ -112,18 +114,27 @@ func NewEarlyStart() *Starting {
 	return &Starting{next: CreateJobFirst, early: true}
 }
 
-// StartFor starts a run whose lease was just acquired in the order it may take:
-// the early gate's (early: --early-gate) only for a run no status names yet,
-// since a later pass adopts a Job as its run's record only while no status
-// names that run; a run whose intent status records already (one that waited
-// for its key, a backfill's, a request's) takes the Job-first order, which
-// records it before its gate opens, as in the model, where only acquire_next
-// starts a run in the early order. jobFirst is as for NewStart.
-func StartFor(jobFirst, early, inStatus bool) *Starting {
-	if jobFirst && early && !inStatus {
+// StartFor starts run, whose lease was just acquired, in the order it may take:
+// the early gate's (early: --early-gate) only for a run no status names yet
+// (inStatus false) whose record a later pass can rebuild from its Job alone
+// (RecordableFromJob), since that pass adopts a Job as its run's record only
+// while no status names the run, and writes only what the Job carries. Any
+// other run takes the Job-first order, which records it before its gate
+// opens, as in the model, where only acquire_next starts a run in the early
+// order. jobFirst is as for NewStart.
+func StartFor(jobFirst, early, inStatus bool, run *batchv1alpha1.ActiveRun) *Starting {
+	if jobFirst && early && !inStatus && RecordableFromJob(run) {
 		return NewEarlyStart()
 	}
 	return NewStart(jobFirst)
+}
+
+// RecordableFromJob says whether all that the pass starting run writes into
+// status can be rebuilt from the run its Job carries: not for a try of a
+// retried occurrence (status.retry counts the tries) nor a backfill's run
+// (status.backfill follows its occurrences).
+func RecordableFromJob(run *batchv1alpha1.ActiveRun) bool {
+	return run.Retry == 0 && run.Backfill == ""
 }
 
 // Next is the effect the start needs now.

@@ -5,6 +5,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/runcore"
 )
 
@@ -102,10 +103,15 @@ func TestTheEarlyGateOpensTheJobBeforeTheStatusWrite(t *testing.T) {
 
 func TestTheEarlyGateStartsOnlyARunNoStatusNamesYet(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(runcore.StartFor(true, true, false).Early()).To(BeTrue(), "a new run: the early gate's order")
-	recorded := runcore.StartFor(true, true, true)
+	plain := &batchv1alpha1.ActiveRun{}
+	g.Expect(runcore.StartFor(true, true, false, plain).Early()).To(BeTrue(), "a new run: the early gate's order")
+	recorded := runcore.StartFor(true, true, true, plain)
 	g.Expect(recorded.Early()).To(BeFalse(), "a run whose intent status records: no later pass would adopt its Job")
 	g.Expect(recorded.Next()).To(Equal(runcore.CreateJobFirst), "it still goes Job first")
-	g.Expect(runcore.StartFor(true, false, false).Early()).To(BeFalse(), "without the flag")
-	g.Expect(runcore.StartFor(false, true, false).Next()).To(Equal(runcore.WriteRecord), "a run whose Job may not come first: status first")
+	g.Expect(runcore.StartFor(true, true, false, &batchv1alpha1.ActiveRun{Retry: 1}).Early()).To(BeFalse(),
+		"a try of a retried occurrence: status.retry counts it, which its Job does not carry")
+	g.Expect(runcore.StartFor(true, true, false, &batchv1alpha1.ActiveRun{Backfill: "2026-12-07T06:00:00Z"}).Early()).To(BeFalse(),
+		"a backfill's run: status.backfill follows it")
+	g.Expect(runcore.StartFor(true, false, false, plain).Early()).To(BeFalse(), "without the flag")
+	g.Expect(runcore.StartFor(false, true, false, plain).Next()).To(Equal(runcore.WriteRecord), "a run whose Job may not come first: status first")
 }
