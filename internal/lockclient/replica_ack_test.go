@@ -101,7 +101,9 @@ func TestReplicaAcknowledgementOfADoneMarker(t *testing.T) {
 	master := redisserver.Start(t)
 	replica := redisserver.Start(t, redisserver.WithReplicaOf(master))
 	masterRDB, replicaRDB := master.Client(t), replica.Client(t)
-	c := dialConfig(t, lockclient.Config{URL: master.URL() + "?minReplicaAcks=1&replicaAckTimeout=1s", Timeout: 3 * time.Second})
+	// 3s: the replica must ack the acquisition while the whole suite runs under
+	// the race detector beside it (1s was once too short there).
+	c := dialConfig(t, lockclient.Config{URL: master.URL() + "?minReplicaAcks=1&replicaAckTimeout=3s", Timeout: 5 * time.Second})
 	k, tok := keys("acks-done"), token(t, "j")
 	l, err := c.Acquire(ctx, acquireReq(k, tok, 30*time.Second))
 	g.Expect(err).NotTo(HaveOccurred())
