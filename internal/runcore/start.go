@@ -120,8 +120,9 @@ func NewEarlyStart() *Starting {
 // (RecordableFromJob), since that pass adopts a Job as its run's record only
 // while no status names the run, and writes only what the Job carries. Any
 // other run takes the Job-first order, which records it before its gate
-// opens, as in the model, where only acquire_next starts a run in the early
-// order. jobFirst is as for NewStart.
+// opens. In the model every run starts with no status naming it
+// (acquire_next, acquire_trigger): it has no intent recorded before its
+// acquisition. jobFirst is as for NewStart.
 func StartFor(jobFirst, early, inStatus bool, run *batchv1alpha1.ActiveRun) *Starting {
 	if jobFirst && early && !inStatus && RecordableFromJob(run) {
 		return NewEarlyStart()
