@@ -163,7 +163,8 @@ type harness struct {
 	// identityBeat is how often the manager writes its cluster identity
 	// heartbeat; zero: every 100 ms (take-up waits for a few beats).
 	identityBeat time.Duration
-	// earlyGate is the manager's --early-gate.
+	// earlyGate is the manager's --early-gate (also on for every story with
+	// earlyGateForAll).
 	earlyGate bool
 	// handoverTimeout is the shard managers' --shard-handover-timeout; zero: a minute.
 	handoverTimeout time.Duration
@@ -198,6 +199,10 @@ func (h *harness) storeViaProxyWithTimeout(timeout time.Duration) *tcpproxy.Prox
 	h.store = store
 	return h.proxy
 }
+
+// earlyGateForAll (GUARDEDJOB_TEST_EARLY_GATE=1) starts every manager of the
+// stories with --early-gate, to run them all in that order (docs/development.md).
+var earlyGateForAll = os.Getenv("GUARDEDJOB_TEST_EARLY_GATE") != ""
 
 // newHarness returns a world for a story that runs beside other stories (a
 // top-level test runs in parallel once it makes its harness).
@@ -273,7 +278,7 @@ func (h *harness) start() {
 	parts, err := controllers.Setup(mgr, controllers.ManagerOptions{
 		Store: h.store, RESTConfig: cfg, ClusterName: cmp.Or(h.clusterName, "cluster-a"), KeyGrants: h.keyGrants, StoreAllow: h.storeAllow,
 		GuardImage: testGuardImage, ClockSkew: cmp.Or(h.clockSkew, time.Second), Namespace: h.ns, StopRate: h.stopRate,
-		Clock: h.clock, IdentityBeat: cmp.Or(h.identityBeat, 100*time.Millisecond), EarlyGate: h.earlyGate || os.Getenv("GUARDEDJOB_TEST_EARLY_GATE") != "",
+		Clock: h.clock, IdentityBeat: cmp.Or(h.identityBeat, 100*time.Millisecond), EarlyGate: h.earlyGate || earlyGateForAll,
 	})
 	h.g.Expect(err).NotTo(HaveOccurred())
 	if h.noGuardImage {

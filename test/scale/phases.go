@@ -394,7 +394,6 @@ func (b *bench) guardedJobs(ctx context.Context) error {
 	for owner := range first {
 		counts = append(counts, writesBefore[owner])
 	}
-	sort.Ints(counts)
 
 	b.printf("\n### GuardedJob (the manager binary, N=%d due in one minute)\n\n", n)
 	b.printf("| GuardedJobs due | Jobs created | skew p50 | skew p99 | last | floor (all N runs' writes) | p99 / floor | CronJob p99 / GuardedJob p99 |\n|---|---|---|---|---|---|---|---|\n")
@@ -412,9 +411,9 @@ func (b *bench) guardedJobs(ctx context.Context) error {
 		LastSeconds: percentile(skews, 1).Seconds(), RequestsPerRun: map[string]float64{}, WindowSeconds: settle.Sub(due).Seconds()}
 	b.rep.GuardedJob = gjRep
 	if len(counts) > 0 {
-		gjRep.WritesPerRun = report.Spread{Min: counts[0], Median: counts[len(counts)/2], Max: counts[len(counts)-1]}
+		gjRep.WritesPerRun = spreadOf(counts)
 		b.printf("API writes per run up to and including its Job's creation (events aside): min %d, median %d, max %d.\n\n",
-			counts[0], counts[len(counts)/2], counts[len(counts)-1])
+			gjRep.WritesPerRun.Min, gjRep.WritesPerRun.Median, gjRep.WritesPerRun.Max)
 	}
 	profiled()
 	steps, started := runSteps(window, due, runShape{ns: nsGJ, jobSuffix: 2, status: "guardedjobs/status", gated: true, controller: "the rest of the pass"})
@@ -438,9 +437,9 @@ func (b *bench) guardedJobs(ctx context.Context) error {
 		for owner := range started {
 			before = append(before, crd[owner])
 		}
-		sort.Ints(before)
-		gjRep.CRDWritesBeforeStart = &report.Spread{Min: before[0], Median: before[len(before)/2], Max: before[len(before)-1]}
-		b.printf("Writes to a run's GuardedJob before its Job could start: min %d, median %d, max %d.\n\n", before[0], before[len(before)/2], before[len(before)-1])
+		w := spreadOf(before)
+		gjRep.CRDWritesBeforeStart = &w
+		b.printf("Writes to a run's GuardedJob before its Job could start: min %d, median %d, max %d.\n\n", w.Min, w.Median, w.Max)
 	}
 	gjRep.Steps = steps
 	if cpuErr == nil && cpuErr1 == nil {
@@ -732,4 +731,11 @@ func (b *bench) waitRecorded(ctx context.Context, ns string, n int, within time.
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// spreadOf is the minimum, median and maximum of counts (not empty), which it
+// sorts.
+func spreadOf(counts []int) report.Spread {
+	sort.Ints(counts)
+	return report.Spread{Min: counts[0], Median: counts[len(counts)/2], Max: counts[len(counts)-1]}
 }

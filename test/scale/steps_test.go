@@ -3,6 +3,8 @@ package main
 import (
 	"testing"
 	"time"
+
+	"github.com/guardedjob/guardedjob/test/scale/report"
 )
 
 func event(verb, resource, sub, name string, received, done time.Time) auditEvent {
@@ -52,5 +54,11 @@ func TestRunStepsCountsAGatedRunUntilItsGateOpens(t *testing.T) {
 	_, started = runSteps(window[:3], due, runShape{ns: nsGJ, jobSuffix: 2, status: "guardedjobs/status", gated: true})
 	if _, ok := started["gj-1"]; ok {
 		t.Fatal("a run whose gate never opened counts as started")
+	}
+}
+
+func TestSpreadOfCounts(t *testing.T) {
+	if got := spreadOf([]int{3, 0, 1, 1, 2}); got != (report.Spread{Min: 0, Median: 1, Max: 3}) {
+		t.Fatalf("spreadOf: %+v, want min 0, median 1, max 3", got)
 	}
 }
