@@ -575,15 +575,15 @@ func (r *GuardedJobReconciler) unrecordedLeases(ctx context.Context, listed map[
 				continue
 			}
 			w := waitingOf(gj, job, true)
-			if _, finished := jobFinished(job); !w.WaitsForAdoption() || !w.Started() || finished {
-				continue
+			if !w.WaitsForAdoption() || !w.Started() || w.Finished {
+				continue // no store read for a Job no restart would renew
 			}
 			spec, err := r.compile(ctx, gj)
 			if err != nil {
 				continue // its pass reports the spec; the stop controller stops the Job
 			}
 			u, _, store := r.judgeUnrecorded(ctx, &scope{gj: gj, spec: spec, now: now}, job, nil)
-			if act, _ := runcore.Adoption(u); act != runcore.AdoptTheJob {
+			if !runcore.ResumesUnrecorded(w, u) {
 				continue
 			}
 			run := *u.Run

@@ -343,10 +343,11 @@ var mutants = []mutant{
 	{
 		name: "early-resume-skips-unrecorded",
 		bug:  "a restart renews only the leases status records: the lease of a Job whose gate opened before its status write lapses under its working Pods (HOLE_EARLY_RESUME_SKIPS_UNRECORDED)",
-		file: "controllers/shard.go",
-		find: "\t\t\treqs = append(reqs, r.trackRequest(gj, &run, store, resumed))\n",
-		repl: "\t\t\t_, _ = run, store\n",
+		file: "internal/runcore/adopt.go",
+		find: "\tact, _ := Adoption(u)\n\treturn act == AdoptTheJob\n",
+		repl: "\t_, _ = Adoption(u)\n\treturn false\n",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestARestartResumesOnlyAWorkingJobItsPassWouldAdopt", "TestTheSimulationKeepsOneWorkingPodPerKey"}},
 			{"./controllers/", []string{"TestEarlyGate_ARestartRenewsTheLeaseOfAJobPastItsGateThatNoStatusRecords"}},
 		},
 	},

@@ -150,3 +150,17 @@ func Adoption(u Unrecorded) (AdoptAct, string) {
 func (u Unrecorded) KeepsLeaseUnwritten() bool {
 	return u.Recorded != nil || u.Started
 }
+
+// ResumesUnrecorded says whether a restart (a new leader, a shard taking a
+// GuardedJob over) renews the lease of a Job no status records, at once with
+// the recorded ones: a working Job past its gate that its pass would adopt (the
+// key holds the token minted for it, at its fence, and the ledger does not
+// record its run as over). Its pass adopts it; the stop controller stops every
+// other such Job, whose lease nobody renews.
+func ResumesUnrecorded(w Waiting, u Unrecorded) bool {
+	if !w.WaitsForAdoption() || !w.Started() || w.Finished {
+		return false
+	}
+	act, _ := Adoption(u)
+	return act == AdoptTheJob
+}

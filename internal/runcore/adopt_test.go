@@ -191,3 +191,45 @@ func TestAnAdoptionWhoseWriteFailsKeepsRenewingAJobPastItsGate(t *testing.T) {
 		}
 	}
 }
+
+// TestARestartResumesOnlyAWorkingJobItsPassWouldAdopt: a restart renews, with
+// the leases status records, the lease of a Job past its gate that no status
+// records only while the key holds the token minted for it; any other Job it
+// leaves to its pass or to the stop controller.
+func TestARestartResumesOnlyAWorkingJobItsPassWouldAdopt(t *testing.T) {
+	id := runtoken.Run{Cluster: "cluster-a", Namespace: "payments", Name: "payout", UID: "uid-1",
+		Occurrence: time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC), Start: runcore.StartOf(&batchv1alpha1.ActiveRun{})}
+	token, job, err := runtoken.Mint(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := &batchv1alpha1.ActiveRun{JobName: job, Key: "payments:payout", FenceKey: "payments:payout:fence", Holder: leasetoken.HolderOf(token), Fence: 7}
+	held := runcore.Unrecorded{Run: run, Key: runcore.KeyView{Holder: token, Fence: 7}, Identity: id, Started: true}
+	working := runcore.Waiting{Controlled: true, CarriesRun: true, Early: true, Finalized: true}
+	for _, c := range []struct {
+		name string
+		w    func(*runcore.Waiting)
+		u    func(*runcore.Unrecorded)
+		want bool
+	}{
+		{"working, its key holds its token at its fence", nil, nil, true},
+		{"working, its key acquired again since", nil, func(u *runcore.Unrecorded) { u.Key.Fence = 8 }, false},
+		{"working, its lease expired", nil, func(u *runcore.Unrecorded) { u.Key.Holder = "" }, false},
+		{"working, the store does not answer", nil, func(u *runcore.Unrecorded) { u.StoreDown, u.Key = true, runcore.KeyView{} }, false},
+		{"behind its gate: no Pod works under its lease", func(w *runcore.Waiting) { w.Gated = true }, nil, false},
+		{"finished: nothing works under its lease", func(w *runcore.Waiting) { w.Finished = true }, nil, false},
+		{"status records it: its lease is resumed as recorded", func(w *runcore.Waiting) { w.Recorded = true }, nil, false},
+		{"not the GuardedJob's own", func(w *runcore.Waiting) { w.Controlled = false }, nil, false},
+	} {
+		w, u := working, held
+		if c.w != nil {
+			c.w(&w)
+		}
+		if c.u != nil {
+			c.u(&u)
+		}
+		if got := runcore.ResumesUnrecorded(w, u); got != c.want {
+			t.Errorf("%s: resumed %v, want %v", c.name, got, c.want)
+		}
+	}
+}
