@@ -100,7 +100,7 @@ func (h *harness) heldPastTTL(gj *batchv1alpha1.GuardedJob, job *batchv1.Job, to
 // token its key holds.
 func earlyUnrecorded(t *testing.T, name string) (*harness, *atomic.Bool, *batchv1alpha1.GuardedJob, batchv1.Job, string) {
 	h := newHarness(t)
-	h.earlyGate = true
+	h.order = orderEarly
 	failing := &atomic.Bool{}
 	failing.Store(true)
 	h.intercept = failRunWritesWhile(failing)
@@ -118,7 +118,7 @@ func earlyUnrecorded(t *testing.T, name string) (*harness, *atomic.Bool, *batchv
 // starts it writes none.
 func TestEarlyGate_ARunsGateOpensBeforeAnyWriteToItsGuardedJob(t *testing.T) {
 	h := newHarness(t)
-	h.earlyGate = true
+	h.order = orderEarly
 	log := &writeLog{}
 	h.restWrap = log.wrap
 	h.start()
@@ -229,7 +229,7 @@ func TestEarlyGate_AJobPastItsGateWhoseLeaseIsLostBeforeAnyStatusRecordsItIsStop
 // the working Job, and there is one Job.
 func TestEarlyGate_AJobPastItsGateIsHandedOverToTheShardItsGuardedJobMovedTo(t *testing.T) {
 	h := newHarness(t)
-	h.earlyGate = true
+	h.order = orderEarly
 	failing := &atomic.Bool{}
 	failing.Store(true)
 	h.shardIntercept = failRunWritesWhile(failing)
@@ -257,7 +257,7 @@ func TestEarlyGate_AJobPastItsGateIsHandedOverToTheShardItsGuardedJobMovedTo(t *
 // order: its Job, the status write that records it, then its gate.
 func TestEarlyGate_ARunThatWaitedForItsKeyIsRecordedBeforeItsGateOpens(t *testing.T) {
 	h := newHarness(t)
-	h.earlyGate = true
+	h.order = orderEarly
 	h.start()
 	ctx := context.Background()
 	gj, key := h.retryingBehindForeignHolder()

@@ -63,6 +63,7 @@ func (h *harness) unrecordedJob(name string) (*batchv1alpha1.GuardedJob, batchv1
 // the Job create is the only API write before the Job exists.
 func TestJobFirst_ARunCreatesItsJobBeforeItsFirstStatusWrite(t *testing.T) {
 	h := newHarness(t)
+	h.order = orderRecordFirst // its Job waits at its gate for the status write
 	log := &writeLog{}
 	h.restWrap = log.wrap
 	h.start()
@@ -122,6 +123,7 @@ func TestJobFirst_ARunCreatesItsJobBeforeItsFirstStatusWrite(t *testing.T) {
 // leaves the Job alone meanwhile.
 func TestJobFirst_AManagerThatDiesBetweenTheJobAndTheStatusWriteLeavesAJobTheNextOneAdopts(t *testing.T) {
 	h := newHarness(t)
+	h.order = orderRecordFirst // its Job waits at its gate for the status write
 	ctx := context.Background()
 	gj, job, token := h.unrecordedJob("adopted")
 	g := h.g
@@ -158,6 +160,7 @@ func TestJobFirst_AManagerThatDiesBetweenTheJobAndTheStatusWriteLeavesAJobTheNex
 // with a new lease and a new Job.
 func TestJobFirst_AJobLeftUnrecordedWhoseLeaseExpiredIsDeletedNeverStarted(t *testing.T) {
 	h := newHarness(t)
+	h.order = orderRecordFirst // its Job waits at its gate for the status write
 	ctx := context.Background()
 	gj, job, _ := h.unrecordedJob("expired")
 	g := h.g
@@ -201,6 +204,7 @@ func (h *harness) unadoptedDeleted(gj *batchv1alpha1.GuardedJob, job *batchv1.Jo
 // that fence): the Job is deleted, never started.
 func TestJobFirst_AJobLeftUnrecordedWhoseKeyWasAcquiredAgainIsNotAdopted(t *testing.T) {
 	h := newHarness(t)
+	h.order = orderRecordFirst // its Job waits at its gate for the status write
 	ctx := context.Background()
 	gj, job, _ := h.unrecordedJob("moved")
 	g := h.g
@@ -263,6 +267,7 @@ func TestJobFirst_ARunWaitingForItsKeyAdoptsTheJobItsFailedStatusWriteLeft(t *te
 // lease). Once the store answers, the Job is adopted.
 func TestJobFirst_AStoreThatDoesNotAnswerTheAdoptionStartsNoRunBesideTheJob(t *testing.T) {
 	h := newHarness(t)
+	h.order = orderRecordFirst // its Job waits at its gate for the status write
 	ctx := context.Background()
 	proxy := h.storeViaProxy()
 	h.intercept = failRunWrites()
@@ -307,6 +312,7 @@ func TestJobFirst_AStoreThatDoesNotAnswerTheAdoptionStartsNoRunBesideTheJob(t *t
 // is adopted with its lease.
 func TestJobFirst_AnUnlockOfTheLeaseOfAJobWaitingForAdoptionIsRefused(t *testing.T) {
 	h := newHarness(t)
+	h.order = orderRecordFirst // its Job waits at its gate for the status write
 	ctx := context.Background()
 	gj, job, token := h.unrecordedJob("tenant")
 	g := h.g
@@ -334,6 +340,7 @@ func TestJobFirst_AnUnlockOfTheLeaseOfAJobWaitingForAdoptionIsRefused(t *testing
 // and there is one Job.
 func TestJobFirst_AJobWaitingForAdoptionIsAdoptedByTheShardItsGuardedJobMovedTo(t *testing.T) {
 	h := newHarness(t)
+	h.order = orderRecordFirst // its Job waits at its gate for the status write
 	ctx := context.Background()
 	h.shardIntercept = failRunWrites()
 	shardA := h.startShard(batchv1alpha1.ShardLabel + "=a")

@@ -59,7 +59,7 @@ func (h *harness) startShard(selector string) *shardManager {
 	parts, err := controllers.Setup(mgr, controllers.ManagerOptions{
 		Store: h.store, RESTConfig: cfg, ClusterName: "cluster-a", ClockSkew: time.Second, Namespace: h.ns, Selector: sel,
 		HandoverTimeout: cmp.Or(h.handoverTimeout, time.Minute), Clock: h.clock, IdentityBeat: 100 * time.Millisecond, LeaderElectionID: "shard " + selector,
-		MaxConcurrentReconciles: h.shardWorkers, EarlyGate: h.earlyGate || earlyGateForAll,
+		MaxConcurrentReconciles: h.shardWorkers, EarlyGate: h.earlyGate(),
 	})
 	h.g.Expect(err).NotTo(HaveOccurred())
 	keeper := parts.Keeper

@@ -163,9 +163,10 @@ type harness struct {
 	// identityBeat is how often the manager writes its cluster identity
 	// heartbeat; zero: every 100 ms (take-up waits for a few beats).
 	identityBeat time.Duration
-	// earlyGate is the manager's --early-gate (also on for every story with
-	// earlyGateForAll).
-	earlyGate bool
+	// order pins the order a story's managers start runs in; orderDefault is
+	// the manager's default (--early-gate), or the older order for every story
+	// with GUARDEDJOB_TEST_RECORD_FIRST (recordFirstForAll).
+	order runOrder
 	// handoverTimeout is the shard managers' --shard-handover-timeout; zero: a minute.
 	handoverTimeout time.Duration
 	// shardIntercept, when set, wraps the client of the shard managers started
@@ -200,9 +201,35 @@ func (h *harness) storeViaProxyWithTimeout(timeout time.Duration) *tcpproxy.Prox
 	return h.proxy
 }
 
-// earlyGateForAll (GUARDEDJOB_TEST_EARLY_GATE=1) starts every manager of the
-// stories with --early-gate, to run them all in that order (docs/development.md).
-var earlyGateForAll = os.Getenv("GUARDEDJOB_TEST_EARLY_GATE") != ""
+// runOrder is the order a story's managers start runs in.
+type runOrder int
+
+const (
+	// orderDefault: the manager's default, the early gate, unless
+	// recordFirstForAll.
+	orderDefault runOrder = iota
+	// orderEarly: --early-gate, for a story of that order's own windows.
+	orderEarly
+	// orderRecordFirst: --early-gate=false, the status write that records a
+	// run before its gate opens, for a story of that order's own windows.
+	orderRecordFirst
+)
+
+// recordFirstForAll (GUARDEDJOB_TEST_RECORD_FIRST=1) starts every manager of
+// the stories not pinned to an order with --early-gate=false, to run them all
+// in the older order (docs/development.md).
+var recordFirstForAll = os.Getenv("GUARDEDJOB_TEST_RECORD_FIRST") != ""
+
+// earlyGate is the manager's --early-gate for the harness's managers.
+func (h *harness) earlyGate() bool {
+	switch h.order {
+	case orderEarly:
+		return true
+	case orderRecordFirst:
+		return false
+	}
+	return !recordFirstForAll
+}
 
 // newHarness returns a world for a story that runs beside other stories (a
 // top-level test runs in parallel once it makes its harness).
@@ -278,7 +305,7 @@ func (h *harness) start() {
 	parts, err := controllers.Setup(mgr, controllers.ManagerOptions{
 		Store: h.store, RESTConfig: cfg, ClusterName: cmp.Or(h.clusterName, "cluster-a"), KeyGrants: h.keyGrants, StoreAllow: h.storeAllow,
 		GuardImage: testGuardImage, ClockSkew: cmp.Or(h.clockSkew, time.Second), Namespace: h.ns, StopRate: h.stopRate,
-		Clock: h.clock, IdentityBeat: cmp.Or(h.identityBeat, 100*time.Millisecond), EarlyGate: h.earlyGate || earlyGateForAll,
+		Clock: h.clock, IdentityBeat: cmp.Or(h.identityBeat, 100*time.Millisecond), EarlyGate: h.earlyGate(),
 	})
 	h.g.Expect(err).NotTo(HaveOccurred())
 	if h.noGuardImage {

@@ -95,6 +95,7 @@ func TestUntrusted_ATenantsJobNamingAnotherNamespacesKeyNeverMakesTheManagerRead
 // the tenant's timing.
 func TestUntrusted_AnAnnotationThatLengthensTheLeaseIsNeverAdopted(t *testing.T) {
 	h := newHarness(t)
+	h.order = orderRecordFirst // its Job waits at its gate for the status write
 	ctx := context.Background()
 	g := h.g
 	gj, job, token := h.unrecordedJob("lengthened")
@@ -126,6 +127,7 @@ func TestUntrusted_AnAnnotationThatLengthensTheLeaseIsNeverAdopted(t *testing.T)
 // answer of its own.
 func TestUntrusted_AnAnnotationNamingAPendingRequestNeverAnswersIt(t *testing.T) {
 	h := newHarness(t)
+	h.order = orderRecordFirst // its Job waits at its gate for the status write
 	ctx := context.Background()
 	g := h.g
 	gj, job, _ := h.unrecordedJob("answered")

@@ -113,8 +113,8 @@ func main() {
 		"Serve only the GuardedJobs whose labels match this selector (a shard): sharding.guardedjob.dev/key=a for shard a, !sharding.guardedjob.dev/key for the default shard; empty: every GuardedJob. Each shard needs its own --leader-election-id; env GUARDEDJOB_WATCH_LABEL_SELECTOR.")
 	flag.DurationVar(&o.shardHandoverTimeout, "shard-handover-timeout", controllers.DefaultHandoverTimeout,
 		"How long a shard that a GuardedJob left (relabelled) keeps renewing the leases of its runs for the new shard to take them over; then it stops those runs (before their leases could expire).")
-	flag.BoolVar(&o.earlyGate, "early-gate", false,
-		"Experimental: open a run's start gate before any status write records it, and leave that write to the next pass (the Job carries the run and is its record until status catches up), which takes it off the start of every run (docs/failure-semantics.md).")
+	flag.BoolVar(&o.earlyGate, "early-gate", true,
+		"Open a run's start gate before any status write records it, and leave that write to the next pass (the Job carries the run and is its record until status catches up), which takes it off the start of every run; false writes the record before the gate opens (docs/failure-semantics.md).")
 	flag.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the manager's).")
 	flag.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits before taking over.")
 	flag.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing before it gives up.")
