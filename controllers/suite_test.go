@@ -223,12 +223,12 @@ var recordFirstForAll = os.Getenv("GUARDEDJOB_TEST_RECORD_FIRST") != ""
 // earlyGate is the manager's --early-gate for the harness's managers.
 func (h *harness) earlyGate() bool {
 	switch h.order {
+	case orderDefault:
+		return !recordFirstForAll
 	case orderEarly:
 		return true
-	case orderRecordFirst:
-		return false
 	}
-	return !recordFirstForAll
+	return false
 }
 
 // newHarness returns a world for a story that runs beside other stories (a

@@ -128,12 +128,7 @@ func TestRecordAdoptedRaisesTheFenceFloor(t *testing.T) {
 // adopt_unrecorded does with a Job waiting at its gate: adopt it, delete it,
 // stop the recorded run it belongs to, or wait for the store.
 func TestAdoptionAdoptsOnlyAJobItsKeyStillHoldsTheLeaseOf(t *testing.T) {
-	id := runtoken.Run{Cluster: "cluster-a", Namespace: "payments", Name: "payout", UID: "uid-1",
-		Occurrence: time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC), Start: runcore.StartOf(&batchv1alpha1.ActiveRun{})}
-	token, job, err := runtoken.Mint(id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, token, job := mintedForPayout(t)
 	other, _, err := runtoken.Mint(id)
 	if err != nil {
 		t.Fatal(err)
@@ -197,12 +192,7 @@ func TestAnAdoptionWhoseWriteFailsKeepsRenewingAJobPastItsGate(t *testing.T) {
 // records only while the key holds the token minted for it; any other Job it
 // leaves to its pass or to the stop controller.
 func TestARestartResumesOnlyAWorkingJobItsPassWouldAdopt(t *testing.T) {
-	id := runtoken.Run{Cluster: "cluster-a", Namespace: "payments", Name: "payout", UID: "uid-1",
-		Occurrence: time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC), Start: runcore.StartOf(&batchv1alpha1.ActiveRun{})}
-	token, job, err := runtoken.Mint(id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, token, job := mintedForPayout(t)
 	run := &batchv1alpha1.ActiveRun{JobName: job, Key: "payments:payout", FenceKey: "payments:payout:fence", Holder: leasetoken.HolderOf(token), Fence: 7}
 	held := runcore.Unrecorded{Run: run, Key: runcore.KeyView{Holder: token, Fence: 7}, Identity: id, Started: true}
 	working := runcore.Waiting{Controlled: true, CarriesRun: true, Early: true, Finalized: true}
@@ -232,4 +222,17 @@ func TestARestartResumesOnlyAWorkingJobItsPassWouldAdopt(t *testing.T) {
 			t.Errorf("%s: resumed %v, want %v", c.name, got, c.want)
 		}
 	}
+}
+
+// mintedForPayout returns a scheduled run's identity, the token minted for it
+// and its Job's name.
+func mintedForPayout(t *testing.T) (runtoken.Run, string, string) {
+	t.Helper()
+	id := runtoken.Run{Cluster: "cluster-a", Namespace: "payments", Name: "payout", UID: "uid-1",
+		Occurrence: time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC), Start: runcore.StartOf(&batchv1alpha1.ActiveRun{})}
+	token, job, err := runtoken.Mint(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, token, job
 }
