@@ -717,6 +717,7 @@ var mutants = []mutant{
 		repl: "if latest := LatestStart(spec, sched, run.ScheduledTime.Time, now); now.After(latest) && false {",
 		catchers: []catcher{
 			{"./internal/due/", []string{"TestLateRunsAreSkippedNeverRun"}},
+			{"./internal/runcore/", []string{"TestTheSimulationKeepsOneWorkingPodPerKey"}},
 			{"./controllers/", []string{"TestMarker_ABufferedRunLaterThanItsOccurrencesLatestStartIsSkippedNotRun"}},
 		},
 	},

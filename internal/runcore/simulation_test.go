@@ -16,10 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/due"
 	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/runtoken"
+	"github.com/guardedjob/guardedjob/internal/schedule"
 )
 
 // The simulation: the core's decisions for the start of a run
@@ -43,7 +45,11 @@ import (
 // manager's cache shows a new Job late, sometimes after the run's starting
 // deadline; a person runs the last occurrence again; the store stops answering;
 // a node is cut off (its Pod works on where the API server no longer shows it);
-// the API server refuses a cluster's status writes for a while; time passes.
+// the API server refuses a cluster's status writes for a while; time passes;
+// in a third of the seeds every manager stands still for 10 to 15 minutes at
+// a quiet moment, after which the occurrences due meanwhile are later than
+// their latest start (due.Late skips them) and done-markers have expired
+// (their time to live is leasetiming.MarkerTTL's, for the spec simSpec).
 // In a third of the seeds the managers' clocks differ within the allowance
 // they are configured with (--clock-skew-allowance): what a manager writes
 // into status is its own clock's reading, and a lease resumed from status
@@ -64,7 +70,9 @@ import (
 // the other's have none. The invariants checked after every step are the
 // model's I1, no two Pods work under the key at once (sparing a Pod whose lease
 // the store lost in a restart without its data, until it stops), and I3: the
-// fences each cluster's Pods start under keep rising; and where the stop
+// fences each cluster's Pods start under keep rising; I2: no occurrence is
+// completed (its done-marker written) by two runs since the store last lost
+// its data (a person's run-now of it again aside); and where the stop
 // controller stops a Job no status records, I4: not while its key holds its
 // token and its manager, not restarted since, merely stopped renewing it, nor
 // after a restart that found the Job as its pass would adopt it (that restart
@@ -88,6 +96,28 @@ const (
 	simSkew = 12 * time.Second
 )
 
+// simSchedule is the simulated GuardedJobs' schedule, one occurrence a minute.
+var simSchedule = func() *schedule.Schedule {
+	sched, err := schedule.Parse("* * * * *", "UTC")
+	if err != nil {
+		panic(err)
+	}
+	return sched
+}()
+
+// simSpec is the simulated GuardedJobs' spec, as far as the core and due read
+// it: an occurrence due while a run is active waits behind it (BufferOne),
+// and a run may start startingDeadlineSeconds after its occurrence, or after
+// the run it waited behind (lock.maxHold and the stop budget).
+func simSpec() batchv1alpha1.GuardedJobSpec {
+	return batchv1alpha1.GuardedJobSpec{
+		Schedule: "* * * * *", ConcurrencyPolicy: batchv1alpha1.BufferOneConcurrent, StartingDeadlineSeconds: ptrInt64(int64(simStartWithin / time.Second)),
+		Lock: batchv1alpha1.LockSpec{MaxHold: &metav1.Duration{Duration: 2 * time.Minute}},
+	}
+}
+
+func ptrInt64(v int64) *int64 { return &v }
+
 // errSimStoreDown is a store call's error while the simulated store is down.
 var errSimStoreDown = errors.New("the store does not answer")
 
@@ -102,13 +132,31 @@ type simLease struct {
 type simStore struct {
 	key     *simLease
 	fence   int64
-	markers map[string]string
+	markers map[string]simMarker
 	down    bool
+}
+
+// simMarker is an occurrence's done-marker: who wrote it, and when it expires
+// (leasetiming.MarkerTTL, as the manager's completion sets it).
+type simMarker struct {
+	by      string
+	expires time.Time
 }
 
 func (st *simStore) expire(now time.Time) {
 	if st.key != nil && !now.Before(st.key.expires) {
 		st.key = nil
+	}
+}
+
+// expireMarkers drops the done-markers whose time to live ended.
+func (s *sim) expireMarkers() {
+	for occ, m := range s.store.markers {
+		if !s.now.Before(m.expires) {
+			delete(s.store.markers, occ)
+			s.expiredOcc++
+			s.logf("the done-marker %s expires", occ)
+		}
 	}
 }
 
@@ -259,6 +307,22 @@ type sim struct {
 	ended        map[batchv1alpha1.RunResult]int
 	leftToExpire int
 	adopted      int
+	// I2's bookkeeping: when each token last acquired the key and whether its
+	// run is a person's run-now of an occurrence again, when the store last
+	// lost its data, and which run completed each occurrence since; markers
+	// that expired, and the runs skipped as later than their occurrence's
+	// latest start (what the seeds reached).
+	acquired   map[string]time.Time
+	reruns     map[string]bool
+	lostAt     time.Time
+	completed  map[string]string
+	expiredOcc int
+	skipped    int
+	// stallAt is the step from which, at the first quiet moment (no run
+	// active, no Pod working), every manager stands still for stallFor (a
+	// control plane away for long); zero: no stall in this seed.
+	stallAt, steps int
+	stallFor       time.Duration
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -270,8 +334,11 @@ var simStart = time.Date(2026, 12, 6, 2, 0, 0, 0, time.UTC)
 func newSim(t testing.TB, seed uint64) *sim {
 	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), late: rand.New(rand.NewPCG(seed^0x5bd1e995, seed)),
 		moves: rand.New(rand.NewPCG(seed^0x27d4eb2f165667c5, seed)), losses: rand.New(rand.NewPCG(seed^0x94d049bb133111eb, seed)),
-		dies: rand.New(rand.NewPCG(seed^0xbf58476d1ce4e5b9, seed)), writes: rand.New(rand.NewPCG(seed^0x4cf5ad432745937f, seed)), now: simStart, store: simStore{markers: map[string]string{}},
-		ended: map[batchv1alpha1.RunResult]int{}, early: rand.New(rand.NewPCG(seed^0xd6e8feb86659fd93, seed)).IntN(2) == 0}
+		dies: rand.New(rand.NewPCG(seed^0xbf58476d1ce4e5b9, seed)), writes: rand.New(rand.NewPCG(seed^0x4cf5ad432745937f, seed)), now: simStart, store: simStore{markers: map[string]simMarker{}},
+		ended: map[batchv1alpha1.RunResult]int{}, acquired: map[string]time.Time{}, reruns: map[string]bool{}, completed: map[string]string{}, early: rand.New(rand.NewPCG(seed^0xd6e8feb86659fd93, seed)).IntN(2) == 0}
+	if stalls := rand.New(rand.NewPCG(seed^0x9fb21c651e98df25, seed)); stalls.IntN(3) == 0 {
+		s.stallAt, s.stallFor = 1+stalls.IntN(500), time.Duration(10+stalls.IntN(6))*time.Minute
+	}
 	if clocks := rand.New(rand.NewPCG(seed^0x2545f4914f6cdd1d, seed)); clocks.IntN(3) == 0 {
 		s.clocks, s.skew = clocks, simSkew
 	}
@@ -279,7 +346,7 @@ func newSim(t testing.TB, seed uint64) *sim {
 		s.clusters = append(s.clusters, &simCluster{
 			name: name, jobs: map[string]*simJob{}, keeper: map[string]*simKept{}, created: map[string]types.UID{},
 			next: simStart, guarded: name == "cluster-a", resumed: true,
-			gj: &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "settle", UID: types.UID("gj-" + name)}},
+			gj: &batchv1alpha1.GuardedJob{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "settle", UID: types.UID("gj-" + name)}, Spec: simSpec()},
 		})
 	}
 	for _, c := range s.clusters {
@@ -345,6 +412,7 @@ func (s *sim) advance(d time.Duration) {
 	}
 	s.now = s.now.Add(d)
 	s.store.expire(s.now)
+	s.expireMarkers()
 	s.land()
 	for _, c := range s.clusters {
 		s.handOver(c)
@@ -459,6 +527,36 @@ func (s *sim) keep(c *simCluster) {
 	s.stopReported()
 }
 
+// quiet says whether no run is active and no Pod works, in any cluster.
+func (s *sim) quiet() bool {
+	for _, c := range s.clusters {
+		if len(c.gj.Status.Active) > 0 {
+			return false
+		}
+		for _, j := range c.order {
+			if j.pod != nil && j.pod.running {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// completes checks I2 as a run completes its occurrence: no other run
+// completed it since the store last lost its data. A person's run-now of an
+// occurrence again does not count, nor a run whose lease predates the data
+// loss.
+func (s *sim) completes(run *batchv1alpha1.ActiveRun) {
+	if s.reruns[run.Token] || s.acquired[run.Token].Before(s.lostAt) {
+		return
+	}
+	if by, ok := s.completed[run.OccurrenceKey]; ok && by != run.Holder && s.failed == "" {
+		s.failed = fmt.Sprintf("I2: %s completes the occurrence at %s, which %s completed already", run.Holder, run.ScheduledTime.UTC().Format("15:04"), by)
+		s.logf("VIOLATION %s", s.failed)
+	}
+	s.completed[run.OccurrenceKey] = run.Holder
+}
+
 // loseData: the store restarts without its data: the lock key, the fence
 // counter and the done-markers are gone. A Pod working under the lost key may
 // overlap the next holder's until its keeper finds the lease lost (the
@@ -472,7 +570,8 @@ func (s *sim) loseData() {
 			}
 		}
 	}
-	s.store.key, s.store.fence, s.store.markers = nil, 0, map[string]string{}
+	s.store.key, s.store.fence, s.store.markers = nil, 0, map[string]simMarker{}
+	s.lostAt, s.completed = s.now, map[string]string{}
 	s.logf("the store restarts empty: the lock key, the fence counter and the done-markers are gone")
 }
 
@@ -638,7 +737,18 @@ func (s *sim) schedule(c *simCluster) {
 	recorded := func() {
 		c.scheduled(occ, rerun)
 	}
-	if by := s.store.markers[run.OccurrenceKey]; by != "" && !rerun {
+	if why := due.Late(&c.gj.Spec, simSchedule, &run, false, s.local(c)); why != "" && !rerun {
+		// Past the latest start of its occurrence (a cluster that was down
+		// or blocked for long): its done-marker may be gone.
+		recorded()
+		runcore.FinishRun(c.gj, run, runcore.NeverHeld, batchv1alpha1.RunResultSkipped, "", why, s.local(c))
+		s.ended[batchv1alpha1.RunResultSkipped]++
+		s.skipped++
+		s.logf("%s: %s skipped: %s", c.name, run.JobName, why)
+		return
+	}
+	if m, ok := s.store.markers[run.OccurrenceKey]; ok && !rerun {
+		by := m.by
 		recorded()
 		runcore.FinishRun(c.gj, run, runcore.NeverHeld, batchv1alpha1.RunResultSkipped, by, "done elsewhere", s.local(c))
 		s.ended[batchv1alpha1.RunResultSkipped]++
@@ -661,6 +771,7 @@ func (s *sim) schedule(c *simCluster) {
 		s.logf("%s: %s takes up the lease %s no status records", c.name, runcore.AcquireNext, run.Holder)
 	}
 	s.store.key = &simLease{token: run.Token, expires: s.now.Add(simTTL)}
+	s.acquired[run.Token], s.reruns[run.Token] = s.now, rerun
 	s.store.fence++
 	if floor := runcore.FloorWithJobs(c.gj.Status.LastFence, c.jobRecords()); s.store.fence <= floor {
 		s.store.fence = floor + 1 // Strict: the script raises the counter above the floor the run brings
@@ -1057,7 +1168,9 @@ func (s *sim) release(c *simCluster, run *batchv1alpha1.ActiveRun) {
 				m.Deliver(runcore.ReleaseOutcome{NotHeld: true, Holder: s.store.key.token})
 			default:
 				if e == runcore.CompleteLease {
-					s.store.markers[run.OccurrenceKey] = run.Holder
+					ttl := leasetiming.MarkerTTL(simSchedule, run.ScheduledTime.Time, s.local(c), due.StartsOf(&c.gj.Spec), c.gj.Spec.Lock.KeepAfterSuccessOrDefault())
+					s.store.markers[run.OccurrenceKey] = simMarker{by: run.Holder, expires: s.now.Add(ttl)}
+					s.completes(run)
 				}
 				released := s.store.key != nil
 				s.store.key = nil
@@ -1216,6 +1329,12 @@ func (s *sim) crash(c *simCluster) {
 }
 
 func (s *sim) step() {
+	s.steps++
+	if s.stallAt > 0 && s.steps >= s.stallAt && s.quiet() {
+		s.stallAt = 0
+		s.logf("every manager stands still for %v", s.stallFor)
+		s.advance(s.stallFor)
+	}
 	if s.moves.IntN(150) == 0 {
 		s.move(s.clusters[s.moves.IntN(len(s.clusters))])
 	}
@@ -1293,7 +1412,7 @@ var regressionSeeds = []struct {
 	{"release-ignores-unclean-end", 202},
 	{"takeup-ignores-ledger", 4},
 	{"skip-on-cached-miss", 554},
-	{"jobfirst-adopt-any", 513},
+	{"jobfirst-adopt-any", 239},
 	{"shard-break-before-make", 7917},
 	{"jobfirst-no-floor", 136},
 	{"early-stopper-keeps-unheld", 2448},
@@ -1301,6 +1420,7 @@ var regressionSeeds = []struct {
 	{"early-adoption-untracks-started", 16},
 	{"skew-ignored", 9832},
 	{"early-resume-skips-unrecorded", 9},
+	{"late-start-runs", 1810},
 }
 
 // TestTheSimulationKeepsOneWorkingPodPerKey runs the simulation for many
@@ -1317,7 +1437,7 @@ func TestTheSimulationKeepsOneWorkingPodPerKey(t *testing.T) {
 	for seed := from; seed < from+n; seed++ {
 		seeds = append(seeds, seed)
 	}
-	ended, left, adopted := map[batchv1alpha1.RunResult]int{}, 0, 0
+	ended, left, adopted, expired, late := map[batchv1alpha1.RunResult]int{}, 0, 0, 0, 0
 	for _, seed := range seeds {
 		s := runSim(t, seed, 600)
 		for r, k := range s.ended {
@@ -1325,6 +1445,8 @@ func TestTheSimulationKeepsOneWorkingPodPerKey(t *testing.T) {
 		}
 		left += s.leftToExpire
 		adopted += s.adopted
+		expired += s.expiredOcc
+		late += s.skipped
 		if s.failed != "" {
 			t.Fatalf("seed %d: %s\nreplay: GUARDEDJOB_SIM_SEED=%d go test ./internal/runcore/ -run TestTheSimulationKeepsOneWorkingPodPerKey\ntrace:\n%s",
 				seed, s.failed, seed, strings.Join(s.trace, "\n"))
@@ -1337,8 +1459,10 @@ func TestTheSimulationKeepsOneWorkingPodPerKey(t *testing.T) {
 	// fail or lose their lease, leases left to expire under a Pod that a
 	// cut-off node keeps working, and Jobs adopted after their pass died.
 	if n >= 100 && (ended[batchv1alpha1.RunResultSucceeded] < int(n)/2 || ended[batchv1alpha1.RunResultFailed] < int(n)/10 ||
-		ended[batchv1alpha1.RunResultLockLost] < int(n)/10 || left < int(n)/10 || adopted < int(n)/20) {
-		t.Errorf("in %d seeds: %v, %d leases left to expire, %d Jobs adopted: the simulation hardly reaches what it checks", n, ended, left, adopted)
+		ended[batchv1alpha1.RunResultLockLost] < int(n)/10 || left < int(n)/10 || adopted < int(n)/20 || expired < int(n)/100 || late < int(n)/100) {
+		t.Errorf("in %d seeds: %v, %d leases left to expire, %d Jobs adopted, %d done-markers expired, %d runs skipped late: the simulation hardly reaches what it checks",
+			n, ended, left, adopted, expired, late)
 	}
-	t.Logf("%d seeds: runs ended %v, %d leases left to expire, %d Jobs adopted", n, ended, left, adopted)
+	t.Logf("%d seeds: runs ended %v, %d leases left to expire, %d Jobs adopted, %d done-markers expired, %d runs skipped past their occurrence's latest start",
+		n, ended, left, adopted, expired, late)
 }
