@@ -442,7 +442,7 @@ var mutants = []mutant{
 		find: "if unrecorded && !runtoken.StartedBy(key.Holder, StartOf(run)) {",
 		repl: "if unrecorded && false {",
 		catchers: []catcher{
-			{"./internal/runcore/", []string{"TestAdoptableOnlyWhileTheKeyHoldsTheTokenMintedForThisVeryJob"}},
+			{"./internal/runcore/", []string{"TestAdoptableOnlyWhileTheKeyHoldsTheTokenMintedForThisVeryJob", "TestTheSimulationKeepsOneWorkingPodPerKey"}},
 			{"./controllers/", []string{"TestUntrusted_AnAnnotationNamingAPendingRequestNeverAnswersIt"}},
 		},
 	},
@@ -652,7 +652,7 @@ var mutants = []mutant{
 		find: "if field := RunDiffers(&want, hint); field != \"\" {",
 		repl: "want = *hint\n\tif field := RunDiffers(&want, hint); field != \"\" {",
 		catchers: []catcher{
-			{"./internal/runcore/", []string{"TestTrustedRunTakesFromTheAnnotationOnlyWhatItMayGive"}},
+			{"./internal/runcore/", []string{"TestTrustedRunTakesFromTheAnnotationOnlyWhatItMayGive", "TestTheSimulationKeepsOneWorkingPodPerKey"}},
 			{"./controllers/", []string{"TestUntrusted_AnAnnotationThatLengthensTheLeaseIsNeverAdopted"}},
 		},
 	},

@@ -46,8 +46,9 @@ import (
 // deadline; a person runs the last occurrence again; the store stops answering;
 // a node is cut off (its Pod works on where the API server no longer shows it);
 // the API server refuses a cluster's status writes for a while; time passes;
-// in a third of the seeds every manager stands still for 10 to 15 minutes at
-// a quiet moment, after which the occurrences due meanwhile are later than
+// a tenant who may edit Jobs edits the run annotation of a Job waiting for
+// adoption (runcore.TrustedRun judges it as the manager does); in a third of
+// the seeds every manager stands still for 10 to 15 minutes at a quiet moment, after which the occurrences due meanwhile are later than
 // their latest start (due.Late skips them) and done-markers have expired
 // (their time to live is leasetiming.MarkerTTL's, for the spec simSpec).
 // In a third of the seeds the managers' clocks differ within the allowance
@@ -72,7 +73,10 @@ import (
 // the store lost in a restart without its data, until it stops), and I3: the
 // fences each cluster's Pods start under keep rising; I2: no occurrence is
 // completed (its done-marker written) by two runs since the store last lost
-// its data (a person's run-now of it again aside); and where the stop
+// its data (a person's run-now of it again aside); at every adoption and
+// resume of a Job no status records, that the annotation stayed a hint (the
+// run's keys, lease timing and pod guard are the spec's) and I8: what started
+// the run is what its token attests; and where the stop
 // controller stops a Job no status records, I4: not while its key holds its
 // token and its manager, not restarted since, merely stopped renewing it, nor
 // after a restart that found the Job as its pass would adopt it (that restart
@@ -196,6 +200,9 @@ type simJob struct {
 	// openedIn is the restart count of its cluster's manager when its gate
 	// opened.
 	openedIn int
+	// created is when the API server created the Job (its creation
+	// timestamp, on the API server's clock).
+	created time.Time
 	// resumableIn is the restart count of its cluster's manager at the restart
 	// that found the Job working, with no status recording it, as its pass
 	// would adopt it (its key holding its token at its fence): that restart
@@ -323,6 +330,8 @@ type sim struct {
 	// control plane away for long); zero: no stall in this seed.
 	stallAt, steps int
 	stallFor       time.Duration
+	// tenants draws the edits of a tenant who may edit Jobs.
+	tenants *rand.Rand
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -336,6 +345,7 @@ func newSim(t testing.TB, seed uint64) *sim {
 		moves: rand.New(rand.NewPCG(seed^0x27d4eb2f165667c5, seed)), losses: rand.New(rand.NewPCG(seed^0x94d049bb133111eb, seed)),
 		dies: rand.New(rand.NewPCG(seed^0xbf58476d1ce4e5b9, seed)), writes: rand.New(rand.NewPCG(seed^0x4cf5ad432745937f, seed)), now: simStart, store: simStore{markers: map[string]simMarker{}},
 		ended: map[batchv1alpha1.RunResult]int{}, acquired: map[string]time.Time{}, reruns: map[string]bool{}, completed: map[string]string{}, early: rand.New(rand.NewPCG(seed^0xd6e8feb86659fd93, seed)).IntN(2) == 0}
+	s.tenants = rand.New(rand.NewPCG(seed^0x1b873593cc9e2d51, seed))
 	if stalls := rand.New(rand.NewPCG(seed^0x9fb21c651e98df25, seed)); stalls.IntN(3) == 0 {
 		s.stallAt, s.stallFor = 1+stalls.IntN(500), time.Duration(10+stalls.IntN(6))*time.Minute
 	}
@@ -525,6 +535,35 @@ func (s *sim) keep(c *simCluster) {
 		}
 	}
 	s.stopReported()
+}
+
+// tenantEdits: a tenant who may edit Jobs in the namespace edits the run
+// annotation of a Job that waits for adoption: a ten times longer ttl, another
+// key, or a request as what started the run. What the manager acts on must
+// still be the spec's (checkAdopted); the Job itself may be lost to the edit
+// (deleted, or stopped), as the tenant could also delete it.
+func (s *sim) tenantEdits(c *simCluster) {
+	var waiting []*simJob
+	for _, j := range c.order {
+		if j.run != nil && c.waiting(j, true).WaitsForAdoption() {
+			waiting = append(waiting, j)
+		}
+	}
+	if len(waiting) == 0 {
+		return
+	}
+	j := waiting[s.tenants.IntN(len(waiting))]
+	edited := *j.run
+	switch s.tenants.IntN(3) {
+	case 0:
+		edited.TTL = metav1.Duration{Duration: 10 * simTTL}
+	case 1:
+		edited.Key = "team:tenant"
+	default:
+		edited.RunNow = batchv1alpha1.RunRequestPrefix + "uid-tenant"
+	}
+	j.run = &edited
+	s.logf("%s: a tenant edits the run annotation of %s (ttl %v, key %s, run-now %q)", c.name, j.name, edited.TTL.Duration, edited.Key, edited.RunNow)
 }
 
 // quiet says whether no run is active and no Pod works, in any cluster.
@@ -730,15 +769,8 @@ func (s *sim) schedule(c *simCluster) {
 	case s.now.Before(c.next):
 		return
 	}
-	run := batchv1alpha1.ActiveRun{
-		Key: simKey, FenceKey: simKey + ":fence", OccurrenceKey: simKey + ":done:" + strconv.FormatInt(occ.Unix(), 10),
-		ScheduledTime: metav1.NewTime(occ), TTL: metav1.Duration{Duration: simTTL}, Phase: batchv1alpha1.RunPhaseAcquiring,
-		Cluster: c.name, OwnerUID: c.gj.UID,
-		StartDeadline: &metav1.Time{Time: s.local(c).Add(simStartWithin)},
-	}
-	if c.guarded {
-		run.PodGuard = &batchv1alpha1.RunPodGuard{Interval: metav1.Duration{Duration: 5 * time.Second}}
-	}
+	run := c.runFor(occ)
+	run.Phase, run.StartDeadline = batchv1alpha1.RunPhaseAcquiring, &metav1.Time{Time: s.local(c).Add(simStartWithin)}
 	identity := c.identity(&run)
 	run.Token, run.JobName = runtoken.MintFrom(identity, fmt.Sprintf("%016x", s.rng.Uint64()))
 	run.Holder = leasetoken.HolderOf(run.Token)
@@ -872,7 +904,9 @@ func (s *sim) start(c *simCluster, run *batchv1alpha1.ActiveRun, recorded func()
 func (s *sim) newJob(run *batchv1alpha1.ActiveRun) *simJob {
 	s.uids++
 	annotated := *run
-	return &simJob{name: run.JobName, uid: types.UID("uid-" + strconv.Itoa(s.uids)), token: run.Token, gated: true, guarded: run.PodGuard != nil, run: &annotated, fence: run.Fence}
+	annotated.Token = "" // the annotation never carries the token
+	return &simJob{name: run.JobName, uid: types.UID("uid-" + strconv.Itoa(s.uids)), token: run.Token, gated: true, guarded: run.PodGuard != nil, run: &annotated,
+		fence: run.Fence, created: s.now}
 }
 
 var startEffectName = map[runcore.StartEffect]string{
@@ -938,8 +972,7 @@ func (s *sim) adopt(c *simCluster) {
 		if s.store.down {
 			return
 		}
-		run := *j.run
-		u := s.unrecorded(c, j, &run)
+		u := s.unrecorded(c, j)
 		act, why := runcore.Adoption(u)
 		switch act {
 		case runcore.DeleteUnadopted:
@@ -950,6 +983,9 @@ func (s *sim) adopt(c *simCluster) {
 			s.logf("%s: %s: the Job %s, past its gate, is left to the stop controller: %s", c.name, runcore.AdoptUnrecorded, j.name, why)
 			continue
 		}
+		run := *u.Run
+		run.Token = u.Key.Holder
+		s.checkAdopted(c, &run)
 		if c.writeFails(s.now) {
 			if u.KeepsLeaseUnwritten() {
 				if c.keeper[run.Token] == nil {
@@ -976,13 +1012,62 @@ func (s *sim) adopt(c *simCluster) {
 	}
 }
 
-// unrecorded is what step adopt_unrecorded judges of a Job carrying run.
-func (s *sim) unrecorded(c *simCluster, j *simJob, run *batchv1alpha1.ActiveRun) runcore.Unrecorded {
+// unrecorded is what step adopt_unrecorded judges of Job j: the run it would
+// be adopted as (runcore.TrustedRun: its annotation is a hint, checked against
+// the spec for the occurrence it names), or why it may not be, and what the
+// store says of its key.
+func (s *sim) unrecorded(c *simCluster, j *simJob) runcore.Unrecorded {
 	key := runcore.KeyView{Fence: s.store.fence}
 	if s.store.key != nil {
 		key.Holder = s.store.key.token
 	}
-	return runcore.Unrecorded{Run: run, Key: key, Leases: c.gj.Status.Leases, Identity: c.identity(run), StoreDown: s.store.down, Started: !j.gated}
+	trust := runcore.Trust{Cluster: c.name, OwnerUID: c.gj.UID, JobName: j.name, JobCreated: metav1.NewTime(j.created),
+		FromSpec: func(scheduled metav1.Time) (batchv1alpha1.ActiveRun, error) { return c.runFor(scheduled.Time), nil }}
+	run, why := runcore.TrustedRun(trust, j.run)
+	u := runcore.Unrecorded{Run: run, Why: why, Key: key, Leases: c.gj.Status.Leases, StoreDown: s.store.down, Started: !j.gated}
+	if run != nil {
+		u.Identity = c.identity(run)
+	}
+	return u
+}
+
+// checkAdopted checks, as the manager adopts or resumes a run from its Job,
+// that what it acts on is the spec's and not what the Job's annotation says
+// (anyone who may edit Jobs writes it): the run's keys, lease timing and pod
+// guard are those the spec gives its occurrence; and (I8) what started it is
+// what its token attests.
+func (s *sim) checkAdopted(c *simCluster, run *batchv1alpha1.ActiveRun) {
+	want := c.runFor(run.ScheduledTime.Time)
+	differs := ""
+	switch {
+	case run.Key != want.Key || run.FenceKey != want.FenceKey || run.OccurrenceKey != want.OccurrenceKey || run.Store != want.Store:
+		differs = "keys " + run.Key + ", " + run.FenceKey + ", " + run.OccurrenceKey
+	case run.TTL != want.TTL || run.RenewInterval != want.RenewInterval || run.MaxHold != want.MaxHold:
+		differs = "lease timing: ttl " + run.TTL.Duration.String()
+	case (run.PodGuard == nil) != (want.PodGuard == nil) || run.PodGuard != nil && *run.PodGuard != *want.PodGuard:
+		differs = "pod guard"
+	}
+	if differs != "" && s.failed == "" {
+		s.failed = fmt.Sprintf("the annotation is a hint: %s's %s is adopted with %s, which the spec does not give its occurrence", c.name, run.JobName, differs)
+		s.logf("VIOLATION %s", s.failed)
+	}
+	if !runtoken.StartedBy(run.Token, runcore.StartOf(run)) && s.failed == "" {
+		s.failed = fmt.Sprintf("I8: %s's %s is adopted as started by %q, which its token does not attest", c.name, run.JobName, runcore.StartOf(run))
+		s.logf("VIOLATION %s", s.failed)
+	}
+}
+
+// runFor is the run the spec gives the occurrence at occ, before anything
+// started it.
+func (c *simCluster) runFor(occ time.Time) batchv1alpha1.ActiveRun {
+	run := batchv1alpha1.ActiveRun{
+		Key: simKey, FenceKey: simKey + ":fence", OccurrenceKey: simKey + ":done:" + strconv.FormatInt(occ.Unix(), 10),
+		ScheduledTime: metav1.NewTime(occ), TTL: metav1.Duration{Duration: simTTL}, Cluster: c.name, OwnerUID: c.gj.UID,
+	}
+	if c.guarded {
+		run.PodGuard = &batchv1alpha1.RunPodGuard{Interval: metav1.Duration{Duration: 5 * time.Second}}
+	}
+	return run
 }
 
 // jobRecords is what the cluster's Jobs carry of their runs' fences (the
@@ -1318,17 +1403,18 @@ func (s *sim) crash(c *simCluster) {
 	// records, when its key holds the token minted for it.
 	for _, j := range c.order {
 		if c.unrecordedStarted(j) && j.finished == "" {
-			run := *j.run
-			if act, _ := runcore.Adoption(s.unrecorded(c, j, &run)); act == runcore.AdoptTheJob {
+			if act, _ := runcore.Adoption(s.unrecorded(c, j)); act == runcore.AdoptTheJob {
 				j.resumableIn = c.restarts
 			}
 		}
 		if c.keeper[j.token] != nil || j.run == nil {
 			continue
 		}
-		run := *j.run
-		if runcore.ResumesUnrecorded(c.waiting(j, true), s.unrecorded(c, j, &run)) {
-			c.keeper[j.token] = s.resumed(c, &run)
+		if u := s.unrecorded(c, j); runcore.ResumesUnrecorded(c.waiting(j, true), u) {
+			run := *u.Run
+			run.Token = u.Key.Holder
+			s.checkAdopted(c, &run)
+			c.keeper[run.Token] = s.resumed(c, &run)
 			s.logf("%s: the restart resumes the lease of %s, which no status records", c.name, j.name)
 		}
 	}
@@ -1348,6 +1434,9 @@ func (s *sim) step() {
 	}
 	if s.losses.IntN(400) == 0 {
 		s.loseData()
+	}
+	if s.tenants.IntN(60) == 0 {
+		s.tenantEdits(s.clusters[s.tenants.IntN(len(s.clusters))])
 	}
 	if s.writes.IntN(300) == 0 {
 		w := s.clusters[s.writes.IntN(len(s.clusters))]
@@ -1426,9 +1515,11 @@ var regressionSeeds = []struct {
 	{"early-stopper-keeps-unheld", 2448},
 	{"early-floor-without-jobs", 6630},
 	{"early-adoption-untracks-started", 16},
-	{"skew-ignored", 9832},
-	{"early-resume-skips-unrecorded", 9},
+	{"skew-ignored", 25808},
+	{"early-resume-skips-unrecorded", 19},
 	{"late-start-runs", 1810},
+	{"adopt-trusts-annotation", 6},
+	{"adoption-trusts-start", 1},
 }
 
 // TestTheSimulationKeepsOneWorkingPodPerKey runs the simulation for many
