@@ -17,6 +17,7 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -143,6 +144,16 @@ func TestEarlyGate_ARunsGateOpensBeforeAnyWriteToItsGuardedJob(t *testing.T) {
 	st := h.get(gj).Status
 	g.Expect(st.Active).To(ConsistOf(And(HaveField("JobUID", job.UID), HaveField("Phase", batchv1alpha1.RunPhaseRunning))))
 	g.Expect(h.events(gj)).To(ContainElements(HavePrefix("JobCreated: Created Job "+job.Name), HavePrefix("LockAcquired: Acquired lock")))
+	// kubectl get's SUSPEND column reads status.suspended, which no status
+	// patch of this run names (it stays false): the API server has it all the
+	// same.
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(batchv1alpha1.GroupVersion.WithKind("GuardedJob"))
+	g.Expect(k8s.Get(context.Background(), client.ObjectKeyFromObject(gj), u)).To(Succeed())
+	suspended, found, err := unstructured.NestedBool(u.Object, "status", "suspended")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(found).To(BeTrue(), "status.suspended, the SUSPEND column")
+	g.Expect(suspended).To(BeFalse())
 
 	h.complete(&job)
 	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),

@@ -523,8 +523,10 @@ type GuardedJobStatus struct {
 
 	// suspended is true while no new runs are scheduled: spec.suspend holds
 	// (until its note's until) or status.pause does. The SUSPEND column of
-	// kubectl get.
+	// kubectl get. Defaulted, so the column reads false before any status
+	// write names it (a status patch leaves out a field that stays false).
 	// +optional
+	// +kubebuilder:default=false
 	Suspended bool `json:"suspended"`
 
 	// pause is a suspension the manager keeps here and never in spec: the
