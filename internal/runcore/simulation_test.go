@@ -330,8 +330,10 @@ type sim struct {
 	// control plane away for long); zero: no stall in this seed.
 	stallAt, steps int
 	stallFor       time.Duration
-	// tenants draws the edits of a tenant who may edit Jobs.
+	// tenants draws the edits of a tenant who may edit Jobs; edits counts
+	// them (what the seeds reached).
 	tenants *rand.Rand
+	edits   int
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -563,6 +565,7 @@ func (s *sim) tenantEdits(c *simCluster) {
 		edited.RunNow = batchv1alpha1.RunRequestPrefix + "uid-tenant"
 	}
 	j.run = &edited
+	s.edits++
 	s.logf("%s: a tenant edits the run annotation of %s (ttl %v, key %s, run-now %q)", c.name, j.name, edited.TTL.Duration, edited.Key, edited.RunNow)
 }
 
@@ -1536,7 +1539,7 @@ func TestTheSimulationKeepsOneWorkingPodPerKey(t *testing.T) {
 	for seed := from; seed < from+n; seed++ {
 		seeds = append(seeds, seed)
 	}
-	ended, left, adopted, expired, late := map[batchv1alpha1.RunResult]int{}, 0, 0, 0, 0
+	ended, left, adopted, expired, late, edits := map[batchv1alpha1.RunResult]int{}, 0, 0, 0, 0, 0
 	for _, seed := range seeds {
 		s := runSim(t, seed, 600)
 		for r, k := range s.ended {
@@ -1546,6 +1549,7 @@ func TestTheSimulationKeepsOneWorkingPodPerKey(t *testing.T) {
 		adopted += s.adopted
 		expired += s.expiredOcc
 		late += s.skipped
+		edits += s.edits
 		if s.failed != "" {
 			t.Fatalf("seed %d: %s\nreplay: GUARDEDJOB_SIM_SEED=%d go test ./internal/runcore/ -run TestTheSimulationKeepsOneWorkingPodPerKey\ntrace:\n%s",
 				seed, s.failed, seed, strings.Join(s.trace, "\n"))
@@ -1558,10 +1562,10 @@ func TestTheSimulationKeepsOneWorkingPodPerKey(t *testing.T) {
 	// fail or lose their lease, leases left to expire under a Pod that a
 	// cut-off node keeps working, and Jobs adopted after their pass died.
 	if n >= 100 && (ended[batchv1alpha1.RunResultSucceeded] < int(n)/2 || ended[batchv1alpha1.RunResultFailed] < int(n)/10 ||
-		ended[batchv1alpha1.RunResultLockLost] < int(n)/10 || left < int(n)/10 || adopted < int(n)/20 || expired < int(n)/100 || late < int(n)/100) {
-		t.Errorf("in %d seeds: %v, %d leases left to expire, %d Jobs adopted, %d done-markers expired, %d runs skipped late: the simulation hardly reaches what it checks",
-			n, ended, left, adopted, expired, late)
+		ended[batchv1alpha1.RunResultLockLost] < int(n)/10 || left < int(n)/10 || adopted < int(n)/20 || expired < int(n)/100 || late < int(n)/100 || edits < int(n)/10) {
+		t.Errorf("in %d seeds: %v, %d leases left to expire, %d Jobs adopted, %d done-markers expired, %d runs skipped late, %d annotations edited: the simulation hardly reaches what it checks",
+			n, ended, left, adopted, expired, late, edits)
 	}
-	t.Logf("%d seeds: runs ended %v, %d leases left to expire, %d Jobs adopted, %d done-markers expired, %d runs skipped past their occurrence's latest start",
-		n, ended, left, adopted, expired, late)
+	t.Logf("%d seeds: runs ended %v, %d leases left to expire, %d Jobs adopted, %d done-markers expired, %d runs skipped past their occurrence's latest start, %d run annotations a tenant edited",
+		n, ended, left, adopted, expired, late, edits)
 }
