@@ -575,7 +575,7 @@ func (r *GuardedJobReconciler) unrecordedLeases(ctx context.Context, listed map[
 				continue
 			}
 			w := waitingOf(gj, job, true)
-			if !w.WaitsForAdoption() || !w.Started() || w.Finished {
+			if !w.WorksUnrecorded() {
 				continue // no store read for a Job no restart would renew
 			}
 			spec, err := r.compile(ctx, gj)

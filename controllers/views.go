@@ -276,8 +276,7 @@ func (r *GuardedJobReconciler) getJob(ctx context.Context, key client.ObjectKey,
 // no status records and has not finished: with the early gate, its run's only
 // record.
 func workingUnrecorded(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) bool {
-	w := waitingOf(gj, job, true)
-	return w.WaitsForAdoption() && w.Started() && !w.Finished
+	return waitingOf(gj, job, true).WorksUnrecorded()
 }
 
 // waitingOf is what a Job of this GuardedJob shows of whether it waits for

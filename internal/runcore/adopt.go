@@ -158,7 +158,7 @@ func (u Unrecorded) KeepsLeaseUnwritten() bool {
 // record its run as over). Its pass adopts it; the stop controller stops every
 // other such Job, whose lease nobody renews.
 func ResumesUnrecorded(w Waiting, u Unrecorded) bool {
-	if !w.WaitsForAdoption() || !w.Started() || w.Finished {
+	if !w.WorksUnrecorded() {
 		return false
 	}
 	act, _ := Adoption(u)

@@ -161,6 +161,10 @@ func (w Waiting) WaitsForAdoption() bool {
 	return w.Early && (!w.Finished || w.Finalized)
 }
 
+// WorksUnrecorded says whether a Job waiting for adoption works past its gate
+// and has not finished: with the early gate, its run's only record.
+func (w Waiting) WorksUnrecorded() bool { return w.WaitsForAdoption() && w.Started() && !w.Finished }
+
 // Started says whether a Job waiting for adoption is past its gate: its Pods
 // may work, so a Job that may not be adopted is stopped (by the stop
 // controller, urgently), never deleted as one that never started.

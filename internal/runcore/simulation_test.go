@@ -14,6 +14,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/due"
@@ -115,12 +116,10 @@ var simSchedule = func() *schedule.Schedule {
 // the run it waited behind (lock.maxHold and the stop budget).
 func simSpec() batchv1alpha1.GuardedJobSpec {
 	return batchv1alpha1.GuardedJobSpec{
-		Schedule: "* * * * *", ConcurrencyPolicy: batchv1alpha1.BufferOneConcurrent, StartingDeadlineSeconds: ptrInt64(int64(simStartWithin / time.Second)),
+		Schedule: "* * * * *", ConcurrencyPolicy: batchv1alpha1.BufferOneConcurrent, StartingDeadlineSeconds: ptr.To(int64(simStartWithin / time.Second)),
 		Lock: batchv1alpha1.LockSpec{MaxHold: &metav1.Duration{Duration: 2 * time.Minute}},
 	}
 }
-
-func ptrInt64(v int64) *int64 { return &v }
 
 // errSimStoreDown is a store call's error while the simulated store is down.
 var errSimStoreDown = errors.New("the store does not answer")
@@ -595,11 +594,11 @@ func (s *sim) completes(run *batchv1alpha1.ActiveRun) {
 	if s.reruns[run.Token] || s.acquired[run.Token].Before(s.lostAt) {
 		return
 	}
-	_, ok := s.completed[run.OccurrenceKey]
+	by, ok := s.completed[run.OccurrenceKey]
 	if ok && !s.store.holds(run.Token) {
 		return
 	}
-	if by := s.completed[run.OccurrenceKey]; ok && by != run.Holder && s.failed == "" {
+	if ok && by != run.Holder && s.failed == "" {
 		s.failed = fmt.Sprintf("I2: %s completes the occurrence at %s, which %s completed already", run.Holder, run.ScheduledTime.UTC().Format("15:04"), by)
 		s.logf("VIOLATION %s", s.failed)
 	}
@@ -667,7 +666,7 @@ func (s *sim) takeOver(c *simCluster) {
 	tracked := func(token string) bool { return c.keeper[token] != nil }
 	var unrecorded []string
 	for _, j := range c.order {
-		if c.unrecordedStarted(j) && j.finished == "" {
+		if c.waiting(j, true).WorksUnrecorded() {
 			unrecorded = append(unrecorded, j.name)
 		}
 	}
@@ -1405,21 +1404,22 @@ func (s *sim) crash(c *simCluster) {
 	// The early gate: the lease of every Job past its gate that no status
 	// records, when its key holds the token minted for it.
 	for _, j := range c.order {
-		if c.unrecordedStarted(j) && j.finished == "" {
-			if act, _ := runcore.Adoption(s.unrecorded(c, j)); act == runcore.AdoptTheJob {
-				j.resumableIn = c.restarts
-			}
-		}
-		if c.keeper[j.token] != nil || j.run == nil {
+		w := c.waiting(j, true)
+		if !w.WorksUnrecorded() {
 			continue
 		}
-		if u := s.unrecorded(c, j); runcore.ResumesUnrecorded(c.waiting(j, true), u) {
-			run := *u.Run
-			run.Token = u.Key.Holder
-			s.checkAdopted(c, &run)
-			c.keeper[run.Token] = s.resumed(c, &run)
-			s.logf("%s: the restart resumes the lease of %s, which no status records", c.name, j.name)
+		u := s.unrecorded(c, j)
+		if act, _ := runcore.Adoption(u); act == runcore.AdoptTheJob {
+			j.resumableIn = c.restarts
 		}
+		if c.keeper[j.token] != nil || !runcore.ResumesUnrecorded(w, u) {
+			continue
+		}
+		run := *u.Run
+		run.Token = u.Key.Holder
+		s.checkAdopted(c, &run)
+		c.keeper[run.Token] = s.resumed(c, &run)
+		s.logf("%s: the restart resumes the lease of %s, which no status records", c.name, j.name)
 	}
 	c.resumed = true
 	s.logf("%s: the manager restarts and resumes %d lease(s) from status%s", c.name, len(c.keeper), s.clockOf(c))
