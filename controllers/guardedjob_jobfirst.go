@@ -208,7 +208,7 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 		return false, r.beginStop(s, recorded, batchv1alpha1.RunResultLockLost, "its Job was created before the run was recorded, and cannot start: "+why,
 			batchv1alpha1.LockLostReason, batchv1alpha1.LockStateLost, "")
 	case runcore.DeleteUnadopted:
-		return r.deleteUnadopted(ctx, s, job, why)
+		return r.deleteUnadopted(ctx, s, job, u.DeleteNames(), why)
 	case runcore.LeaveToStopper:
 		// Past its gate: its Pods may work under a lease nobody renews. The
 		// stop controller stops it unless this process renews that lease.
@@ -231,7 +231,7 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 	r.track(gj, run, store, resumed)
 	r.claimShard(ctx, gj)
 	key := client.ObjectKeyFromObject(gj)
-	if r.memory.openedHere(key, job.Name, job.UID) {
+	if u.OpenedHere {
 		// This process opened the Job's gate (the cache may not show it
 		// yet) and left the record to this pass (the early gate): the run's
 		// record, not an adoption. The
@@ -271,7 +271,9 @@ func (r *GuardedJobReconciler) judgeUnrecorded(ctx context.Context, s *scope, jo
 	if why == "" {
 		run, why = r.trustedRun(s, job, &rec.ActiveRun, recorded)
 	}
-	u = runcore.Unrecorded{Run: run, Why: why, Recorded: recorded, Leases: gj.Status.Leases, Started: !jobbuild.Gated(job)}
+	u = runcore.Unrecorded{Run: run, Why: why, Recorded: recorded, Leases: gj.Status.Leases, Started: !jobbuild.Gated(job),
+		Judged:     runcore.JobVersion{UID: job.UID, ResourceVersion: job.ResourceVersion},
+		OpenedHere: r.memory.openedHere(client.ObjectKeyFromObject(gj), job.Name, job.UID)}
 	if u.Why == "" {
 		var err error
 		store, err = r.runStore(ctx, gj, run)
@@ -307,15 +309,14 @@ func (r *GuardedJobReconciler) trustedRun(s *scope, job *batchv1.Job, hint, reco
 
 // deleteUnadopted deletes a Job that waited for adoption and may not run. It
 // never had a Pod (its start gate never opened); its lease finalizer goes once
-// it is being deleted (reapUnclaimedJobs). The delete names the version judged:
-// a cache behind the world may show a Job as waiting that has since finished or
-// started, and that one is looked at again, not deleted.
+// it is being deleted (reapUnclaimedJobs). The delete is conditional on the
+// version judged (runcore.Unrecorded.DeleteNames).
 // It returns whether the Job still waits (its delete found a newer version: it
 // is judged again once the cache shows that one).
-func (r *GuardedJobReconciler) deleteUnadopted(ctx context.Context, s *scope, job *batchv1.Job, why string) (waiting bool, err error) {
-	pre := client.Preconditions{UID: &job.UID}
-	if job.ResourceVersion != "" {
-		pre.ResourceVersion = &job.ResourceVersion
+func (r *GuardedJobReconciler) deleteUnadopted(ctx context.Context, s *scope, job *batchv1.Job, judged runcore.JobVersion, why string) (waiting bool, err error) {
+	pre := client.Preconditions{UID: &judged.UID}
+	if judged.ResourceVersion != "" {
+		pre.ResourceVersion = &judged.ResourceVersion
 	}
 	err = r.deleteJob(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), pre)
 	if apierrors.IsConflict(err) {

@@ -398,8 +398,8 @@ var mutants = []mutant{
 		name: "early-adoption-untracks-started",
 		bug:  "an adoption whose status write fails stops renewing the lease of a Job past its gate: its Pods work on under a lease that lapses",
 		file: "internal/runcore/adopt.go",
-		find: "\treturn u.Recorded != nil || u.Started\n",
-		repl: "\treturn u.Recorded != nil\n",
+		find: "\treturn u.Recorded != nil || u.Started || u.OpenedHere\n",
+		repl: "\treturn u.Recorded != nil || u.OpenedHere\n",
 		catchers: []catcher{
 			{"./internal/runcore/", []string{"TestAnAdoptionWhoseWriteFailsKeepsRenewingAJobPastItsGate", "TestTheSimulationKeepsOneWorkingPodPerKey"}},
 			{"./controllers/", []string{"TestEarlyGate_AStatusWriteThatFailsAfterTheGateOpenedKeepsTheLeaseUntilAPassAdoptsTheJob", "TestEarlyGate_ARestartRenewsTheLeaseOfAJobPastItsGateThatNoStatusRecords"}},
@@ -459,10 +459,11 @@ var mutants = []mutant{
 	{
 		name: "unadopted-delete-any-version",
 		bug:  "the delete of a Job waiting for adoption does not name the version judged: a cache that still lists a finished run's Job as it was created deletes the run's history",
-		file: "controllers/guardedjob_jobfirst.go",
-		find: "\t\tpre.ResourceVersion = &job.ResourceVersion\n",
-		repl: "\t\t_ = job.ResourceVersion\n",
+		file: "internal/runcore/adopt.go",
+		find: "\treturn u.Judged\n",
+		repl: "\treturn JobVersion{UID: u.Judged.UID}\n",
 		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestTheSimulationKeepsOneWorkingPodPerKey"}},
 			{"./controllers/", []string{"TestJobFirst_AStaleCacheNeverDeletesAJobThatHasChangedSince"}},
 		},
 	},

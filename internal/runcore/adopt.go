@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/runtoken"
@@ -112,6 +114,28 @@ type Unrecorded struct {
 	Identity  runtoken.Run
 	// Started: the Job is past its gate (Waiting.Started).
 	Started bool
+	// Judged is the Job as the pass read it (from a cache that may be behind
+	// the world).
+	Judged JobVersion
+	// OpenedHere: this process opened the Job's gate and left its run's
+	// record to a later pass (the early gate); the cache may still show the
+	// Job at its gate.
+	OpenedHere bool
+}
+
+// JobVersion names one version of a Job: its UID and resourceVersion.
+type JobVersion struct {
+	UID             types.UID
+	ResourceVersion string
+}
+
+// DeleteNames is what the delete of a Job that may not be adopted is
+// conditional on: the version judged. A cache behind the world may show a Job
+// as waiting that has since been adopted and started, or has finished (some
+// run's history); the API server refuses the delete of such a Job, and it is
+// judged again once the cache shows it as it is.
+func (u Unrecorded) DeleteNames() JobVersion {
+	return u.Judged
 }
 
 // Adoption is the verdict of step AdoptUnrecorded, and why when the Job may
@@ -145,10 +169,12 @@ func Adoption(u Unrecorded) (AdoptAct, string) {
 // renewed when the status write that records the adoption fails: when status
 // records the run already (waiting to acquire again), or the Job is past its
 // gate (its Pods may work, the Job is the run's only record, and its lease is
-// renewed until a pass adopts it). Behind its gate no Pod works under the
-// lease, and the next pass judges the Job again.
+// renewed until a pass adopts it), as the read showed it or as this process
+// knows it opened the gate (a cache behind the world shows it at its gate).
+// Behind its gate no Pod works under the lease, and the next pass judges the
+// Job again.
 func (u Unrecorded) KeepsLeaseUnwritten() bool {
-	return u.Recorded != nil || u.Started
+	return u.Recorded != nil || u.Started || u.OpenedHere
 }
 
 // ResumesUnrecorded says whether a restart (a new leader, a shard taking a

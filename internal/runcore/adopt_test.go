@@ -180,6 +180,7 @@ func TestAnAdoptionWhoseWriteFailsKeepsRenewingAJobPastItsGate(t *testing.T) {
 		{"behind its gate: no Pod works, the next pass judges the Job again", runcore.Unrecorded{}, false},
 		{"past its gate: its Pods may work, and the Job is the run's only record", runcore.Unrecorded{Started: true}, true},
 		{"status records the run (waiting to acquire again)", runcore.Unrecorded{Recorded: recorded}, true},
+		{"this process opened its gate; a cache behind the world shows it at its gate", runcore.Unrecorded{OpenedHere: true}, true},
 	} {
 		if got := c.u.KeepsLeaseUnwritten(); got != c.want {
 			t.Errorf("%s: keeps renewing %v, want %v", c.name, got, c.want)
