@@ -94,6 +94,9 @@ func TestMain(m *testing.M) {
 	if !parallelGiven {
 		utilruntime.Must(flag.Set("test.parallel", strconv.Itoa(storiesAtOnce)))
 	}
+	if !needsAPIServer() {
+		os.Exit(m.Run())
+	}
 	if assets == "" {
 		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds kube-apiserver and etcd")
 		os.Exit(1)
@@ -122,6 +125,38 @@ func TestMain(m *testing.M) {
 	}
 	_ = env.Stop()
 	os.Exit(code)
+}
+
+// withoutAPIServer are the tests that need no API server (a real store, the
+// keeper, the identity heartbeat): a run that selects only them (-run
+// '^(TestA|TestB)$', as the mutant runner does) starts none, and takes
+// seconds.
+var withoutAPIServer = map[string]bool{
+	"TestRenewOnlyNeverTakesBackAKeyFoundAbsent":                                   true,
+	"TestIdentityAStoreThatAnswersAgainBetweenBeatsIsNotSettled":                   true,
+	"TestIdentityABeatRefusedWhileNotLeadingUnsettlesWithoutTakingTheStoreForDown": true,
+	"TestIdentityAnotherShardOnTheSameElectionIDIsNamedAsSuch":                     true,
+	"TestIdentityATwinInATenantStoreHoldsBackOnlyThatStore":                        true,
+	"TestIdentityATenantStoreWhoseACLRefusesTheHeartbeatHoldsNothingBack":          true,
+}
+
+// needsAPIServer says whether the tests -test.run selects may need the API
+// server: unless it names only tests of withoutAPIServer.
+func needsAPIServer() bool {
+	f := flag.Lookup("test.run")
+	if f == nil {
+		return true
+	}
+	names := strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(f.Value.String(), "^"), "("), "$"), ")")
+	if names == "" {
+		return true
+	}
+	for _, name := range strings.Split(names, "|") {
+		if !withoutAPIServer[name] {
+			return true
+		}
+	}
+	return false
 }
 
 // harness is one test's world: a namespace, a real redis-server, and a manager
