@@ -119,7 +119,9 @@ type Unrecorded struct {
 	Judged JobVersion
 	// OpenedHere: this process opened the Job's gate and left its run's
 	// record to a later pass (the early gate); the cache may still show the
-	// Job at its gate.
+	// Job at its gate. Such a Job's record is the run's, not an adoption: its
+	// pass's own status write carries it, and the lease stays renewed if that
+	// write fails (KeepsLeaseUnwritten).
 	OpenedHere bool
 }
 

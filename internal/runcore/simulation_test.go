@@ -540,8 +540,10 @@ func (s *sim) stopReported() {
 				continue
 			}
 			if k.lost || !s.now.Before(k.lastOK.Add(simTTL-simStopBudget)) {
-				j.pod.running = false
-				j.finished, j.failed = batchv1.JobFailed, true
+				s.change(j, func() {
+					j.pod.running = false
+					j.finished, j.failed = batchv1.JobFailed, true
+				})
 				s.logf("%s: %s: the Pod of %s is deleted (its lease is lost or at its deadline)", c.name, runcore.StopReported, j.name)
 			}
 		}
@@ -564,10 +566,12 @@ func (s *sim) guard(c *simCluster) {
 			p.until = s.store.key.expires.Add(-simGuardMargin)
 			continue
 		}
-		p.running = false
-		if p.visible && j.finished == "" {
-			j.finished, j.failed = batchv1.JobFailed, true
-		}
+		s.change(j, func() {
+			p.running = false
+			if p.visible && j.finished == "" {
+				j.finished, j.failed = batchv1.JobFailed, true
+			}
+		})
 		s.logf("%s: the guard of %s finds the key gone and stops its Pod", c.name, j.name)
 	}
 }
@@ -766,8 +770,10 @@ func (s *sim) handOver(c *simCluster) {
 		}
 		for _, j := range c.order {
 			if j.token == token && j.pod != nil && j.pod.running && j.pod.visible {
-				j.pod.running = false
-				j.finished, j.failed = batchv1.JobFailed, true
+				s.change(j, func() {
+					j.pod.running = false
+					j.finished, j.failed = batchv1.JobFailed, true
+				})
 				s.logf("%s: the Pod of %s is deleted (its hand-over ended)", c.name, j.name)
 			}
 		}
@@ -1007,7 +1013,9 @@ func (s *sim) pass(c *simCluster) {
 			}
 		}
 	}
-	s.adopt(c)
+	if s.adopt(c) {
+		return // its pass ended with it
+	}
 	s.schedule(c)
 }
 
@@ -1033,14 +1041,14 @@ func (c *simCluster) scheduled(occ time.Time, rerun bool) {
 // moved (runcore.Adoption), else deleted; it never ran. In the early gate a
 // Job past its gate waits too (runcore.Waiting): adopted on the same terms,
 // else left to the stop controller.
-func (s *sim) adopt(c *simCluster) {
+func (s *sim) adopt(c *simCluster) (deposed bool) {
 	for _, j := range c.order {
 		seen := s.cachedJob(j) // the pass judges the Job as its cache shows it
 		if !c.waiting(seen, s.early).WaitsForAdoption() {
 			continue
 		}
 		if s.store.down {
-			return
+			return false
 		}
 		u := s.unrecorded(c, seen)
 		act, why := runcore.Adoption(u)
@@ -1053,7 +1061,7 @@ func (s *sim) adopt(c *simCluster) {
 				s.landing = append(s.landing, simLanding{at: s.now.Add(time.Duration(1+s.deletes.IntN(60)) * time.Second), c: c, job: j, del: &pre, why: why})
 				s.crash(c)
 				s.logf("%s: %s: the delete of %s is sent, and the manager is deposed before its answer", c.name, runcore.AdoptUnrecorded, j.name)
-				return
+				return true
 			}
 			s.deleteUnadopted(c, j, u.DeleteNames(), why)
 			continue
@@ -1089,6 +1097,7 @@ func (s *sim) adopt(c *simCluster) {
 			s.open(c, adopted, j)
 		}
 	}
+	return false
 }
 
 // deleteUnadopted is the API server's side of the delete of a Job waiting for
@@ -1638,7 +1647,7 @@ var regressionSeeds = []struct {
 	{"late-start-runs", 6214},
 	{"adopt-trusts-annotation", 6},
 	{"adoption-trusts-start", 3},
-	{"unadopted-delete-any-version", 30},
+	{"unadopted-delete-any-version", 8},
 }
 
 // TestTheSimulationKeepsOneWorkingPodPerKey runs the simulation for many
