@@ -823,7 +823,10 @@ func (s *sim) cachedView(j *simJob) runcore.RunJobView {
 	if j == nil || s.now.Before(j.seen) {
 		return runcore.RunJobView{Read: runcore.ReadCached}
 	}
-	return jobViewOf(s.cachedJob(j), runcore.ReadCached)
+	if seen := s.cachedJob(j); !seen.deleted {
+		return jobViewOf(seen, runcore.ReadCached)
+	}
+	return runcore.RunJobView{Read: runcore.ReadCached}
 }
 
 // schedule starts the occurrence that is due (or a run-now of the last one),
@@ -1222,7 +1225,7 @@ func (s *sim) running(c *simCluster, run *batchv1alpha1.ActiveRun) {
 		}
 	}
 	job := c.apiJob(run.JobName)
-	view := s.cachedView(job)
+	view := s.cachedView(c.jobs[run.JobName]) // the cache may still show a Job deleted since
 	for {
 		v := runcore.Running(runcore.RunningView{Run: run, Job: view, Lease: s.leaseView(c, run), PastStartDeadline: !s.local(c).Before(run.StartDeadline.Time)})
 		switch v.Act {
@@ -1252,12 +1255,12 @@ func (s *sim) running(c *simCluster, run *batchv1alpha1.ActiveRun) {
 			s.logf("%s: %s %s: no Job; lease %s", c.name, v.Step, run.JobName, leaseState(end))
 		case runcore.ReleaseFinished:
 			run.Phase = batchv1alpha1.RunPhaseReleasing
-			if job.finished == batchv1.JobComplete {
+			if view.Finished == batchv1.JobComplete {
 				run.StopResult, run.StopReason = batchv1alpha1.RunResultSucceeded, "Succeeded: the Job completed"
 			} else {
 				run.StopResult, run.StopReason = batchv1alpha1.RunResultFailed, "Failed: the Job failed"
 			}
-			s.logf("%s: %s %s: the Job ended %s", c.name, v.Step, run.JobName, job.finished)
+			s.logf("%s: %s %s: the Job ended %s", c.name, v.Step, run.JobName, view.Finished)
 		case runcore.StopRun:
 			run.Phase, run.StopResult, run.StopReason = batchv1alpha1.RunPhaseStopping, batchv1alpha1.RunResultLockLost, "LockLost: stopped"
 			s.logf("%s: %s %s (cause %d)", c.name, v.Step, run.JobName, v.Cause)
@@ -1275,10 +1278,10 @@ func (s *sim) running(c *simCluster, run *batchv1alpha1.ActiveRun) {
 			s.logf("%s: %s %s", c.name, v.Step, run.JobName)
 			s.open(c, run, job)
 		case runcore.AdoptJob:
-			run.JobUID = job.uid
+			run.JobUID = view.UID
 			s.logf("%s: %s %s", c.name, v.Step, run.JobName)
 		case runcore.GoOn:
-			if job.gated {
+			if job != nil && job.gated {
 				s.open(c, run, job)
 			}
 		}
