@@ -141,8 +141,9 @@ tail_logs() {
 # Helpers.
 
 used_ports=" "
-# free_port prints a TCP port on 127.0.0.1 that nothing listens on, below the ephemeral
-# range so that outgoing connections do not take it meanwhile.
+# free_port VAR sets VAR to a TCP port on 127.0.0.1 that nothing listens on, below the
+# ephemeral range so that outgoing connections do not take it meanwhile, and that no
+# earlier call gave (it runs in this shell, not a subshell, so that it remembers them).
 free_port() {
   local p i
   for ((i = 0; i < 200; i++)); do
@@ -150,7 +151,7 @@ free_port() {
     [[ $used_ports == *" $p "* ]] && continue
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       used_ports+="$p "
-      echo "$p"
+      printf -v "$1" '%s' "$p"
       return
     fi
   done
@@ -257,11 +258,10 @@ make_certs() {
 
 start_cluster() {
   local etcd_port etcd_peer_port
-  etcd_port="$(free_port)"
-  etcd_peer_port="$(free_port)"
-  apiserver_port="$(free_port)"
-  redis_port="$(free_port)"
-  probe_port="$(free_port)"
+  free_port etcd_port
+  free_port etcd_peer_port
+  free_port apiserver_port
+  free_port redis_port
 
   log "Starting etcd on 127.0.0.1:$etcd_port"
   start etcd "$bin_dir/etcd" \
@@ -336,6 +336,9 @@ start_manager() {
     crd/guardedjobruns.batch.guardedjob.dev crd/guardedjobbackfills.batch.guardedjob.dev
   kubeconfig "$state/manager.kubeconfig" "$manager_token" guardedjob-manager
 
+  # Chosen just before the manager binds it: other servers on the machine may have
+  # taken a port chosen while the control plane started.
+  free_port probe_port
   log "Starting the manager ($manager_bin, cluster name '$cluster_name', /readyz on 127.0.0.1:$probe_port)"
   start manager "$manager_bin" \
     --kubeconfig="$state/manager.kubeconfig" \
