@@ -1196,18 +1196,12 @@ func (c *simCluster) jobRecords() []runcore.JobRecord {
 	return recs
 }
 
-// unrecordedStarted says whether a Job is past its gate, carrying a run no
-// status records (the early gate).
 // waiting is what Job j shows of whether it waits for adoption; early as the
 // manager's --early-gate (a restart's resume looks at Jobs past their gate
 // whatever the flag).
 func (c *simCluster) waiting(j *simJob, early bool) runcore.Waiting {
 	return runcore.Waiting{Controlled: true, Deleting: j.deleted, Gated: j.gated, Finished: j.finished != "", CarriesRun: j.run != nil,
 		Recorded: runcore.RunByName(c.gj, j.name) != nil, Early: early, Finalized: true}
-}
-
-func (c *simCluster) unrecordedStarted(j *simJob) bool {
-	return !j.deleted && !j.gated && j.run != nil && runcore.RunByName(c.gj, j.name) == nil
 }
 
 func activeNames(c *simCluster) []string {
@@ -1439,7 +1433,7 @@ func (s *sim) stopper(c *simCluster) {
 // stop owed at once (time does not pass before it: advance).
 func (s *sim) stopUnclaimed(c *simCluster) {
 	for _, j := range c.order {
-		if !c.unrecordedStarted(j) || j.pod == nil || !j.pod.running || !j.pod.visible {
+		if !c.waiting(j, true).WorksUnrecorded() || j.pod == nil || !j.pod.running || !j.pod.visible {
 			continue
 		}
 		kept := c.renewedHere(j.token)
