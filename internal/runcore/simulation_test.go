@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -1692,4 +1693,37 @@ func TestTheSimulationKeepsOneWorkingPodPerKey(t *testing.T) {
 	}
 	t.Logf("%d seeds: runs ended %v, %d leases left to expire, %d Jobs adopted, %d done-markers expired, %d runs skipped past their occurrence's latest start, %d run annotations a tenant edited, %d deletes of Jobs waiting for adoption refused as the Job had changed since it was judged",
 		n, ended, left, adopted, expired, late, edits, conflicts)
+}
+
+// TestTheRegressionSeedsAreTheOnesTheDocsName: docs/reliability.md's table of
+// the simulation's seeds names each regression seed with its planted bug, and
+// no other.
+func TestTheRegressionSeedsAreTheOnesTheDocsName(t *testing.T) {
+	b, err := os.ReadFile("../../docs/reliability.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "\n## The simulation\n")
+	if start < 0 {
+		t.Fatal("docs/reliability.md has no section \"The simulation\"")
+	}
+	section := doc[start+1:]
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z0-9-]+)` \\| ([0-9]+) \\|")
+	documented := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(section, -1) {
+		documented[m[1]] = m[2]
+	}
+	for _, r := range regressionSeeds {
+		if got := documented[r.mutant]; got != strconv.FormatUint(r.seed, 10) {
+			t.Errorf("regression seed %d (%s): docs/reliability.md's table says %q", r.seed, r.mutant, got)
+		}
+		delete(documented, r.mutant)
+	}
+	for mutant, seed := range documented {
+		t.Errorf("docs/reliability.md's table names seed %s for %s, which is no regression seed", seed, mutant)
+	}
 }
