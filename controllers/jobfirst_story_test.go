@@ -395,9 +395,14 @@ func TestJobFirst_AJobThatFinishedBeforeItsGateOpenedKeepsItsHistory(t *testing.
 	ctx := context.Background()
 	key := h.ns + ":history"
 	gj := h.create(h.guardedJob("history", key))
-	first := h.failedRun(gj)
+	h.trigger(gj)
+	first := h.waitJobs(1)[0]
+	h.waitRecorded(gj)
+	h.failAsItIs(&first)
 
 	g := h.g
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
+		HaveField("Result", batchv1alpha1.RunResultFailed), HaveField("JobName", first.Name), HaveField("Message", ContainSubstring("BackoffLimitExceeded"))))
 	g.Expect(jobbuild.Gated(h.live(&first))).To(BeTrue(), "it failed at its start gate")
 	g.Eventually(func() int64 { return h.rdb.Exists(ctx, key).Val() }).Should(BeZero(), "the lease is released")
 	holdGates.Store(false)

@@ -475,6 +475,7 @@ func (h *harness) waitJobs(n int) []batchv1.Job {
 // complete plays the Job controller: the Job succeeded and its Pods are gone.
 func (h *harness) complete(job *batchv1.Job) {
 	h.t.Helper()
+	h.waitUnsuspended(job)
 	now := metav1.Now()
 	h.setJobStatus(job, batchv1.JobStatus{
 		StartTime: &now, CompletionTime: &now, Succeeded: 1,
@@ -488,6 +489,14 @@ func (h *harness) complete(job *batchv1.Job) {
 // fail plays the Job controller: the Job failed and its Pods are gone.
 func (h *harness) fail(job *batchv1.Job) {
 	h.t.Helper()
+	h.waitUnsuspended(job)
+	h.failAsItIs(job)
+}
+
+// failAsItIs marks job failed as it is, even behind its start gate (which the
+// Job controller never does; anyone who may write a Job's status can).
+func (h *harness) failAsItIs(job *batchv1.Job) {
+	h.t.Helper()
 	now := metav1.Now()
 	h.setJobStatus(job, batchv1.JobStatus{
 		StartTime: &now, Failed: 1,
@@ -496,6 +505,20 @@ func (h *harness) fail(job *batchv1.Job) {
 			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
 		},
 	})
+}
+
+// waitUnsuspended waits until job may run: the Job controller starts no Pod of
+// a suspended Job (one behind its start gate), so it can neither succeed nor
+// fail before the gate opens.
+func (h *harness) waitUnsuspended(job *batchv1.Job) {
+	h.t.Helper()
+	h.g.Eventually(func() (bool, error) {
+		cur := &batchv1.Job{}
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(job), cur); err != nil {
+			return false, err
+		}
+		return ptr.Deref(cur.Spec.Suspend, false), nil
+	}).Should(BeFalse(), "Job %s to be unsuspended (its start gate open)", job.Name)
 }
 
 func (h *harness) setJobStatus(job *batchv1.Job, st batchv1.JobStatus) {
