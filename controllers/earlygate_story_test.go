@@ -10,14 +10,17 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -289,4 +292,75 @@ func TestEarlyGate_ARunThatWaitedForItsKeyIsRecordedBeforeItsGateOpens(t *testin
 	jobs := h.jobs()
 	g.Expect(jobs).To(HaveLen(1))
 	g.Eventually(func() bool { js := h.jobs(); return len(js) != 1 || jobbuild.Gated(&js[0]) }).Should(BeFalse(), "its gate opens once status records it")
+}
+
+// TestEarlyGate_ARunNowWhoseJobFinishedAndWentBeforeItsRecordRunsOnce: a
+// run-now's gate opened and its record was left to the next pass; before that
+// pass, the Job succeeded and was deleted (ttlSecondsAfterFinished: 0, or a
+// person). Its lease finalizer keeps it until status takes it in. The pass
+// records the run from its Job and ends it: Succeeded, the lease released and
+// the run-now answered. It never starts the same request a second time (with
+// onBusy Retry, the second start would run the work again once the lease
+// expired).
+func TestEarlyGate_ARunNowWhoseJobFinishedAndWentBeforeItsRecordRunsOnce(t *testing.T) {
+	h := newHarness(t)
+	h.order = orderEarly
+	var finishOnOpen atomic.Bool
+	h.intercept = &interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		job, ok := obj.(*batchv1.Job)
+		opening := ok && job.Spec.Suspend != nil && !*job.Spec.Suspend
+		if err := c.Patch(ctx, obj, patch, opts...); err != nil || !opening || !finishOnOpen.CompareAndSwap(true, false) {
+			return err
+		}
+		// Between the gate's patch and the next pass: the Job ran, succeeded
+		// and was deleted.
+		now := metav1.Now()
+		cur := &batchv1.Job{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(job), cur); err != nil {
+			return err
+		}
+		cur.Status = batchv1.JobStatus{StartTime: &now, CompletionTime: &now, Succeeded: 1, Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		}}
+		if err := k8s.Status().Update(ctx, cur); err != nil {
+			return err
+		}
+		if err := k8s.Delete(ctx, cur, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+			return err
+		}
+		// The next pass (which waits for this one) sees it so: the manager's
+		// cache shows the Job being deleted.
+		return wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			seen := &batchv1.Job{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(job), seen); err != nil {
+				return false, err
+			}
+			return !seen.DeletionTimestamp.IsZero(), nil
+		})
+	}}
+	h.start()
+	ctx := context.Background()
+	gj := h.create(h.earlyGuardedJob("finished-early"))
+	g := h.g
+	g.Eventually(func() *batchv1alpha1.GuardedJobStatus { return &h.get(gj).Status }).Should(HaveField("NextScheduleTime", Not(BeNil())))
+	finishOnOpen.Store(true)
+	value := h.trigger(gj)
+
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).WithTimeout(20*time.Second).Should(And(Not(BeNil()),
+		HaveField("Result", batchv1alpha1.RunResultSucceeded)), "the run ends as its Job did")
+	g.Expect(finishOnOpen.Load()).To(BeFalse(), "the Job finished and went between its gate and its record")
+	g.Expect(h.get(gj).Status.LastRunNow).To(Equal(value), "the run-now is answered")
+	g.Eventually(func() (int64, error) { return h.rdb.Exists(ctx, gj.Spec.Lock.Key).Result() }).Should(BeZero(), "the lease is released")
+	created := func() []string {
+		var out []string
+		for _, e := range h.events(gj) {
+			if strings.HasPrefix(e, "JobCreated: ") || strings.HasPrefix(e, "LockBusy: ") {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	g.Consistently(created).WithTimeout(3*time.Second).Should(HaveLen(1), "one start, and no second try of the same request")
+	g.Eventually(h.jobs).Should(BeEmpty(), "the deleted Job goes once status took it in")
 }

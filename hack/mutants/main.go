@@ -469,6 +469,17 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "finished-deleting-not-adopted",
+		bug:  "with the early gate, a finished Job being deleted (ttlSecondsAfterFinished) that no status records is not adopted: its run is never recorded and its run-now starts again",
+		file: "internal/runcore/hint.go",
+		find: "\t\treturn w.Early && !w.Gated && w.Finished && w.Finalized\n",
+		repl: "\t\treturn false\n",
+		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestInTheEarlyGateAStartedUnrecordedJobWaitsForAdoption"}},
+			{"./controllers/", []string{"TestEarlyGate_ARunNowWhoseJobFinishedAndWentBeforeItsRecordRunsOnce"}},
+		},
+	},
+	{
 		name: "jobfirst-no-floor",
 		bug:  "adopting a Job records its fence in the run but does not raise status.lastFence: once the history limit deletes the Job, a data loss hands its fence out again",
 		file: "internal/runcore/adopt.go",

@@ -150,10 +150,15 @@ type Waiting struct {
 // finished Job there is some run's history (its run ended before its gate
 // opened), never one waiting. In the early gate a Job past its gate waits too,
 // even finished, while it has its lease finalizer: its run may have worked,
-// and status must record its end.
+// and status must record its end. That holds for a finished one being deleted
+// too (ttlSecondsAfterFinished, a person): its finalizer keeps it until status
+// has its run, which may have been a run-now that must not run again.
 func (w Waiting) WaitsForAdoption() bool {
-	if !w.Controlled || w.Deleting || !w.CarriesRun || w.Recorded {
+	if !w.Controlled || !w.CarriesRun || w.Recorded {
 		return false
+	}
+	if w.Deleting {
+		return w.Early && !w.Gated && w.Finished && w.Finalized
 	}
 	if w.Gated {
 		return !w.Finished

@@ -152,12 +152,14 @@ func TestOnlyAGatedUnfinishedUnrecordedJobWaitsForAdoption(t *testing.T) {
 // TestInTheEarlyGateAStartedUnrecordedJobWaitsForAdoption: with gates opened
 // before the status write, a Job past its gate may be a run no status records
 // yet, even finished: it waits while it has its lease finalizer (the finalizer
-// of a run's history is gone).
+// of a run's history is gone), and so does a finished one being deleted (its
+// run may have been a run-now, which must not start again).
 func TestInTheEarlyGateAStartedUnrecordedJobWaitsForAdoption(t *testing.T) {
 	started := runcore.Waiting{Controlled: true, CarriesRun: true, Early: true, Finalized: true}
 	for name, w := range map[string]runcore.Waiting{
 		"working":                       started,
 		"finished, its finalizer still": {Controlled: true, CarriesRun: true, Early: true, Finalized: true, Finished: true},
+		"finished, its finalizer still, being deleted": {Controlled: true, CarriesRun: true, Early: true, Finalized: true, Finished: true, Deleting: true},
 	} {
 		if !w.WaitsForAdoption() || !w.Started() {
 			t.Errorf("a Job past its gate, %s, unrecorded, does not wait for adoption as started", name)
@@ -168,8 +170,12 @@ func TestInTheEarlyGateAStartedUnrecordedJobWaitsForAdoption(t *testing.T) {
 		"finished, its finalizer gone": func(w *runcore.Waiting) { w.Finished, w.Finalized = true, false },
 		"recorded in status":           func(w *runcore.Waiting) { w.Recorded = true },
 		"being deleted":                func(w *runcore.Waiting) { w.Deleting = true },
-		"not controlled by it":         func(w *runcore.Waiting) { w.Controlled = false },
-		"without a run annotation":     func(w *runcore.Waiting) { w.CarriesRun = false },
+		"finished, being deleted, its finalizer gone": func(w *runcore.Waiting) {
+			w.Finished, w.Deleting, w.Finalized = true, true, false
+		},
+		"finished, being deleted, without the early gate": func(w *runcore.Waiting) { w.Finished, w.Deleting, w.Early = true, true, false },
+		"not controlled by it":                            func(w *runcore.Waiting) { w.Controlled = false },
+		"without a run annotation":                        func(w *runcore.Waiting) { w.CarriesRun = false },
 	} {
 		w := started
 		change(&w)
