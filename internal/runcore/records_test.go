@@ -81,3 +81,56 @@ func TestAJobsOccurrenceCountsOnlyUnderItsOwnName(t *testing.T) {
 		}
 	}
 }
+
+// TestARunThatEndedWithOnlyItsJobAsRecordIsRecordedAndAnswersItsRequest: a
+// Job that finished while no status recorded its run, and that no pass could
+// adopt, gives status its end once: the history shows it as its Job ended, and
+// the run-now that started it is answered while it is still the annotation's
+// (an older value never takes the place of a newer one). The Job keeps its
+// lease finalizer until that is in status.
+func TestARunThatEndedWithOnlyItsJobAsRecordIsRecordedAndAnswersItsRequest(t *testing.T) {
+	occ := time.Date(2026, 12, 6, 2, 0, 0, 0, time.UTC)
+	now := occ.Add(time.Hour)
+	rec := runcore.JobRecord{Fence: 3, Occurrence: occ, Ended: batchv1alpha1.RunResultSucceeded, JobName: "pay-29453760-abc123",
+		Trigger: batchv1alpha1.TriggerRunNow, Request: "2026-12-06T02:00:05Z"}
+	gj := &batchv1alpha1.GuardedJob{}
+	gj.Annotations = map[string]string{batchv1alpha1.RunNowAnnotation: rec.Request}
+	if runcore.CaughtUp(&gj.Status, rec) {
+		t.Fatal("caught up before status has the run's end")
+	}
+	if !runcore.FoldJob(&gj.Status, rec) || !runcore.FoldEnd(gj, rec, now) {
+		t.Fatal("status did not take the Job's run")
+	}
+	lr := gj.Status.LastRun
+	if lr == nil || lr.JobName != rec.JobName || lr.Result != batchv1alpha1.RunResultSucceeded || lr.Fence != 3 || !lr.ScheduledTime.Time.Equal(occ) {
+		t.Fatalf("lastRun %+v, want the Job's run, Succeeded, fence 3, its occurrence", lr)
+	}
+	if got := gj.Status.RecentRuns[0]; got.Request != rec.Request || got.Trigger != batchv1alpha1.TriggerRunNow || got.JobName != rec.JobName {
+		t.Errorf("recentRuns[0] %+v, want the run with its request and trigger", got)
+	}
+	if gj.Status.LastRunNow != rec.Request {
+		t.Errorf("lastRunNow %q, want the run-now answered", gj.Status.LastRunNow)
+	}
+	if !runcore.CaughtUp(&gj.Status, rec) {
+		t.Error("not caught up with the run's end in status")
+	}
+	if runcore.FoldEnd(gj, rec, now.Add(time.Minute)) || len(gj.Status.RecentRuns) != 1 {
+		t.Errorf("the same end recorded twice: %+v", gj.Status.RecentRuns)
+	}
+
+	// A newer run-now value was answered meanwhile: the old one does not
+	// take its place.
+	newer := &batchv1alpha1.GuardedJob{}
+	newer.Annotations = map[string]string{batchv1alpha1.RunNowAnnotation: "2026-12-06T03:00:00Z"}
+	newer.Status.LastRunNow = "2026-12-06T03:00:00Z"
+	runcore.FoldEnd(newer, rec, now)
+	if newer.Status.LastRunNow != "2026-12-06T03:00:00Z" {
+		t.Errorf("lastRunNow %q: an older value took the place of the newer one", newer.Status.LastRunNow)
+	}
+	// A Job that has not finished has no end to record.
+	running := rec
+	running.Ended = ""
+	if runcore.FoldEnd(&batchv1alpha1.GuardedJob{}, running, now) {
+		t.Error("a run whose Job has not finished was recorded as ended")
+	}
+}
