@@ -158,17 +158,12 @@ func jobRecordOf(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) runcore.JobReco
 			rec.Occurrence = occ
 		}
 	}
-	// A Job that finished, or is being deleted (stopped), while its run had
-	// no other record (its lease finalizer still on: a recorded run's goes
-	// when its lease does).
-	finished, ok := jobFinished(job)
-	if (ok || !job.DeletionTimestamp.IsZero()) && controllerutil.ContainsFinalizer(job, batchv1alpha1.LeaseFinalizer) && !rec.Occurrence.IsZero() {
-		rec.JobName, rec.Ended, rec.EndedHow = job.Name, batchv1alpha1.RunResultFailed, "was deleted"
-		switch {
-		case finished == batchv1.JobComplete:
-			rec.Ended, rec.EndedHow = batchv1alpha1.RunResultSucceeded, "completed"
-		case ok:
-			rec.EndedHow = "failed"
+	// A Job that finished while its run had no other record (its lease
+	// finalizer still on: a recorded run's goes when its lease does).
+	if finished, ok := jobFinished(job); ok && controllerutil.ContainsFinalizer(job, batchv1alpha1.LeaseFinalizer) && !rec.Occurrence.IsZero() {
+		rec.Ended, rec.JobName = batchv1alpha1.RunResultFailed, job.Name
+		if finished == batchv1.JobComplete {
+			rec.Ended = batchv1alpha1.RunResultSucceeded
 		}
 		rec.Trigger, rec.Request = run.Trigger(), cmp.Or(run.RunNow, run.Backfill)
 	}

@@ -746,7 +746,7 @@ func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) 
 		}
 		if runcore.FoldEnd(s.gj, rec, s.now) {
 			r.event(s.gj, job, corev1.EventTypeWarning, batchv1alpha1.UnrecordedRunCountedReason,
-				"Job %s %s while no status recorded its run: status records its end (%s) now, and the request that started it is answered", job.Name, rec.EndedHow, rec.Ended)
+				"Job %s ended %s while no status recorded its run: status records its end now, and the request that started it is answered", job.Name, rec.Ended)
 		}
 		caughtUp := runcore.CaughtUp(&s.orig.Status, rec)
 		if _, finished := jobFinished(job); finished {

@@ -11,8 +11,7 @@
  *
  * Configurations (define one): CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_RETELL, CFG_LEFT, CFG_GUARD, CFG_UNLOCK,
  * CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_GRANTS (a model of its own: key grants published
- * in a shared store), CFG_EARLY_TRIGGER (the early gate, a run-now trigger, a crash,
- * Redis data loss); CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE and
+ * in a shared store); CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE and
  * CFG_JOBFIRST_GUARD are RUN, PAUSE and GUARD in the Job-first run order (JOB_FIRST,
  * which any configuration may also be given: below); CFG_EARLY_RUN, CFG_EARLY_PAUSE
  * and CFG_EARLY_GUARD are them with the early gate (EARLY_GATE: below), and
@@ -38,8 +37,7 @@
  * costs liveness only. Holes of the early gate (no effect without EARLY_GATE):
  * HOLE_EARLY_RESUME_SKIPS_UNRECORDED, HOLE_EARLY_STOPPER_KEEPS_UNHELD,
  * HOLE_EARLY_FLOOR_WITHOUT_JOBS, HOLE_EARLY_FINALIZER_BEFORE_FLOOR,
- * HOLE_EARLY_SCHEDULE_IGNORES_JOBS, HOLE_EARLY_HANDOVER_RECORDED_ONLY,
- * HOLE_TRIGGER_UNANSWERED.
+ * HOLE_EARLY_SCHEDULE_IGNORES_JOBS, HOLE_EARLY_HANDOVER_RECORDED_ONLY.
  *
  * The run order. Status first: acquire, record (status.active: token, fence,
  * occurrence), create the Job (suspended, its start gate closed), confirm the lease
@@ -127,13 +125,6 @@
 #define CFG_REPL 1
 #define JOB_FIRST 1
 #define EARLY_GATE 1
-#elif defined(CFG_JOBFIRST_TRIGGER)
-#define CFG_TRIGGER 1
-#define JOB_FIRST 1
-#elif defined(CFG_EARLY_TRIGGER)
-#define CFG_TRIGGER 1
-#define JOB_FIRST 1
-#define EARLY_GATE 1
 #endif
 
 #if defined(CFG_RUN)
@@ -185,20 +176,6 @@
 #define NOCC 1
 #define JOB_FIRST 1
 #define FORGE 1
-#elif defined(CFG_TRIGGER)
-/* one cluster, one occurrence and a run-now trigger for it; the manager crashes,
- * and Redis may lose its data. With the early gate (CFG_EARLY_TRIGGER) a Job
- * that worked before any status recorded its run may have ended, its lease gone,
- * by the time the next manager comes (as when a manager stays away longer than
- * the lease's ttl). Its end answers the trigger that started it
- * (HOLE_TRIGGER_UNANSWERED: it does not, and the trigger starts its work again) */
-#define NOCC 1
-#define CRASH 1
-#ifndef CRASHES
-#define CRASHES 1
-#endif
-#define DATALOSS 1
-#define TRIGGER 1
 #elif defined(CFG_RETELL)
 /* one cluster in the Job-first order, one occurrence and a run-now trigger for it;
  * the manager crashes (so a Job may wait for adoption), and a tenant who may edit
@@ -277,7 +254,7 @@
  * in the store; one cluster's manager cut off from the store for a while */
 #define GRANTS 1
 #else
-#error "define one of CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_RETELL, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_GRANTS, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD, CFG_EARLY_RUN, CFG_EARLY_PAUSE, CFG_EARLY_GUARD, CFG_EARLY_SHARD, CFG_EARLY_UNLOCK, CFG_EARLY_TWIN, CFG_EARLY_REPL, CFG_EARLY_TRIGGER, CFG_JOBFIRST_TRIGGER"
+#error "define one of CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_RETELL, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_GRANTS, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD, CFG_EARLY_RUN, CFG_EARLY_PAUSE, CFG_EARLY_GUARD, CFG_EARLY_SHARD, CFG_EARLY_UNLOCK, CFG_EARLY_TWIN, CFG_EARLY_REPL"
 #endif
 
 /* The unlock script refuses a GuardedJob token while its key has a time to live;
@@ -334,19 +311,6 @@
 #define FLOOR MAX2(lfence, MAX2(JFENCE(0), MAX2(JFENCE(1), JFENCE(2))))
 #else
 #define FLOOR lfence
-#endif
-/* the early gate: a Job that was past its gate and loses its finalizer with no
- * status having recorded its run gives status its run's end first, which answers
- * the trigger that started it (HOLE_TRIGGER_UNANSWERED: only its fence and
- * occurrence, so the trigger, unanswered, starts its work again) */
-#if defined(EARLY_GATE) && defined(TRIGGER) && !defined(HOLE_TRIGGER_UNANSWERED)
-#define FOLD_TRIG(s) \
-    if \
-    :: !j_susp[s] && (t_trg >> j_tok[s]) & 1 && !trig -> trig = 1; gh_trgf = 1 \
-    :: else \
-    fi
-#else
-#define FOLD_TRIG(s) skip
 #endif
 #if defined(EARLY_GATE) && !defined(HOLE_EARLY_FINALIZER_BEFORE_FLOOR)
 #define FOLD_FENCE(s) if :: j_fence[s] > lfence -> lfence = j_fence[s] :: else fi
@@ -679,9 +643,6 @@ byte l_fl;                  /* ticks left of lastRun's unlock refusal (FinishedA
 byte lfence;                /* status.lastFence: the Strict floor */
 byte led[NT+1];             /* the lease ledger */
 bit  trig;                  /* the run-now trigger is used */
-byte t_trg;                 /* the tokens the trigger acquired, one bit each */
-byte trig_run;              /* the token whose Pod started the trigger's work first */
-bit  gh_trgf;               /* ghost: a Job no status recorded answered the trigger */
 
 /* Processes: 0 the leader (shard a), 1 the old leader (shard b). A crash loses
  * everything below but pst and p_left. */
@@ -832,20 +793,6 @@ byte h_s, h_t, h_o, h_r, h_f, h_i, h_p;
 #define SEENPOD(s,t) (j_tok[s] == (t) && SEENALIVE(s))
 #define PODSOF(t)    (SEENPOD(0,t) || SEENPOD(1,t) || SEENPOD(2,t))
 #define BUSYJ(s,t)   (ISJOB(s,t) && !j_del[s] && j_cond[s] == JRUN)
-/* A Job no run claims that may still work (or waits at its gate for adoption)
- * holds a run-now trigger back */
-#define UNCLAIMED_BUSY(s) (j_ex[s] && j_tok[s] != a_tok && (j_cond[s] == JRUN && !j_del[s] || ALIVE(s)))
-/* the early gate: a pass first gives status the end of a Job no status recorded
- * that has ended (FOLD_TRIG), which answers the trigger that started it; a
- * trigger it answers is never started again (HOLE_TRIGGER_UNANSWERED: nothing
- * answers it) */
-#if defined(EARLY_GATE) && defined(TRIGGER) && !defined(HOLE_TRIGGER_UNANSWERED)
-#define UNFOLDED_TRIG(s) (j_ex[s] && j_fin[s] && !j_susp[s] && j_tok[s] != a_tok && (t_trg >> j_tok[s]) & 1)
-#else
-#define UNFOLDED_TRIG(s) 0
-#endif
-#define TRIG_MAY (!UNCLAIMED_BUSY(0) && !UNCLAIMED_BUSY(1) && !UNCLAIMED_BUSY(2) && \
-                  !UNFOLDED_TRIG(0) && !UNFOLDED_TRIG(1) && !UNFOLDED_TRIG(2))
 #define JOBBUSY(t)   (BUSYJ(0,t) || BUSYJ(1,t) || BUSYJ(2,t))
 #define SUSPJ(s,t)   (ISJOB(s,t) && j_susp[s] && !j_del[s])
 #define HASSUSP(t)   (SUSPJ(0,t) || SUSPJ(1,t) || SUSPJ(2,t))
@@ -1380,13 +1327,11 @@ proctype Reconciler(byte p) {
        printf("MODEL: occurrence %d skipped (Forbid): lastRun overwritten\n", onext);
        LASTRUN(0, 0); onext++ } }
 #ifdef TRIGGER
-  /* a run-now trigger for the latest occurrence runs it when nothing is active (a
-   * Job no run claims counts while it may work or waits for adoption: the code's
-   * due.Admit waits for it, or skips the trigger with Forbid)... */
-  :: atomic { LEADS(p) && !trig && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext > 1 && tnext <= NT && TRIG_MAY -> acquire_trigger: d_step {
+  /* a run-now trigger for the latest occurrence runs it when nothing is active... */
+  :: atomic { LEADS(p) && !trig && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext > 1 && tnext <= NT -> acquire_trigger: d_step {
        printf("MODEL: run-now trigger for occurrence %d\n", onext - 1);
        acquire_pass(p, onext - 1);
-       if :: h_r != 1 -> LASTRUN(0, 0); trig = 1 :: else -> t_trg = t_trg | (1 << h_t) fi;
+       if :: h_r != 1 -> LASTRUN(0, 0); trig = 1 :: else fi;
        END_STEP } }
   /* ... or is skipped (a run is active, or the trigger is stale): lastRun overwritten */
   :: atomic { LEADS(p) && !trig -> skip_trigger: d_step {
@@ -1597,9 +1542,9 @@ proctype Reconciler(byte p) {
        END_STEP } }
   /* unclaimed Jobs that finished, or whose Pods are gone, lose the finalizer; the
    * history limit deletes finished ones */
-  :: atomic { LEADS(p) && j_ex[0] && j_fin[0] && j_tok[0] != a_tok && (j_cond[0] != JRUN || j_del[0] && !SEENALIVE(0)) && CAUGHT_UP(0) -> drop_finalizer: d_step { FOLD_FENCE(0); FOLD_OCC(0); FOLD_TRIG(0); j_fin[0] = 0 } }
-  :: atomic { LEADS(p) && j_ex[1] && j_fin[1] && j_tok[1] != a_tok && (j_cond[1] != JRUN || j_del[1] && !SEENALIVE(1)) && CAUGHT_UP(1) -> d_step { FOLD_FENCE(1); FOLD_OCC(1); FOLD_TRIG(1); j_fin[1] = 0 } }
-  :: atomic { LEADS(p) && j_ex[2] && j_fin[2] && j_tok[2] != a_tok && (j_cond[2] != JRUN || j_del[2] && !SEENALIVE(2)) && CAUGHT_UP(2) -> d_step { FOLD_FENCE(2); FOLD_OCC(2); FOLD_TRIG(2); j_fin[2] = 0 } }
+  :: atomic { LEADS(p) && j_ex[0] && j_fin[0] && j_tok[0] != a_tok && (j_cond[0] != JRUN || j_del[0] && !SEENALIVE(0)) && CAUGHT_UP(0) -> drop_finalizer: d_step { FOLD_FENCE(0); FOLD_OCC(0); j_fin[0] = 0 } }
+  :: atomic { LEADS(p) && j_ex[1] && j_fin[1] && j_tok[1] != a_tok && (j_cond[1] != JRUN || j_del[1] && !SEENALIVE(1)) && CAUGHT_UP(1) -> d_step { FOLD_FENCE(1); FOLD_OCC(1); j_fin[1] = 0 } }
+  :: atomic { LEADS(p) && j_ex[2] && j_fin[2] && j_tok[2] != a_tok && (j_cond[2] != JRUN || j_del[2] && !SEENALIVE(2)) && CAUGHT_UP(2) -> d_step { FOLD_FENCE(2); FOLD_OCC(2); j_fin[2] = 0 } }
   :: atomic { LEADS(p) && j_ex[0] && !j_fin[0] && !j_del[0] && j_cond[0] != JRUN && j_tok[0] != a_tok -> history: d_step {  printf("MODEL: history limit deletes Job t%d\n", j_tok[0]); j_del[0] = 1 } }
   :: atomic { LEADS(p) && j_ex[1] && !j_fin[1] && !j_del[1] && j_cond[1] != JRUN && j_tok[1] != a_tok -> d_step { printf("MODEL: history limit deletes Job t%d\n", j_tok[1]); j_del[1] = 1 } }
   :: atomic { LEADS(p) && j_ex[2] && !j_fin[2] && !j_del[2] && j_cond[2] != JRUN && j_tok[2] != a_tok -> d_step { printf("MODEL: history limit deletes Job t%d\n", j_tok[2]); j_del[2] = 1 } }
@@ -1750,19 +1695,6 @@ proctype Reconciler(byte p) {
 #else
 #define I9_START(t) skip
 #endif
-/* I9T: with the early gate, the run-now trigger's work starts once: no Pod of a
- * second run it started starts after one of its runs' Pods did */
-#if defined(TRIGGER) && defined(EARLY_GATE)
-#define I9T_START(t) \
-    if \
-    :: (t_trg >> (t)) & 1 -> \
-       CHECK(trig_run == 0 || trig_run == (t), "I9T: the run-now trigger's work starts a second time (t%d)", t); \
-       trig_run = (t) \
-    :: else \
-    fi
-#else
-#define I9T_START(t) skip
-#endif
 inline kube_start(s) {
   atomic { STARTABLE(s) && GATE(s) -> d_step {
     printf("MODEL: Pod of Job t%d starts (fence %d)\n", j_tok[s], j_fence[s]);
@@ -1775,7 +1707,6 @@ inline kube_start(s) {
     fi;
     if :: j_fence[s] > lstart -> lstart = j_fence[s] :: else fi;
     I9_START(j_tok[s]);
-    I9T_START(j_tok[s]);
     p_st[s] = PRUN;
     END_STEP
   } }
@@ -2226,9 +2157,6 @@ ltl probe_inflight_ghost     { [] !(fl_st == 2 && fl_res == FL_REACQ && led[fl_t
 #elif defined(CFG_MARKER)
 ltl probe_late_skipped       { [] !(b_done && mk_by[1] != 0 && mk_by[1] != FV && age >= LATEST && rmark[1] != 0) }
 ltl probe_marker_expired     { [] !(age > LATEST && rmark[1] == 0 && mk_by[1] != 0) }
-#elif defined(CFG_TRIGGER)
-ltl probe_trigger_from_job   { [] !(gh_trgf) }
-ltl probe_adopted            { [] !(gh_adopt && crashed > 0 && a_tok != 0 && PODSOF(a_tok)) }
 #elif defined(CFG_RETELL)
 ltl probe_retold_stopped      { [] !(gh_retold && crashed > 0 && (j_told[0] && j_del[0] || j_told[1] && j_del[1] || j_told[2] && j_del[2])) }
 ltl probe_adopted             { [] !(gh_adopt && crashed > 0 && a_tok != 0 && PODSOF(a_tok)) }

@@ -19,23 +19,20 @@ import (
 
 // JobRecord is what a Job no status records carries of its run: its fence
 // (0: none or unfenced) and its occurrence (zero: none that can be trusted).
-// A Job that finished, or is being deleted, while its run was still its only
-// record (its lease finalizer on) also carries that run's end: Ended
-// (Succeeded when the Job completed, Failed when it failed or was deleted;
-// empty otherwise) and EndedHow (completed, failed, was deleted), under
-// JobName, with what started it (Trigger, and Request: the run-now value or
-// request object). Request is read from the Job's annotation, a hint: it may
-// answer a request, so that the request never starts a second run, and never
-// starts one.
+// A Job that finished while its run was still its only record (its lease
+// finalizer on) also carries that run's end: Ended (Succeeded or Failed, as
+// the Job ended; empty otherwise), under JobName, with what started it
+// (Trigger, and Request: the run-now value or request object). Request is
+// read from the Job's annotation, a hint: it may answer a request, so that the
+// request never starts a second run, and never starts one.
 type JobRecord struct {
 	Fence      int64
 	Occurrence time.Time
 
-	Ended    batchv1alpha1.RunResult
-	EndedHow string
-	JobName  string
-	Trigger  string
-	Request  string
+	Ended   batchv1alpha1.RunResult
+	JobName string
+	Trigger string
+	Request string
 }
 
 // FloorWithJobs is the Strict floor counting the Jobs' fences: the highest of
@@ -77,9 +74,9 @@ func FoldJob(st *batchv1alpha1.GuardedJobStatus, j JobRecord) bool {
 	return moved
 }
 
-// FoldEnd records in status the end of a run whose Job finished or was deleted
-// while the Job was its only record (Ended), and no pass could adopt it (its
-// lease was gone): lastRun and recentRuns say how its Job ended, and the request that
+// FoldEnd records in status the end of a run whose Job finished while the Job
+// was its only record (Ended), and no pass could adopt it (its lease was
+// gone): lastRun and recentRuns say how its Job ended, and the request that
 // started it is answered (a run-now value that is still the annotation's,
 // and a request object, which its recentRuns entry answers). Without it the
 // request would be taken for unanswered and started again, with its key free:
@@ -88,7 +85,7 @@ func FoldEnd(gj *batchv1alpha1.GuardedJob, j JobRecord, now time.Time) bool {
 	if j.Ended == "" || InHistory(&gj.Status, j.JobName) {
 		return false
 	}
-	msg := "Job " + j.JobName + " " + j.EndedHow + " while no status recorded its run (its lease was gone before a manager could record it): recorded from the Job"
+	msg := "Job " + j.JobName + " ended " + string(j.Ended) + " while no status recorded its run (its lease was gone before a manager could record it): recorded from the Job"
 	RecordRun(gj, j.JobName, j.Occurrence, "", j.Fence, false, j.Ended, "", msg, now)
 	SyncRecent(gj, j.Trigger)
 	NoteRequest(gj, j.Request)

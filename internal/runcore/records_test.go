@@ -91,7 +91,7 @@ func TestAJobsOccurrenceCountsOnlyUnderItsOwnName(t *testing.T) {
 func TestARunThatEndedWithOnlyItsJobAsRecordIsRecordedAndAnswersItsRequest(t *testing.T) {
 	occ := time.Date(2026, 12, 6, 2, 0, 0, 0, time.UTC)
 	now := occ.Add(time.Hour)
-	rec := runcore.JobRecord{Fence: 3, Occurrence: occ, Ended: batchv1alpha1.RunResultSucceeded, EndedHow: "completed", JobName: "pay-29453760-abc123",
+	rec := runcore.JobRecord{Fence: 3, Occurrence: occ, Ended: batchv1alpha1.RunResultSucceeded, JobName: "pay-29453760-abc123",
 		Trigger: batchv1alpha1.TriggerRunNow, Request: "2026-12-06T02:00:05Z"}
 	gj := &batchv1alpha1.GuardedJob{}
 	gj.Annotations = map[string]string{batchv1alpha1.RunNowAnnotation: rec.Request}
