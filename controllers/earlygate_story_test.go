@@ -364,31 +364,3 @@ func TestEarlyGate_ARunNowWhoseJobFinishedAndWentBeforeItsRecordRunsOnce(t *test
 	g.Consistently(created).WithTimeout(3*time.Second).Should(HaveLen(1), "one start, and no second try of the same request")
 	g.Eventually(h.jobs).Should(BeEmpty(), "the deleted Job goes once status took it in")
 }
-
-// TestEarlyGate_ARunNowWhoseJobFinishedWhileNoManagerRanIsNeverRunAgain: the
-// gate of a run-now's Job opened, and the manager died before any status
-// recorded the run. The Job succeeded and its lease expired before the next
-// manager came. That manager cannot adopt the Job (its key is free): it
-// records the run's end from the Job as its Job ended, answers the run-now
-// that started it, and never starts that request again (the key is free: a
-// second start would do the work a second time).
-func TestEarlyGate_ARunNowWhoseJobFinishedWhileNoManagerRanIsNeverRunAgain(t *testing.T) {
-	h, failing, gj, job, _ := earlyUnrecorded(t, "early-gone")
-	value := h.get(gj).Annotations[batchv1alpha1.RunNowAnnotation]
-	h.stop()
-	g := h.g
-	ctx := context.Background()
-	h.complete(&job)
-	g.Expect(h.rdb.Del(ctx, gj.Spec.Lock.Key).Err()).To(Succeed(), "the lease expired")
-	failing.Store(false)
-	h.start()
-
-	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).Should(And(Not(BeNil()),
-		HaveField("JobName", job.Name), HaveField("Result", batchv1alpha1.RunResultSucceeded),
-		HaveField("Message", ContainSubstring("no status recorded"))), "the run's end, as its Job shows it")
-	st := h.get(gj).Status
-	g.Expect(st.LastRunNow).To(Equal(value), "the run-now is answered")
-	g.Expect(st.RecentRuns).To(ContainElement(And(HaveField("JobName", job.Name), HaveField("Request", value))))
-	g.Consistently(h.jobs).WithTimeout(3*time.Second).Should(ConsistOf(HaveField("UID", job.UID)), "no second Job")
-	g.Expect(h.rdb.Exists(ctx, gj.Spec.Lock.Key).Val()).To(BeZero(), "nothing took the key")
-}

@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
@@ -157,15 +155,6 @@ func jobRecordOf(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) runcore.JobReco
 		if occ := run.ScheduledTime.Time; runcore.TrustedOccurrence(gj.Name, job.Name, occ, job.CreationTimestamp.Time) {
 			rec.Occurrence = occ
 		}
-	}
-	// A Job that finished while its run had no other record (its lease
-	// finalizer still on: a recorded run's goes when its lease does).
-	if finished, ok := jobFinished(job); ok && controllerutil.ContainsFinalizer(job, batchv1alpha1.LeaseFinalizer) && !rec.Occurrence.IsZero() {
-		rec.Ended, rec.JobName = batchv1alpha1.RunResultFailed, job.Name
-		if finished == batchv1.JobComplete {
-			rec.Ended = batchv1alpha1.RunResultSucceeded
-		}
-		rec.Trigger, rec.Request = run.Trigger(), cmp.Or(run.RunNow, run.Backfill)
 	}
 	return rec
 }

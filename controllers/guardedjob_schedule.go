@@ -744,10 +744,6 @@ func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) 
 				"Job %s carries a run no status recorded (%s): status counts it now, so that occurrence does not start again and later fences stay above it",
 				job.Name, jobRecordText(rec))
 		}
-		if runcore.FoldEnd(s.gj, rec, s.now) {
-			r.event(s.gj, job, corev1.EventTypeWarning, batchv1alpha1.UnrecordedRunCountedReason,
-				"Job %s ended %s while no status recorded its run: status records its end now, and the request that started it is answered", job.Name, rec.Ended)
-		}
 		caughtUp := runcore.CaughtUp(&s.orig.Status, rec)
 		if _, finished := jobFinished(job); finished {
 			// Complete or Failed: the Job controller saw every Pod end (the Pod

@@ -480,17 +480,6 @@ var mutants = []mutant{
 		},
 	},
 	{
-		name: "unrecorded-end-not-folded",
-		bug:  "with the early gate, a Job that finished while it was its run's only record, and that no pass could adopt, leaves no end in status: the run-now or request that started it is taken for unanswered and runs the work again",
-		file: "internal/runcore/records.go",
-		find: "\tif j.Ended == \"\" || InHistory(&gj.Status, j.JobName) {\n",
-		repl: "\tif j.Ended != \"\" || InHistory(&gj.Status, j.JobName) {\n",
-		catchers: []catcher{
-			{"./internal/runcore/", []string{"TestARunThatEndedWithOnlyItsJobAsRecordIsRecordedAndAnswersItsRequest"}},
-			{"./controllers/", []string{"TestEarlyGate_ARunNowWhoseJobFinishedWhileNoManagerRanIsNeverRunAgain"}},
-		},
-	},
-	{
 		name: "jobfirst-no-floor",
 		bug:  "adopting a Job records its fence in the run but does not raise status.lastFence: once the history limit deletes the Job, a data loss hands its fence out again",
 		file: "internal/runcore/adopt.go",

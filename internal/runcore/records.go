@@ -19,20 +19,9 @@ import (
 
 // JobRecord is what a Job no status records carries of its run: its fence
 // (0: none or unfenced) and its occurrence (zero: none that can be trusted).
-// A Job that finished while its run was still its only record (its lease
-// finalizer on) also carries that run's end: Ended (Succeeded or Failed, as
-// the Job ended; empty otherwise), under JobName, with what started it
-// (Trigger, and Request: the run-now value or request object). Request is
-// read from the Job's annotation, a hint: it may answer a request, so that the
-// request never starts a second run, and never starts one.
 type JobRecord struct {
 	Fence      int64
 	Occurrence time.Time
-
-	Ended   batchv1alpha1.RunResult
-	JobName string
-	Trigger string
-	Request string
 }
 
 // FloorWithJobs is the Strict floor counting the Jobs' fences: the highest of
@@ -47,14 +36,10 @@ func FloorWithJobs(lastFence int64, jobs []JobRecord) int64 {
 }
 
 // CaughtUp says whether status holds what a Job no status records carries:
-// its fence in lastFence, its occurrence in lastScheduleTime, and the end of
-// a run that ended so in the history (FoldEnd). Only then may
+// its fence in lastFence and its occurrence in lastScheduleTime. Only then may
 // the Job lose its lease finalizer (and the history limit delete it).
 func CaughtUp(st *batchv1alpha1.GuardedJobStatus, j JobRecord) bool {
 	if j.Fence > st.LastFence {
-		return false
-	}
-	if j.Ended != "" && !InHistory(st, j.JobName) {
 		return false
 	}
 	return j.Occurrence.IsZero() || st.LastScheduleTime != nil && !st.LastScheduleTime.Time.Before(j.Occurrence)
@@ -72,41 +57,6 @@ func FoldJob(st *batchv1alpha1.GuardedJobStatus, j JobRecord) bool {
 		st.LastScheduleTime, moved = &metav1.Time{Time: j.Occurrence}, true
 	}
 	return moved
-}
-
-// FoldEnd records in status the end of a run whose Job finished while the Job
-// was its only record (Ended), and no pass could adopt it (its lease was
-// gone): lastRun and recentRuns say how its Job ended, and the request that
-// started it is answered (a run-now value that is still the annotation's,
-// and a request object, which its recentRuns entry answers). Without it the
-// request would be taken for unanswered and started again, with its key free:
-// the work done twice. It returns whether status moved.
-func FoldEnd(gj *batchv1alpha1.GuardedJob, j JobRecord, now time.Time) bool {
-	if j.Ended == "" || InHistory(&gj.Status, j.JobName) {
-		return false
-	}
-	msg := "Job " + j.JobName + " ended " + string(j.Ended) + " while no status recorded its run (its lease was gone before a manager could record it): recorded from the Job"
-	RecordRun(gj, j.JobName, j.Occurrence, "", j.Fence, false, j.Ended, "", msg, now)
-	SyncRecent(gj, j.Trigger)
-	NoteRequest(gj, j.Request)
-	if j.Request != "" && gj.Annotations[batchv1alpha1.RunNowAnnotation] == j.Request {
-		gj.Status.LastRunNow = j.Request
-	}
-	return true
-}
-
-// InHistory says whether status.lastRun or status.recentRuns has a run of the
-// Job named jobName.
-func InHistory(st *batchv1alpha1.GuardedJobStatus, jobName string) bool {
-	if st.LastRun != nil && st.LastRun.JobName == jobName {
-		return true
-	}
-	for i := range st.RecentRuns {
-		if st.RecentRuns[i].JobName == jobName {
-			return true
-		}
-	}
-	return false
 }
 
 // occurrenceLead is how long before its occurrence a run's Job may be created
