@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -51,14 +52,33 @@ func failRunWritesWhile(failing *atomic.Bool) *interceptor.Funcs {
 	}
 }
 
-// earlyGuardedJob is a GuardedJob whose lease expires 12 s after its last
-// renewal (its self-fence deadline 6 s after it, room for renewals late on two
-// busy cores): a lease nobody renews lapses within a story.
+// failingEarly returns a harness whose managers start runs in the early order,
+// and a switch, set, for failRunWritesWhile.
+func failingEarly(t *testing.T) (*harness, *atomic.Bool) {
+	h := newHarness(t)
+	h.order = orderEarly
+	failing := &atomic.Bool{}
+	failing.Store(true)
+	return h, failing
+}
+
+// earlyGuardedJob is a minutely GuardedJob whose lease expires 12 s after its
+// last renewal (its self-fence deadline 6 s after it, room for renewals late on
+// two busy cores): a lease nobody renews lapses within a story.
 func (h *harness) earlyGuardedJob(name string) *batchv1alpha1.GuardedJob {
-	gj := h.guardedJob(name, h.ns+":"+name)
+	gj := h.minutely(name, h.ns+":"+name)
 	gj.Spec.Lock.TTL = &metav1.Duration{Duration: 12 * time.Second}
 	gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: time.Second}
 	return gj
+}
+
+// due makes the first occurrence of a minutely GuardedJob due and brings a
+// pass: its scheduled run starts. The early gate's order is a scheduled run's
+// (a run a request started is recorded before its gate opens).
+func (h *harness) due(gj *batchv1alpha1.GuardedJob) {
+	h.t.Helper()
+	h.clock.SetTime(h.occurrence(gj, 1).Add(2 * time.Second))
+	h.poke(gj)
 }
 
 // openedUnrecorded waits for the run's Job to be past its gate while no status
@@ -103,14 +123,11 @@ func (h *harness) heldPastTTL(gj *batchv1alpha1.GuardedJob, job *batchv1.Job, to
 // returns the run's Job, past its gate with no status recording it, and the
 // token its key holds.
 func earlyUnrecorded(t *testing.T, name string) (*harness, *atomic.Bool, *batchv1alpha1.GuardedJob, batchv1.Job, string) {
-	h := newHarness(t)
-	h.order = orderEarly
-	failing := &atomic.Bool{}
-	failing.Store(true)
+	h, failing := failingEarly(t)
 	h.intercept = failRunWritesWhile(failing)
 	h.start()
 	gj := h.create(h.earlyGuardedJob(name))
-	h.trigger(gj)
+	h.due(gj)
 	job, token := h.openedUnrecorded(gj)
 	return h, failing, gj, job, token
 }
@@ -130,7 +147,7 @@ func TestEarlyGate_ARunsGateOpensBeforeAnyWriteToItsGuardedJob(t *testing.T) {
 	g := h.g
 	g.Eventually(func() *batchv1alpha1.GuardedJobStatus { return &h.get(gj).Status }).Should(HaveField("NextScheduleTime", Not(BeNil())))
 	log.reset()
-	h.trigger(gj)
+	h.due(gj)
 	job := h.waitJobs(1)[0]
 	h.waitRecorded(gj)
 	writes := func() []string {
@@ -242,17 +259,14 @@ func TestEarlyGate_AJobPastItsGateWhoseLeaseIsLostBeforeAnyStatusRecordsItIsStop
 // lease its key holds, names itself in status.shard: the key never lapses under
 // the working Job, and there is one Job.
 func TestEarlyGate_AJobPastItsGateIsHandedOverToTheShardItsGuardedJobMovedTo(t *testing.T) {
-	h := newHarness(t)
-	h.order = orderEarly
-	failing := &atomic.Bool{}
-	failing.Store(true)
+	h, failing := failingEarly(t)
 	h.shardIntercept = failRunWritesWhile(failing)
 	h.startShard(batchv1alpha1.ShardLabel + "=a")
 	h.shardIntercept = nil
 	gj := h.earlyGuardedJob("early-moving")
 	gj.Labels = map[string]string{batchv1alpha1.ShardLabel: "a"}
 	gj = h.create(gj)
-	h.trigger(gj)
+	h.due(gj)
 	job, token := h.openedUnrecorded(gj)
 
 	h.relabel(gj, "b")
@@ -294,15 +308,16 @@ func TestEarlyGate_ARunThatWaitedForItsKeyIsRecordedBeforeItsGateOpens(t *testin
 	g.Eventually(func() bool { js := h.jobs(); return len(js) != 1 || jobbuild.Gated(&js[0]) }).Should(BeFalse(), "its gate opens once status records it")
 }
 
-// TestEarlyGate_ARunNowWhoseJobFinishedAndWentBeforeItsRecordRunsOnce: a
-// run-now's gate opened and its record was left to the next pass; before that
-// pass, the Job succeeded and was deleted (ttlSecondsAfterFinished: 0, or a
-// person). Its lease finalizer keeps it until status takes it in. The pass
-// records the run from its Job and ends it: Succeeded, the lease released and
-// the run-now answered. It never starts the same request a second time (with
-// onBusy Retry, the second start would run the work again once the lease
-// expired).
-func TestEarlyGate_ARunNowWhoseJobFinishedAndWentBeforeItsRecordRunsOnce(t *testing.T) {
+// TestEarlyGate_ARunWhoseJobFinishedAndWentBeforeItsRecordIsRecordedAndReleased:
+// a scheduled run's gate opened and its record was left to the next pass;
+// before that pass, the Job succeeded and was deleted (ttlSecondsAfterFinished:
+// 0, or a person). Its lease finalizer keeps it until status takes it in. The
+// pass records the run from its Job (its key still holds the token minted for
+// it) and ends it as its Job ended: Succeeded in the history, the lease
+// released. Before, a Job being deleted was never adopted: status only counted
+// its fence and occurrence, the run was missing from the history and its lease
+// was left to expire.
+func TestEarlyGate_ARunWhoseJobFinishedAndWentBeforeItsRecordIsRecordedAndReleased(t *testing.T) {
 	h := newHarness(t)
 	h.order = orderEarly
 	var finishOnOpen atomic.Bool
@@ -345,22 +360,69 @@ func TestEarlyGate_ARunNowWhoseJobFinishedAndWentBeforeItsRecordRunsOnce(t *test
 	g := h.g
 	g.Eventually(func() *batchv1alpha1.GuardedJobStatus { return &h.get(gj).Status }).Should(HaveField("NextScheduleTime", Not(BeNil())))
 	finishOnOpen.Store(true)
-	value := h.trigger(gj)
+	h.due(gj)
 
 	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).WithTimeout(20*time.Second).Should(And(Not(BeNil()),
-		HaveField("Result", batchv1alpha1.RunResultSucceeded)), "the run ends as its Job did")
+		HaveField("Result", batchv1alpha1.RunResultSucceeded), HaveField("Message", "the Job completed")), "the run ends as its Job did")
 	g.Expect(finishOnOpen.Load()).To(BeFalse(), "the Job finished and went between its gate and its record")
-	g.Expect(h.get(gj).Status.LastRunNow).To(Equal(value), "the run-now is answered")
+	g.Expect(h.get(gj).Status.RecentRuns).To(ContainElement(And(HaveField("JobName", h.get(gj).Status.LastRun.JobName),
+		HaveField("Trigger", batchv1alpha1.TriggerSchedule))), "in the history, as a scheduled run")
 	g.Eventually(func() (int64, error) { return h.rdb.Exists(ctx, gj.Spec.Lock.Key).Result() }).Should(BeZero(), "the lease is released")
+	g.Eventually(h.jobs).Should(BeEmpty(), "the deleted Job goes once status took it in")
 	created := func() []string {
 		var out []string
 		for _, e := range h.events(gj) {
-			if strings.HasPrefix(e, "JobCreated: ") || strings.HasPrefix(e, "LockBusy: ") {
+			if strings.HasPrefix(e, "JobCreated: ") {
 				out = append(out, e)
 			}
 		}
 		return out
 	}
-	g.Consistently(created).WithTimeout(3*time.Second).Should(HaveLen(1), "one start, and no second try of the same request")
-	g.Eventually(h.jobs).Should(BeEmpty(), "the deleted Job goes once status took it in")
+	g.Consistently(created).WithTimeout(2*time.Second).Should(HaveLen(1), "one run")
+}
+
+// TestEarlyGate_ARunNowIsRecordedBeforeItsGateOpens: the early gate's order is a
+// scheduled run's. A run-now's run is recorded before its gate opens, since
+// status answers the request and a Job's annotation may not. Here its status
+// write fails, so its Job waits at its gate; then the manager dies and the
+// run's lease is gone before the next one comes. That manager deletes the Job,
+// which never started, and runs the request once: its Job opens only after
+// status records the run. Had the first Job opened before its record, its
+// work could have been done and the request, unanswered, run it again.
+func TestEarlyGate_ARunNowIsRecordedBeforeItsGateOpens(t *testing.T) {
+	h, failing := failingEarly(t)
+	h.intercept = failRunWritesWhile(failing)
+	h.start()
+	ctx := context.Background()
+	gj := h.create(h.earlyGuardedJob("early-request"))
+	value := h.trigger(gj)
+	first := h.waitJobs(1)[0]
+	g := h.g
+	g.Consistently(func() (bool, error) {
+		cur := &batchv1.Job{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(&first), cur); err != nil {
+			return false, err
+		}
+		return jobbuild.Gated(cur), nil
+	}).WithTimeout(3*time.Second).Should(BeTrue(), "the run-now's Job waits at its gate while no status records its run")
+
+	h.stop()
+	g.Expect(h.rdb.Del(ctx, gj.Spec.Lock.Key).Err()).To(Succeed(), "the lease is gone")
+	failing.Store(false)
+	h.start()
+
+	g.Eventually(func() (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(&first), &batchv1.Job{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	}).WithTimeout(20*time.Second).Should(BeTrue(), "the Job that never started is deleted")
+	g.Eventually(func() []batchv1alpha1.ActiveRun { return h.get(gj).Status.Active }).WithTimeout(20*time.Second).Should(
+		ConsistOf(And(HaveField("RunNow", value), HaveField("JobUID", Not(BeEmpty())), HaveField("Phase", batchv1alpha1.RunPhaseRunning))),
+		"the request runs, recorded with its Job")
+	g.Expect(h.get(gj).Status.LastRunNow).To(Equal(value), "the request is answered")
+	second := h.waitJobs(1)[0]
+	g.Expect(second.UID).NotTo(Equal(first.UID))
+	g.Eventually(func() bool { js := h.jobs(); return len(js) == 1 && !jobbuild.Gated(&js[0]) }).Should(BeTrue(), "its gate opens once status records it")
 }

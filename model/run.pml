@@ -11,7 +11,8 @@
  *
  * Configurations (define one): CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_RETELL, CFG_LEFT, CFG_GUARD, CFG_UNLOCK,
  * CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_GRANTS (a model of its own: key grants published
- * in a shared store); CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE and
+ * in a shared store), CFG_EARLY_TRIGGER (the early gate, a run-now trigger, a crash,
+ * Redis data loss); CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE and
  * CFG_JOBFIRST_GUARD are RUN, PAUSE and GUARD in the Job-first run order (JOB_FIRST,
  * which any configuration may also be given: below); CFG_EARLY_RUN, CFG_EARLY_PAUSE
  * and CFG_EARLY_GUARD are them with the early gate (EARLY_GATE: below), and
@@ -37,7 +38,8 @@
  * costs liveness only. Holes of the early gate (no effect without EARLY_GATE):
  * HOLE_EARLY_RESUME_SKIPS_UNRECORDED, HOLE_EARLY_STOPPER_KEEPS_UNHELD,
  * HOLE_EARLY_FLOOR_WITHOUT_JOBS, HOLE_EARLY_FINALIZER_BEFORE_FLOOR,
- * HOLE_EARLY_SCHEDULE_IGNORES_JOBS, HOLE_EARLY_HANDOVER_RECORDED_ONLY.
+ * HOLE_EARLY_SCHEDULE_IGNORES_JOBS, HOLE_EARLY_HANDOVER_RECORDED_ONLY,
+ * HOLE_TRIGGER_OPENS_EARLY.
  *
  * The run order. Status first: acquire, record (status.active: token, fence,
  * occurrence), create the Job (suspended, its start gate closed), confirm the lease
@@ -125,6 +127,13 @@
 #define CFG_REPL 1
 #define JOB_FIRST 1
 #define EARLY_GATE 1
+#elif defined(CFG_JOBFIRST_TRIGGER)
+#define CFG_TRIGGER 1
+#define JOB_FIRST 1
+#elif defined(CFG_EARLY_TRIGGER)
+#define CFG_TRIGGER 1
+#define JOB_FIRST 1
+#define EARLY_GATE 1
 #endif
 
 #if defined(CFG_RUN)
@@ -176,6 +185,20 @@
 #define NOCC 1
 #define JOB_FIRST 1
 #define FORGE 1
+#elif defined(CFG_TRIGGER)
+/* one cluster, one occurrence and a run-now trigger for it; the manager crashes,
+ * and Redis may lose its data. With the early gate (CFG_EARLY_TRIGGER) the
+ * trigger's run still records before its gate opens: status answers the
+ * trigger, a Job's annotation may not (HOLE_TRIGGER_OPENS_EARLY: it opens first,
+ * as a scheduled run does; its Job works and ends, its lease is gone by the time
+ * the next manager comes, and the trigger, unanswered, starts its work again) */
+#define NOCC 1
+#define CRASH 1
+#ifndef CRASHES
+#define CRASHES 1
+#endif
+#define DATALOSS 1
+#define TRIGGER 1
 #elif defined(CFG_RETELL)
 /* one cluster in the Job-first order, one occurrence and a run-now trigger for it;
  * the manager crashes (so a Job may wait for adoption), and a tenant who may edit
@@ -254,7 +277,7 @@
  * in the store; one cluster's manager cut off from the store for a while */
 #define GRANTS 1
 #else
-#error "define one of CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_RETELL, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_GRANTS, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD, CFG_EARLY_RUN, CFG_EARLY_PAUSE, CFG_EARLY_GUARD, CFG_EARLY_SHARD, CFG_EARLY_UNLOCK, CFG_EARLY_TWIN, CFG_EARLY_REPL"
+#error "define one of CFG_RUN, CFG_PAUSE, CFG_DEPOSED, CFG_MARKER, CFG_ADOPT, CFG_RETELL, CFG_LEFT, CFG_GUARD, CFG_UNLOCK, CFG_SHARD, CFG_TWIN, CFG_REPL, CFG_GRANTS, CFG_JOBFIRST_RUN, CFG_JOBFIRST_PAUSE, CFG_JOBFIRST_GUARD, CFG_EARLY_RUN, CFG_EARLY_PAUSE, CFG_EARLY_GUARD, CFG_EARLY_SHARD, CFG_EARLY_UNLOCK, CFG_EARLY_TWIN, CFG_EARLY_REPL, CFG_EARLY_TRIGGER, CFG_JOBFIRST_TRIGGER"
 #endif
 
 /* The unlock script refuses a GuardedJob token while its key has a time to live;
@@ -643,6 +666,8 @@ byte l_fl;                  /* ticks left of lastRun's unlock refusal (FinishedA
 byte lfence;                /* status.lastFence: the Strict floor */
 byte led[NT+1];             /* the lease ledger */
 bit  trig;                  /* the run-now trigger is used */
+byte t_trg;                 /* the tokens the trigger acquired, one bit each */
+byte trig_run;              /* the token whose Pod started the trigger's work first */
 
 /* Processes: 0 the leader (shard a), 1 the old leader (shard b). A crash loses
  * everything below but pst and p_left. */
@@ -793,6 +818,10 @@ byte h_s, h_t, h_o, h_r, h_f, h_i, h_p;
 #define SEENPOD(s,t) (j_tok[s] == (t) && SEENALIVE(s))
 #define PODSOF(t)    (SEENPOD(0,t) || SEENPOD(1,t) || SEENPOD(2,t))
 #define BUSYJ(s,t)   (ISJOB(s,t) && !j_del[s] && j_cond[s] == JRUN)
+/* A Job no run claims that may still work (or waits at its gate for adoption)
+ * holds a run-now trigger back */
+#define UNCLAIMED_BUSY(s) (j_ex[s] && j_tok[s] != a_tok && (j_cond[s] == JRUN && !j_del[s] || ALIVE(s)))
+#define TRIG_MAY (!UNCLAIMED_BUSY(0) && !UNCLAIMED_BUSY(1) && !UNCLAIMED_BUSY(2))
 #define JOBBUSY(t)   (BUSYJ(0,t) || BUSYJ(1,t) || BUSYJ(2,t))
 #define SUSPJ(s,t)   (ISJOB(s,t) && j_susp[s] && !j_del[s])
 #define HASSUSP(t)   (SUSPJ(0,t) || SUSPJ(1,t) || SUSPJ(2,t))
@@ -1327,11 +1356,13 @@ proctype Reconciler(byte p) {
        printf("MODEL: occurrence %d skipped (Forbid): lastRun overwritten\n", onext);
        LASTRUN(0, 0); onext++ } }
 #ifdef TRIGGER
-  /* a run-now trigger for the latest occurrence runs it when nothing is active... */
-  :: atomic { LEADS(p) && !trig && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext > 1 && tnext <= NT -> acquire_trigger: d_step {
+  /* a run-now trigger for the latest occurrence runs it when nothing is active (a
+   * Job no run claims counts while it may work or waits for adoption: the code's
+   * due.Admit waits for it, or skips the trigger with Forbid)... */
+  :: atomic { LEADS(p) && !trig && a_tok == 0 && m_pend[p] == 0 && !m_rel[p] && onext > 1 && tnext <= NT && TRIG_MAY -> acquire_trigger: d_step {
        printf("MODEL: run-now trigger for occurrence %d\n", onext - 1);
        acquire_pass(p, onext - 1);
-       if :: h_r != 1 -> LASTRUN(0, 0); trig = 1 :: else fi;
+       if :: h_r != 1 -> LASTRUN(0, 0); trig = 1 :: else -> t_trg = t_trg | (1 << h_t) fi;
        END_STEP } }
   /* ... or is skipped (a run is active, or the trigger is stale): lastRun overwritten */
   :: atomic { LEADS(p) && !trig -> skip_trigger: d_step {
@@ -1405,18 +1436,27 @@ proctype Reconciler(byte p) {
  * leader's late create) is not its to open */
 #define MINE(p, s) (SUSPJ(s, m_pend[p]) && j_fence[s] == m_pf[p])
 #define MINESUSP(p) (MINE(p, 0) || MINE(p, 1) || MINE(p, 2))
+/* the early order is a scheduled run's: a run the trigger started is recorded
+ * before its gate opens, since status answers the trigger and a Job's annotation
+ * may not (runcore.RecordableFromJob) (HOLE_TRIGGER_OPENS_EARLY: it opens first
+ * too) */
+#if defined(TRIGGER) && !defined(HOLE_TRIGGER_OPENS_EARLY)
+#define EARLY_OK(p) (!((t_trg >> m_pend[p]) & 1))
+#else
+#define EARLY_OK(p) 1
+#endif
   /* the early gate: the pass that created the Job confirms the lease (a renewal
    * sent after the Job exists, more than the stop budget left) and opens the gate
    * before its status write, in two steps as for a recorded run; a lease it cannot
    * confirm gets its Job deleted, never unsuspended (the status write records the
    * run with its deleted Job, which stops it) */
-  :: atomic { LEADS(p) && m_pend[p] != 0 && MINESUSP(p) && g_tok[p] != m_pend[p] -> confirm_first: d_step {
+  :: atomic { LEADS(p) && m_pend[p] != 0 && MINESUSP(p) && g_tok[p] != m_pend[p] && EARLY_OK(p) -> confirm_first: d_step {
        if
        :: rkey == m_pend[p] && rttl > SB -> g_tok[p] = m_pend[p]; printf("MODEL: p%d confirmed t%d in the store before status records it\n", p, m_pend[p])
        :: else -> stop_job(m_pend[p]); printf("MODEL: p%d could not confirm t%d: Job deleted\n", p, m_pend[p])
        fi;
        END_STEP } }
-  :: atomic { LEADS(p) && m_pend[p] != 0 && g_tok[p] == m_pend[p] && MINESUSP(p) -> open_first: d_step {
+  :: atomic { LEADS(p) && m_pend[p] != 0 && g_tok[p] == m_pend[p] && MINESUSP(p) && EARLY_OK(p) -> open_first: d_step {
        if :: MINE(p, 0) -> h_s = 0 :: MINE(p, 1) -> h_s = 1 :: MINE(p, 2) -> h_s = 2 fi;
        j_susp[h_s] = 0; g_tok[p] = 0;
        printf("MODEL: p%d opens the gate of t%d: Job unsuspended, no status records it yet\n", p, m_pend[p]);
@@ -1695,6 +1735,19 @@ proctype Reconciler(byte p) {
 #else
 #define I9_START(t) skip
 #endif
+/* I9T: with the early gate, the run-now trigger's work starts once: no Pod of a
+ * second run it started starts after one of its runs' Pods did */
+#if defined(TRIGGER) && defined(EARLY_GATE)
+#define I9T_START(t) \
+    if \
+    :: (t_trg >> (t)) & 1 -> \
+       CHECK(trig_run == 0 || trig_run == (t), "I9T: the run-now trigger's work starts a second time (t%d)", t); \
+       trig_run = (t) \
+    :: else \
+    fi
+#else
+#define I9T_START(t) skip
+#endif
 inline kube_start(s) {
   atomic { STARTABLE(s) && GATE(s) -> d_step {
     printf("MODEL: Pod of Job t%d starts (fence %d)\n", j_tok[s], j_fence[s]);
@@ -1707,6 +1760,7 @@ inline kube_start(s) {
     fi;
     if :: j_fence[s] > lstart -> lstart = j_fence[s] :: else fi;
     I9_START(j_tok[s]);
+    I9T_START(j_tok[s]);
     p_st[s] = PRUN;
     END_STEP
   } }
@@ -2157,6 +2211,9 @@ ltl probe_inflight_ghost     { [] !(fl_st == 2 && fl_res == FL_REACQ && led[fl_t
 #elif defined(CFG_MARKER)
 ltl probe_late_skipped       { [] !(b_done && mk_by[1] != 0 && mk_by[1] != FV && age >= LATEST && rmark[1] != 0) }
 ltl probe_marker_expired     { [] !(age > LATEST && rmark[1] == 0 && mk_by[1] != 0) }
+#elif defined(CFG_TRIGGER)
+ltl probe_trigger_after_crash { [] !(trig && crashed > 0 && a_tok != 0 && (t_trg >> a_tok) & 1 && PODSOF(a_tok)) }
+ltl probe_adopted            { [] !(gh_adopt && crashed > 0 && a_tok != 0 && PODSOF(a_tok)) }
 #elif defined(CFG_RETELL)
 ltl probe_retold_stopped      { [] !(gh_retold && crashed > 0 && (j_told[0] && j_del[0] || j_told[1] && j_del[1] || j_told[2] && j_del[2])) }
 ltl probe_adopted             { [] !(gh_adopt && crashed > 0 && a_tok != 0 && PODSOF(a_tok)) }

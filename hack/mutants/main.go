@@ -470,13 +470,24 @@ var mutants = []mutant{
 	},
 	{
 		name: "finished-deleting-not-adopted",
-		bug:  "with the early gate, a finished Job being deleted (ttlSecondsAfterFinished) that no status records is not adopted: its run is never recorded and its run-now starts again",
+		bug:  "with the early gate, a finished Job being deleted (ttlSecondsAfterFinished) that no status records is not adopted: its run is missing from the history and its lease is left to expire",
 		file: "internal/runcore/hint.go",
 		find: "\t\treturn w.Early && !w.Gated && w.Finished && w.Finalized\n",
 		repl: "\t\treturn false\n",
 		catchers: []catcher{
 			{"./internal/runcore/", []string{"TestInTheEarlyGateAStartedUnrecordedJobWaitsForAdoption"}},
-			{"./controllers/", []string{"TestEarlyGate_ARunNowWhoseJobFinishedAndWentBeforeItsRecordRunsOnce"}},
+			{"./controllers/", []string{"TestEarlyGate_ARunWhoseJobFinishedAndWentBeforeItsRecordIsRecordedAndReleased"}},
+		},
+	},
+	{
+		name: "request-opens-early",
+		bug:  "with the early gate, a run a request started (run-now, GuardedJobRun) opens its gate before status records it: a Job that worked and could not be adopted (its lease gone) leaves the request unanswered, and the request runs its work again (HOLE_TRIGGER_OPENS_EARLY)",
+		file: "internal/runcore/start.go",
+		find: "\treturn run.Retry == 0 && run.Backfill == \"\" && run.RunNow == \"\"\n",
+		repl: "\treturn run.Retry == 0 && run.Backfill == \"\"\n",
+		catchers: []catcher{
+			{"./internal/runcore/", []string{"TestTheEarlyGateStartsOnlyARunNoStatusNamesYet"}},
+			{"./controllers/", []string{"TestEarlyGate_ARunNowIsRecordedBeforeItsGateOpens"}},
 		},
 	},
 	{

@@ -132,10 +132,15 @@ func StartFor(jobFirst, early, inStatus bool, run *batchv1alpha1.ActiveRun) *Sta
 
 // RecordableFromJob says whether all that the pass starting run writes into
 // status can be rebuilt from the run its Job carries: not for a try of a
-// retried occurrence (status.retry counts the tries) nor a backfill's run
-// (status.backfill follows its occurrences).
+// retried occurrence (status.retry counts the tries), a backfill's run
+// (status.backfill follows its occurrences), nor a run a request started
+// (run-now, GuardedJobRun): status answers the request, and a Job's
+// annotation, which anyone who may write Jobs can forge, may not. Were its
+// Job to work before that answer is written, a run whose Job could not be
+// adopted (its lease gone by the time a manager came back) would leave the
+// request unanswered, and the request would run its work a second time.
 func RecordableFromJob(run *batchv1alpha1.ActiveRun) bool {
-	return run.Retry == 0 && run.Backfill == ""
+	return run.Retry == 0 && run.Backfill == "" && run.RunNow == ""
 }
 
 // Next is the effect the start needs now.

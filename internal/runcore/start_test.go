@@ -112,6 +112,10 @@ func TestTheEarlyGateStartsOnlyARunNoStatusNamesYet(t *testing.T) {
 		"a try of a retried occurrence: status.retry counts it, which its Job does not carry")
 	g.Expect(runcore.StartFor(true, true, false, &batchv1alpha1.ActiveRun{Backfill: "2026-12-07T06:00:00Z"}).Early()).To(BeFalse(),
 		"a backfill's run: status.backfill follows it")
+	for _, request := range []string{"2026-12-07T06:00:00Z", "guardedjobrun:0b9e4f4e-1a55-4d83-9d3c-3f1d8b0a6a11"} {
+		g.Expect(runcore.StartFor(true, true, false, &batchv1alpha1.ActiveRun{RunNow: request}).Early()).To(BeFalse(),
+			"a run a request started: status answers the request before any Pod works (%s)", request)
+	}
 	g.Expect(runcore.StartFor(true, false, false, plain).Early()).To(BeFalse(), "without the flag")
 	g.Expect(runcore.StartFor(false, true, false, plain).Next()).To(Equal(runcore.WriteRecord), "a run whose Job may not come first: status first")
 }
