@@ -1199,10 +1199,12 @@ func (c *simCluster) jobRecords() []runcore.JobRecord {
 
 // waiting is what Job j shows of whether it waits for adoption; early as the
 // manager's --early-gate (a restart's resume looks at Jobs past their gate
-// whatever the flag).
+// whatever the flag). A Job the simulation deletes is a recorded run's, which
+// the history limit deletes after the run's end (its lease finalizer gone), or
+// one that never left its gate: neither waits for adoption.
 func (c *simCluster) waiting(j *simJob, early bool) runcore.Waiting {
 	return runcore.Waiting{Controlled: true, Deleting: j.deleted, Gated: j.gated, Finished: j.finished != "", CarriesRun: j.run != nil,
-		Recorded: runcore.RunByName(c.gj, j.name) != nil, Early: early, Finalized: true}
+		Recorded: runcore.RunByName(c.gj, j.name) != nil, Early: early, Finalized: !j.deleted}
 }
 
 func activeNames(c *simCluster) []string {
