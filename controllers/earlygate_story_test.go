@@ -290,12 +290,7 @@ func TestEarlyGate_ARunThatWaitedForItsKeyIsRecordedBeforeItsGateOpens(t *testin
 	ctx := context.Background()
 	// A scheduled run (a request's is recorded first anyway) finds the key
 	// held by another cluster's run and waits for it (onBusy Retry).
-	key := h.ns + ":retry"
-	gj := h.minutely("retry", key)
-	gj.Spec.Lock.OnBusy = batchv1alpha1.OnBusyRetry
-	h.create(gj)
-	foreign := "cluster-b/" + h.ns + "/retry-1-abcdef#ffffffffffffffffffffffffffffffff"
-	h.g.Expect(h.rdb.Set(ctx, key, foreign, 4*time.Second).Err()).To(Succeed())
+	gj, key := h.behindForeignHolder()
 	h.due(gj)
 
 	g := h.g

@@ -204,13 +204,21 @@ func TestPolicyAllowLetsRunsWithPerOccurrenceKeysOverlap(t *testing.T) {
 // its run waits for the key. It returns the object and its key.
 func (h *harness) retryingBehindForeignHolder() (*batchv1alpha1.GuardedJob, string) {
 	h.t.Helper()
+	gj, key := h.behindForeignHolder()
+	h.triggerAt(gj, h.occurrence(gj, 1).Add(2*time.Second))
+	return gj, key
+}
+
+// behindForeignHolder creates a minutely GuardedJob with onBusy Retry whose key
+// another cluster's run holds for 4 s.
+func (h *harness) behindForeignHolder() (*batchv1alpha1.GuardedJob, string) {
+	h.t.Helper()
 	key := h.ns + ":retry"
 	gj := h.minutely("retry", key)
 	gj.Spec.Lock.OnBusy = batchv1alpha1.OnBusyRetry
 	h.create(gj)
 	foreign := "cluster-b/" + h.ns + "/retry-1-abcdef#ffffffffffffffffffffffffffffffff"
 	h.g.Expect(h.rdb.Set(context.Background(), key, foreign, 4*time.Second).Err()).To(Succeed())
-	h.triggerAt(gj, h.occurrence(gj, 1).Add(2*time.Second))
 	return gj, key
 }
 
