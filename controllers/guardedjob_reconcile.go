@@ -394,21 +394,22 @@ func (r *GuardedJobReconciler) reconcileDelete(ctx context.Context, s *scope) er
 	stop := stopsRunsOnDelete(gj)
 	for i := range gj.Status.Active {
 		run := &gj.Status.Active[i]
-		switch run.Phase {
-		case batchv1alpha1.RunPhaseAcquiring:
+		orphaned := false
+		if runcore.ReadsJobOnDelete(run.Phase, stop) {
+			var err error
+			if orphaned, err = r.jobOrphaned(ctx, gj, run); err != nil {
+				return err
+			}
+		}
+		switch runcore.OnDelete(run.Phase, stop, orphaned) {
+		case runcore.DeleteEndsUnstarted:
 			// No Job exists; the lease, if the acquisition went through, is ours.
 			run.Phase = batchv1alpha1.RunPhaseReleasing
 			setStop(run, batchv1alpha1.RunResultSkipped, "the GuardedJob was deleted before the run started")
-		case batchv1alpha1.RunPhaseRunning:
-			orphaned, err := r.jobOrphaned(ctx, gj, run)
-			if err != nil {
+		case runcore.DeleteStopsRun:
+			if err := r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the GuardedJob is being deleted (onDelete: Stop)",
+				batchv1alpha1.JobStoppedReason, batchv1alpha1.LockStateHeld, run.Holder); err != nil {
 				return err
-			}
-			if stop && !orphaned {
-				if err := r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the GuardedJob is being deleted (onDelete: Stop)",
-					batchv1alpha1.JobStoppedReason, batchv1alpha1.LockStateHeld, run.Holder); err != nil {
-					return err
-				}
 			}
 		}
 	}

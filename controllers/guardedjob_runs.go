@@ -107,25 +107,29 @@ func (r *GuardedJobReconciler) advanceRun(ctx context.Context, s *scope, run *ba
 // orphanedStore handles a run whose store cannot be resolved.
 func (r *GuardedJobReconciler) orphanedStore(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, cause error) error {
 	msg := "the run's store cannot be resolved: " + cause.Error()
-	switch run.Phase {
-	case batchv1alpha1.RunPhaseAcquiring:
-		runcore.FinishRun(s.gj, *run, runcore.LeftToExpire(run, s.now, r.ClockSkew), batchv1alpha1.RunResultStoreUnavailable, "", msg, s.now)
-		return nil
-	case batchv1alpha1.RunPhaseRunning:
-		return r.beginStop(s, run, batchv1alpha1.RunResultStoreUnavailable, msg, batchv1alpha1.StoreUnavailableReason, batchv1alpha1.LockStateStoreDown, "")
-	default:
-		left, err := r.podsLeft(ctx, s.gj.Namespace, run.JobName)
-		if err != nil || left > 0 {
-			s.requeueAfter(storeRetry)
+	left := 0
+	if runcore.UnresolvedCountsPods(run.Phase) {
+		var err error
+		if left, err = r.podsLeft(ctx, s.gj.Namespace, run.JobName); err != nil {
 			return err
 		}
+	}
+	switch runcore.Unresolved(run.Phase, left) {
+	case runcore.UnresolvedEnd:
+		runcore.FinishRun(s.gj, *run, runcore.LeftToExpire(run, s.now, r.ClockSkew), batchv1alpha1.RunResultStoreUnavailable, "", msg, s.now)
+	case runcore.UnresolvedStop:
+		logStep(ctx, runcore.StopUnresolved, "job", run.JobName)
+		return r.beginStop(s, run, batchv1alpha1.RunResultStoreUnavailable, msg, batchv1alpha1.StoreUnavailableReason, batchv1alpha1.LockStateStoreDown, "")
+	case runcore.UnresolvedWaitPods:
+		s.requeueAfter(storeRetry)
+	case runcore.UnresolvedEndAfterPods:
 		if err := r.dropLeaseFinalizer(ctx, s.gj.Namespace, run.JobName); err != nil {
 			return err
 		}
 		r.untrack(run.Token)
 		runcore.FinishRun(s.gj, *run, runcore.LeftToExpire(run, s.now, r.ClockSkew), batchv1alpha1.RunResultStoreUnavailable, "", msg+"; the lease was left to expire", s.now)
-		return nil
 	}
+	return nil
 }
 
 // recordIntent starts a new run: everything needed to acquire, renew and release

@@ -24,7 +24,8 @@
 // NewRelease, and the stop controller's NewUnclaimed. Verdicts without effects
 // decide adoption (Adoption), what a working run's pass does next (Working: the
 // pod guard's stop, the gates, a queue, the pod-start timeout), a shard's hand-over (HandOver, MayClaimShard) and
-// the stop controller's judgement (StopVerdict). A phase never calls another: the run dispatcher in
+// the stop controller's judgement (StopVerdict), and what a GuardedJob's
+// deletion does to each run (OnDelete). A phase never calls another: the run dispatcher in
 // controllers (advanceRun) takes the run's next phase when a step moved it on.
 // Status is written through the helpers here (conditions, the lease ledger, the
 // end of a run), so that each field has its writers in one place.
