@@ -144,11 +144,7 @@ func TestARotatedStoreSecretIsUsedByTheNextRunAndTheOldClientIsClosed(t *testing
 	ctx := context.Background()
 	tenant := redisserver.Start(t, redisserver.WithPassword("first-password"))
 	admin := adminClient(t, tenant, "first-password")
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "rotating", Namespace: h.ns},
-		StringData: map[string]string{"url": "redis://" + tenant.Addr(), "password": "first-password"},
-	}
-	h.g.Expect(k8s.Create(ctx, secret)).To(Succeed())
+	secret := h.storeSecret("rotating", tenant, "first-password")
 	gj := h.guardedJob("rotating", "tenant:rotating")
 	gj.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "rotating"}
 	h.create(gj)
@@ -188,8 +184,7 @@ func TestATenantStoreNoGuardedJobUsesAnyMoreIsDisconnected(t *testing.T) {
 	first := redisserver.Start(t)
 	second := redisserver.Start(t)
 	for name, srv := range map[string]*redisserver.Server{"first": first, "second": second} {
-		h.g.Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns},
-			StringData: map[string]string{"url": "redis://" + srv.Addr()}})).To(Succeed())
+		h.storeSecret(name, srv, "")
 	}
 	firstAdmin := adminClient(t, first, "")
 	clients := func() (int, error) {
@@ -209,6 +204,19 @@ func TestATenantStoreNoGuardedJobUsesAnyMoreIsDisconnected(t *testing.T) {
 	other.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "second"}
 	h.create(other)
 	h.g.Eventually(clients).Should(BeZero())
+}
+
+// storeSecret creates the Secret name of the story's namespace that a
+// storeRef names for srv (with password, unless empty), and returns it.
+func (h *harness) storeSecret(name string, srv *redisserver.Server, password string) *corev1.Secret {
+	h.t.Helper()
+	data := map[string]string{"url": "redis://" + srv.Addr()}
+	if password != "" {
+		data["password"] = password
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns}, StringData: data}
+	h.g.Expect(k8s.Create(context.Background(), secret)).To(Succeed())
+	return secret
 }
 
 // adminName names the test's own connections to a store, which storeClients
@@ -252,4 +260,48 @@ func storeClients(ctx context.Context, admin *redis.Client) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// TestARunWhoseStoreCannotBeResolvedAfterARestartIsStoppedAndItsLeaseLeftToExpire:
+// step stop_unresolved. A run holds its lease in a tenant's store; the manager
+// restarts and the store's Secret is gone meanwhile. Its lease can be neither
+// renewed nor released: the run is stopped (StoreUnavailable), and once its
+// Pods are gone its Job loses the lease finalizer and the run ends with its
+// lease left to expire in the tenant's store.
+func TestARunWhoseStoreCannotBeResolvedAfterARestartIsStoppedAndItsLeaseLeftToExpire(t *testing.T) {
+	h := newHarness(t)
+	h.start()
+	ctx := context.Background()
+	tenant := redisserver.Start(t)
+	tenantRDB := tenant.Client(t)
+	secret := h.storeSecret("going", tenant, "")
+	gj := h.guardedJob("unresolved", "lock:unresolved")
+	gj.Spec.Lock.StoreRef = &batchv1alpha1.StoreReference{Name: "going"}
+	h.create(gj)
+	h.trigger(gj)
+	job := h.waitJobs(1)[0]
+	h.waitRecorded(gj)
+	g := h.g
+	token := h.get(gj).Status.Active[0].Token
+	g.Expect(tenantRDB.Get(ctx, "lock:unresolved").Result()).To(Equal(token))
+
+	h.stop()
+	g.Expect(k8s.Delete(ctx, secret)).To(Succeed())
+	h.start()
+
+	g.Eventually(func() []string { return h.events(gj) }).WithTimeout(20 * time.Second).Should(ContainElement(And(
+		HavePrefix("StoreUnavailable: Stopping "+job.Name), ContainSubstring("the run's store cannot be resolved"))))
+	g.Eventually(func() *batchv1alpha1.RunRecord { return h.get(gj).Status.LastRun }).WithTimeout(20*time.Second).Should(And(Not(BeNil()),
+		HaveField("JobName", job.Name), HaveField("Result", batchv1alpha1.RunResultStoreUnavailable),
+		HaveField("Message", ContainSubstring("the lease was left to expire"))), "the run ends once its Pods are gone")
+	g.Expect(h.get(gj).Status.Active).To(BeEmpty())
+	g.Eventually(func() ([]string, error) {
+		cur := &batchv1.Job{}
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(&job), cur)
+		return cur.Finalizers, client.IgnoreNotFound(err)
+	}).ShouldNot(ContainElement(batchv1alpha1.LeaseFinalizer), "the stopped Job lost its lease finalizer")
+	g.Expect(tenantRDB.Get(ctx, "lock:unresolved").Result()).To(Equal(token), "left to expire, not released")
+	ttl, err := tenantRDB.PTTL(ctx, "lock:unresolved").Result()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ttl).To(BeNumerically(">", 0), "it expires on its own")
 }
