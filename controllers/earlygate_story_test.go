@@ -371,6 +371,8 @@ func TestEarlyGate_ARunWhoseJobFinishedAndWentBeforeItsRecordIsRecordedAndReleas
 	g.Expect(h.get(gj).Status.RecentRuns).To(ContainElement(And(HaveField("JobName", h.get(gj).Status.LastRun.JobName),
 		HaveField("Trigger", batchv1alpha1.TriggerSchedule))), "in the history, as a scheduled run")
 	g.Eventually(func() (int64, error) { return h.rdb.Exists(ctx, gj.Spec.Lock.Key).Result() }).Should(BeZero(), "the lease is released")
+	g.Expect(h.rdb.Exists(ctx, gj.Spec.Lock.Key+":done:"+itoa(h.occurrence(gj, 1).Unix())).Result()).To(BeEquivalentTo(1),
+		"the occurrence's done-marker is written")
 	g.Eventually(h.jobs).Should(BeEmpty(), "the deleted Job goes once status took it in")
 	created := func() []string {
 		var out []string

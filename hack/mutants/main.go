@@ -472,8 +472,8 @@ var mutants = []mutant{
 		name: "finished-deleting-not-adopted",
 		bug:  "with the early gate, a finished Job being deleted (ttlSecondsAfterFinished) that no status records is not adopted: its run is missing from the history and its lease is left to expire",
 		file: "internal/runcore/hint.go",
-		find: "\t\treturn w.Early && !w.Gated && w.Finished && w.Finalized\n",
-		repl: "\t\treturn false\n",
+		find: "\tif w.Deleting && (w.Gated || !w.Finished) {\n",
+		repl: "\tif w.Deleting {\n",
 		catchers: []catcher{
 			{"./internal/runcore/", []string{"TestInTheEarlyGateAStartedUnrecordedJobWaitsForAdoption"}},
 			{"./controllers/", []string{"TestEarlyGate_ARunWhoseJobFinishedAndWentBeforeItsRecordIsRecordedAndReleased"}},

@@ -152,13 +152,13 @@ type Waiting struct {
 // even finished, while it has its lease finalizer: its run may have worked,
 // and status must record its end. That holds for a finished one being deleted
 // too (ttlSecondsAfterFinished, a person): its finalizer keeps it until status
-// has its run, which may have been a run-now that must not run again.
+// has its run in the history and its lease released.
 func (w Waiting) WaitsForAdoption() bool {
 	if !w.Controlled || !w.CarriesRun || w.Recorded {
 		return false
 	}
-	if w.Deleting {
-		return w.Early && !w.Gated && w.Finished && w.Finalized
+	if w.Deleting && (w.Gated || !w.Finished) {
+		return false
 	}
 	if w.Gated {
 		return !w.Finished
