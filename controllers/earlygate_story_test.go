@@ -423,6 +423,8 @@ func TestEarlyGate_ARunNowIsRecordedBeforeItsGateOpens(t *testing.T) {
 		}
 		return false, err
 	}).WithTimeout(20*time.Second).Should(BeTrue(), "the Job that never started is deleted")
+	g.Eventually(func() []string { return h.events(gj) }).Should(ContainElement(
+		HavePrefix("StaleJob: Deleted Job " + first.Name + ", which was created before its run was recorded and never started")))
 	g.Eventually(func() []batchv1alpha1.ActiveRun { return h.get(gj).Status.Active }).WithTimeout(20*time.Second).Should(
 		ConsistOf(And(HaveField("RunNow", value), HaveField("JobUID", Not(BeEmpty())), HaveField("Phase", batchv1alpha1.RunPhaseRunning))),
 		"the request runs, recorded with its Job")
