@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -348,7 +347,7 @@ func (r *GuardedJobReconciler) startRetry(ctx context.Context, s *scope, spec *c
 		return abandon("spec.retryOccurrence was removed")
 	case gj.Status.LastScheduleTime != nil && gj.Status.LastScheduleTime.After(rt.ScheduledTime.Time):
 		return abandon("the occurrence at " + gj.Status.LastScheduleTime.UTC().Format(time.RFC3339) + " is due")
-	case slices.ContainsFunc(gj.Status.Active, func(a batchv1alpha1.ActiveRun) bool { return a.ScheduledTime.Equal(&rt.ScheduledTime) }):
+	case due.RetryGoesOn(gj):
 		return true, nil // a run of it goes on: its end decides, and brings the next pass
 	case !s.now.Before(rt.Until.Time):
 		return abandon("its tries stopped at " + rt.Until.UTC().Format(time.RFC3339) + " (spec.retryOccurrence.within, or the next occurrence)")

@@ -2,13 +2,18 @@ package controllers_test
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 )
@@ -173,4 +178,38 @@ func TestRetryOccurrence_AnOccurrenceNoClusterDidIsAbandonedWithAnEventAndASerie
 	g.Eventually(func() float64 {
 		return m.value("guardedjob_occurrences_abandoned_total", "namespace", h.ns, "name", "settle")
 	}).Should(Equal(1.0))
+}
+
+// TestRetryOccurrence_ARetryWhoseRecordWasLostIsStillCounted: the status write
+// that records a retry (its Job already created, behind its gate) fails once,
+// as a conflict does when the GuardedJob changed meanwhile. The next pass
+// takes up the retry's Job; status.retry must still count the try, so that
+// its backoff and its abandonment say how many runs were made.
+func TestRetryOccurrence_ARetryWhoseRecordWasLostIsStillCounted(t *testing.T) {
+	h := newHarness(t)
+	var failed atomic.Bool
+	h.intercept = &interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if gj, ok := obj.(*batchv1alpha1.GuardedJob); ok && slices.ContainsFunc(gj.Status.Active, func(a batchv1alpha1.ActiveRun) bool { return a.Retry > 0 }) && failed.CompareAndSwap(false, true) {
+				return apierrors.NewConflict(batchv1alpha1.GroupVersion.WithResource("guardedjobs").GroupResource(), gj.Name, errors.New("injected: the object has been modified"))
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	}
+	h.start()
+	g := h.g
+	gj := h.hourlyRetrying("settle", 30*time.Minute)
+	occ, first := h.firstTryFails(gj)
+	g.Eventually(func() *batchv1alpha1.OccurrenceRetryStatus { return h.get(gj).Status.Retry }).Should(HaveField("NotBefore", Not(BeNil())))
+	h.clock.Step(6 * time.Second)
+	h.poke(gj)
+	second := h.unfinishedJobFor(gj, occ, first.Name)
+	h.waitRecorded(gj)
+	g.Expect(failed.Load()).To(BeTrue(), "the retry's first record was refused")
+	g.Eventually(func() *batchv1alpha1.OccurrenceRetryStatus { return h.get(gj).Status.Retry }).Should(And(
+		HaveField("Attempts", int32(1)), HaveField("NotBefore", BeNil())), "the running retry is counted")
+	h.fail(second)
+	g.Eventually(func() *batchv1alpha1.OccurrenceRetryStatus { return h.get(gj).Status.Retry }).Should(And(
+		HaveField("Attempts", int32(1)), HaveField("NotBefore", Not(BeNil()))))
+	g.Expect(h.jobs()).To(HaveLen(2), "one Job for the retry")
 }

@@ -480,6 +480,17 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "retry-uncounted",
+		bug:  "a retry whose recording status write was lost, and whose Job a later pass took up, is not counted in status.retry: its backoff and its abandonment undercount the runs made",
+		file: "internal/due/retry.go",
+		find: "\tif rt.NotBefore != nil {\n\t\trt.Attempts++\n",
+		repl: "\tif rt.NotBefore != nil {\n",
+		catchers: []catcher{
+			{"./internal/due/", []string{"TestRetryFollowsHowEachRunEnded"}},
+			{"./controllers/", []string{"TestRetryOccurrence_ARetryWhoseRecordWasLostIsStillCounted"}},
+		},
+	},
+	{
 		name: "request-opens-early",
 		bug:  "with the early gate, a run a request started (run-now, GuardedJobRun) opens its gate before status records it: a Job that worked and could not be adopted (its lease gone) leaves the request unanswered, and the request runs its work again (HOLE_TRIGGER_OPENS_EARLY)",
 		file: "internal/runcore/start.go",

@@ -6,6 +6,7 @@
 package due
 
 import (
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,6 +87,23 @@ func NoteRetry(gj *batchv1alpha1.GuardedJob, sched *schedule.Schedule, run *batc
 	rt.NotBefore = &metav1.Time{Time: now.Add(RetryBackoff(&gj.Spec.Lock, rt.Attempts))}
 	rt.LastResult, rt.LastMessage = result, message
 	gj.Status.Retry = rt
+}
+
+// RetryGoesOn says whether a run of the occurrence status.retry tries is
+// active: its end decides what comes next. A try started after the last one
+// ended (status.retry.notBefore still set) that status has not counted yet,
+// because the write that recorded it was lost and its Job was taken up
+// later, is counted now: its backoff and abandonment count every run made.
+func RetryGoesOn(gj *batchv1alpha1.GuardedJob) bool {
+	rt := gj.Status.Retry
+	if rt == nil || !slices.ContainsFunc(gj.Status.Active, func(a batchv1alpha1.ActiveRun) bool { return a.ScheduledTime.Equal(&rt.ScheduledTime) }) {
+		return false
+	}
+	if rt.NotBefore != nil {
+		rt.Attempts++
+		rt.NotBefore = nil
+	}
+	return true
 }
 
 // RetryBackoff is the wait before retry attempts+1: lock.busyRetry's initial

@@ -109,6 +109,24 @@ func TestRetryFollowsHowEachRunEnded(t *testing.T) {
 		due.NoteRetry(gj, sched, run(""), batchv1alpha1.RunResultSucceeded, "", now)
 		g.Expect(gj.Status.Retry).To(BeNil())
 	})
+	t.Run("a try running that status has not counted is counted once", func(t *testing.T) {
+		g := NewWithT(t)
+		gj := retrying(30 * time.Minute)
+		g.Expect(due.RetryGoesOn(gj)).To(BeFalse(), "no retry")
+		gj.Status.Retry = &batchv1alpha1.OccurrenceRetryStatus{ScheduledTime: metav1.Time{Time: occ}, Attempts: 1,
+			NotBefore: &metav1.Time{Time: now}}
+		g.Expect(due.RetryGoesOn(gj)).To(BeFalse(), "no run of it is active")
+		g.Expect(gj.Status.Retry).To(And(HaveField("Attempts", int32(1)), HaveField("NotBefore", Not(BeNil()))))
+		other := *run("")
+		other.ScheduledTime = metav1.Time{Time: occ.Add(time.Hour)}
+		gj.Status.Active = []batchv1alpha1.ActiveRun{other}
+		g.Expect(due.RetryGoesOn(gj)).To(BeFalse(), "a run of another occurrence")
+		gj.Status.Active = append(gj.Status.Active, *run(""))
+		g.Expect(due.RetryGoesOn(gj)).To(BeTrue())
+		g.Expect(gj.Status.Retry).To(And(HaveField("Attempts", int32(2)), HaveField("NotBefore", BeNil())))
+		g.Expect(due.RetryGoesOn(gj)).To(BeTrue())
+		g.Expect(gj.Status.Retry.Attempts).To(Equal(int32(2)), "counted once")
+	})
 	t.Run("the backoff doubles up to lock.busyRetry.max", func(t *testing.T) {
 		g := NewWithT(t)
 		gj := retrying(30 * time.Minute)
