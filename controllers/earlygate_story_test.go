@@ -433,3 +433,40 @@ func TestEarlyGate_ARunNowIsRecordedBeforeItsGateOpens(t *testing.T) {
 	g.Expect(second.UID).NotTo(Equal(first.UID))
 	g.Eventually(func() bool { js := h.jobs(); return len(js) == 1 && !jobbuild.Gated(&js[0]) }).Should(BeTrue(), "its gate opens once status records it")
 }
+
+// TestEarlyGate_ARunThatWaitedStartsOnlyOnceAJobNoRunClaimsHasNoPodsLeft: a
+// scheduled run opened its gate, its record was lost, and so was its lease (the
+// store lost the key to another holder): its Job is stopped, and its Pod is
+// still terminating. A run that waited (here a backfill's next occurrence; a
+// retry and a buffered occurrence start the same way) takes the key once it is
+// free, but starts no Job while that Pod may still work without a lease, as a
+// due occurrence or a run-now waits for it (due.Admit).
+func TestEarlyGate_ARunThatWaitedStartsOnlyOnceAJobNoRunClaimsHasNoPodsLeft(t *testing.T) {
+	h, failing, gj, job, _ := earlyUnrecorded(t, "early-waited")
+	g := h.g
+	ctx := context.Background()
+	pod := h.podFor(&job)
+	g.Expect(h.rdb.Set(ctx, gj.Spec.Lock.Key, "someone-else", time.Minute).Err()).To(Succeed())
+	g.Eventually(func() *corev1.Pod { return h.podDeletion(pod) }).WithTimeout(10*time.Second).ShouldNot(BeNil(), "the run's Pod is stopped once its lease is lost")
+	g.Expect(h.rdb.Del(ctx, gj.Spec.Lock.Key).Err()).To(Succeed(), "the other holder lets go")
+	failing.Store(false)
+
+	occ := h.occurrence(gj, 1)
+	request := h.backfill(gj, occ.Add(-2*time.Minute), occ.Add(-time.Minute), 1)
+	g.Eventually(func() *batchv1alpha1.BackfillRequestRecord { return h.get(gj).Status.LastBackfillRequest }).Should(And(Not(BeNil()),
+		HaveField("Request", request), HaveField("Result", batchv1alpha1.BackfillAccepted)))
+	others := func() []string {
+		var names []string
+		for _, j := range h.jobs() {
+			if j.UID != job.UID {
+				names = append(names, j.Name)
+			}
+		}
+		return names
+	}
+	g.Consistently(others).WithTimeout(3*time.Second).Should(BeEmpty(), "no Job starts beside a Pod that may work without a lease")
+	g.Expect(h.rdb.Exists(ctx, gj.Spec.Lock.Key).Val()).To(BeZero(), "nor is the key taken for it")
+
+	h.kubeletRemoves(pod)
+	g.Eventually(others).WithTimeout(20*time.Second).ShouldNot(BeEmpty(), "the backfill starts once the Pod is gone")
+}

@@ -193,6 +193,10 @@ type scope struct {
 	// goOn names the run whose phase a step has just moved on, for the run
 	// dispatcher to take its next phase in this pass (next).
 	goOn string
+	// ahead is what stands ahead of any run the pass may start, beside the
+	// runs status records: the Jobs the schedule step found waiting for
+	// adoption or claimed by no run (reapUnclaimedJobs).
+	ahead due.Ahead
 }
 
 // next ends a phase's step with the run moved on to its next phase, which the

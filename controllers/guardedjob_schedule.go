@@ -65,6 +65,12 @@ func (r *GuardedJobReconciler) scheduleAll(ctx context.Context, s *scope, spec *
 		}
 		return nil
 	}
+	if admit := due.AdmitWaiting(s.ahead); admit.Act == due.Wait {
+		if admit.RetryAfter > 0 {
+			s.requeueAfter(admit.RetryAfter)
+		}
+		return nil
+	}
 	if waiting, err := r.startRetry(ctx, s, spec); waiting || err != nil {
 		return err
 	}
@@ -540,6 +546,7 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 	if err != nil || s.guardedWriteFailed {
 		return err
 	}
+	s.ahead = due.Ahead{Adopting: adopting, Unclaimed: unclaimed}
 	triggerValue, triggered, manual, triggerAt := r.pendingTrigger(s, spec)
 
 	// occurrence is the scheduled time of the run to start; dueAt is when it was

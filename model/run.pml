@@ -819,7 +819,11 @@ byte h_s, h_t, h_o, h_r, h_f, h_i, h_p;
 #define PODSOF(t)    (SEENPOD(0,t) || SEENPOD(1,t) || SEENPOD(2,t))
 #define BUSYJ(s,t)   (ISJOB(s,t) && !j_del[s] && j_cond[s] == JRUN)
 /* A Job no run claims that may still work (or waits at its gate for adoption)
- * holds a run-now trigger back */
+ * holds a run-now trigger back. The trigger stands for every run a pass starts
+ * outside the schedule: a run-now, a retry of an occurrence, a buffered
+ * occurrence, a backfill's next one (due.Admit, due.AdmitWaiting). Such a Job's
+ * Pods work without a lease only after a data loss, which I1 bounds by their
+ * stop; waiting for them keeps the GuardedJob's own runs apart beyond that. */
 #define UNCLAIMED_BUSY(s) (j_ex[s] && j_tok[s] != a_tok && (j_cond[s] == JRUN && !j_del[s] || ALIVE(s)))
 #define TRIG_MAY (!UNCLAIMED_BUSY(0) && !UNCLAIMED_BUSY(1) && !UNCLAIMED_BUSY(2))
 #define JOBBUSY(t)   (BUSYJ(0,t) || BUSYJ(1,t) || BUSYJ(2,t))

@@ -480,6 +480,17 @@ var mutants = []mutant{
 		},
 	},
 	{
+		name: "waiting-ignores-unclaimed",
+		bug:  "a run that waited in status (a retry, a buffered occurrence, a backfill's next occurrence) starts while a Job no run claims still has Pods working without a lease, beside its own GuardedJob's Pods",
+		file: "internal/due/admit.go",
+		find: "\tcase a.Unclaimed != \"\":\n\t\treturn Admission{Act: Wait, RetryAfter: time.Second}\n\t}\n\treturn Admission{Act: Start}\n}\n\n// Contend",
+		repl: "\t}\n\treturn Admission{Act: Start}\n}\n\n// Contend",
+		catchers: []catcher{
+			{"./internal/due/", []string{"TestARunThatWaitedStartsOnlyWhenNoJobOutsideStatusMayWork"}},
+			{"./controllers/", []string{"TestEarlyGate_ARunThatWaitedStartsOnlyOnceAJobNoRunClaimsHasNoPodsLeft"}},
+		},
+	},
+	{
 		name: "retry-uncounted",
 		bug:  "a retry whose recording status write was lost, and whose Job a later pass took up, is not counted in status.retry: its backoff and its abandonment undercount the runs made",
 		file: "internal/due/retry.go",

@@ -83,6 +83,22 @@ func Admit(a Ahead) Admission {
 	return Admission{Act: Start}
 }
 
+// AdmitWaiting decides whether a run that waited in status (a retry of an
+// occurrence, a buffered occurrence, a backfill's next occurrence) may start
+// now. The runs status records hold it back by its own rules; what else holds
+// a due occurrence back in Admit holds it back too: a Job waiting for its
+// adoption (it may be this very run's), and a Job no run claims whose Pods may
+// still work without a lease, until they are gone.
+func AdmitWaiting(a Ahead) Admission {
+	switch {
+	case a.Adopting:
+		return Admission{Act: Wait}
+	case a.Unclaimed != "":
+		return Admission{Act: Wait, RetryAfter: time.Second}
+	}
+	return Admission{Act: Start}
+}
+
 // Contend decides, once no buffer took the occurrence, what becomes of it while
 // runs are active: the concurrency policy.
 func Contend(a Ahead) Admission {

@@ -54,3 +54,24 @@ func TestAnOccurrenceStartsOnlyWhenNothingMayStandAheadOfIt(t *testing.T) {
 		g.Expect(due.Contend(ahead)).To(Equal(c.want), string(c.policy))
 	}
 }
+
+// TestARunThatWaitedStartsOnlyWhenNoJobOutsideStatusMayWork: a retry, a
+// buffered occurrence or a backfill's next occurrence waits, whatever the
+// policy, for a Job waiting for its adoption and for a Job no run claims whose
+// Pods may still work without a lease.
+func TestARunThatWaitedStartsOnlyWhenNoJobOutsideStatusMayWork(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		ahead due.Ahead
+		want  due.Admission
+	}{
+		{"nothing ahead", due.Ahead{Policy: batchv1alpha1.ForbidConcurrent}, due.Admission{Act: due.Start}},
+		{"a Job waits for its adoption", due.Ahead{Adopting: true, Policy: batchv1alpha1.AllowConcurrent}, due.Admission{Act: due.Wait}},
+		{"an unclaimed Job, Allow", due.Ahead{Unclaimed: "payout-x", Policy: batchv1alpha1.AllowConcurrent}, due.Admission{Act: due.Wait, RetryAfter: time.Second}},
+		{"an unclaimed Job, Forbid", due.Ahead{Unclaimed: "payout-x", Policy: batchv1alpha1.ForbidConcurrent}, due.Admission{Act: due.Wait, RetryAfter: time.Second}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			NewWithT(t).Expect(due.AdmitWaiting(c.ahead)).To(Equal(c.want))
+		})
+	}
+}
