@@ -750,38 +750,29 @@ func (r *GuardedJobReconciler) reapUnclaimedJobs(ctx context.Context, s *scope) 
 				"Job %s carries a run no status recorded (%s): status counts it now, so that occurrence does not start again and later fences stay above it",
 				job.Name, jobRecordText(rec))
 		}
-		caughtUp := runcore.CaughtUp(&s.orig.Status, rec)
-		if _, finished := jobFinished(job); finished {
-			// Complete or Failed: the Job controller saw every Pod end (the Pod
-			// objects stay, finished, until the Job goes).
-			if !caughtUp {
-				s.requeueAfter(cacheLagRetry)
-				continue
+		_, finished := jobFinished(job)
+		left := runcore.LeftJob{Finished: finished, Deleting: !job.DeletionTimestamp.IsZero(), CaughtUp: runcore.CaughtUp(&s.orig.Status, rec)}
+		pods := 0
+		if left.CountsPods() {
+			if pods, err = r.podsLeft(ctx, job.Namespace, job.Name); err != nil {
+				return "", false, err
 			}
+		}
+		act := left.Act(pods)
+		switch act {
+		case runcore.LeftDropFinalizer:
+			logStep(ctx, runcore.DropFinalizer, "job", job.Name)
 			if err := r.dropLeaseFinalizer(ctx, job.Namespace, job.Name); err != nil {
 				return "", false, err
 			}
-			continue
+		case runcore.LeftWaitStatus, runcore.LeftGoneWaitStatus:
+			s.requeueAfter(cacheLagRetry)
+		case runcore.LeftStop:
+			r.pokeStopper(job.Namespace, job.Name) // it stops the Job and says so
 		}
-		if !job.DeletionTimestamp.IsZero() {
-			left, err := r.podsLeft(ctx, job.Namespace, job.Name)
-			if err != nil {
-				return "", false, err
-			}
-			if left == 0 && caughtUp {
-				if err := r.dropLeaseFinalizer(ctx, job.Namespace, job.Name); err != nil {
-					return "", false, err
-				}
-				continue
-			}
-			if left == 0 {
-				s.requeueAfter(cacheLagRetry)
-			}
+		if act.Working() {
 			running = job.Name
-			continue
 		}
-		running = job.Name
-		r.pokeStopper(job.Namespace, job.Name) // it stops the Job and says so
 	}
 	return running, adopting, nil
 }
