@@ -172,6 +172,9 @@ func (r *GuardedJobReconciler) advanceBackfill(ctx context.Context, s *scope, sp
 			return nil // its end brings the next pass
 		}
 	}
+	if !s.mayStartWaiting() {
+		return nil
+	}
 	var pick *batchv1alpha1.BackfillOccurrence
 	for i := range b.Current {
 		e := &b.Current[i]

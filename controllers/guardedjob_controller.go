@@ -206,6 +206,20 @@ func (s *scope) next(run *batchv1alpha1.ActiveRun) error {
 	return nil
 }
 
+// mayStartWaiting says whether a run that waited in status (a retry, a
+// buffered occurrence, a backfill's next occurrence) may start in this pass
+// (due.AdmitWaiting); when it may not, a later pass is asked for as it says.
+func (s *scope) mayStartWaiting() bool {
+	admit := due.AdmitWaiting(s.ahead)
+	if admit.Act != due.Wait {
+		return true
+	}
+	if admit.RetryAfter > 0 {
+		s.requeueAfter(admit.RetryAfter)
+	}
+	return false
+}
+
 func (s *scope) requeueAt(t time.Time) {
 	if s.requeue.IsZero() || t.Before(s.requeue) {
 		s.requeue = t

@@ -52,16 +52,12 @@ func (r *GuardedJobReconciler) observeRuns(ctx context.Context, s *scope) error 
 // object that write returned.
 func (r *GuardedJobReconciler) advanceRun(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun) error {
 	if !r.ownsRun(s.gj, run) {
-		// Restored from a backup, or recorded under another cluster name: its
-		// lease is never renewed, released or completed here (that cluster may
-		// still be alive), but any of its Pods here are stopped, never silently
-		// dropped. The phases below leave a foreign lease alone.
 		msg := fmt.Sprintf("run %s was recorded by cluster %q for object %s; it is not resumed here and its lease is left alone", run.JobName, run.Cluster, run.OwnerUID)
-		switch run.Phase {
-		case batchv1alpha1.RunPhaseAcquiring:
+		switch runcore.Foreign(run.Phase) {
+		case runcore.ForeignEnd:
 			runcore.FinishRun(s.gj, *run, runcore.NeverHeld, batchv1alpha1.RunResultFailed, "", msg, s.now)
 			return nil
-		case batchv1alpha1.RunPhaseRunning:
+		case runcore.ForeignStop:
 			if err := r.beginStop(s, run, batchv1alpha1.RunResultFailed, msg, batchv1alpha1.StaleJobReason, batchv1alpha1.LockStateLost, ""); err != nil {
 				return err
 			}

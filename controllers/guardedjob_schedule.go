@@ -65,12 +65,6 @@ func (r *GuardedJobReconciler) scheduleAll(ctx context.Context, s *scope, spec *
 		}
 		return nil
 	}
-	if admit := due.AdmitWaiting(s.ahead); admit.Act == due.Wait {
-		if admit.RetryAfter > 0 {
-			s.requeueAfter(admit.RetryAfter)
-		}
-		return nil
-	}
 	if waiting, err := r.startRetry(ctx, s, spec); waiting || err != nil {
 		return err
 	}
@@ -132,8 +126,8 @@ func (r *GuardedJobReconciler) startBuffered(ctx context.Context, s *scope, spec
 	if len(gj.Status.Buffered) == 0 {
 		return false, nil
 	}
-	if gj.SuspendedAt(s.now) || len(gj.Status.Active) > 0 {
-		return true, nil // a run's end or the resume brings the next pass
+	if gj.SuspendedAt(s.now) || len(gj.Status.Active) > 0 || !s.mayStartWaiting() {
+		return true, nil // a run's end, the resume or the Pods' end brings the next pass
 	}
 	next := gj.Status.Buffered[0]
 	gj.Status.Buffered = gj.Status.Buffered[1:]
@@ -362,6 +356,8 @@ func (r *GuardedJobReconciler) startRetry(ctx context.Context, s *scope, spec *c
 		return true, nil // a run's end or the resume brings the next pass
 	case rt.NotBefore != nil && s.now.Before(rt.NotBefore.Time):
 		s.requeueAt(rt.NotBefore.Time)
+		return true, nil
+	case !s.mayStartWaiting():
 		return true, nil
 	}
 	rt.Attempts++

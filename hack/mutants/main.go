@@ -494,8 +494,8 @@ var mutants = []mutant{
 		name: "retry-uncounted",
 		bug:  "a retry whose recording status write was lost, and whose Job a later pass took up, is not counted in status.retry: its backoff and its abandonment undercount the runs made",
 		file: "internal/due/retry.go",
-		find: "\tif rt.NotBefore != nil {\n\t\trt.Attempts++\n",
-		repl: "\tif rt.NotBefore != nil {\n",
+		find: "\t\trt.Attempts, rt.NotBefore = run.Retry, nil\n",
+		repl: "\t\trt.NotBefore = nil\n",
 		catchers: []catcher{
 			{"./internal/due/", []string{"TestRetryFollowsHowEachRunEnded"}},
 			{"./controllers/", []string{"TestRetryOccurrence_ARetryWhoseRecordWasLostIsStillCounted"}},

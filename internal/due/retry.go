@@ -6,7 +6,6 @@
 package due
 
 import (
-	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,6 +76,9 @@ func NoteRetry(gj *batchv1alpha1.GuardedJob, sched *schedule.Schedule, run *batc
 		}
 		return
 	}
+	if same {
+		countRetry(rt, run) // a try that ends before any pass counted it
+	}
 	if !same {
 		if rt != nil && rt.ScheduledTime.After(run.ScheduledTime.Time) {
 			return // a newer occurrence is being tried
@@ -90,20 +92,33 @@ func NoteRetry(gj *batchv1alpha1.GuardedJob, sched *schedule.Schedule, run *batc
 }
 
 // RetryGoesOn says whether a run of the occurrence status.retry tries is
-// active: its end decides what comes next. A try started after the last one
-// ended (status.retry.notBefore still set) that status has not counted yet,
-// because the write that recorded it was lost and its Job was taken up
-// later, is counted now: its backoff and abandonment count every run made.
+// active: its end decides what comes next. A retry whose start status has not
+// counted yet (the write that recorded it was lost, and a later pass took its
+// Job up) is counted now, by the retry number its run carries (bound into its
+// lease token, so never taken from an annotation alone): the backoff after it
+// and the abandonment count every run made. A run-now of the same occurrence
+// is no try of it.
 func RetryGoesOn(gj *batchv1alpha1.GuardedJob) bool {
 	rt := gj.Status.Retry
-	if rt == nil || !slices.ContainsFunc(gj.Status.Active, func(a batchv1alpha1.ActiveRun) bool { return a.ScheduledTime.Equal(&rt.ScheduledTime) }) {
+	if rt == nil {
 		return false
 	}
-	if rt.NotBefore != nil {
-		rt.Attempts++
-		rt.NotBefore = nil
+	goesOn := false
+	for i := range gj.Status.Active {
+		if run := &gj.Status.Active[i]; run.ScheduledTime.Equal(&rt.ScheduledTime) {
+			goesOn = true
+			countRetry(rt, run)
+		}
 	}
-	return true
+	return goesOn
+}
+
+// countRetry counts run in rt when it is a try of rt's occurrence that rt has
+// not counted: it started after the last try ended.
+func countRetry(rt *batchv1alpha1.OccurrenceRetryStatus, run *batchv1alpha1.ActiveRun) {
+	if run.Retry > rt.Attempts && run.RunNow == "" && run.Backfill == "" {
+		rt.Attempts, rt.NotBefore = run.Retry, nil
+	}
 }
 
 // RetryBackoff is the wait before retry attempts+1: lock.busyRetry's initial

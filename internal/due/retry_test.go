@@ -118,14 +118,32 @@ func TestRetryFollowsHowEachRunEnded(t *testing.T) {
 		g.Expect(due.RetryGoesOn(gj)).To(BeFalse(), "no run of it is active")
 		g.Expect(gj.Status.Retry).To(And(HaveField("Attempts", int32(1)), HaveField("NotBefore", Not(BeNil()))))
 		other := *run("")
-		other.ScheduledTime = metav1.Time{Time: occ.Add(time.Hour)}
+		other.ScheduledTime, other.Retry = metav1.Time{Time: occ.Add(time.Hour)}, 2
 		gj.Status.Active = []batchv1alpha1.ActiveRun{other}
 		g.Expect(due.RetryGoesOn(gj)).To(BeFalse(), "a run of another occurrence")
-		gj.Status.Active = append(gj.Status.Active, *run(""))
+		runNow := *run("")
+		runNow.RunNow = "2026-12-05T02:03:00Z"
+		gj.Status.Active = []batchv1alpha1.ActiveRun{runNow}
+		g.Expect(due.RetryGoesOn(gj)).To(BeTrue(), "a run-now of the occurrence goes on")
+		g.Expect(gj.Status.Retry).To(And(HaveField("Attempts", int32(1)), HaveField("NotBefore", Not(BeNil()))), "and is no try of it")
+		try := *run("")
+		try.Retry = 2
+		gj.Status.Active = []batchv1alpha1.ActiveRun{other, try}
 		g.Expect(due.RetryGoesOn(gj)).To(BeTrue())
 		g.Expect(gj.Status.Retry).To(And(HaveField("Attempts", int32(2)), HaveField("NotBefore", BeNil())))
 		g.Expect(due.RetryGoesOn(gj)).To(BeTrue())
 		g.Expect(gj.Status.Retry.Attempts).To(Equal(int32(2)), "counted once")
+	})
+	t.Run("a try that ends before any pass counted it is counted", func(t *testing.T) {
+		g := NewWithT(t)
+		gj := retrying(30 * time.Minute)
+		gj.Status.Retry = &batchv1alpha1.OccurrenceRetryStatus{ScheduledTime: metav1.Time{Time: occ}, Attempts: 1,
+			NotBefore: &metav1.Time{Time: now.Add(-time.Minute)}}
+		try := run(string(batchv1alpha1.FailureJobFailed))
+		try.Retry = 2
+		due.NoteRetry(gj, sched, try, batchv1alpha1.RunResultFailed, "why it ended", now)
+		g.Expect(gj.Status.Retry).To(And(HaveField("Attempts", int32(2)), HaveField("NotBefore", Not(BeNil()))))
+		g.Expect(gj.Status.Retry.NotBefore.Time).To(BeTemporally("==", now.Add(due.RetryBackoff(&gj.Spec.Lock, 2))))
 	})
 	t.Run("the backoff doubles up to lock.busyRetry.max", func(t *testing.T) {
 		g := NewWithT(t)

@@ -83,3 +83,32 @@ func Unresolved(phase batchv1alpha1.RunPhase, podsLeft int) UnresolvedAct {
 	}
 	return UnresolvedEndAfterPods
 }
+
+// ForeignAct is what becomes of a run that status records but this manager
+// does not own (OwnsRun: restored from a backup, or recorded under another
+// cluster name or for another object UID). Its lease is never renewed,
+// released or completed here, since that cluster may still be alive; its Pods
+// here are stopped, never silently dropped.
+type ForeignAct int
+
+const (
+	// ForeignEnd: a run waiting to acquire has no Job here; it ends Failed.
+	ForeignEnd ForeignAct = iota + 1
+	// ForeignStop: a running run is stopped (its Pods deleted), then goes
+	// on as a stopping run.
+	ForeignStop
+	// ForeignGoesOn: a stopping or releasing run goes on through its phase,
+	// which leaves a foreign lease alone.
+	ForeignGoesOn
+)
+
+// Foreign is the act on a foreign run in phase.
+func Foreign(phase batchv1alpha1.RunPhase) ForeignAct {
+	switch phase {
+	case batchv1alpha1.RunPhaseAcquiring:
+		return ForeignEnd
+	case batchv1alpha1.RunPhaseRunning:
+		return ForeignStop
+	}
+	return ForeignGoesOn
+}

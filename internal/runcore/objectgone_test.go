@@ -60,3 +60,19 @@ func TestARunWhoseStoreCannotBeResolvedIsLeftToExpireOnceNothingOfItWorks(t *tes
 		}
 	}
 }
+
+// TestAForeignRunIsStoppedHereAndItsLeaseLeftAlone: a run this manager does
+// not own ends at once when it has no Job, is stopped when it runs, and goes
+// on through its stop or release (which leave its lease alone) otherwise.
+func TestAForeignRunIsStoppedHereAndItsLeaseLeftAlone(t *testing.T) {
+	for phase, want := range map[batchv1alpha1.RunPhase]runcore.ForeignAct{
+		batchv1alpha1.RunPhaseAcquiring: runcore.ForeignEnd,
+		batchv1alpha1.RunPhaseRunning:   runcore.ForeignStop,
+		batchv1alpha1.RunPhaseStopping:  runcore.ForeignGoesOn,
+		batchv1alpha1.RunPhaseReleasing: runcore.ForeignGoesOn,
+	} {
+		if got := runcore.Foreign(phase); got != want {
+			t.Errorf("phase %s: act %d, want %d", phase, got, want)
+		}
+	}
+}
