@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
-	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/runcore"
 )
@@ -66,29 +65,18 @@ func (r *GuardedJobReconciler) track(gj *batchv1alpha1.GuardedJob, run *batchv1a
 	_ = r.keep(r.trackRequest(gj, run, store, sentAt)) // the lease was validated when it was acquired
 }
 
-// trackRequest is what the keeper needs to renew a run's lease. A resumed lease
-// is never assumed younger than it provably is: its evidence is the recorded
-// acquisition time (taken before the Acquire was sent, stored rounded down),
-// less the clock-skew allowance, since another replica's clock may have written
-// it. A FailOpen run that started without a lease has no evidence at all.
+// trackRequest is what the keeper needs to renew a run's lease, on the terms
+// runcore.KeepTermsOf sets. sentAt is when this process sent the acquiring
+// call; zero for a lease resumed from status.
 func (r *GuardedJobReconciler) trackRequest(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, store *lockclient.Client, sentAt time.Time) lockclient.TrackRequest {
 	lease := leaseOf(run)
 	lease.SentAt = sentAt
-	podGrace := gj.Spec.PodGracePeriod()
-	req := lockclient.TrackRequest{
+	terms := runcore.KeepTermsOf(run, gj.Spec.PodGracePeriod(), sentAt.IsZero(), r.ClockSkew)
+	return lockclient.TrackRequest{
 		Lease: lease, Client: store, Owner: keeperOwner(gj, run), RenewInterval: run.RenewInterval.Duration,
-		SelfFence:         run.StoreFailurePolicy != batchv1alpha1.FailOpen,
-		StopBudget:        leasetiming.StopBudget(podGrace),
-		ReacquireIfAbsent: run.StoreFailurePolicy == batchv1alpha1.FailOpen,
+		SelfFence: terms.SelfFence, StopBudget: terms.StopBudget, ReacquireIfAbsent: terms.ReacquireIfAbsent,
+		LastRenewed: terms.LastRenewed, MaxHoldUntil: terms.MaxHoldUntil, MaxPodLife: terms.MaxPodLife,
 	}
-	if sentAt.IsZero() && run.AcquiredAt != nil && !run.Unguarded {
-		req.LastRenewed = leasetiming.ResumedEvidence(run.AcquiredAt.Time, r.ClockSkew)
-	}
-	if run.AcquiredAt != nil && run.MaxHold.Duration > 0 {
-		req.MaxHoldUntil = run.AcquiredAt.Add(run.MaxHold.Duration)
-		req.MaxPodLife = run.MaxHold.Duration + podGrace + leasetiming.StopMargin
-	}
-	return req
 }
 
 // untrackOwner stops renewing every lease of the runs of one GuardedJob.

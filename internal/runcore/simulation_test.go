@@ -447,10 +447,10 @@ func (s *sim) local(c *simCluster) time.Time { return s.now.Add(c.clock) }
 
 // resumed is a lease resumed from status by the cluster's manager: its
 // evidence is the recorded acquisition (another manager's reading) less the
-// allowance (leasetiming.ResumedEvidence, as the keeper's resume takes it),
-// read on this manager's clock and kept in true time.
+// allowance (runcore.KeepTermsOf, as the keeper's resume takes it), read on
+// this manager's clock and kept in true time.
 func (s *sim) resumed(c *simCluster, run *batchv1alpha1.ActiveRun) *simKept {
-	return &simKept{lastOK: leasetiming.ResumedEvidence(run.AcquiredAt.Time, s.skew).Add(-c.clock)}
+	return &simKept{lastOK: runcore.KeepTermsOf(run, 0, true, s.skew).LastRenewed.Add(-c.clock)}
 }
 
 // check is the invariant: at most one Pod works under the key.
