@@ -26,7 +26,6 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/leadership"
-	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/runcore"
 )
@@ -240,21 +239,20 @@ func (r *StopReconciler) handoverStop(job *batchv1.Job) (grace time.Duration, st
 	if !ok {
 		return 0, false, false
 	}
-	st, tracked := r.Keeper.Get(token)
-	switch {
-	case !tracked:
-		return 0, false, true
-	case st.State == lockclient.StateLost:
-		return time.Second, true, true
-	case st.DeadlineReached:
-		return leasetiming.DeadlineGrace(podGraceOf(job), st.ValidUntil, st.ValidUntil.Add(-st.ValidFor)), true, true
-	case st.MaxHoldReached, timedOut:
-		if _, finished := jobFinished(job); finished {
-			return 0, false, true // its Pods are gone already: the run waits for its new shard
-		}
-		return podGraceOf(job), true, true
+	_, finished := jobFinished(job)
+	grace, stop = runcore.HandoverStop(r.stopView(token, podGraceOf(job)), timedOut, finished)
+	return grace, stop, true
+}
+
+// stopView is what the keeper reports of the lease of token, for the core's
+// stop verdicts; the run and the deletion are the caller's to add.
+func (r *StopReconciler) stopView(token string, podGrace time.Duration) runcore.StopView {
+	v := runcore.StopView{PodGrace: podGrace}
+	if st, tracked := r.Keeper.Get(token); tracked {
+		v.Tracked, v.Lost, v.DeadlineReached, v.MaxHoldReached = true, st.State == lockclient.StateLost, st.DeadlineReached, st.MaxHoldReached
+		v.ValidUntil, v.ValidFor = st.ValidUntil, st.ValidFor
 	}
-	return 0, false, true
+	return v
 }
 
 // observeStopLatency records how long after the keeper found a run's lease lost
@@ -436,12 +434,8 @@ func podGraceOf(job *batchv1.Job) time.Duration {
 // the keeper reports and status records.
 func (r *StopReconciler) decide(gj *batchv1alpha1.GuardedJob, job *batchv1.Job) (time.Duration, runcore.Step) {
 	run := runcore.RunByName(gj, job.Name)
-	v := runcore.StopView{Run: run, PodGrace: gj.Spec.PodGracePeriod(),
-		DeleteStops: !gj.DeletionTimestamp.IsZero() && stopsRunsOnDelete(gj)}
-	if st, ok := r.Keeper.Get(run.Token); ok {
-		v.Tracked, v.Lost, v.DeadlineReached, v.MaxHoldReached = true, st.State == lockclient.StateLost, st.DeadlineReached, st.MaxHoldReached
-		v.ValidUntil, v.ValidFor = st.ValidUntil, st.ValidFor
-	}
+	v := r.stopView(run.Token, gj.Spec.PodGracePeriod())
+	v.Run, v.DeleteStops = run, !gj.DeletionTimestamp.IsZero() && stopsRunsOnDelete(gj)
 	return runcore.StopVerdict(v)
 }
 

@@ -14,7 +14,6 @@ import (
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/jobbuild"
-	"github.com/guardedjob/guardedjob/internal/leasetiming"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/podguard"
 	"github.com/guardedjob/guardedjob/internal/runcore"
@@ -132,7 +131,7 @@ func leaseViewOf(st lockclient.LeaseStatus, ok bool) runcore.LeaseView {
 func (r *GuardedJobReconciler) leaseView(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun) (runcore.LeaseView, lockclient.LeaseStatus) {
 	st, ok := r.Keeper.Get(run.Token)
 	v := leaseViewOf(st, ok)
-	v.Confirmed = ok && st.Confirmed && st.State == lockclient.StateHeld && st.ValidFor > leasetiming.StopBudget(gj.Spec.PodGracePeriod())
+	v.Confirmed = ok && runcore.LeaseConfirmed(st.Confirmed, st.State == lockclient.StateHeld, st.ValidFor, gj.Spec.PodGracePeriod())
 	return v, st
 }
 
