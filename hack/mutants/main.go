@@ -250,10 +250,10 @@ var mutants = []mutant{
 		name: "deadline-stop-full-grace",
 		bug:  "the Pods of a run stopped at its self-fence deadline get their whole grace period, not what still fits before the lease could expire: they may work on after another holder started",
 		file: "internal/runcore/stopverdict.go",
-		find: "return leasetiming.DeadlineGrace(v.PodGrace, v.ValidUntil, v.ValidUntil.Add(-v.ValidFor)), StopReported",
-		repl: "return max(v.PodGrace, leasetiming.DeadlineGrace(v.PodGrace, v.ValidUntil, v.ValidUntil.Add(-v.ValidFor))), StopReported",
+		find: "return leasetiming.DeadlineGrace(v.PodGrace, v.ValidUntil, v.ValidUntil.Add(-v.ValidFor)), true",
+		repl: "return max(v.PodGrace, leasetiming.DeadlineGrace(v.PodGrace, v.ValidUntil, v.ValidUntil.Add(-v.ValidFor))), true",
 		catchers: []catcher{
-			{"./internal/runcore/", []string{"TestTheStopControllerStopsWhatTheKeeperReportsOrStatusRecords"}},
+			{"./internal/runcore/", []string{"TestTheStopControllerStopsWhatTheKeeperReportsOrStatusRecords", "TestAHandedOverRunIsStoppedOnlyAsItsOwnWouldBe"}},
 		},
 	},
 	{
@@ -508,7 +508,7 @@ var mutants = []mutant{
 		find: "\treturn run.Retry == 0 && run.Backfill == \"\" && run.RunNow == \"\"\n",
 		repl: "\treturn run.Retry == 0 && run.Backfill == \"\"\n",
 		catchers: []catcher{
-			{"./internal/runcore/", []string{"TestTheEarlyGateStartsOnlyARunNoStatusNamesYet"}},
+			{"./internal/runcore/", []string{"TestTheEarlyGateStartsOnlyARunNoStatusNamesYet", "TestTheSimulationKeepsOneWorkingPodPerKey"}},
 			{"./controllers/", []string{"TestEarlyGate_ARunNowIsRecordedBeforeItsGateOpens"}},
 		},
 	},

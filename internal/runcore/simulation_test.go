@@ -50,7 +50,10 @@ import (
 // adoption names the version judged, runcore.Unrecorded.DeleteNames, and the
 // API server refuses it when the Job has changed since); a manager is deposed
 // with such a delete in flight, which lands up to a minute later; a person runs
-// the last occurrence again; the store stops answering;
+// the last occurrence again (a run-now, its value bound into the run's token,
+// answered by the status write that records its run or by the adoption of its
+// Job; runcore.RecordableFromJob keeps it out of the early order); the store
+// stops answering;
 // a node is cut off (its Pod works on where the API server no longer shows it);
 // the API server refuses a cluster's status writes for a while; time passes;
 // a tenant who may edit Jobs edits the run annotation of a Job waiting for
@@ -62,7 +65,7 @@ import (
 // they are configured with (--clock-skew-allowance): what a manager writes
 // into status is its own clock's reading, and a lease resumed from status
 // counts its self-fence deadline from evidence read on another clock
-// (leasetiming.ResumedEvidence).
+// (runcore.KeepTermsOf).
 // Half the seeds (drawn from a source of their own) run the early
 // gate (runcore.NewEarlyStart: the gate opens before the status write): a
 // restart resumes the lease of a Job past its gate that no status records when
@@ -80,7 +83,8 @@ import (
 // the store lost in a restart without its data, until it stops), and I3: the
 // fences each cluster's Pods start under keep rising; I2: no occurrence is
 // completed (its done-marker written) by two runs since the store last lost
-// its data (a person's run-now of it again aside); at every adoption and
+// its data (a person's run-now of it again aside); I9T: a run-now's work
+// starts at most once; at every adoption and
 // resume of a Job no status records, that the annotation stayed a hint (the
 // run's keys, lease timing and pod guard are the spec's) and I8: what started
 // the run is what its token attests; that a Job deleted as one that never
@@ -286,11 +290,15 @@ type simCluster struct {
 	created map[string]types.UID // the Jobs a pass created and left to the next one to record
 	// opened is the manager's memory of the Jobs whose gates it opened before
 	// any status recorded their runs (the early gate), by name.
-	opened  map[string]types.UID
-	next    time.Time // the next occurrence
-	last    time.Time // the last occurrence status records
-	rerun   bool      // a run-now of the last occurrence waits
-	guarded bool      // its runs have a pod guard
+	opened map[string]types.UID
+	next   time.Time // the next occurrence
+	last   time.Time // the last occurrence status records
+	rerun  bool      // a run-now of the last occurrence waits
+	// request is the value of the run-now that waits (rerun) or was the last;
+	// requests counts them.
+	request  string
+	requests int
+	guarded  bool // its runs have a pod guard
 	// fence is the highest fence a Pod of this cluster started under: a
 	// Strict fence handed out again would let a new run's writes pass below
 	// an old one's.
@@ -390,6 +398,9 @@ type sim struct {
 	// changed since it was judged (what the seeds reached).
 	caches, deletes *rand.Rand
 	conflicts       int
+	// requestStarts counts, by run-now, the Pods that started its work (I9T:
+	// at most one).
+	requestStarts map[string]int
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -402,7 +413,7 @@ func newSim(t testing.TB, seed uint64) *sim {
 	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), late: rand.New(rand.NewPCG(seed^0x5bd1e995, seed)),
 		moves: rand.New(rand.NewPCG(seed^0x27d4eb2f165667c5, seed)), losses: rand.New(rand.NewPCG(seed^0x94d049bb133111eb, seed)),
 		dies: rand.New(rand.NewPCG(seed^0xbf58476d1ce4e5b9, seed)), writes: rand.New(rand.NewPCG(seed^0x4cf5ad432745937f, seed)), now: simStart, store: simStore{markers: map[string]simMarker{}},
-		ended: map[batchv1alpha1.RunResult]int{}, acquired: map[string]time.Time{}, reruns: map[string]bool{}, completed: map[string]string{}, early: rand.New(rand.NewPCG(seed^0xd6e8feb86659fd93, seed)).IntN(2) == 0}
+		ended: map[batchv1alpha1.RunResult]int{}, acquired: map[string]time.Time{}, reruns: map[string]bool{}, completed: map[string]string{}, requestStarts: map[string]int{}, early: rand.New(rand.NewPCG(seed^0xd6e8feb86659fd93, seed)).IntN(2) == 0}
 	s.tenants = rand.New(rand.NewPCG(seed^0x1b873593cc9e2d51, seed))
 	s.caches, s.deletes = rand.New(rand.NewPCG(seed^0x85ebca6b0c2f1a1d, seed)), rand.New(rand.NewPCG(seed^0xc2b2ae3d27d4eb4f, seed))
 	if stalls := rand.New(rand.NewPCG(seed^0x9fb21c651e98df25, seed)); stalls.IntN(3) == 0 {
@@ -846,6 +857,9 @@ func (s *sim) schedule(c *simCluster) {
 	}
 	run := c.runFor(occ)
 	run.Phase, run.StartDeadline = batchv1alpha1.RunPhaseAcquiring, &metav1.Time{Time: s.local(c).Add(simStartWithin)}
+	if rerun {
+		run.RunNow = c.request // what started it, bound into its token
+	}
 	identity := c.identity(&run)
 	run.Token, run.JobName = runtoken.MintFrom(identity, fmt.Sprintf("%016x", s.rng.Uint64()))
 	run.Holder = leasetoken.HolderOf(run.Token)
@@ -1091,7 +1105,8 @@ func (s *sim) adopt(c *simCluster) (deposed bool) {
 		adopted := runcore.RecordAdopted(&c.gj.Status, run, nil)
 		delete(c.opened, j.name)
 		runcore.RecordLease(c.gj, adopted, s.local(c))
-		c.scheduled(run.ScheduledTime.Time, false)
+		// Adopting the run a request started answers the request.
+		c.scheduled(run.ScheduledTime.Time, run.RunNow != "" && run.RunNow == c.request)
 		if c.keeper[run.Token] == nil {
 			c.keeper[run.Token] = s.resumed(c, &run) // resumed: its evidence is the acquisition
 		}
@@ -1317,6 +1332,13 @@ func (s *sim) open(c *simCluster, run *batchv1alpha1.ActiveRun, job *simJob) {
 		s.logf("VIOLATION %s", s.failed)
 	}
 	c.fence = max(c.fence, run.Fence)
+	if run.RunNow != "" {
+		s.requestStarts[run.RunNow]++
+		if s.requestStarts[run.RunNow] > 1 && s.failed == "" {
+			s.failed = fmt.Sprintf("I9T: the work of %s's run-now %s starts a second time, with %s", c.name, run.RunNow, run.JobName)
+			s.logf("VIOLATION %s", s.failed)
+		}
+	}
 	if !job.guarded {
 		job.pod.until = s.now.Add(24 * time.Hour) // no guard: only a stop ends it early
 	}
@@ -1588,8 +1610,9 @@ func (s *sim) step() {
 		s.crash(c)
 	case n < 83:
 		if !c.last.IsZero() && !c.rerun {
-			c.rerun = true
-			s.logf("%s: a person runs the occurrence at %s again (run-now)", c.name, c.last.Format("15:04"))
+			c.requests++
+			c.rerun, c.request = true, fmt.Sprintf("%s-%d", c.name, c.requests)
+			s.logf("%s: a person runs the occurrence at %s again (run-now %s)", c.name, c.last.Format("15:04"), c.request)
 		}
 	case n < 86:
 		s.store.down = !s.store.down
@@ -1648,6 +1671,7 @@ var regressionSeeds = []struct {
 	{"adopt-trusts-annotation", 6},
 	{"adoption-trusts-start", 3},
 	{"unadopted-delete-any-version", 8},
+	{"request-opens-early", 30},
 }
 
 // TestTheSimulationKeepsOneWorkingPodPerKey runs the simulation for many
