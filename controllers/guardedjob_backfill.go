@@ -141,78 +141,33 @@ func (r *GuardedJobReconciler) expireBackfill(s *scope, b *batchv1alpha1.Backfil
 	r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.BackfillCancelledReason, "Backfill %s %s", b.Request, b.Message)
 }
 
-// advanceBackfill starts the next occurrence of a running backfill, when a slot
-// is free (parallelism) and nothing comes first: a backfill waits for runs of
-// the schedule and run-now triggers (unless concurrencyPolicy is Allow) and for
-// buffered runs. An occurrence the schedule itself is running waits for that
-// run. The backfill completes when every occurrence has ended.
+// advanceBackfill carries out what due.NextBackfill decides for a running
+// backfill: its next occurrence starts, or it finishes, or it stops starting
+// occurrences (with their events and messages). Buffered runs and retries come
+// first: scheduleAll calls it only when none waits.
 func (r *GuardedJobReconciler) advanceBackfill(ctx context.Context, s *scope, spec *compiledSpec) error {
 	gj := s.gj
+	step := due.NextBackfill(gj, spec.rules.Schedule, s.ahead, s.now)
+	if !step.LookAt.IsZero() {
+		s.requeueAt(step.LookAt)
+	}
+	if step.RetryAfter > 0 {
+		s.requeueAfter(step.RetryAfter)
+	}
 	b := gj.Status.Backfill
-	if b == nil || b.State != batchv1alpha1.BackfillRunning {
-		return nil
-	}
-	b.Remaining = int32(len(b.Current)) //nolint:gosec // at most 10
-	if b.Next != nil {
-		b.Remaining += int32(spec.rules.Schedule.CountBetween(b.Next.Time, b.To.Time, batchv1alpha1.MaxBackfillOccurrences)) //nolint:gosec // at most 1001
-	}
-	if len(b.Current) == 0 && b.Next == nil {
+	switch step.Act {
+	case due.BackfillFinished:
 		b.State = batchv1alpha1.BackfillComplete
 		b.FinishedAt = &metav1.Time{Time: s.now}
 		b.Message = fmt.Sprintf("finished: %d succeeded, %d skipped (done already), %d failed", b.Succeeded, b.Skipped, b.Failed)
 		r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.BackfillFinishedReason, "Backfill %s %s", b.Request, b.Message)
-		return nil
+	case due.BackfillExpired:
+		r.expireBackfill(s, b, step.Until)
+	case due.BackfillStart:
+		s.requeueAfter(time.Millisecond) // another slot may be free
+		return r.recordIntent(ctx, s, spec, step.Occurrence, s.now, false, "", runExtras{backfill: b.Request})
 	}
-	if until, ok := due.BackfillStartsUntil(b); ok && s.now.After(until) {
-		r.expireBackfill(s, b, until)
-		return nil
-	}
-	for _, run := range gj.Status.Active {
-		if run.Backfill == "" && gj.Spec.ConcurrencyPolicyOrDefault() != batchv1alpha1.AllowConcurrent {
-			return nil // its end brings the next pass
-		}
-	}
-	if !s.mayStartWaiting() {
-		return nil
-	}
-	var pick *batchv1alpha1.BackfillOccurrence
-	for i := range b.Current {
-		e := &b.Current[i]
-		if backfillRunFor(gj, b.Request, e.ScheduledTime) != nil {
-			continue
-		}
-		if e.RetryAt != nil && s.now.Before(e.RetryAt.Time) {
-			s.requeueAt(e.RetryAt.Time)
-			continue
-		}
-		pick = e
-		break
-	}
-	if pick == nil && len(b.Current) < int(b.Parallelism) && b.Next != nil {
-		occurrence := b.Next.Time
-		b.Current = append(b.Current, batchv1alpha1.BackfillOccurrence{ScheduledTime: metav1.Time{Time: occurrence}})
-		if next := spec.rules.Schedule.Next(occurrence); next.IsZero() || next.After(b.To.Time) {
-			b.Next = nil
-		} else {
-			b.Next = &metav1.Time{Time: next}
-		}
-		pick = &b.Current[len(b.Current)-1]
-	}
-	if pick == nil {
-		return nil
-	}
-	occurrence := pick.ScheduledTime.Time
-	for _, run := range gj.Status.Active {
-		if run.ScheduledTime.Equal(&pick.ScheduledTime) {
-			// The schedule (or a run-now) is running this occurrence: its end
-			// decides, through the done-marker, whether the backfill runs it.
-			return nil
-		}
-	}
-	pick.RetryAt = nil
-	b.Message = "running " + occurrence.UTC().Format(time.RFC3339)
-	s.requeueAfter(time.Millisecond) // another slot may be free
-	return r.recordIntent(ctx, s, spec, occurrence, s.now, false, "", runExtras{backfill: b.Request})
+	return nil
 }
 
 // backfillRunFor returns the active run of a backfill's occurrence, or nil.

@@ -342,22 +342,16 @@ func (r *GuardedJobReconciler) startRetry(ctx context.Context, s *scope, spec *c
 			occurrence, why, rt.Attempts, rt.LastResult, rt.LastMessage)
 		return false, nil
 	}
-	switch {
-	case gj.Spec.RetryOccurrence == nil:
-		return abandon("spec.retryOccurrence was removed")
-	case gj.Status.LastScheduleTime != nil && gj.Status.LastScheduleTime.After(rt.ScheduledTime.Time):
-		return abandon("the occurrence at " + gj.Status.LastScheduleTime.UTC().Format(time.RFC3339) + " is due")
-	case due.RetryGoesOn(gj):
-		return true, nil // a run of it goes on: its end decides, and brings the next pass
-	case !s.now.Before(rt.Until.Time):
-		return abandon("its tries stopped at " + rt.Until.UTC().Format(time.RFC3339) + " (spec.retryOccurrence.within, or the next occurrence)")
-	case len(gj.Status.Active) > 0 || gj.SuspendedAt(s.now):
-		s.requeueAt(rt.Until.Time)
-		return true, nil // a run's end or the resume brings the next pass
-	case rt.NotBefore != nil && s.now.Before(rt.NotBefore.Time):
-		s.requeueAt(rt.NotBefore.Time)
+	switch step := due.NextRetry(gj, s.now); step.Act {
+	case due.RetryAbandon:
+		return abandon(step.Why)
+	case due.RetryRunning:
+		return true, nil // its end decides, and brings the next pass
+	case due.RetryWaits:
+		s.requeueAt(step.At)
 		return true, nil
-	case !s.mayStartWaiting():
+	}
+	if !s.mayStartWaiting() {
 		return true, nil
 	}
 	rt.Attempts++

@@ -91,6 +91,57 @@ func NoteRetry(gj *batchv1alpha1.GuardedJob, sched *schedule.Schedule, run *batc
 	gj.Status.Retry = rt
 }
 
+// RetryAct is what a pass does about the occurrence status.retry tries.
+type RetryAct int
+
+const (
+	// NoRetry: status.retry is empty.
+	NoRetry RetryAct = iota
+	// RetryAbandon: its tries stopped (Why says why); no cluster has done it.
+	RetryAbandon
+	// RetryRunning: a run of it is active; its end decides.
+	RetryRunning
+	// RetryWaits: runs are active or the GuardedJob is suspended, or its
+	// backoff has not passed; a pass looks again at At.
+	RetryWaits
+	// RetryStart: its next try starts now (once nothing outside status stands
+	// in the way: AdmitWaiting).
+	RetryStart
+)
+
+// RetryStep is the act and its reason or time.
+type RetryStep struct {
+	Act RetryAct
+	Why string
+	At  time.Time
+}
+
+// NextRetry is what a pass at now does about status.retry: abandon the
+// occurrence once its tries have stopped (spec.retryOccurrence removed, a newer
+// occurrence scheduled, its until passed), wait while a run of it or another
+// run is active, the GuardedJob is suspended or the backoff runs, else start
+// its next try. A try status has not counted yet is counted (RetryGoesOn).
+func NextRetry(gj *batchv1alpha1.GuardedJob, now time.Time) RetryStep {
+	rt := gj.Status.Retry
+	switch {
+	case rt == nil:
+		return RetryStep{Act: NoRetry}
+	case gj.Spec.RetryOccurrence == nil:
+		return RetryStep{Act: RetryAbandon, Why: "spec.retryOccurrence was removed"}
+	case gj.Status.LastScheduleTime != nil && gj.Status.LastScheduleTime.After(rt.ScheduledTime.Time):
+		return RetryStep{Act: RetryAbandon, Why: "the occurrence at " + gj.Status.LastScheduleTime.UTC().Format(time.RFC3339) + " is due"}
+	case RetryGoesOn(gj):
+		return RetryStep{Act: RetryRunning}
+	case !now.Before(rt.Until.Time):
+		return RetryStep{Act: RetryAbandon, Why: "its tries stopped at " + rt.Until.UTC().Format(time.RFC3339) + " (spec.retryOccurrence.within, or the next occurrence)"}
+	case len(gj.Status.Active) > 0 || gj.SuspendedAt(now):
+		return RetryStep{Act: RetryWaits, At: rt.Until.Time} // a run's end or the resume brings a pass sooner
+	case rt.NotBefore != nil && now.Before(rt.NotBefore.Time):
+		return RetryStep{Act: RetryWaits, At: rt.NotBefore.Time}
+	}
+	return RetryStep{Act: RetryStart}
+}
+
 // RetryGoesOn says whether a run of the occurrence status.retry tries is
 // active: its end decides what comes next. A retry whose start status has not
 // counted yet (the write that recorded it was lost, and a later pass took its

@@ -212,3 +212,51 @@ func TestALegacyPauseMovesOnlyWithTheOldManagersStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestARetryStartsOnlyWhenNothingHoldsItBackAndStopsWithItsTries: what a pass
+// does about status.retry, in the order the reasons weigh.
+func TestARetryStartsOnlyWhenNothingHoldsItBackAndStopsWithItsTries(t *testing.T) {
+	occ := time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC)
+	now := occ.Add(5 * time.Minute)
+	until := occ.Add(30 * time.Minute)
+	base := func(mut func(gj *batchv1alpha1.GuardedJob)) *batchv1alpha1.GuardedJob {
+		gj := retrying(30 * time.Minute)
+		gj.Status.Retry = &batchv1alpha1.OccurrenceRetryStatus{ScheduledTime: metav1.Time{Time: occ}, Attempts: 1,
+			Until: metav1.Time{Time: until}, NotBefore: &metav1.Time{Time: now.Add(-time.Second)}}
+		if mut != nil {
+			mut(gj)
+		}
+		return gj
+	}
+	other := batchv1alpha1.ActiveRun{JobName: "settle-2", ScheduledTime: metav1.Time{Time: occ.Add(-time.Hour)}}
+	try := batchv1alpha1.ActiveRun{JobName: "settle-1", ScheduledTime: metav1.Time{Time: occ}, Retry: 2}
+	for _, c := range []struct {
+		name string
+		gj   *batchv1alpha1.GuardedJob
+		want due.RetryStep
+	}{
+		{"no retry", retrying(30 * time.Minute), due.RetryStep{Act: due.NoRetry}},
+		{"its backoff passed", base(nil), due.RetryStep{Act: due.RetryStart}},
+		{"spec.retryOccurrence removed", base(func(gj *batchv1alpha1.GuardedJob) { gj.Spec.RetryOccurrence = nil }),
+			due.RetryStep{Act: due.RetryAbandon, Why: "spec.retryOccurrence was removed"}},
+		{"a newer occurrence scheduled", base(func(gj *batchv1alpha1.GuardedJob) {
+			gj.Status.LastScheduleTime = &metav1.Time{Time: occ.Add(time.Hour)}
+		}), due.RetryStep{Act: due.RetryAbandon, Why: "the occurrence at 2026-12-05T03:00:00Z is due"}},
+		{"a try of it runs", base(func(gj *batchv1alpha1.GuardedJob) { gj.Status.Active = []batchv1alpha1.ActiveRun{try} }),
+			due.RetryStep{Act: due.RetryRunning}},
+		{"its tries stopped", base(func(gj *batchv1alpha1.GuardedJob) { gj.Status.Retry.Until = metav1.Time{Time: now} }),
+			due.RetryStep{Act: due.RetryAbandon, Why: "its tries stopped at 2026-12-05T02:05:00Z (spec.retryOccurrence.within, or the next occurrence)"}},
+		{"another run is active", base(func(gj *batchv1alpha1.GuardedJob) { gj.Status.Active = []batchv1alpha1.ActiveRun{other} }),
+			due.RetryStep{Act: due.RetryWaits, At: until}},
+		{"suspended", base(func(gj *batchv1alpha1.GuardedJob) { gj.Spec.Suspend = ptr.To(true) }),
+			due.RetryStep{Act: due.RetryWaits, At: until}},
+		{"its backoff runs", base(func(gj *batchv1alpha1.GuardedJob) {
+			gj.Status.Retry.NotBefore = &metav1.Time{Time: now.Add(time.Second)}
+		}),
+			due.RetryStep{Act: due.RetryWaits, At: now.Add(time.Second)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			NewWithT(t).Expect(due.NextRetry(c.gj, now)).To(Equal(c.want))
+		})
+	}
+}

@@ -67,6 +67,9 @@ func TestAHandedOverRunIsStoppedOnlyAsItsOwnWouldBe(t *testing.T) {
 		{"no shard in time", runcore.StopView{Tracked: true, PodGrace: grace}, true, false, grace, true},
 		{"no shard in time, the Job finished", runcore.StopView{Tracked: true, PodGrace: grace}, true, true, 0, false},
 		{"maxHold, the Job finished", runcore.StopView{Tracked: true, MaxHoldReached: true, PodGrace: grace}, false, true, 0, false},
+		{"lost, the Job finished", runcore.StopView{Tracked: true, Lost: true, PodGrace: grace}, true, true, time.Second, true},
+		{"at its deadline, the Job finished", runcore.StopView{Tracked: true, DeadlineReached: true, ValidUntil: until, ValidFor: 12 * time.Second, PodGrace: grace},
+			false, true, leasetiming.DeadlineGrace(grace, until, until.Add(-12*time.Second)), true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := NewWithT(t)
