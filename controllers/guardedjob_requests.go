@@ -348,41 +348,24 @@ func (r *GuardedJobReconciler) handleUnlock(ctx context.Context, s *scope, ask u
 }
 
 // liveHolder says why a lock holder may still be working, or "" when nothing
-// says so: an active run of this GuardedJob (in any cluster: a run recorded
-// elsewhere may be alive there), a lease of this GuardedJob the ledger has as
-// live or left to expire, a lease this manager renews, or a Job of this cluster
-// that has not finished. The unlock script refuses every GuardedJob lease with
-// time to live on its own; this says why in the user's terms first, and covers a
-// lease whose key was made to live forever.
+// says so (runcore.LiveHolder): the core judges status and the keeper's
+// leases, and the holder's Job in this cluster when it names one.
 func (r *GuardedJobReconciler) liveHolder(ctx context.Context, s *scope, holder string) string {
-	gj := s.gj
-	for _, run := range gj.Status.Active {
-		if run.Holder == holder {
-			return fmt.Sprintf("the active run %s of this GuardedJob; delete its Job to stop the run (its lease is released once its Pods are gone)", run.JobName)
-		}
-	}
-	if rec := runcore.LedgerRecord(gj.Status.Leases, holder); rec != nil && (rec.State == batchv1alpha1.LeaseLive ||
-		rec.State == batchv1alpha1.LeaseLeftToExpire && rec.ExpiresBy != nil && s.now.Before(rec.ExpiresBy.Time)) {
-		return runcore.LedgerSays(gj, holder, s.now)
-	}
+	renewedFor := ""
 	for _, st := range r.keptLeases() {
 		if leasetoken.HolderOf(st.Token) == holder && st.State != lockclient.StateLost {
-			return fmt.Sprintf("a run whose lease this manager renews (%s)", st.Owner)
+			renewedFor = st.Owner
+			break
 		}
 	}
-	cluster, namespace, jobName, ok := leasetoken.SplitHolder(holder)
-	if !ok || cluster != r.ClusterName {
-		return ""
+	why, hj := runcore.LiveHolder(s.gj, holder, renewedFor, r.ClusterName, s.now)
+	if hj == nil {
+		return why
 	}
-	job, err := r.getJobConfirmed(ctx, namespace, jobName)
-	if err != nil {
-		return fmt.Sprintf("a run of this cluster, and whether its Job still runs could not be read: %v", err)
+	job, err := r.getJobConfirmed(ctx, hj.Namespace, hj.Name)
+	finished := false
+	if job != nil {
+		_, finished = jobFinished(job)
 	}
-	if job == nil {
-		return ""
-	}
-	if _, finished := jobFinished(job); !finished {
-		return fmt.Sprintf("a run of this cluster whose Job %s/%s has not finished; delete that Job, or wait for it", job.Namespace, job.Name)
-	}
-	return ""
+	return runcore.LiveHolderJob(*hj, job != nil, finished, err)
 }
