@@ -343,6 +343,8 @@ func (r *GuardedJobReconciler) startRetry(ctx context.Context, s *scope, spec *c
 		return false, nil
 	}
 	switch step := due.NextRetry(gj, s.now); step.Act {
+	case due.NoRetry:
+		return false, nil
 	case due.RetryAbandon:
 		return abandon(step.Why)
 	case due.RetryRunning:

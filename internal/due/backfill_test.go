@@ -56,6 +56,19 @@ func TestABackfillStartsItsOccurrencesAfterWhatComesFirst(t *testing.T) {
 			b.Current = []batchv1alpha1.BackfillOccurrence{{ScheduledTime: at(0), RetryAt: &metav1.Time{Time: now.Add(time.Minute)}}}
 			b.Next = &metav1.Time{Time: at(1).Time}
 		}), due.Ahead{}, due.BackfillStep{Act: due.BackfillStart, Occurrence: at(1).Time, LookAt: now.Add(time.Minute)}, 2, 4},
+		{"an occurrence whose retry time passed starts again", backfill(func(gj *batchv1alpha1.GuardedJob) {
+			b := gj.Status.Backfill
+			b.Current = []batchv1alpha1.BackfillOccurrence{{ScheduledTime: at(0), RetryAt: &metav1.Time{Time: now}}}
+			b.Next = &metav1.Time{Time: at(1).Time}
+		}), due.Ahead{}, due.BackfillStep{Act: due.BackfillStart, Occurrence: at(0).Time}, 1, 4},
+		{"two wait for their retries: the earliest is when to look", backfill(func(gj *batchv1alpha1.GuardedJob) {
+			b := gj.Status.Backfill
+			b.Current = []batchv1alpha1.BackfillOccurrence{{ScheduledTime: at(0), RetryAt: &metav1.Time{Time: now.Add(2 * time.Minute)}},
+				{ScheduledTime: at(1), RetryAt: &metav1.Time{Time: now.Add(time.Minute)}}}
+			b.Next = &metav1.Time{Time: at(2).Time}
+		}), due.Ahead{}, due.BackfillStep{LookAt: now.Add(time.Minute)}, 2, 4},
+		{"the last occurrence of the range", backfill(func(gj *batchv1alpha1.GuardedJob) { gj.Status.Backfill.Next = &metav1.Time{Time: at(3).Time} }),
+			due.Ahead{}, due.BackfillStep{Act: due.BackfillStart, Occurrence: at(3).Time}, 1, 1},
 		{"both slots taken", backfill(func(gj *batchv1alpha1.GuardedJob) {
 			b := gj.Status.Backfill
 			b.Current = []batchv1alpha1.BackfillOccurrence{{ScheduledTime: at(0)}, {ScheduledTime: at(1)}}
@@ -68,6 +81,9 @@ func TestABackfillStartsItsOccurrencesAfterWhatComesFirst(t *testing.T) {
 		}), due.Ahead{}, due.BackfillStep{}, 1, 4},
 		{"every occurrence ended", backfill(func(gj *batchv1alpha1.GuardedJob) { gj.Status.Backfill.Next = nil }), due.Ahead{},
 			due.BackfillStep{Act: due.BackfillFinished}, 0, 0},
+		{"at the very moment it stops starting occurrences, it still starts one", backfill(func(gj *batchv1alpha1.GuardedJob) {
+			gj.Status.Backfill.Request = now.Add(-batchv1alpha1.BackfillDoneMarkerTTL).Format(time.RFC3339Nano)
+		}), due.Ahead{}, due.BackfillStep{Act: due.BackfillStart, Occurrence: at(0).Time}, 1, 4},
 		{"out of time to start occurrences", backfill(func(gj *batchv1alpha1.GuardedJob) {
 			gj.Status.Backfill.Request = now.Add(-batchv1alpha1.BackfillDoneMarkerTTL - time.Second).Format(time.RFC3339Nano)
 		}), due.Ahead{}, due.BackfillStep{Act: due.BackfillExpired, Until: now.Add(-time.Second).Truncate(0)}, 0, 4},
@@ -78,14 +94,30 @@ func TestABackfillStartsItsOccurrencesAfterWhatComesFirst(t *testing.T) {
 			if c.want.Act == due.BackfillExpired {
 				g.Expect(got.Act).To(Equal(due.BackfillExpired))
 				g.Expect(got.Until).To(BeTemporally("~", c.want.Until, time.Millisecond))
+			} else {
+				g.Expect(got).To(Equal(c.want))
+			}
+			b := c.gj.Status.Backfill
+			if b == nil {
 				return
 			}
-			g.Expect(got).To(Equal(c.want))
-			if b := c.gj.Status.Backfill; b != nil {
-				g.Expect(b.Current).To(HaveLen(c.current))
-				g.Expect(b.Remaining).To(Equal(c.remaining))
-				if got.Act == due.BackfillStart {
-					g.Expect(b.Message).To(Equal("running " + got.Occurrence.UTC().Format(time.RFC3339)))
+			g.Expect(b.Current).To(HaveLen(c.current))
+			g.Expect(b.Remaining).To(Equal(c.remaining))
+			if got.Act != due.BackfillStart {
+				return
+			}
+			g.Expect(b.Message).To(Equal("running " + got.Occurrence.UTC().Format(time.RFC3339)))
+			for _, e := range b.Current {
+				if e.ScheduledTime.Time.Equal(got.Occurrence) {
+					g.Expect(e.RetryAt).To(BeNil(), "the occurrence it starts waits for no retry")
+				}
+			}
+			switch got.Occurrence {
+			case at(3).Time:
+				g.Expect(b.Next).To(BeNil(), "the range is done")
+			case at(0).Time:
+				if len(b.Current) == 1 && b.Current[0].RetryAt == nil && c.name != "an occurrence whose retry time passed starts again" {
+					g.Expect(b.Next).To(HaveField("Time", BeTemporally("==", at(1).Time)), "the next occurrence of the range")
 				}
 			}
 		})

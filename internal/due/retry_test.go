@@ -244,6 +244,14 @@ func TestARetryStartsOnlyWhenNothingHoldsItBackAndStopsWithItsTries(t *testing.T
 		}), due.RetryStep{Act: due.RetryAbandon, Why: "the occurrence at 2026-12-05T03:00:00Z is due"}},
 		{"a try of it runs", base(func(gj *batchv1alpha1.GuardedJob) { gj.Status.Active = []batchv1alpha1.ActiveRun{try} }),
 			due.RetryStep{Act: due.RetryRunning}},
+		{"a try of it runs past its until: its end decides", base(func(gj *batchv1alpha1.GuardedJob) {
+			gj.Status.Active = []batchv1alpha1.ActiveRun{try}
+			gj.Status.Retry.Until = metav1.Time{Time: now}
+		}), due.RetryStep{Act: due.RetryRunning}},
+		{"another run is active during the backoff", base(func(gj *batchv1alpha1.GuardedJob) {
+			gj.Status.Active = []batchv1alpha1.ActiveRun{other}
+			gj.Status.Retry.NotBefore = &metav1.Time{Time: now.Add(time.Second)}
+		}), due.RetryStep{Act: due.RetryWaits, At: until}},
 		{"its tries stopped", base(func(gj *batchv1alpha1.GuardedJob) { gj.Status.Retry.Until = metav1.Time{Time: now} }),
 			due.RetryStep{Act: due.RetryAbandon, Why: "its tries stopped at 2026-12-05T02:05:00Z (spec.retryOccurrence.within, or the next occurrence)"}},
 		{"another run is active", base(func(gj *batchv1alpha1.GuardedJob) { gj.Status.Active = []batchv1alpha1.ActiveRun{other} }),
@@ -256,7 +264,11 @@ func TestARetryStartsOnlyWhenNothingHoldsItBackAndStopsWithItsTries(t *testing.T
 			due.RetryStep{Act: due.RetryWaits, At: now.Add(time.Second)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			NewWithT(t).Expect(due.NextRetry(c.gj, now)).To(Equal(c.want))
+			g := NewWithT(t)
+			g.Expect(due.NextRetry(c.gj, now)).To(Equal(c.want))
+			if c.want.Act == due.RetryRunning {
+				g.Expect(c.gj.Status.Retry).To(And(HaveField("Attempts", int32(2)), HaveField("NotBefore", BeNil())), "the running try is counted")
+			}
 		})
 	}
 }

@@ -43,6 +43,15 @@ func TestAnUnlockNeverDeletesTheLeaseOfARunThatMayStillWork(t *testing.T) {
 		{"an active run", gj(func(st *batchv1alpha1.GuardedJobStatus) {
 			st.Active = []batchv1alpha1.ActiveRun{{JobName: "settle-29942040-abcdef", Holder: holder}}
 		}), holder, "", "the active run settle-29942040-abcdef of this GuardedJob; delete its Job to stop the run (its lease is released once its Pods are gone)", nil},
+		{"an active run, renewed here: the run says it", gj(func(st *batchv1alpha1.GuardedJobStatus) {
+			st.Active = []batchv1alpha1.ActiveRun{{JobName: "settle-29942040-abcdef", Holder: holder}}
+		}), holder, "payments/settle/settle-29942040-abcdef", "the active run settle-29942040-abcdef of this GuardedJob; delete its Job to stop the run (its lease is released once its Pods are gone)", nil},
+		{"live in the ledger", gj(func(st *batchv1alpha1.GuardedJobStatus) {
+			st.Leases = []batchv1alpha1.LeaseRecord{{Holder: holder, State: batchv1alpha1.LeaseLive}}
+		}), holder, "", "the lease of this GuardedJob's active run settle-29942040-abcdef", nil},
+		{"released in the ledger: its Job decides", gj(func(st *batchv1alpha1.GuardedJobStatus) {
+			st.Leases = []batchv1alpha1.LeaseRecord{{Holder: holder, State: batchv1alpha1.LeaseReleased}}
+		}), holder, "", "", job},
 		{"left to expire, not yet expired", gj(left(now.Add(time.Minute))), holder, "",
 			"the lease of this GuardedJob's run settle-29942040-abcdef, which ended and left it to expire on purpose (a Pod of it may still run where the API server does not show it, and its pod guard stops it first); it expires by 2026-12-07T03:01:00Z", nil},
 		{"left to expire, expired: its Job decides", gj(left(now.Add(-time.Minute))), holder, "", "", job},
