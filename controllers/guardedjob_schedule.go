@@ -134,18 +134,13 @@ func (r *GuardedJobReconciler) startBuffered(ctx context.Context, s *scope, spec
 	if len(gj.Status.Buffered) == 0 {
 		gj.Status.Buffered = nil
 	}
-	// Its start deadline counts from when it could start: when the run it
-	// waited for ended (the last run recorded), not from its scheduled time.
-	due := next.BufferedAt.Time
-	if lr := gj.Status.LastRun; lr != nil && lr.FinishedAt != nil && lr.FinishedAt.After(due) {
-		due = lr.FinishedAt.Time
-	}
+	dueAt := due.BufferedDue(next, gj.Status.LastRun)
 	if len(gj.Status.Buffered) > 0 {
 		s.requeueAfter(time.Millisecond)
 	}
 	// Never as a trigger: status.lastRunNow recorded its run-now value when it
 	// was buffered, and a newer one may have been handled since.
-	return true, r.recordIntent(ctx, s, spec, next.ScheduledTime.Time, due, false, "", runExtras{parameters: next.Parameters, runNow: next.RunNow})
+	return true, r.recordIntent(ctx, s, spec, next.ScheduledTime.Time, dueAt, false, "", runExtras{parameters: next.Parameters, runNow: next.RunNow})
 }
 
 // onlyBackfillActive says whether every active run is a backfill occurrence.

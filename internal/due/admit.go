@@ -116,3 +116,13 @@ func Contend(a Ahead) Admission {
 	}
 	return Admission{Act: Start}
 }
+
+// BufferedDue is when a buffered run could start, from which its start deadline
+// counts: when the run it waited for ended (the last run recorded), not its
+// scheduled time; at the earliest when it was buffered.
+func BufferedDue(b batchv1alpha1.BufferedRun, last *batchv1alpha1.RunRecord) time.Time {
+	if last != nil && last.FinishedAt != nil && last.FinishedAt.After(b.BufferedAt.Time) {
+		return last.FinishedAt.Time
+	}
+	return b.BufferedAt.Time
+}

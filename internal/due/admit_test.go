@@ -75,3 +75,18 @@ func TestARunThatWaitedStartsOnlyWhenNoJobOutsideStatusMayWork(t *testing.T) {
 		})
 	}
 }
+
+// TestABufferedRunsDeadlineCountsFromWhenItCouldStart: from the end of the run
+// it waited for, and never from before it was buffered.
+func TestABufferedRunsDeadlineCountsFromWhenItCouldStart(t *testing.T) {
+	g := NewWithT(t)
+	at := time.Date(2026, 12, 6, 2, 0, 0, 0, time.UTC)
+	b := batchv1alpha1.BufferedRun{ScheduledTime: metav1.NewTime(at), BufferedAt: metav1.NewTime(at.Add(time.Second))}
+	ended := func(d time.Duration) *batchv1alpha1.RunRecord {
+		return &batchv1alpha1.RunRecord{FinishedAt: &metav1.Time{Time: at.Add(d)}}
+	}
+	g.Expect(due.BufferedDue(b, nil)).To(BeTemporally("==", at.Add(time.Second)), "no run recorded")
+	g.Expect(due.BufferedDue(b, &batchv1alpha1.RunRecord{})).To(BeTemporally("==", at.Add(time.Second)), "the last run has no end")
+	g.Expect(due.BufferedDue(b, ended(5*time.Minute))).To(BeTemporally("==", at.Add(5*time.Minute)), "the run it waited for ended")
+	g.Expect(due.BufferedDue(b, ended(-time.Minute))).To(BeTemporally("==", at.Add(time.Second)), "an end before it was buffered")
+}
