@@ -120,7 +120,7 @@ func (r *GuardedJobReconciler) cancelBackfill(s *scope, b *batchv1alpha1.Backfil
 func endBackfill(s *scope, b *batchv1alpha1.BackfillStatus) {
 	running := b.Current[:0]
 	for _, e := range b.Current {
-		if backfillRunFor(s.gj, b.Request, e.ScheduledTime) != nil {
+		if due.BackfillOccurrenceRunning(s.gj, b.Request, e.ScheduledTime) {
 			running = append(running, e)
 		}
 	}
@@ -166,16 +166,6 @@ func (r *GuardedJobReconciler) advanceBackfill(ctx context.Context, s *scope, sp
 	case due.BackfillStart:
 		s.requeueAfter(time.Millisecond) // another slot may be free
 		return r.recordIntent(ctx, s, spec, step.Occurrence, s.now, false, "", runExtras{backfill: b.Request})
-	}
-	return nil
-}
-
-// backfillRunFor returns the active run of a backfill's occurrence, or nil.
-func backfillRunFor(gj *batchv1alpha1.GuardedJob, request string, scheduled metav1.Time) *batchv1alpha1.ActiveRun {
-	for i := range gj.Status.Active {
-		if run := &gj.Status.Active[i]; run.Backfill == request && run.ScheduledTime.Equal(&scheduled) {
-			return run
-		}
 	}
 	return nil
 }

@@ -81,7 +81,7 @@ func NextBackfill(gj *batchv1alpha1.GuardedJob, sched *schedule.Schedule, ahead 
 	var pick *batchv1alpha1.BackfillOccurrence
 	for i := range b.Current {
 		e := &b.Current[i]
-		if backfillRunning(gj, b.Request, e.ScheduledTime) {
+		if BackfillOccurrenceRunning(gj, b.Request, e.ScheduledTime) {
 			continue
 		}
 		if e.RetryAt != nil && now.Before(e.RetryAt.Time) {
@@ -117,9 +117,9 @@ func NextBackfill(gj *batchv1alpha1.GuardedJob, sched *schedule.Schedule, ahead 
 	return step
 }
 
-// backfillRunning says whether a run of the backfill request's occurrence at
+// BackfillOccurrenceRunning says whether a run of the backfill request's occurrence at
 // scheduled is active.
-func backfillRunning(gj *batchv1alpha1.GuardedJob, request string, scheduled metav1.Time) bool {
+func BackfillOccurrenceRunning(gj *batchv1alpha1.GuardedJob, request string, scheduled metav1.Time) bool {
 	for i := range gj.Status.Active {
 		if run := &gj.Status.Active[i]; run.Backfill == request && run.ScheduledTime.Equal(&scheduled) {
 			return true

@@ -84,6 +84,11 @@ func TestABackfillStartsItsOccurrencesAfterWhatComesFirst(t *testing.T) {
 		{"at the very moment it stops starting occurrences, it still starts one", backfill(func(gj *batchv1alpha1.GuardedJob) {
 			gj.Status.Backfill.Request = now.Add(-batchv1alpha1.BackfillDoneMarkerTTL).Format(time.RFC3339Nano)
 		}), due.Ahead{}, due.BackfillStep{Act: due.BackfillStart, Occurrence: at(0).Time}, 1, 4},
+		{"every occurrence ended while a Job no run claims has Pods left: it finishes", backfill(func(gj *batchv1alpha1.GuardedJob) { gj.Status.Backfill.Next = nil }),
+			due.Ahead{Unclaimed: "settle-x"}, due.BackfillStep{Act: due.BackfillFinished}, 0, 0},
+		{"out of time while a Job waits for adoption: it stops", backfill(func(gj *batchv1alpha1.GuardedJob) {
+			gj.Status.Backfill.Request = now.Add(-batchv1alpha1.BackfillDoneMarkerTTL - time.Second).Format(time.RFC3339Nano)
+		}), due.Ahead{Adopting: true}, due.BackfillStep{Act: due.BackfillExpired, Until: now.Add(-time.Second).Truncate(0)}, 0, 4},
 		{"out of time to start occurrences", backfill(func(gj *batchv1alpha1.GuardedJob) {
 			gj.Status.Backfill.Request = now.Add(-batchv1alpha1.BackfillDoneMarkerTTL - time.Second).Format(time.RFC3339Nano)
 		}), due.Ahead{}, due.BackfillStep{Act: due.BackfillExpired, Until: now.Add(-time.Second).Truncate(0)}, 0, 4},

@@ -154,7 +154,7 @@ func LedgerSays(gj *batchv1alpha1.GuardedJob, holder string, now time.Time) stri
 	case batchv1alpha1.LeaseLive:
 		return fmt.Sprintf("the lease of this GuardedJob's active run %s", job)
 	case batchv1alpha1.LeaseLeftToExpire:
-		if rec.ExpiresBy != nil && now.Before(rec.ExpiresBy.Time) {
+		if ledgerHolds(rec, now) {
 			return fmt.Sprintf("the lease of this GuardedJob's run %s, which ended and left it to expire on purpose (a Pod of it may still run where the API server does not show it, and its pod guard stops it first); it expires by %s",
 				job, rec.ExpiresBy.UTC().Format(time.RFC3339))
 		}
@@ -162,4 +162,11 @@ func LedgerSays(gj *batchv1alpha1.GuardedJob, holder string, now time.Time) stri
 	default:
 		return fmt.Sprintf("the lease of this GuardedJob's run %s, released at %s: the key should not hold it any more", job, rec.Since.UTC().Format(time.RFC3339))
 	}
+}
+
+// ledgerHolds says whether the ledger has rec's lease as one that may still be
+// in the key: live, or left to expire and not expired yet.
+func ledgerHolds(rec *batchv1alpha1.LeaseRecord, now time.Time) bool {
+	return rec.State == batchv1alpha1.LeaseLive ||
+		rec.State == batchv1alpha1.LeaseLeftToExpire && rec.ExpiresBy != nil && now.Before(rec.ExpiresBy.Time)
 }

@@ -31,8 +31,7 @@ func LiveHolder(gj *batchv1alpha1.GuardedJob, holder, renewedFor, cluster string
 			return fmt.Sprintf("the active run %s of this GuardedJob; delete its Job to stop the run (its lease is released once its Pods are gone)", run.JobName), nil
 		}
 	}
-	if rec := LedgerRecord(gj.Status.Leases, holder); rec != nil && (rec.State == batchv1alpha1.LeaseLive ||
-		rec.State == batchv1alpha1.LeaseLeftToExpire && rec.ExpiresBy != nil && now.Before(rec.ExpiresBy.Time)) {
+	if rec := LedgerRecord(gj.Status.Leases, holder); rec != nil && ledgerHolds(rec, now) {
 		return LedgerSays(gj, holder, now), nil
 	}
 	if renewedFor != "" {
