@@ -239,8 +239,8 @@ func (r *GuardedJobReconciler) takeUpOrphan(ctx context.Context, s *scope, run *
 	if err != nil {
 		return false, "", err
 	}
-	if job != nil {
-		return false, fmt.Sprintf("the lease of Job %s, which exists: its run was recorded once, and its status lost", jobName), nil
+	if refused := orphan.JobRefusal(job != nil); refused != "" {
+		return false, refused, nil
 	}
 	runcore.EndLease(s.gj, run, runcore.NeverHeld, s.now) // the token minted for this pass never held the key
 	run.JobName, run.Holder, run.Token = jobName, holder, value

@@ -1,6 +1,8 @@
 package runcore
 
 import (
+	"fmt"
+
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/runtoken"
@@ -60,4 +62,15 @@ func TakeUp(value, own string, identity runtoken.Run, id Identity, active []batc
 		return o, true, why
 	}
 	return o, true, ""
+}
+
+// JobRefusal is take-up's judgement after the live read of the Job the
+// orphan's token was minted for: a Job of that name means the run was
+// recorded once and its status lost, and take-up is only for a lease that
+// never had a Job. It returns why the orphan is not taken up, or "".
+func (o Orphan) JobRefusal(jobExists bool) string {
+	if !jobExists {
+		return ""
+	}
+	return fmt.Sprintf("the lease of Job %s, which exists: its run was recorded once, and its status lost", o.JobName)
 }

@@ -16,7 +16,8 @@ import (
 // GuardedJob is taken up only when no other manager claims the name, no active
 // run holds it, and the lease ledger does not know it: a lease left to expire
 // by a run that ended (its Pods may still run where the API server does not
-// show them) is never taken up by the next run.
+// show them) is never taken up by the next run, nor is one whose Job exists
+// (its run was recorded once).
 func TestTakeUpOnlyAnOrphanNoRecordKnows(t *testing.T) {
 	id := runtoken.Run{Cluster: "cluster-a", Namespace: "payments", Name: "payout", UID: "uid-1",
 		Occurrence: time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC)}
@@ -45,13 +46,16 @@ func TestTakeUpOnlyAnOrphanNoRecordKnows(t *testing.T) {
 	}
 	nothing := rec("")
 	for _, c := range []struct {
-		name    string
-		value   string
-		id      runcore.Identity
-		active  []batchv1alpha1.ActiveRun
-		ledger  func(string) string
-		orphan  bool
-		refused string // a part of the refusal, "" when taken up
+		name   string
+		value  string
+		id     runcore.Identity
+		active []batchv1alpha1.ActiveRun
+		ledger func(string) string
+		orphan bool
+		// jobExists: the live read finds the Job the orphan's token was
+		// minted for.
+		jobExists bool
+		refused   string // a part of the refusal, "" when taken up
 	}{
 		{name: "another cluster's token", value: foreign, id: settled},
 		{name: "this pass's own token", value: own, id: settled},
@@ -60,6 +64,7 @@ func TestTakeUpOnlyAnOrphanNoRecordKnows(t *testing.T) {
 		{name: "before the identity heartbeat settled", value: orphan, id: runcore.Identity{}, orphan: true, refused: "identity heartbeat"},
 		{name: "the lease of an active run", value: orphan, id: settled, active: []batchv1alpha1.ActiveRun{{JobName: job}}, orphan: true, refused: "active run " + job},
 		{name: "a live lease in the ledger", value: orphan, id: settled, ledger: rec("the lease of this GuardedJob's active run " + job), orphan: true, refused: "active run"},
+		{name: "an orphan whose Job exists", value: orphan, id: settled, jobExists: true, orphan: true, refused: "Job " + job + ", which exists"},
 		{name: "a lease the ledger knows", value: orphan, id: settled, ledger: rec("the lease of this GuardedJob's run " + job + ", which ended and left it to expire on purpose"), orphan: true, refused: "left it to expire on purpose"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -68,6 +73,9 @@ func TestTakeUpOnlyAnOrphanNoRecordKnows(t *testing.T) {
 				ledger = nothing
 			}
 			o, ok, refused := runcore.TakeUp(c.value, own, id, c.id, c.active, ledger)
+			if ok && refused == "" {
+				refused = o.JobRefusal(c.jobExists)
+			}
 			if ok != c.orphan {
 				t.Fatalf("orphan %v, want %v", ok, c.orphan)
 			}
