@@ -266,85 +266,47 @@ func (r *GuardedJobReconciler) handleUnlock(ctx context.Context, s *scope, ask u
 		return false
 	}
 
-	if ask.bad != nil {
-		return refuse("%v", ask.bad)
+	keys := make([]runcore.UnlockKeys, len(targets))
+	for i, t := range targets {
+		keys[i] = runcore.UnlockKeys{Lock: t.keys.Lock, Occurrence: t.keys.Occurrence}
 	}
-	if d := s.now.Sub(ask.at); d > batchv1alpha1.UnlockRequestWindow || d < -batchv1alpha1.UnlockRequestWindow {
-		return refuse("the request's time %s is more than %s from the manager's clock (%s): a request is carried out only when it is fresh; ask again",
-			ask.at.UTC().Format(time.RFC3339), batchv1alpha1.UnlockRequestWindow, s.now.UTC().Format(time.RFC3339))
+	c, refused := runcore.UnlockTarget(runcore.UnlockAsk{Key: rec.Key, Holder: rec.Holder, At: ask.at, Bad: ask.bad, KeyField: ask.keyField, HolderField: ask.holderField},
+		keys, targetErr, s.now)
+	if refused != "" {
+		return refuse("%s", refused)
 	}
-	if rec.Holder == "" {
-		return refuse("%s is not set: name the holder status.storeView shows, so that a key that changed hands is never deleted", ask.holderField)
-	}
-	if targetErr != nil {
-		return refuse("%v", targetErr)
-	}
-	if rec.Key == "" {
-		var locks []string
-		for _, t := range targets {
-			if !slices.Contains(locks, t.keys.Lock) {
-				locks = append(locks, t.keys.Lock)
-			}
-		}
-		if len(locks) != 1 {
-			return refuse("%s is not set and this GuardedJob has %d lock keys (%s): name one", ask.keyField, len(locks), strings.Join(locks, ", "))
-		}
-		rec.Key = locks[0]
-	}
-	var target *requestTarget
-	what := "lock"
-	for i := range targets {
-		switch rec.Key {
-		case targets[i].keys.Lock:
-			target = &targets[i]
-		case targets[i].keys.Occurrence:
-			target, what = &targets[i], "done-marker"
-		}
-		if target != nil {
-			break
-		}
-	}
-	if target == nil {
-		return refuse("%q is neither a lock key nor the current done-marker of this GuardedJob (status.storeView lists them); no other key is ever deleted", rec.Key)
-	}
-	if what == "lock" {
+	rec.Key = c.Key
+	if c.ChecksHolder() {
 		if why := r.liveHolder(ctx, s, rec.Holder); why != "" {
-			return refuse("lock %s is held by %s: %s", rec.Key, rec.Holder, why)
+			return refuse("%s", c.HolderRefusal(rec.Holder, why))
 		}
 	}
-
 	kind := lockclient.UnlockDoneMarker
-	if what == "lock" {
+	if c.What == "lock" {
 		kind = lockclient.UnlockLock
 	}
-	err := r.unlockKey(ctx, target.store, rec.Key, rec.Holder, kind)
+	err := r.unlockKey(ctx, targets[c.Index].store, rec.Key, rec.Holder, kind)
 	var (
 		nh   *lockclient.NotHeldError
 		live *lockclient.LiveLeaseError
 	)
+	answer := runcore.UnlockAnswer{Deleted: err == nil, StoreDown: errors.Is(err, lockclient.ErrStore), Err: err}
 	switch {
 	case errors.As(err, &live):
-		return refuse("lock %s is held by %s, a GuardedJob lease that expires by itself in %s: its run may still be working, here or in another cluster sharing the store, and is never unlocked; stop its Job in the cluster that runs it, or wait",
-			rec.Key, rec.Holder, live.TTL.Round(time.Second))
-	case err == nil:
-		rec.Result = batchv1alpha1.UnlockDeleted
-		rec.Message = fmt.Sprintf("deleted %s %s held by %s", what, rec.Key, rec.Holder)
-		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.ManualUnlockReason, "Deleted %s %s held by %s (%s)", what, rec.Key, rec.Holder, ask.label)
-		return true
-	case errors.As(err, &nh) && nh.Holder == "":
-		rec.Result = batchv1alpha1.UnlockAbsent
-		rec.Message = fmt.Sprintf("%s %s does not exist: nothing to delete", what, rec.Key)
+		answer.LiveLease, answer.LiveFor = true, live.TTL
 	case errors.As(err, &nh):
-		rec.Result = batchv1alpha1.UnlockChanged
-		rec.FoundHolder = leasetoken.HolderOf(nh.Holder)
-		rec.Message = fmt.Sprintf("%s %s is held by %s now, not by %s: nothing deleted", what, rec.Key, rec.FoundHolder, rec.Holder)
-	case errors.Is(err, lockclient.ErrStore):
-		rec.Result = batchv1alpha1.UnlockStoreUnavailable
-		rec.Message = fmt.Sprintf("the store did not answer: %v; nothing is known to be deleted, ask again", err)
-	default:
-		return refuse("%v", err)
+		answer.NotHeld, answer.Found = true, nh.Holder
 	}
-	return false
+	result, msg, found, refused := c.Unlocked(rec.Holder, answer)
+	if refused != "" {
+		return refuse("%s", refused)
+	}
+	rec.Result, rec.Message, rec.FoundHolder = result, msg, found
+	if result != batchv1alpha1.UnlockDeleted {
+		return false
+	}
+	r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.ManualUnlockReason, "Deleted %s %s held by %s (%s)", c.What, rec.Key, rec.Holder, ask.label)
+	return true
 }
 
 // liveHolder says why a lock holder may still be working, or "" when nothing
