@@ -294,9 +294,7 @@ func (r *GuardedJobReconciler) start(ctx context.Context, s *scope, run *batchv1
 			job, warnings, rejected = r.createFirst(ctx, s, run)
 			if rejected != "" {
 				r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.JobRejectedReason, "%s", rejected)
-				run.Phase = batchv1alpha1.RunPhaseReleasing
-				setStop(run, batchv1alpha1.RunResultFailed, rejected)
-				run.StopCause = string(batchv1alpha1.FailureJobRejected)
+				runcore.RejectJob(run, rejected)
 			}
 			if job != nil {
 				run.JobUID = job.UID

@@ -405,7 +405,7 @@ func (r *GuardedJobReconciler) reconcileDelete(ctx context.Context, s *scope) er
 		case runcore.DeleteEndsUnstarted:
 			// No Job exists; the lease, if the acquisition went through, is ours.
 			run.Phase = batchv1alpha1.RunPhaseReleasing
-			setStop(run, batchv1alpha1.RunResultSkipped, "the GuardedJob was deleted before the run started")
+			runcore.SetStop(run, batchv1alpha1.RunResultSkipped, "the GuardedJob was deleted before the run started")
 		case runcore.DeleteStopsRun:
 			if err := r.beginStop(s, run, batchv1alpha1.RunResultFailed, "the GuardedJob is being deleted (onDelete: Stop)",
 				batchv1alpha1.JobStoppedReason, batchv1alpha1.LockStateHeld, run.Holder); err != nil {

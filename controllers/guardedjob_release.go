@@ -195,7 +195,7 @@ func sortJobsByAge(jobs []*batchv1.Job) {
 // the lease is kept (and renewed, where still ours) until the Pods are gone.
 func (r *GuardedJobReconciler) beginStop(s *scope, run *batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, msg, reason string, lock batchv1alpha1.LockState, holder string) error {
 	run.Phase = batchv1alpha1.RunPhaseStopping
-	setStop(run, result, msg)
+	runcore.SetStop(run, result, msg)
 	run.StopCause = reason
 	runcore.SetLock(s.gj, lock, run.Key, holder, run.Fence)
 	eventType := corev1.EventTypeWarning
@@ -206,12 +206,6 @@ func (r *GuardedJobReconciler) beginStop(s *scope, run *batchv1alpha1.ActiveRun,
 	r.event(s.gj, nil, eventType, reason, "Stopping %s: %s", run.JobName, msg)
 	r.pokeStopper(s.gj.Namespace, run.JobName)
 	return nil
-}
-
-// setStop records how a run ends: the result it ends with, and why.
-func setStop(run *batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, msg string) {
-	run.StopResult = result
-	run.StopReason = string(result) + ": " + msg
 }
 
 // stopping waits until the run's Pods are gone (the stop controller deletes them),

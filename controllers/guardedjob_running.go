@@ -126,21 +126,19 @@ func (r *GuardedJobReconciler) running(ctx context.Context, s *scope, run *batch
 // releaseFinished releases the lease of a run whose Job finished, with the
 // Job's result (or the pod guard's, when it ended the workload).
 func (r *GuardedJobReconciler) releaseFinished(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, job *batchv1.Job, store *lockclient.Client) error {
-	run.Phase = batchv1alpha1.RunPhaseReleasing
-	if finished, _ := jobFinished(job); finished == batchv1.JobComplete {
-		setStop(run, batchv1alpha1.RunResultSucceeded, "the Job completed")
-	} else {
-		setStop(run, batchv1alpha1.RunResultFailed, "the Job failed: "+jobFailureMessage(job))
-		run.StopCause = string(batchv1alpha1.FailureJobFailed)
-		// The Job may have failed because a pod guard ended its workload.
+	finished, _ := jobFinished(job)
+	end := runcore.JobEnd{Completed: finished == batchv1.JobComplete}
+	if end.AsksGuard() {
+		end.Failure = jobFailureMessage(job)
 		why, err := r.guardStoppedIn(ctx, run, job)
 		if err != nil {
 			return err
 		}
-		if why != "" {
-			setStop(run, batchv1alpha1.RunResultGuardStopped, why)
-			r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.GuardStoppedReason, "Job %s: %s", run.JobName, why)
-		}
+		end.GuardStopped = why
+	}
+	runcore.EndFinished(run, end)
+	if end.GuardStopped != "" {
+		r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.GuardStoppedReason, "Job %s: %s", run.JobName, end.GuardStopped)
 	}
 	if d, ok := calibration.JobDuration(job); ok {
 		r.recordRunDuration(s, run, d)
@@ -233,9 +231,7 @@ func (r *GuardedJobReconciler) createRecordedJob(ctx context.Context, s *scope, 
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
 			msg := "the API server rejected the Job: " + err.Error()
 			r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.JobRejectedReason, "%s", msg)
-			run.Phase = batchv1alpha1.RunPhaseReleasing
-			setStop(run, batchv1alpha1.RunResultFailed, msg)
-			run.StopCause = string(batchv1alpha1.FailureJobRejected)
+			runcore.RejectJob(run, msg)
 			return s.next(run)
 		}
 		return fmt.Errorf("create job %s: %w", run.JobName, err)
