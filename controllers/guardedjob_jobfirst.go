@@ -195,7 +195,7 @@ func (r *GuardedJobReconciler) jobWaitingFor(ctx context.Context, s *scope, run 
 // answer).
 func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, job *batchv1.Job, recorded *batchv1alpha1.ActiveRun) (waiting bool, err error) {
 	gj := s.gj
-	u, rec, store := r.judgeUnrecorded(ctx, s, job, recorded)
+	u, store := r.judgeUnrecorded(ctx, s, job, recorded)
 	run := u.Run
 	act, why := runcore.Adoption(u)
 	switch act {
@@ -218,28 +218,15 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 	}
 
 	token := u.Key.Holder
-	run.Token, run.JobUID, run.Phase = token, job.UID, batchv1alpha1.RunPhaseRunning
-	run = runcore.RecordAdopted(&gj.Status, *run, recorded)
-	runcore.RecordLease(gj, run, s.now)
-	if rec.RunNow != "" && gj.Annotations[batchv1alpha1.RunNowAnnotation] == rec.RunNow {
-		gj.Status.LastRunNow = rec.RunNow
-	}
-	runcore.SetStoreReachable(gj, nil, s.now)
-	runcore.SetAcquired(gj, s.now) // its key holds its token: an acquisition went through
-	runcore.SetLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, run.Fence)
-	runcore.SetLockHeld(gj, "", "", s.now)
+	run = runcore.AdoptInto(gj, u, job.UID, s.now)
 	r.track(gj, run, store, resumed)
 	r.claimShard(ctx, gj)
 	key := client.ObjectKeyFromObject(gj)
-	if u.OpenedHere {
-		// This process opened the Job's gate (the cache may not show it
-		// yet) and left the record to this pass (the early gate): the run's
-		// record, not an adoption. The
-		// pass's own status write at its end (with a resourceVersion
-		// precondition) carries it with whatever else the pass changes; the
-		// lease stays renewed if that write fails, and the memory goes once
-		// a pass reads the run in status.
-		logStep(ctx, runcore.RecordJob, "job", run.JobName, "fence", run.Fence)
+	if !u.WritesRecord() {
+		// The pass's own status write at its end (with a resourceVersion
+		// precondition) carries the record with whatever else the pass
+		// changes; the memory goes once a pass reads the run in status.
+		logStep(ctx, u.Step(), "job", run.JobName, "fence", run.Fence)
 		return false, nil
 	}
 	if err := r.writeGuarded(ctx, s); err != nil {
@@ -252,7 +239,7 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 	if run = runcore.RunByName(s.gj, job.Name); run == nil {
 		return false, nil
 	}
-	logStep(ctx, runcore.AdoptUnrecorded, "job", run.JobName, "fence", run.Fence)
+	logStep(ctx, u.Step(), "job", run.JobName, "fence", run.Fence)
 	r.event(s.gj, job, corev1.EventTypeNormal, batchv1alpha1.RunAdoptedReason,
 		"Adopted Job %s, created before its run was recorded: lock %s still holds its lease%s", job.Name, run.Key, runcore.FenceSuffix(run.Fence))
 	return false, r.openGate(ctx, s, run, job, store)
@@ -260,10 +247,11 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 
 // judgeUnrecorded gathers what step AdoptUnrecorded needs of a Job waiting for
 // adoption (runcore.Unrecorded): the run it would be adopted as, its store, and
-// what the store says of its keys. rec is the Job's run annotation as read.
-func (r *GuardedJobReconciler) judgeUnrecorded(ctx context.Context, s *scope, job *batchv1.Job, recorded *batchv1alpha1.ActiveRun) (u runcore.Unrecorded, rec jobRun, store *lockclient.Client) {
+// what the store says of its keys.
+func (r *GuardedJobReconciler) judgeUnrecorded(ctx context.Context, s *scope, job *batchv1.Job, recorded *batchv1alpha1.ActiveRun) (u runcore.Unrecorded, store *lockclient.Client) {
 	gj := s.gj
 	why := ""
+	var rec jobRun
 	if err := json.Unmarshal([]byte(job.Annotations[batchv1alpha1.RunAnnotation]), &rec); err != nil {
 		why = "its " + batchv1alpha1.RunAnnotation + " annotation does not parse"
 	}
@@ -291,7 +279,7 @@ func (r *GuardedJobReconciler) judgeUnrecorded(ctx context.Context, s *scope, jo
 		u.StoreDown = errors.As(err, &storeErr)
 		u.Key, u.ReadErr, u.Identity = runcore.KeyView{Holder: st.Holder, Fence: st.Fence}, err, r.runIdentity(gj, run)
 	}
-	return u, rec, store
+	return u, store
 }
 
 // trustedRun returns the run a Job waiting for adoption would be adopted as, or

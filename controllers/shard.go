@@ -582,7 +582,7 @@ func (r *GuardedJobReconciler) unrecordedLeases(ctx context.Context, listed map[
 			if err != nil {
 				continue // its pass reports the spec; the stop controller stops the Job
 			}
-			u, _, store := r.judgeUnrecorded(ctx, &scope{gj: gj, spec: spec, now: now}, job, nil)
+			u, store := r.judgeUnrecorded(ctx, &scope{gj: gj, spec: spec, now: now}, job, nil)
 			if !runcore.ResumesUnrecorded(w, u) {
 				continue
 			}

@@ -3,6 +3,7 @@ package runcore
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -191,4 +192,43 @@ func ResumesUnrecorded(w Waiting, u Unrecorded) bool {
 	}
 	act, _ := Adoption(u)
 	return act == AdoptTheJob
+}
+
+// AdoptInto records a Job waiting for adoption as its run, once Adoption says
+// AdoptTheJob: the run as TrustedRun gives it, with the token its key holds,
+// the Job's UID and phase Running, in status (RecordAdopted) and the lease
+// ledger; the lock held under its fence, an acquisition seen, the store
+// reachable. A run-now the run carries (its token attests it: Adoptable)
+// answers the request while the annotation still asks for it. It returns the
+// run as status records it.
+func AdoptInto(gj *batchv1alpha1.GuardedJob, u Unrecorded, jobUID types.UID, now time.Time) *batchv1alpha1.ActiveRun {
+	run := *u.Run
+	run.Token, run.JobUID, run.Phase = u.Key.Holder, jobUID, batchv1alpha1.RunPhaseRunning
+	r := RecordAdopted(&gj.Status, run, u.Recorded)
+	RecordLease(gj, r, now)
+	if r.RunNow != "" && gj.Annotations[batchv1alpha1.RunNowAnnotation] == r.RunNow {
+		gj.Status.LastRunNow = r.RunNow
+	}
+	SetStoreReachable(gj, nil, now)
+	SetAcquired(gj, now) // its key holds its token: an acquisition went through
+	SetLock(gj, batchv1alpha1.LockStateHeld, r.Key, r.Holder, r.Fence)
+	SetLockHeld(gj, "", "", now)
+	return r
+}
+
+// WritesRecord says whether the adoption writes status itself (with a
+// resourceVersion precondition) before the Job's gate opens, or, for a Job
+// whose gate this process opened (OpenedHere), leaves the record to the
+// pass's own status write at its end: that is the run's record (step
+// record_job), not an adoption, and its lease stays renewed if the write
+// fails.
+func (u Unrecorded) WritesRecord() bool { return !u.OpenedHere }
+
+// Step is the model's step an adoption takes: record_job for a Job whose gate
+// this process opened, else adopt_unrecorded.
+func (u Unrecorded) Step() Step {
+	if u.OpenedHere {
+		return RecordJob
+	}
+	return AdoptUnrecorded
 }

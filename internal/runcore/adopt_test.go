@@ -237,3 +237,64 @@ func mintedForPayout(t *testing.T) (runtoken.Run, string, string) {
 	}
 	return id, token, job
 }
+
+// TestAnAdoptedJobIsRecordedAsItsRunWithTheTokenItsKeyHolds: what an adoption
+// writes into status: the run with the key's token, the Job's UID and phase
+// Running, its lease in the ledger, the lock held under its fence; the
+// request it carries answered only while the annotation still asks for it; and
+// whether the adoption writes status itself (a Job whose gate this process
+// opened is recorded by its pass's own write, as step record_job).
+func TestAnAdoptedJobIsRecordedAsItsRunWithTheTokenItsKeyHolds(t *testing.T) {
+	now := time.Date(2026, 12, 5, 2, 0, 30, 0, time.UTC)
+	occurrence := metav1.NewTime(time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC))
+	token := "cluster-a/payments/payout-29942040-abcdef#0123456789abcdef0123456789abcdef"
+	holder := leasetoken.HolderOf(token)
+	for _, c := range []struct {
+		name       string
+		asked      string // the run-now annotation
+		recorded   bool
+		answered   string
+		openedHere bool
+		writes     bool
+		step       runcore.Step
+	}{
+		{name: "a run-now the annotation still asks for", asked: "req-1", answered: "req-1", writes: true, step: runcore.AdoptUnrecorded},
+		{name: "a run-now the annotation no longer asks for", asked: "req-2", writes: true, step: runcore.AdoptUnrecorded},
+		{name: "the run status records, waiting to acquire again", asked: "req-1", recorded: true, answered: "req-1", writes: true, step: runcore.AdoptUnrecorded},
+		{name: "a Job whose gate this process opened", openedHere: true, step: runcore.RecordJob},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gj := &batchv1alpha1.GuardedJob{}
+			gj.Annotations = map[string]string{batchv1alpha1.RunNowAnnotation: c.asked}
+			trusted := &batchv1alpha1.ActiveRun{JobName: "payout-29942040-abcdef", ScheduledTime: occurrence, Key: "team:payout", Holder: holder,
+				Fence: 7, RunNow: "req-1", TTL: metav1.Duration{Duration: time.Minute}}
+			u := runcore.Unrecorded{Run: trusted, Key: runcore.KeyView{Holder: token, Fence: 7}, OpenedHere: c.openedHere}
+			if c.recorded {
+				gj.Status.Active = []batchv1alpha1.ActiveRun{{JobName: trusted.JobName, ScheduledTime: occurrence, Phase: batchv1alpha1.RunPhaseAcquiring}}
+				u.Recorded = &gj.Status.Active[0]
+			}
+			run := runcore.AdoptInto(gj, u, "job-uid", now)
+			if len(gj.Status.Active) != 1 || run != &gj.Status.Active[0] { // a recorded run is adopted in place
+				t.Fatalf("active %+v", gj.Status.Active)
+			}
+			if run.Token != token || run.JobUID != "job-uid" || run.Phase != batchv1alpha1.RunPhaseRunning || run.Fence != 7 {
+				t.Errorf("adopted as %+v", run)
+			}
+			if gj.Status.LastFence != 7 {
+				t.Errorf("status.lastFence %d, want 7", gj.Status.LastFence)
+			}
+			if rec := runcore.LedgerRecord(gj.Status.Leases, holder); rec == nil {
+				t.Errorf("the ledger does not know the adopted lease: %+v", gj.Status.Leases)
+			}
+			if l := gj.Status.Lock; l == nil || l.State != batchv1alpha1.LockStateHeld || l.Holder != holder || l.Fence != 7 || l.Key != "team:payout" {
+				t.Errorf("status.lock %+v", gj.Status.Lock)
+			}
+			if gj.Status.LastRunNow != c.answered {
+				t.Errorf("status.lastRunNow %q, want %q", gj.Status.LastRunNow, c.answered)
+			}
+			if u.WritesRecord() != c.writes || u.Step() != c.step {
+				t.Errorf("writes its record %v at step %s, want %v at %s", u.WritesRecord(), u.Step(), c.writes, c.step)
+			}
+		})
+	}
+}

@@ -1141,10 +1141,8 @@ func (s *sim) adopt(c *simCluster) (deposed bool) {
 			s.logf("%s: %s %s: the status write fails", c.name, runcore.AdoptUnrecorded, j.name)
 			continue
 		}
-		run.JobUID, run.Phase = j.uid, batchv1alpha1.RunPhaseRunning
-		adopted := runcore.RecordAdopted(&c.gj.Status, run, nil)
+		adopted := runcore.AdoptInto(c.gj, u, j.uid, s.local(c))
 		delete(c.opened, j.name)
-		runcore.RecordLease(c.gj, adopted, s.local(c))
 		// Adopting the run a request started answers the request.
 		c.scheduled(run.ScheduledTime.Time, run.RunNow != "" && run.RunNow == c.request)
 		if c.keeper[run.Token] == nil {
