@@ -224,22 +224,30 @@ func (r *GuardedJobReconciler) leaseConfirmed(gj *batchv1alpha1.GuardedJob, run 
 func (r *GuardedJobReconciler) createRecordedJob(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client) error {
 	job, warnings := jobbuild.Build(s.gj, run)
 	shardLabelOnJob(s.gj, job)
-	if err := r.createJob(ctx, job); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return nil // the next pass adopts or stops it
-		}
-		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
-			msg := "the API server rejected the Job: " + err.Error()
-			r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.JobRejectedReason, "%s", msg)
-			runcore.RejectJob(run, msg)
-			return s.next(run)
-		}
-		return fmt.Errorf("create job %s: %w", run.JobName, err)
+	err := r.createJob(ctx, job)
+	answer := runcore.JobCreated
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		answer = runcore.JobNameTaken
+	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err):
+		answer = runcore.JobRefused
+	case err != nil:
+		answer = runcore.CreateFailed
 	}
-	if len(s.gj.Status.Active) == 1 {
+	switch runcore.AfterCreate(answer, len(s.gj.Status.Active)) {
+	case runcore.LeaveToNextPass:
+		return nil
+	case runcore.ReleaseRejectedJob:
+		msg := "the API server rejected the Job: " + err.Error()
+		r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.JobRejectedReason, "%s", msg)
+		runcore.RejectJob(run, msg)
+		return s.next(run)
+	case runcore.RetryCreate:
+		return fmt.Errorf("create job %s: %w", run.JobName, err)
+	case runcore.OpenAndRecordLater:
 		r.memory.created(client.ObjectKeyFromObject(s.gj), run.JobName, job.UID, false)
 		s.recordLater = true
-	} else {
+	default: // runcore.OpenAndRecordNow
 		run.JobUID = job.UID
 	}
 	if err := r.openGate(ctx, s, run, job, store); err != nil {

@@ -202,3 +202,59 @@ func LeaveToExpire(run *batchv1alpha1.ActiveRun, job RunJobView) bool {
 	}
 	return job.Finished != batchv1.JobComplete || job.PodsFailed
 }
+
+// CreateAnswer is the API server's answer to the create of a recorded run's
+// Job (Verdict CreateRunJob).
+type CreateAnswer int
+
+const (
+	// JobCreated: the Job exists now, with the UID the answer gives.
+	JobCreated CreateAnswer = iota
+	// JobNameTaken: a Job of the run's name exists already (a create of an
+	// earlier pass, or another object's).
+	JobNameTaken
+	// JobRefused: the API server rejected the Job as invalid or forbidden.
+	JobRefused
+	// CreateFailed: no answer, or another error.
+	CreateFailed
+)
+
+// CreateAct is what a pass does after the create of a recorded run's Job.
+type CreateAct int
+
+const (
+	// OpenAndRecordLater: open the Job's gate; the pass the Job's own watch
+	// event brings records its UID (this pass writes no status: at a
+	// due-time burst the writes that start runs go first).
+	OpenAndRecordLater CreateAct = iota
+	// OpenAndRecordNow: open the Job's gate, and this pass's status write
+	// records the Job's UID with what else it writes.
+	OpenAndRecordNow
+	// LeaveToNextPass: the next pass adopts the Job of the run's name, or
+	// stops the run when it is not the run's (step adopt).
+	LeaveToNextPass
+	// ReleaseRejectedJob: the run fails without a Job (RejectJob), and its
+	// lease is released.
+	ReleaseRejectedJob
+	// RetryCreate: the pass fails, and the create is tried again.
+	RetryCreate
+)
+
+// AfterCreate decides what a pass does with the answer to the create of a
+// recorded run's Job; active is how many runs status records as active. A
+// Job created for the only active run is recorded by the next pass: this one
+// need write nothing; beside other runs, this pass records it.
+func AfterCreate(answer CreateAnswer, active int) CreateAct {
+	switch answer {
+	case JobCreated:
+		if active == 1 {
+			return OpenAndRecordLater
+		}
+		return OpenAndRecordNow
+	case JobNameTaken:
+		return LeaveToNextPass
+	case JobRefused:
+		return ReleaseRejectedJob
+	}
+	return RetryCreate
+}

@@ -106,3 +106,25 @@ func TestAGuardedRunLeavesItsLeaseToExpireUnlessItsJobCompletedCleanly(t *testin
 		}
 	}
 }
+
+// TestTheCreateOfARecordedRunsJobIsAnsweredAsTheCoreSays: a Job created for the
+// only active run is recorded by the next pass, beside other runs by this
+// one; a name taken leaves the Job to the next pass's adoption, a rejected Job
+// fails the run, and any other error tries the create again.
+func TestTheCreateOfARecordedRunsJobIsAnsweredAsTheCoreSays(t *testing.T) {
+	for _, c := range []struct {
+		answer runcore.CreateAnswer
+		active int
+		want   runcore.CreateAct
+	}{
+		{runcore.JobCreated, 1, runcore.OpenAndRecordLater},
+		{runcore.JobCreated, 2, runcore.OpenAndRecordNow},
+		{runcore.JobNameTaken, 1, runcore.LeaveToNextPass},
+		{runcore.JobRefused, 1, runcore.ReleaseRejectedJob},
+		{runcore.CreateFailed, 2, runcore.RetryCreate},
+	} {
+		if got := runcore.AfterCreate(c.answer, c.active); got != c.want {
+			t.Errorf("answer %d with %d active runs: %d, want %d", c.answer, c.active, got, c.want)
+		}
+	}
+}
