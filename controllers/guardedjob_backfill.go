@@ -43,12 +43,12 @@ func (r *GuardedJobReconciler) serveBackfillRequests(s *scope, spec *compiledSpe
 		}
 	}
 	value := ann[batchv1alpha1.BackfillAnnotation]
-	if value == "" || (gj.Status.LastBackfillRequest != nil && gj.Status.LastBackfillRequest.Request == runcore.Clip(value, runcore.MaxRequestValue)) {
+	if value == "" || (gj.Status.LastBackfillRequest != nil && gj.Status.LastBackfillRequest.Request == due.Clip(value, runcore.MaxRequestValue)) {
 		r.serveBackfillObjects(s, spec)
 		return
 	}
 	r.deprecatedAnnotation(s, batchv1alpha1.BackfillAnnotation, value, "GuardedJobBackfill")
-	rec := &batchv1alpha1.BackfillRequestRecord{Request: runcore.Clip(value, runcore.MaxRequestValue), HandledAt: metav1.Time{Time: s.now}}
+	rec := &batchv1alpha1.BackfillRequestRecord{Request: due.Clip(value, runcore.MaxRequestValue), HandledAt: metav1.Time{Time: s.now}}
 	gj.Status.LastBackfillRequest = rec
 	b, err := r.acceptBackfill(s, spec, value)
 	if err != nil {
@@ -101,7 +101,7 @@ func parseParallelism(v string) (int32, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > batchv1alpha1.MaxBackfillParallelism {
-		return 0, fmt.Errorf("%s %q must be a whole number from 1 to %d", batchv1alpha1.BackfillParallelismAnnotation, runcore.Clip(v, 16), batchv1alpha1.MaxBackfillParallelism)
+		return 0, fmt.Errorf("%s %q must be a whole number from 1 to %d", batchv1alpha1.BackfillParallelismAnnotation, due.Clip(v, 16), batchv1alpha1.MaxBackfillParallelism)
 	}
 	return int32(n), nil //nolint:gosec // at most 10
 }

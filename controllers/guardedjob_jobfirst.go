@@ -196,7 +196,6 @@ func (r *GuardedJobReconciler) jobWaitingFor(ctx context.Context, s *scope, run 
 func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, job *batchv1.Job, recorded *batchv1alpha1.ActiveRun) (waiting bool, err error) {
 	gj := s.gj
 	u, store := r.judgeUnrecorded(ctx, s, job, recorded)
-	run := u.Run
 	act, why := runcore.Adoption(u)
 	switch act {
 	case runcore.WaitForTheStore:
@@ -218,7 +217,7 @@ func (r *GuardedJobReconciler) adoptUnrecorded(ctx context.Context, s *scope, jo
 	}
 
 	token := u.Key.Holder
-	run = runcore.AdoptInto(gj, u, job.UID, s.now)
+	run := runcore.AdoptInto(gj, u, job.UID, s.now)
 	r.track(gj, run, store, resumed)
 	r.claimShard(ctx, gj)
 	key := client.ObjectKeyFromObject(gj)

@@ -72,7 +72,7 @@ func (r *GuardedJobReconciler) inspectAsked(s *scope) *inspectAsk {
 		return &inspectAsk{value: req.RequestValue()}
 	}
 	value := s.gj.Annotations[batchv1alpha1.InspectNowAnnotation]
-	if value == "" || s.gj.Status.StoreView != nil && s.gj.Status.StoreView.Request == runcore.Clip(value, runcore.MaxRequestValue) {
+	if value == "" || s.gj.Status.StoreView != nil && s.gj.Status.StoreView.Request == due.Clip(value, runcore.MaxRequestValue) {
 		return nil
 	}
 	r.deprecatedAnnotation(s, batchv1alpha1.InspectNowAnnotation, value, "GuardedJobInspect")
@@ -105,12 +105,12 @@ func (r *GuardedJobReconciler) unlockAsked(s *scope) *unlockAsk {
 	}
 	ann := s.gj.Annotations
 	value := ann[batchv1alpha1.UnlockAnnotation]
-	if value == "" || s.gj.Status.LastUnlock != nil && s.gj.Status.LastUnlock.Request == runcore.Clip(value, runcore.MaxRequestValue) {
+	if value == "" || s.gj.Status.LastUnlock != nil && s.gj.Status.LastUnlock.Request == due.Clip(value, runcore.MaxRequestValue) {
 		return nil
 	}
 	r.deprecatedAnnotation(s, batchv1alpha1.UnlockAnnotation, value, "GuardedJobUnlock")
 	ask := &unlockAsk{value: value, key: ann[batchv1alpha1.UnlockKeyAnnotation], holder: ann[batchv1alpha1.UnlockHolderAnnotation],
-		label: batchv1alpha1.UnlockAnnotation + "=" + runcore.Clip(value, runcore.MaxRequestValue), keyField: batchv1alpha1.UnlockKeyAnnotation, holderField: batchv1alpha1.UnlockHolderAnnotation}
+		label: batchv1alpha1.UnlockAnnotation + "=" + due.Clip(value, runcore.MaxRequestValue), keyField: batchv1alpha1.UnlockKeyAnnotation, holderField: batchv1alpha1.UnlockHolderAnnotation}
 	ask.at, ask.bad = due.ParseRequestTime(value)
 	return ask
 }
@@ -178,7 +178,7 @@ func (r *GuardedJobReconciler) requestTargets(ctx context.Context, s *scope, spe
 // its call timeout gives an answer with the error.
 func (r *GuardedJobReconciler) answerInspect(ctx context.Context, s *scope, ask inspectAsk, targets []requestTarget, targetErr error) {
 	gj := s.gj
-	view := &batchv1alpha1.StoreView{Request: runcore.Clip(ask.value, runcore.MaxRequestValue), ObservedAt: metav1.Time{Time: s.now}}
+	view := &batchv1alpha1.StoreView{Request: due.Clip(ask.value, runcore.MaxRequestValue), ObservedAt: metav1.Time{Time: s.now}}
 	gj.Status.StoreView = view
 	if ask.bad != nil {
 		view.Error = ask.bad.Error()
@@ -253,9 +253,9 @@ func (r *GuardedJobReconciler) whose(gj *batchv1alpha1.GuardedJob, value string)
 func (r *GuardedJobReconciler) handleUnlock(ctx context.Context, s *scope, ask unlockAsk, targets []requestTarget, targetErr error) bool {
 	gj := s.gj
 	rec := &batchv1alpha1.UnlockRecord{
-		Request:    runcore.Clip(ask.value, runcore.MaxRequestValue),
-		Key:        runcore.Clip(ask.key, lockclient.MaxKeyLength),
-		Holder:     runcore.Clip(ask.holder, lockclient.MaxKeyLength),
+		Request:    due.Clip(ask.value, runcore.MaxRequestValue),
+		Key:        due.Clip(ask.key, lockclient.MaxKeyLength),
+		Holder:     due.Clip(ask.holder, lockclient.MaxKeyLength),
 		FinishedAt: metav1.Time{Time: s.now},
 	}
 	gj.Status.LastUnlock = rec

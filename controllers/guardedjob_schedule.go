@@ -86,22 +86,12 @@ func (r *GuardedJobReconciler) scheduleAll(ctx context.Context, s *scope, spec *
 func (r *GuardedJobReconciler) bufferDue(s *scope, occurrence time.Time, triggered bool, triggerValue string, skip func(string)) bool {
 	gj := s.gj
 	policy := gj.Spec.ConcurrencyPolicyOrDefault()
-	limit := gj.Spec.BufferLimitOrDefault()
-	if policy == batchv1alpha1.ReplaceConcurrent && onlyBackfillActive(gj) {
-		limit = 1
-	}
-	if limit == 0 {
+	ok, why, waitFor := due.Buffering(&gj.Spec, &gj.Status, occurrence)
+	switch {
+	case !ok:
 		return false
-	}
-	waitFor := gj.Status.Active[0].JobName
-	for _, b := range gj.Status.Buffered {
-		if b.ScheduledTime.Equal(&metav1.Time{Time: occurrence}) {
-			skip("the run for " + occurrence.UTC().Format(time.RFC3339) + " is waiting already")
-			return true
-		}
-	}
-	if n := int32(len(gj.Status.Buffered)); n >= limit { //nolint:gosec // at most 100
-		skip(fmt.Sprintf("concurrencyPolicy %s and %d run(s) already wait for %s", policy, n, waitFor))
+	case why != "":
+		skip(why)
 		return true
 	}
 	entry := batchv1alpha1.BufferedRun{ScheduledTime: metav1.Time{Time: occurrence}, BufferedAt: metav1.Time{Time: s.now}}
@@ -143,16 +133,6 @@ func (r *GuardedJobReconciler) startBuffered(ctx context.Context, s *scope, spec
 	return true, r.recordIntent(ctx, s, spec, next.ScheduledTime.Time, dueAt, false, "", runExtras{parameters: next.Parameters, runNow: next.RunNow})
 }
 
-// onlyBackfillActive says whether every active run is a backfill occurrence.
-func onlyBackfillActive(gj *batchv1alpha1.GuardedJob) bool {
-	for _, run := range gj.Status.Active {
-		if run.Backfill == "" {
-			return false
-		}
-	}
-	return len(gj.Status.Active) > 0
-}
-
 // Suspension has two owners. spec.suspend (with its note) is the user's and
 // Git's: the manager reads it and never writes it, so that a GitOps tool never
 // has to fight the manager over the field. A pause the manager decides (the
@@ -171,16 +151,9 @@ func (r *GuardedJobReconciler) applySuspension(ctx context.Context, s *scope) er
 		return err
 	}
 	r.servePauseRequests(s)
-	if n := gj.Spec.SuspendAfter(); n > 0 && gj.Status.ConsecutiveFailures >= n {
-		if !gj.SuspendedAt(s.now) {
-			reason := fmt.Sprintf("%d runs in a row failed (the Job failed, MaxHoldExceeded%s; spec.failurePolicy.suspendAfter %d)", gj.Status.ConsecutiveFailures, alsoCounted(gj), n)
-			if lr := gj.Status.LastRun; lr != nil {
-				reason += fmt.Sprintf("; the last, %s, ended %s: %s", dashIfEmpty(lr.JobName), lr.Result, lr.Message)
-			}
-			gj.Status.Pause = &batchv1alpha1.Pause{
-				SuspendNote: batchv1alpha1.SuspendNote{By: batchv1alpha1.FailurePolicySuspender, Reason: runcore.Clip(reason, due.MaxNoteReason)},
-				Since:       metav1.Time{Time: s.now},
-			}
+	if pause, reason, reset := due.FailurePause(gj, s.now); reset {
+		if pause != nil {
+			gj.Status.Pause = pause
 			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.SuspendedAfterFailuresReason,
 				"Suspended: %s. Resume with kubectl guardedjob resume %s", reason, gj.Name)
 		}
@@ -188,15 +161,16 @@ func (r *GuardedJobReconciler) applySuspension(ctx context.Context, s *scope) er
 		// paused the object now or it was suspended already.
 		gj.Status.ConsecutiveFailures = 0
 	}
-	if p := gj.Status.Pause; p != nil && p.Until != nil {
-		if s.now.Before(p.Until.Time) {
-			s.requeueAt(p.Until.Time)
-		} else {
+	if p := gj.Status.Pause; p != nil {
+		switch over, wakeAt := due.PauseOver(p, s.now); {
+		case over:
 			gj.Status.Pause = nil
 			msg := fmt.Sprintf("resumed at %s: status.pause.until %s passed (paused%s)",
 				s.now.UTC().Format(time.RFC3339), p.Until.UTC().Format(time.RFC3339), p.Suffix())
 			runcore.SetCondition(gj, batchv1alpha1.PausedCondition, metav1.ConditionFalse, batchv1alpha1.PauseExpiredReason, msg, s.now)
 			r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.PauseExpiredReason, "Resumed: status.pause.until %s passed", p.Until.UTC().Format(time.RFC3339))
+		case !wakeAt.IsZero():
+			s.requeueAt(wakeAt)
 		}
 	}
 	if note := gj.Spec.SuspendNoteOf(); note != nil && note.Until != nil {
@@ -217,8 +191,8 @@ func (r *GuardedJobReconciler) applySuspension(ctx context.Context, s *scope) er
 // one pauses nothing and says why in a Warning event.
 func (r *GuardedJobReconciler) servePauseRequests(s *scope) {
 	gj := s.gj
-	if v := gj.Annotations[batchv1alpha1.PauseAnnotation]; v != "" && runcore.Clip(v, runcore.MaxRequestValue) != gj.Status.LastPauseRequest {
-		gj.Status.LastPauseRequest = runcore.Clip(v, runcore.MaxRequestValue)
+	if v := gj.Annotations[batchv1alpha1.PauseAnnotation]; v != "" && due.Clip(v, runcore.MaxRequestValue) != gj.Status.LastPauseRequest {
+		gj.Status.LastPauseRequest = due.Clip(v, runcore.MaxRequestValue)
 		note, err := due.PauseNote(gj.Annotations[batchv1alpha1.PauseNoteAnnotation], s.now)
 		if err != nil {
 			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InvalidPauseRequestReason,
@@ -228,8 +202,8 @@ func (r *GuardedJobReconciler) servePauseRequests(s *scope) {
 			r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.PauseRequestedReason, "Paused%s", note.Suffix())
 		}
 	}
-	if v := gj.Annotations[batchv1alpha1.ResumeAnnotation]; v != "" && runcore.Clip(v, runcore.MaxRequestValue) != gj.Status.LastResumeRequest {
-		gj.Status.LastResumeRequest = runcore.Clip(v, runcore.MaxRequestValue)
+	if v := gj.Annotations[batchv1alpha1.ResumeAnnotation]; v != "" && due.Clip(v, runcore.MaxRequestValue) != gj.Status.LastResumeRequest {
+		gj.Status.LastResumeRequest = due.Clip(v, runcore.MaxRequestValue)
 		if p := gj.Status.Pause; p != nil {
 			gj.Status.Pause = nil
 			msg := fmt.Sprintf("resumed at %s by request %q (paused%s)", s.now.UTC().Format(time.RFC3339), gj.Status.LastResumeRequest, p.Suffix())
@@ -276,24 +250,6 @@ func (r *GuardedJobReconciler) movePauseOutOfSpec(ctx context.Context, s *scope)
 	r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.PauseMovedToStatusReason,
 		"The failure policy's pause moved from spec to status.pause; spec.suspend and spec.suspendNote removed (the manager no longer writes spec). Resume with kubectl guardedjob resume %s", gj.Name)
 	return nil
-}
-
-func dashIfEmpty(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// alsoCounted names the causes spec.failurePolicy.alsoCount adds, for a message.
-func alsoCounted(gj *batchv1alpha1.GuardedJob) string {
-	out := ""
-	if fp := gj.Spec.FailurePolicy; fp != nil {
-		for _, c := range fp.AlsoCount {
-			out += ", " + string(c)
-		}
-	}
-	return out
 }
 
 // Tries of an occurrence no cluster has done yet (spec.retryOccurrence): what
@@ -538,38 +494,20 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 
 	// occurrence is the scheduled time of the run to start; dueAt is when it was
 	// due to start (its scheduled time, or later with scheduleJitter).
-	var occurrence, dueAt time.Time
-	if gj.SuspendedAt(s.now) {
+	o := due.Scheduled(gj, spec.rules.Schedule, s.now)
+	occurrence, dueAt := o.Occurrence, o.DueAt
+	if o.Missed > 0 {
+		gj.Status.LastScheduleTime = &metav1.Time{Time: o.MissedLast}
+		msg := o.MissedMessage(deadline)
+		runcore.RecordRun(gj, "", o.MissedLast, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
+		runcore.SyncRecent(gj, batchv1alpha1.TriggerSchedule)
+		r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.StartingDeadlineExceededReason, "%s", msg)
+	}
+	if o.Suspended {
 		gj.Status.NextScheduleTime = nil
 	} else {
-		from := gj.CreationTimestamp.Time
-		if gj.Status.LastScheduleTime != nil {
-			from = gj.Status.LastScheduleTime.Time
-		}
-		// With scheduleJitter an occurrence starts up to the jitter after its
-		// scheduled time, and may still start until that start + the deadline.
-		jitter := gj.Spec.ScheduleJitterOrDefault()
-		startOf := func(t time.Time) time.Time { return t.Add(schedule.JitterOffset(string(gj.UID), t, jitter)) }
-		scheduled, ok, missed := spec.rules.Schedule.Due(from, s.now, deadline+jitter)
-		if missed > 0 && !ok {
-			if latest, found := spec.rules.Schedule.Prev(s.now.Add(-deadline)); found {
-				gj.Status.LastScheduleTime = &metav1.Time{Time: latest}
-				msg := fmt.Sprintf("missed %d run(s), the last due at %s: more than startingDeadlineSeconds (%s) late", missed, latest.UTC().Format(time.RFC3339), deadline)
-				runcore.RecordRun(gj, "", latest, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
-				runcore.SyncRecent(gj, batchv1alpha1.TriggerSchedule)
-				r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.StartingDeadlineExceededReason, "%s", msg)
-			}
-		}
-		next := startOf(spec.rules.Schedule.Next(s.now))
-		if ok {
-			if start := startOf(scheduled); s.now.Before(start) {
-				next = start // its jittered start is still to come
-			} else {
-				occurrence, dueAt = scheduled, start
-			}
-		}
-		gj.Status.NextScheduleTime = &metav1.Time{Time: next}
-		s.requeueAt(next)
+		gj.Status.NextScheduleTime = &metav1.Time{Time: o.Next}
+		s.requeueAt(o.Next)
 	}
 	if triggered {
 		occurrence = manual

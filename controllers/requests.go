@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/due"
 	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/schedule"
 )
@@ -257,7 +258,7 @@ func (r *GuardedJobReconciler) writeRequest(ctx context.Context, s *scope, obj c
 // its phase.
 func setRequestConditions(conds *[]metav1.Condition, gen int64, phase batchv1alpha1.RequestPhase, result, msg string, now time.Time) {
 	set := func(t string, st metav1.ConditionStatus, reason string) {
-		c := metav1.Condition{Type: t, Status: st, Reason: reason, Message: runcore.Clip(msg, 1024), ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now)}
+		c := metav1.Condition{Type: t, Status: st, Reason: reason, Message: due.Clip(msg, 1024), ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(now)}
 		if old := meta.FindStatusCondition(*conds, t); old != nil && old.Status == st {
 			c.LastTransitionTime = old.LastTransitionTime
 		}
@@ -431,7 +432,7 @@ func (r *GuardedJobReconciler) orphanRequests(ctx context.Context, key types.Nam
 func (r *GuardedJobReconciler) deprecatedAnnotation(s *scope, annotation, value, kind string) {
 	r.event(s.gj, nil, corev1.EventTypeWarning, batchv1alpha1.DeprecatedAnnotationReason,
 		"%s=%s was handled, but request annotations are deprecated and will be removed: create a %s instead (kubectl guardedjob uses one); see docs/upgrade.md",
-		annotation, runcore.Clip(value, runcore.MaxRequestValue), kind)
+		annotation, due.Clip(value, runcore.MaxRequestValue), kind)
 }
 
 // acceptBackfillObject reads a GuardedJobBackfill's range in the schedule's
@@ -627,7 +628,7 @@ func newBackfill(s *scope, spec *compiledSpec, value string, from, to time.Time,
 		return nil, err
 	}
 	return &batchv1alpha1.BackfillStatus{
-		Request: runcore.Clip(value, runcore.MaxRequestValue), From: metav1.Time{Time: rng.From}, To: metav1.Time{Time: rng.To},
+		Request: due.Clip(value, runcore.MaxRequestValue), From: metav1.Time{Time: rng.From}, To: metav1.Time{Time: rng.To},
 		Parallelism: parallelism, State: batchv1alpha1.BackfillRunning,
 		Total: int32(rng.Count), Remaining: int32(rng.Count), //nolint:gosec // at most 1000
 		Next: &metav1.Time{Time: rng.First}, StartedAt: metav1.Time{Time: s.now},

@@ -126,3 +126,41 @@ func BufferedDue(b batchv1alpha1.BufferedRun, last *batchv1alpha1.RunRecord) tim
 	}
 	return b.BufferedAt.Time
 }
+
+// Buffering decides what becomes of a run due while earlier runs are active,
+// once Admit asks the buffer (BufferOne, BufferAll; Replace when only backfill
+// runs are active: a backfill occurrence is never replaced, and one run waits
+// behind it): ok false when the policy buffers nothing (Contend decides);
+// else the run waits in status.buffered, or is skipped (skip says why) when
+// its occurrence waits already or the buffer is full. waitFor names the run
+// it waits for.
+func Buffering(spec *batchv1alpha1.GuardedJobSpec, st *batchv1alpha1.GuardedJobStatus, occurrence time.Time) (ok bool, skip, waitFor string) {
+	policy := spec.ConcurrencyPolicyOrDefault()
+	limit := spec.BufferLimitOrDefault()
+	if policy == batchv1alpha1.ReplaceConcurrent && onlyBackfillActive(st.Active) {
+		limit = 1
+	}
+	if limit == 0 || len(st.Active) == 0 {
+		return false, "", ""
+	}
+	waitFor = st.Active[0].JobName
+	for _, b := range st.Buffered {
+		if b.ScheduledTime.Time.Equal(occurrence) {
+			return true, "the run for " + occurrence.UTC().Format(time.RFC3339) + " is waiting already", waitFor
+		}
+	}
+	if n := int32(len(st.Buffered)); n >= limit { //nolint:gosec // at most 100
+		return true, fmt.Sprintf("concurrencyPolicy %s and %d run(s) already wait for %s", policy, n, waitFor), waitFor
+	}
+	return true, "", waitFor
+}
+
+// onlyBackfillActive says whether every active run is a backfill occurrence.
+func onlyBackfillActive(active []batchv1alpha1.ActiveRun) bool {
+	for _, run := range active {
+		if run.Backfill == "" {
+			return false
+		}
+	}
+	return len(active) > 0
+}

@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/due"
@@ -89,4 +90,49 @@ func TestABufferedRunsDeadlineCountsFromWhenItCouldStart(t *testing.T) {
 	g.Expect(due.BufferedDue(b, &batchv1alpha1.RunRecord{})).To(BeTemporally("==", at.Add(time.Second)), "the last run has no end")
 	g.Expect(due.BufferedDue(b, ended(5*time.Minute))).To(BeTemporally("==", at.Add(5*time.Minute)), "the run it waited for ended")
 	g.Expect(due.BufferedDue(b, ended(-time.Minute))).To(BeTemporally("==", at.Add(time.Second)), "an end before it was buffered")
+}
+
+// TestARunDueBehindActiveOnesWaitsOnlyAsThePolicyBuffersIt: which policies
+// buffer a run due while earlier runs are active, how many may wait, and why
+// one is skipped instead; Replace buffers one behind backfill runs only.
+func TestARunDueBehindActiveOnesWaitsOnlyAsThePolicyBuffersIt(t *testing.T) {
+	occ := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
+	earlier := batchv1alpha1.BufferedRun{ScheduledTime: metav1.NewTime(occ.Add(-time.Hour))}
+	same := batchv1alpha1.BufferedRun{ScheduledTime: metav1.NewTime(occ)}
+	running := []batchv1alpha1.ActiveRun{{JobName: "settle-1"}}
+	backfill := []batchv1alpha1.ActiveRun{{JobName: "settle-b", Backfill: "b-1"}}
+	for _, c := range []struct {
+		name     string
+		policy   batchv1alpha1.ConcurrencyPolicy
+		limit    *int32
+		active   []batchv1alpha1.ActiveRun
+		buffered []batchv1alpha1.BufferedRun
+		ok       bool
+		skip     string
+	}{
+		{name: "Forbid buffers nothing", policy: batchv1alpha1.ForbidConcurrent, active: running},
+		{name: "Replace behind a scheduled run buffers nothing", policy: batchv1alpha1.ReplaceConcurrent, active: running},
+		{name: "Replace behind a backfill run buffers one", policy: batchv1alpha1.ReplaceConcurrent, active: backfill, ok: true},
+		{name: "Replace behind a backfill run with one waiting", policy: batchv1alpha1.ReplaceConcurrent, active: backfill, buffered: []batchv1alpha1.BufferedRun{earlier},
+			ok: true, skip: "concurrencyPolicy Replace and 1 run(s) already wait for settle-b"},
+		{name: "BufferOne with room", policy: batchv1alpha1.BufferOneConcurrent, active: running, ok: true},
+		{name: "BufferOne full", policy: batchv1alpha1.BufferOneConcurrent, active: running, buffered: []batchv1alpha1.BufferedRun{earlier},
+			ok: true, skip: "concurrencyPolicy BufferOne and 1 run(s) already wait for settle-1"},
+		{name: "the occurrence waits already", policy: batchv1alpha1.BufferAllConcurrent, active: running, buffered: []batchv1alpha1.BufferedRun{same},
+			ok: true, skip: "the run for 2026-12-07T03:00:00Z is waiting already"},
+		{name: "BufferAll under its limit", policy: batchv1alpha1.BufferAllConcurrent, limit: ptr.To(int32(2)), active: running, buffered: []batchv1alpha1.BufferedRun{earlier}, ok: true},
+		{name: "BufferAll at its limit", policy: batchv1alpha1.BufferAllConcurrent, limit: ptr.To(int32(1)), active: running, buffered: []batchv1alpha1.BufferedRun{earlier},
+			ok: true, skip: "concurrencyPolicy BufferAll and 1 run(s) already wait for settle-1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			spec := &batchv1alpha1.GuardedJobSpec{ConcurrencyPolicy: c.policy, BufferLimit: c.limit}
+			ok, skip, waitFor := due.Buffering(spec, &batchv1alpha1.GuardedJobStatus{Active: c.active, Buffered: c.buffered}, occ)
+			g.Expect(ok).To(Equal(c.ok))
+			g.Expect(skip).To(Equal(c.skip))
+			if ok {
+				g.Expect(waitFor).To(Equal(c.active[0].JobName))
+			}
+		})
+	}
 }

@@ -60,3 +60,56 @@ func LegacyPause(gj *batchv1alpha1.GuardedJob) (metav1.Time, bool) {
 	}
 	return metav1.Time{}, false
 }
+
+// FailurePause decides the failure policy's pause (spec.failurePolicy
+// suspendAfter): once that many runs in a row failed, the count starts again
+// (reset), and the GuardedJob is paused unless it is suspended already; pause
+// is nil then, and reason says why it pauses.
+func FailurePause(gj *batchv1alpha1.GuardedJob, now time.Time) (pause *batchv1alpha1.Pause, reason string, reset bool) {
+	n := gj.Spec.SuspendAfter()
+	if n <= 0 || gj.Status.ConsecutiveFailures < n {
+		return nil, "", false
+	}
+	if gj.SuspendedAt(now) {
+		return nil, "", true
+	}
+	reason = fmt.Sprintf("%d runs in a row failed (the Job failed, MaxHoldExceeded%s; spec.failurePolicy.suspendAfter %d)", gj.Status.ConsecutiveFailures, alsoCounted(gj), n)
+	if lr := gj.Status.LastRun; lr != nil {
+		reason += fmt.Sprintf("; the last, %s, ended %s: %s", dashIfEmpty(lr.JobName), lr.Result, lr.Message)
+	}
+	return &batchv1alpha1.Pause{
+		SuspendNote: batchv1alpha1.SuspendNote{By: batchv1alpha1.FailurePolicySuspender, Reason: Clip(reason, MaxNoteReason)},
+		Since:       metav1.Time{Time: now},
+	}, reason, true
+}
+
+// PauseOver says whether a pause with an until ends at now; while it lasts,
+// wakeAt is when it ends (the pass to come then). A pause without an until
+// lasts until a resume request.
+func PauseOver(p *batchv1alpha1.Pause, now time.Time) (over bool, wakeAt time.Time) {
+	if p == nil || p.Until == nil {
+		return false, time.Time{}
+	}
+	if now.Before(p.Until.Time) {
+		return false, p.Until.Time
+	}
+	return true, time.Time{}
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// alsoCounted names the causes spec.failurePolicy.alsoCount adds, for a message.
+func alsoCounted(gj *batchv1alpha1.GuardedJob) string {
+	out := ""
+	if fp := gj.Spec.FailurePolicy; fp != nil {
+		for _, c := range fp.AlsoCount {
+			out += ", " + string(c)
+		}
+	}
+	return out
+}

@@ -6,9 +6,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -92,22 +90,8 @@ const MaxRequestValue = 64
 // the outcome RecordRun just wrote answers.
 func NoteRequest(gj *batchv1alpha1.GuardedJob, value string) {
 	if len(gj.Status.RecentRuns) > 0 {
-		gj.Status.RecentRuns[0].Request = Clip(value, MaxRequestValue)
+		gj.Status.RecentRuns[0].Request = due.Clip(value, MaxRequestValue)
 	}
-}
-
-// Clip shortens user input that status repeats to at most n bytes of valid
-// UTF-8, so that the value reads back from the API server exactly as written
-// (a request is answered once: when status repeats its value).
-func Clip(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // noteRunEnd is told of every run that leaves status.active (FinishRun): the
@@ -141,7 +125,7 @@ func noteRunEnd(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, resu
 func noteRetry(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, result batchv1alpha1.RunResult, now time.Time) {
 	msg := ""
 	if lr := gj.Status.LastRun; lr != nil {
-		msg = Clip(lr.Message, due.MaxRetryMessage)
+		msg = due.Clip(lr.Message, due.MaxRetryMessage)
 	}
 	sched, _ := schedule.Parse(gj.Spec.Schedule, gj.Spec.TimeZoneOrDefault())
 	due.NoteRetry(gj, sched, run, result, msg, now)
