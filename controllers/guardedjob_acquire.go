@@ -105,16 +105,9 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 		if waitedBusy(gj, run) {
 			observeLockWait(lockWaitAcquired, s.now.Sub(runDueTime(gj, run)))
 		}
-		runcore.SetStoreReachable(gj, nil, s.now)
-		runcore.SetAcquired(gj, s.now)
-		run.Phase = batchv1alpha1.RunPhaseRunning
-		run.Fence = lease.Fence
-		run.AcquiredAt = runcore.PtrTime(s.now)
+		runcore.RecordAcquired(gj, run, lease.Fence, s.now)
 		logStep(ctx, acquireStep(run), "job", run.JobName, "fence", run.Fence)
 		r.track(gj, run, store, lease.SentAt)
-		gj.Status.LastFence = max(gj.Status.LastFence, lease.Fence)
-		runcore.SetLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, lease.Fence)
-		runcore.SetLockHeld(gj, "", "", s.now)
 		return r.start(ctx, s, run, store, lease, floor, unrecorded)
 
 	case runcore.KeyBusy:
@@ -201,10 +194,7 @@ func (r *GuardedJobReconciler) acquire(ctx context.Context, s *scope, run *batch
 // startUnguarded starts a FailOpen run without a lease while the store is down.
 // The keeper takes the key for it, with its own token, once the store answers.
 func (r *GuardedJobReconciler) startUnguarded(ctx context.Context, s *scope, run *batchv1alpha1.ActiveRun, store *lockclient.Client, cause error) error {
-	run.Phase = batchv1alpha1.RunPhaseRunning
-	run.Unguarded = true
-	run.Fence = 0
-	run.AcquiredAt = runcore.PtrTime(s.now)
+	runcore.GoUnguarded(run, s.now)
 	r.track(s.gj, run, store, resumed)
 	if err := r.writeGuarded(ctx, s); err != nil {
 		return err

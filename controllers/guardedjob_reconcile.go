@@ -338,7 +338,7 @@ func (r *GuardedJobReconciler) reconcilePass(ctx context.Context, req ctrl.Reque
 		r.warnGuardUser(gj)
 	}
 	r.setStoreSafe(ctx, gj, spec.store, s.now)
-	if r.duplicateIdentity(s) || !r.identitySettled(s) {
+	if r.identityHolds(s) {
 		return ctrl.Result{}, nil
 	}
 	if err := r.scheduleAll(ctx, s, spec); err != nil { // suspensions, the schedule, buffered runs, backfills (guardedjob_schedule.go)

@@ -317,38 +317,26 @@ func (c *IdentityCheck) Duplicate(store string) (string, bool) {
 // Key is the heartbeat key.
 func (c *IdentityCheck) Key() string { return c.key }
 
-// duplicateIdentity holds back new runs while another manager claims this
-// manager's cluster identity: Ready=False DuplicateClusterName, with a Warning
-// event, and no run is scheduled or triggered. Active runs go on.
-func (r *GuardedJobReconciler) duplicateIdentity(s *scope) bool {
+// identityHolds holds back new runs as the identity heartbeat says
+// (runcore.HoldsNewRuns): while another manager claims this manager's cluster
+// identity, with Ready=False DuplicateClusterName and a Warning event; and until
+// the heartbeat has beaten a few times with no other manager's value (a twin's
+// lease would look like one of its own that a crashed manager never recorded).
+// Runs already recorded go on.
+func (r *GuardedJobReconciler) identityHolds(s *scope) bool {
 	store := s.storeIdentity()
 	other, dup := r.Identity.Duplicate(store)
-	if !dup {
+	switch runcore.HoldsNewRuns(dup, r.Identity.Settled(store), r.Identity.storeDown("") || r.Identity.storeDown(store)) {
+	case runcore.HoldDuplicate:
+		msg := r.duplicateMessage(other, store)
+		runcore.SetNotReady(s.gj, batchv1alpha1.DuplicateClusterNameReason, msg, s.now)
+		r.warnOnce(s, batchv1alpha1.DuplicateClusterNameReason, msg)
+	case runcore.HoldUnsettled:
+	default:
 		return false
 	}
-	msg := r.duplicateMessage(other, store)
-	runcore.SetNotReady(s.gj, batchv1alpha1.DuplicateClusterNameReason, msg, s.now)
-	r.warnOnce(s, batchv1alpha1.DuplicateClusterNameReason, msg)
 	s.requeueAfter(r.Identity.interval)
 	return true
-}
-
-// identitySettled holds back new runs (and with them any take-up) until the
-// identity heartbeat has beaten a few times with no other manager's value: a
-// manager that has just started or become the leader cannot know yet whether a
-// twin runs the same occurrences, and a twin's lease would look like one of its
-// own that a crashed manager never recorded. Runs already recorded go on.
-// While the store does not answer the heartbeat, new runs are not held back: a
-// FailOpen run must still start unguarded and a FailClosed one waits for the
-// store anyway. Take-up checks Settled itself, so a store that answers again
-// between two beats still takes nothing up before the beats have settled.
-func (r *GuardedJobReconciler) identitySettled(s *scope) bool {
-	store := s.storeIdentity()
-	if r.Identity.Settled(store) || r.Identity.storeDown("") || r.Identity.storeDown(store) {
-		return true
-	}
-	s.requeueAfter(r.Identity.interval)
-	return false
 }
 
 // storeIdentity names the store of the pass's GuardedJob; "" before its spec is

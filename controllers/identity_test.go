@@ -41,7 +41,7 @@ func TestIdentityAStoreThatAnswersAgainBetweenBeatsIsNotSettled(t *testing.T) {
 	g.Expect(c.storeDown("")).To(BeTrue())
 	g.Expect(c.Settled("")).To(BeFalse(), "no take-up on the strength of beats from before the outage")
 	r := &GuardedJobReconciler{Identity: c}
-	g.Expect(r.identitySettled(&scope{})).To(BeTrue(), "new runs are scheduled while the store does not answer")
+	g.Expect(r.identityHolds(&scope{})).To(BeFalse(), "new runs are scheduled while the store does not answer")
 
 	proxy.Restore(t)
 	// A twin (same cluster name and election ID) beat while this one could not.
@@ -50,7 +50,7 @@ func TestIdentityAStoreThatAnswersAgainBetweenBeatsIsNotSettled(t *testing.T) {
 	c.beat(ctx, logf)
 	g.Expect(c.storeDown("")).To(BeFalse())
 	g.Expect(c.Settled("")).To(BeFalse(), "the beat found the twin's value")
-	g.Expect(r.identitySettled(&scope{})).To(BeFalse())
+	g.Expect(r.identityHolds(&scope{})).To(BeTrue())
 	for range runcore.IdentityStrikes {
 		c.beat(ctx, logf) // the twin has gone: only this manager's value
 	}
@@ -85,7 +85,7 @@ func TestIdentityABeatRefusedWhileNotLeadingUnsettlesWithoutTakingTheStoreForDow
 	g.Expect(c.Settled("")).To(BeFalse())
 	g.Expect(c.storeDown("")).To(BeFalse())
 	r := &GuardedJobReconciler{Identity: c}
-	g.Expect(r.identitySettled(&scope{})).To(BeFalse(), "no new run until the beats settle again")
+	g.Expect(r.identityHolds(&scope{})).To(BeTrue(), "no new run until the beats settle again")
 	g.Expect(srv.Client(t).Exists(ctx, c.Key()).Val()).To(Equal(int64(1)), "the key from before is left as it was")
 
 	leading.Store(true)

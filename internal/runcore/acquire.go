@@ -116,3 +116,22 @@ func AfterAcquire(v AcquireView) AcquireVerdict {
 	}
 	return AcquireVerdict{Act: ReleaseAndEnd, Result: batchv1alpha1.RunResultStoreUnavailable}
 }
+
+// RecordAcquired is what an acquisition that went through writes into status
+// (the record comes with the run's next status write): the run Running under
+// its new fence, acquired now; status.lastFence raised to it; the lock held;
+// the store reachable and an acquisition seen.
+func RecordAcquired(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, fence int64, now time.Time) {
+	run.Phase, run.Fence, run.AcquiredAt = batchv1alpha1.RunPhaseRunning, fence, PtrTime(now)
+	gj.Status.LastFence = max(gj.Status.LastFence, fence)
+	SetStoreReachable(gj, nil, now)
+	SetAcquired(gj, now)
+	SetLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, fence)
+	SetLockHeld(gj, "", "", now)
+}
+
+// GoUnguarded makes a FailOpen run that could not reach its store a run
+// without a lease: Running, unguarded, with no fence, started now.
+func GoUnguarded(run *batchv1alpha1.ActiveRun, now time.Time) {
+	run.Phase, run.Unguarded, run.Fence, run.AcquiredAt = batchv1alpha1.RunPhaseRunning, true, 0, PtrTime(now)
+}

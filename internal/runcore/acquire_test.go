@@ -79,3 +79,28 @@ func TestOnlyAStrictRunRaisesTheFenceCounterAboveStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestAnAcquisitionThatWentThroughIsRecordedUnderItsNewFence: what an
+// acquisition writes into status, and what a FailOpen run without a lease is.
+func TestAnAcquisitionThatWentThroughIsRecordedUnderItsNewFence(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)
+	for _, last := range []int64{3, 9} {
+		gj := &batchv1alpha1.GuardedJob{}
+		gj.Status.LastFence = last
+		run := &batchv1alpha1.ActiveRun{JobName: "settle-1", Key: "team:settle", Holder: "cluster-a/team/settle-1", Phase: batchv1alpha1.RunPhaseAcquiring}
+		runcore.RecordAcquired(gj, run, 7, now)
+		g.Expect(run.Phase).To(Equal(batchv1alpha1.RunPhaseRunning))
+		g.Expect(run.Fence).To(Equal(int64(7)))
+		g.Expect(run.AcquiredAt.Time).To(Equal(now))
+		g.Expect(gj.Status.LastFence).To(Equal(max(last, 7)), "status.lastFence only rises")
+		g.Expect(*gj.Status.Lock).To(Equal(batchv1alpha1.LockStatus{State: batchv1alpha1.LockStateHeld, Key: "team:settle", Holder: "cluster-a/team/settle-1", Fence: 7}))
+		g.Expect(runcore.FindCondition(gj.Status.Conditions, batchv1alpha1.StoreReachableCondition)).NotTo(BeNil())
+	}
+	run := &batchv1alpha1.ActiveRun{JobName: "settle-1", Fence: 4, Phase: batchv1alpha1.RunPhaseAcquiring}
+	runcore.GoUnguarded(run, now)
+	g.Expect(run.Phase).To(Equal(batchv1alpha1.RunPhaseRunning))
+	g.Expect(run.Unguarded).To(BeTrue())
+	g.Expect(run.Fence).To(BeZero(), "no lease, no fence")
+	g.Expect(run.AcquiredAt.Time).To(Equal(now))
+}

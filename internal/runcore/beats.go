@@ -128,3 +128,34 @@ func (b *Beats) Settled() bool {
 	}
 	return true
 }
+
+// IdentityHold is whether the identity heartbeat holds back new runs (and with
+// them any take-up) of a GuardedJob; runs already recorded go on.
+type IdentityHold int
+
+const (
+	// NoHold: new runs may start.
+	NoHold IdentityHold = iota
+	// HoldDuplicate: another manager claims this manager's cluster identity
+	// (Ready=False DuplicateClusterName) until only one does.
+	HoldDuplicate
+	// HoldUnsettled: the heartbeat has not yet beaten a few times with no
+	// other manager's value (a manager that has just started or become the
+	// leader cannot know whether a twin runs the same occurrences).
+	HoldUnsettled
+)
+
+// HoldsNewRuns decides the hold from what the heartbeat says of the
+// GuardedJob's store (and the manager's own): a duplicate holds; an unsettled
+// identity holds unless the store does not answer the heartbeat (a FailOpen
+// run must still start unguarded, a FailClosed one waits for the store
+// anyway; take-up checks Settled itself).
+func HoldsNewRuns(duplicate, settled, storeDown bool) IdentityHold {
+	switch {
+	case duplicate:
+		return HoldDuplicate
+	case !settled && !storeDown:
+		return HoldUnsettled
+	}
+	return NoHold
+}

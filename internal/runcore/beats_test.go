@@ -108,3 +108,23 @@ func TestBeatsSettleOnlyOnAnsweredBeatsThatFindNoTwin(t *testing.T) {
 		}
 	})
 }
+
+// TestTheIdentityHoldsNewRunsWhileATwinMayRun: a duplicate holds new runs
+// back; an unsettled identity holds them back unless the store does not answer
+// the heartbeat; otherwise nothing holds.
+func TestTheIdentityHoldsNewRunsWhileATwinMayRun(t *testing.T) {
+	for _, c := range []struct {
+		duplicate, settled, storeDown bool
+		want                          runcore.IdentityHold
+	}{
+		{duplicate: true, settled: true, want: runcore.HoldDuplicate},
+		{duplicate: true, storeDown: true, want: runcore.HoldDuplicate},
+		{want: runcore.HoldUnsettled},
+		{storeDown: true, want: runcore.NoHold},
+		{settled: true, want: runcore.NoHold},
+	} {
+		if got := runcore.HoldsNewRuns(c.duplicate, c.settled, c.storeDown); got != c.want {
+			t.Errorf("duplicate %v, settled %v, store down %v: %d, want %d", c.duplicate, c.settled, c.storeDown, got, c.want)
+		}
+	}
+}
