@@ -321,8 +321,11 @@ func (c *IdentityCheck) Key() string { return c.key }
 // (runcore.HoldsNewRuns): while another manager claims this manager's cluster
 // identity, with Ready=False DuplicateClusterName and a Warning event; and until
 // the heartbeat has beaten a few times with no other manager's value (a twin's
-// lease would look like one of its own that a crashed manager never recorded).
-// Runs already recorded go on.
+// lease would look like one of its own that a crashed manager never recorded),
+// except while the store does not answer the heartbeat: a FailOpen run must
+// still start unguarded. Take-up checks Settled itself, so a store that answers
+// again between two beats still takes nothing up before the beats have
+// settled. Runs already recorded go on.
 func (r *GuardedJobReconciler) identityHolds(s *scope) bool {
 	store := s.storeIdentity()
 	other, dup := r.Identity.Duplicate(store)

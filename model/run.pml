@@ -738,7 +738,7 @@ bit  dup;                   /* each manager knows that another claims its identi
 bit  gh_dup;                /* probes: dup was set once */
 bit  hb_out;                /* B's heartbeat has found the store down */
 bit  b_settled;             /* HOLE_IDENTITY_OUTAGE: B took the outage for settled */
-#define A_MAY (!dup)        /* duplicateIdentity: no run starts, nothing is taken up */
+#define A_MAY (!dup)        /* identityHolds: no run starts, nothing is taken up */
 #if defined(HOLE_IDENTITY_WINDOW)
 #define B_MAY (tw_st == 1 && !dup)          /* the code as it is: B acts before its heartbeat can tell */
 #else

@@ -24,7 +24,8 @@ type Occurrences struct {
 	// Missed counts the occurrences missed since the last one, each more than
 	// startingDeadlineSeconds late; MissedLast is the latest of them, which
 	// status records as skipped (and as the last schedule time). Zero when
-	// none was missed or an occurrence is due now.
+	// none was missed, an occurrence is due now, or the schedule has no
+	// occurrence that late.
 	Missed     int
 	MissedLast time.Time
 }

@@ -88,14 +88,21 @@ func TestAnAcquisitionThatWentThroughIsRecordedUnderItsNewFence(t *testing.T) {
 	for _, last := range []int64{3, 9} {
 		gj := &batchv1alpha1.GuardedJob{}
 		gj.Status.LastFence = last
-		run := &batchv1alpha1.ActiveRun{JobName: "settle-1", Key: "team:settle", Holder: "cluster-a/team/settle-1", Phase: batchv1alpha1.RunPhaseAcquiring}
+		// An earlier acquisition found the key unusable: this one clears it.
+		runcore.SetNotReady(gj, batchv1alpha1.InvalidKeyReason, "the key cannot be used", now.Add(-time.Minute))
+		gj.Status.Active = []batchv1alpha1.ActiveRun{{JobName: "settle-1", Key: "team:settle", Holder: "cluster-a/team/settle-1", Phase: batchv1alpha1.RunPhaseAcquiring}}
+		run := &gj.Status.Active[0]
 		runcore.RecordAcquired(gj, run, 7, now)
 		g.Expect(run.Phase).To(Equal(batchv1alpha1.RunPhaseRunning))
 		g.Expect(run.Fence).To(Equal(int64(7)))
 		g.Expect(run.AcquiredAt.Time).To(Equal(now))
 		g.Expect(gj.Status.LastFence).To(Equal(max(last, 7)), "status.lastFence only rises")
 		g.Expect(*gj.Status.Lock).To(Equal(batchv1alpha1.LockStatus{State: batchv1alpha1.LockStateHeld, Key: "team:settle", Holder: "cluster-a/team/settle-1", Fence: 7}))
-		g.Expect(runcore.FindCondition(gj.Status.Conditions, batchv1alpha1.StoreReachableCondition)).NotTo(BeNil())
+		for _, cond := range []string{batchv1alpha1.StoreReachableCondition, batchv1alpha1.ReadyCondition, batchv1alpha1.LockHeldCondition} {
+			c := runcore.FindCondition(gj.Status.Conditions, cond)
+			g.Expect(c).NotTo(BeNil(), cond)
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue), cond)
+		}
 	}
 	run := &batchv1alpha1.ActiveRun{JobName: "settle-1", Fence: 4, Phase: batchv1alpha1.RunPhaseAcquiring}
 	runcore.GoUnguarded(run, now)

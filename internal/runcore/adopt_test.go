@@ -266,11 +266,13 @@ func TestAnAdoptedJobIsRecordedAsItsRunWithTheTokenItsKeyHolds(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			gj := &batchv1alpha1.GuardedJob{}
 			gj.Annotations = map[string]string{batchv1alpha1.RunNowAnnotation: c.asked}
+			// An earlier acquisition found the key unusable: the adoption shows one went through.
+			runcore.SetNotReady(gj, batchv1alpha1.InvalidKeyReason, "the key cannot be used", now.Add(-time.Minute))
 			trusted := &batchv1alpha1.ActiveRun{JobName: "payout-29942040-abcdef", ScheduledTime: occurrence, Key: "team:payout", Holder: holder,
 				Fence: 7, RunNow: "req-1", TTL: metav1.Duration{Duration: time.Minute}}
 			u := runcore.Unrecorded{Run: trusted, Key: runcore.KeyView{Holder: token, Fence: 7}, OpenedHere: c.openedHere}
 			if c.recorded {
-				gj.Status.Active = []batchv1alpha1.ActiveRun{{JobName: trusted.JobName, ScheduledTime: occurrence, Phase: batchv1alpha1.RunPhaseAcquiring}}
+				gj.Status.Active = []batchv1alpha1.ActiveRun{{JobName: trusted.JobName, ScheduledTime: occurrence, Phase: batchv1alpha1.RunPhaseAcquiring, RunNow: "req-1"}}
 				u.Recorded = &gj.Status.Active[0]
 			}
 			run := runcore.AdoptInto(gj, u, "job-uid", now)
@@ -288,6 +290,11 @@ func TestAnAdoptedJobIsRecordedAsItsRunWithTheTokenItsKeyHolds(t *testing.T) {
 			}
 			if l := gj.Status.Lock; l == nil || l.State != batchv1alpha1.LockStateHeld || l.Holder != holder || l.Fence != 7 || l.Key != "team:payout" {
 				t.Errorf("status.lock %+v", gj.Status.Lock)
+			}
+			for _, cond := range []string{batchv1alpha1.StoreReachableCondition, batchv1alpha1.ReadyCondition, batchv1alpha1.LockHeldCondition} {
+				if got := runcore.FindCondition(gj.Status.Conditions, cond); got == nil || got.Status != metav1.ConditionTrue {
+					t.Errorf("condition %s: %+v, want True", cond, got)
+				}
 			}
 			if gj.Status.LastRunNow != c.answered {
 				t.Errorf("status.lastRunNow %q, want %q", gj.Status.LastRunNow, c.answered)

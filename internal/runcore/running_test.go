@@ -118,6 +118,7 @@ func TestTheCreateOfARecordedRunsJobIsAnsweredAsTheCoreSays(t *testing.T) {
 		want   runcore.CreateAct
 	}{
 		{runcore.JobCreated, 1, runcore.OpenAndRecordLater},
+		{runcore.JobCreated, 0, runcore.OpenAndRecordNow},
 		{runcore.JobCreated, 2, runcore.OpenAndRecordNow},
 		{runcore.JobNameTaken, 1, runcore.LeaveToNextPass},
 		{runcore.JobRefused, 1, runcore.ReleaseRejectedJob},

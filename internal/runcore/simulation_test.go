@@ -1060,7 +1060,8 @@ func (c *simCluster) identity(run *batchv1alpha1.ActiveRun) runtoken.Run {
 // dueAt is when the run of the occurrence at occ was due, from which its start
 // deadline counts, as the reconciler's schedule says it: a run-now's when it
 // was asked for (no later than now), else the occurrence's scheduled time, or
-// when the run it waited behind ended (due.BufferedDue). Passes on one clock
+// when the run it waited behind ended (due.BufferedDue, the occurrence's time
+// standing for when it was buffered). Passes on one clock
 // say the same, so the token a crashed pass minted is minted for the run the
 // next pass records, which may take it up; a run-now asked for at a time a
 // manager's clock reads as still to come counts from that clock's now, as the
