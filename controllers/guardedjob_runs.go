@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/due"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/runcore"
 	"github.com/guardedjob/guardedjob/internal/runtoken"
@@ -168,9 +169,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 	if triggered {
 		answerTrigger(gj, triggerValue)
 	}
-	if gj.Status.LastScheduleTime == nil || occurrence.After(gj.Status.LastScheduleTime.Time) {
-		gj.Status.LastScheduleTime = &metav1.Time{Time: occurrence}
-	}
+	due.NoteScheduled(&gj.Status, occurrence)
 	s.requeueAfter(activeResync)
 	s.unrecorded = jobName
 	return r.advanceRun(ctx, s, runcore.RunByName(gj, jobName))

@@ -99,8 +99,8 @@ func (r *GuardedJobReconciler) bufferDue(s *scope, occurrence time.Time, trigger
 		entry.RunNow = triggerValue
 		entry.Parameters = s.triggerParams
 		answerTrigger(gj, triggerValue)
-	} else if gj.Status.LastScheduleTime == nil || occurrence.After(gj.Status.LastScheduleTime.Time) {
-		gj.Status.LastScheduleTime = &metav1.Time{Time: occurrence}
+	} else {
+		due.NoteScheduled(&gj.Status, occurrence)
 	}
 	gj.Status.Buffered = append(gj.Status.Buffered, entry)
 	r.event(gj, nil, corev1.EventTypeNormal, batchv1alpha1.RunBufferedReason,
@@ -497,7 +497,7 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 	o := due.Scheduled(gj, spec.rules.Schedule, s.now)
 	occurrence, dueAt := o.Occurrence, o.DueAt
 	if o.Missed > 0 {
-		gj.Status.LastScheduleTime = &metav1.Time{Time: o.MissedLast}
+		due.NoteScheduled(&gj.Status, o.MissedLast)
 		msg := o.MissedMessage(deadline)
 		runcore.RecordRun(gj, "", o.MissedLast, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
 		runcore.SyncRecent(gj, batchv1alpha1.TriggerSchedule)
@@ -523,7 +523,7 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 		}
 		logStep(ctx, step, "occurrence", occurrence.UTC().Format(time.RFC3339))
 		if !triggered {
-			gj.Status.LastScheduleTime = &metav1.Time{Time: occurrence}
+			due.NoteScheduled(&gj.Status, occurrence)
 		} else {
 			answerTrigger(gj, triggerValue)
 		}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
 	"github.com/guardedjob/guardedjob/internal/schedule"
 )
@@ -69,4 +71,16 @@ func Scheduled(gj *batchv1alpha1.GuardedJob, sched *schedule.Schedule, now time.
 // MissedMessage says why the missed occurrences were skipped.
 func (o Occurrences) MissedMessage(deadline time.Duration) string {
 	return fmt.Sprintf("missed %d run(s), the last due at %s: more than startingDeadlineSeconds (%s) late", o.Missed, o.MissedLast.UTC().Format(time.RFC3339), deadline)
+}
+
+// NoteScheduled is the one writer of status.lastScheduleTime: the schedule's
+// last occurrence started, skipped, buffered or carried by a Job moves it, and
+// only forward (an adopted Job or a backfill of an older occurrence moves
+// nothing back). It reports whether it moved.
+func NoteScheduled(st *batchv1alpha1.GuardedJobStatus, occurrence time.Time) bool {
+	if st.LastScheduleTime != nil && !occurrence.After(st.LastScheduleTime.Time) {
+		return false
+	}
+	st.LastScheduleTime = &metav1.Time{Time: occurrence}
+	return true
 }

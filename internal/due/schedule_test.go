@@ -71,3 +71,18 @@ func TestTheScheduleSaysWhichOccurrenceIsDueAndWhatWasMissed(t *testing.T) {
 		})
 	}
 }
+
+// TestTheLastScheduleTimeOnlyMovesForward: status.lastScheduleTime is set from
+// none, moves to a later occurrence, and never back to an earlier or the same
+// one (an adopted Job or a backfill of an older occurrence).
+func TestTheLastScheduleTimeOnlyMovesForward(t *testing.T) {
+	g := NewWithT(t)
+	at := func(h int) time.Time { return time.Date(2026, 12, 7, h, 0, 0, 0, time.UTC) }
+	st := &batchv1alpha1.GuardedJobStatus{}
+	g.Expect(due.NoteScheduled(st, at(2))).To(BeTrue())
+	g.Expect(st.LastScheduleTime.Time).To(Equal(at(2)))
+	g.Expect(due.NoteScheduled(st, at(3))).To(BeTrue())
+	g.Expect(due.NoteScheduled(st, at(1))).To(BeFalse())
+	g.Expect(due.NoteScheduled(st, at(3))).To(BeFalse())
+	g.Expect(st.LastScheduleTime.Time).To(Equal(at(3)))
+}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/due"
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/runtoken"
 )
@@ -67,9 +68,7 @@ func RecordAdopted(st *batchv1alpha1.GuardedJobStatus, run batchv1alpha1.ActiveR
 		r = &st.Active[len(st.Active)-1]
 	}
 	st.LastFence = max(st.LastFence, r.Fence)
-	if st.LastScheduleTime == nil || r.ScheduledTime.After(st.LastScheduleTime.Time) {
-		st.LastScheduleTime = r.ScheduledTime.DeepCopy()
-	}
+	due.NoteScheduled(st, r.ScheduledTime.Time)
 	st.Buffered = slices.DeleteFunc(st.Buffered, func(b batchv1alpha1.BufferedRun) bool { return b.ScheduledTime.Equal(&r.ScheduledTime) })
 	if len(st.Buffered) == 0 {
 		st.Buffered = nil

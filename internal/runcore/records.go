@@ -5,9 +5,8 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	batchv1alpha1 "github.com/guardedjob/guardedjob/api/v1alpha1"
+	"github.com/guardedjob/guardedjob/internal/due"
 )
 
 // The Jobs as records of their runs (the early gate). A Job's gate may open
@@ -53,8 +52,8 @@ func FoldJob(st *batchv1alpha1.GuardedJobStatus, j JobRecord) bool {
 	if j.Fence > st.LastFence {
 		st.LastFence, moved = j.Fence, true
 	}
-	if !j.Occurrence.IsZero() && (st.LastScheduleTime == nil || st.LastScheduleTime.Time.Before(j.Occurrence)) {
-		st.LastScheduleTime, moved = &metav1.Time{Time: j.Occurrence}, true
+	if !j.Occurrence.IsZero() && due.NoteScheduled(st, j.Occurrence) {
+		moved = true
 	}
 	return moved
 }
