@@ -167,7 +167,7 @@ func (r *GuardedJobReconciler) recordIntent(ctx context.Context, s *scope, spec 
 	runcore.RecordLease(gj, &gj.Status.Active[len(gj.Status.Active)-1], s.now)
 	r.claimShard(ctx, gj)
 	if triggered {
-		answerTrigger(gj, triggerValue)
+		runcore.AnswerRunNow(gj, triggerValue)
 	}
 	due.NoteScheduled(&gj.Status, occurrence)
 	s.requeueAfter(activeResync)

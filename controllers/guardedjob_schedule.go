@@ -98,7 +98,7 @@ func (r *GuardedJobReconciler) bufferDue(s *scope, occurrence time.Time, trigger
 	if triggered {
 		entry.RunNow = triggerValue
 		entry.Parameters = s.triggerParams
-		answerTrigger(gj, triggerValue)
+		runcore.AnswerRunNow(gj, triggerValue)
 	} else {
 		due.NoteScheduled(&gj.Status, occurrence)
 	}
@@ -337,7 +337,7 @@ func (r *GuardedJobReconciler) refuseTriggerParameters(s *scope, value string, o
 		return false
 	}
 	msg := fmt.Sprintf("run-now %s refused: %v", value, err)
-	answerTrigger(gj, value)
+	runcore.AnswerRunNow(gj, value)
 	runcore.RecordRun(gj, "", occurrence, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
 	runcore.SyncRecent(gj, batchv1alpha1.TriggerRunNow)
 	runcore.NoteRequest(gj, value)
@@ -525,7 +525,7 @@ func (r *GuardedJobReconciler) schedule(ctx context.Context, s *scope, spec *com
 		if !triggered {
 			due.NoteScheduled(&gj.Status, occurrence)
 		} else {
-			answerTrigger(gj, triggerValue)
+			runcore.AnswerRunNow(gj, triggerValue)
 		}
 		runcore.RecordRun(gj, "", occurrence, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
 		trigger := batchv1alpha1.TriggerSchedule
@@ -597,7 +597,7 @@ func (r *GuardedJobReconciler) pendingTrigger(s *scope, spec *compiledSpec) (val
 		var err error
 		at, err = schedule.ParseTrigger(value)
 		if err != nil {
-			gj.Status.LastRunNow = value
+			runcore.IgnoreRunNow(gj, value)
 			r.event(gj, nil, corev1.EventTypeWarning, batchv1alpha1.InvalidTriggerReason, "Ignored %s=%q: %v", batchv1alpha1.RunNowAnnotation, value, err)
 			return value, false, time.Time{}, time.Time{}
 		}
@@ -605,7 +605,7 @@ func (r *GuardedJobReconciler) pendingTrigger(s *scope, spec *compiledSpec) (val
 	}
 	occ, stale, msg := schedule.TriggerOccurrence(spec.rules.Schedule, at, gj.CreationTimestamp.Time, s.now, gj.Spec.StartingDeadline())
 	if stale || occ.IsZero() {
-		answerTrigger(gj, value)
+		runcore.AnswerRunNow(gj, value)
 		runcore.RecordRun(gj, "", at, "", 0, false, batchv1alpha1.RunResultSkipped, "", msg, s.now)
 		runcore.SyncRecent(gj, batchv1alpha1.TriggerRunNow)
 		runcore.NoteRequest(gj, value)

@@ -369,16 +369,6 @@ func recentFor(gj *batchv1alpha1.GuardedJob, value string) *batchv1alpha1.Recent
 	return find(gj.Status.RecentRuns, func(r *batchv1alpha1.RecentRun) string { return r.Request }, value)
 }
 
-// answerTrigger records that a run-now value was handled. An annotation's value
-// goes to status.lastRunNow (the annotation stays on the object); a request
-// object's is recorded by its run or its outcome instead, so that it never
-// hides an annotation's value.
-func answerTrigger(gj *batchv1alpha1.GuardedJob, value string) {
-	if !batchv1alpha1.IsRequestObjectValue(value) {
-		gj.Status.LastRunNow = value
-	}
-}
-
 // orphanRequests answers the requests naming a GuardedJob that does not exist:
 // refused once they have waited RequestWaitForGuardedJob for it (a GitOps sync
 // may create them first). The API server, not the cache, says it does not

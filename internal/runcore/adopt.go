@@ -206,7 +206,7 @@ func AdoptInto(gj *batchv1alpha1.GuardedJob, u Unrecorded, jobUID types.UID, now
 	r := RecordAdopted(&gj.Status, run, u.Recorded)
 	RecordLease(gj, r, now)
 	if r.RunNow != "" && gj.Annotations[batchv1alpha1.RunNowAnnotation] == r.RunNow {
-		gj.Status.LastRunNow = r.RunNow
+		AnswerRunNow(gj, r.RunNow)
 	}
 	SetStoreReachable(gj, nil, now)
 	SetAcquired(gj, now) // its key holds its token: an acquisition went through

@@ -86,6 +86,23 @@ func SyncRecent(gj *batchv1alpha1.GuardedJob, trigger string) {
 // MaxRequestValue is the longest request value echoed into status.
 const MaxRequestValue = 64
 
+// AnswerRunNow records that a run-now value was handled. An annotation's value
+// goes to status.lastRunNow (the annotation stays on the object); a request
+// object's is recorded by its run or its outcome instead, so that it never
+// hides an annotation's value.
+func AnswerRunNow(gj *batchv1alpha1.GuardedJob, value string) {
+	if !batchv1alpha1.IsRequestObjectValue(value) {
+		gj.Status.LastRunNow = value
+	}
+}
+
+// IgnoreRunNow records that a run-now annotation whose value is no request
+// time was handled: status.lastRunNow takes it whatever it looks like, so that
+// it is reported once.
+func IgnoreRunNow(gj *batchv1alpha1.GuardedJob, value string) {
+	gj.Status.LastRunNow = value
+}
+
 // NoteRequest records, in status.recentRuns' newest entry, the request that
 // the outcome RecordRun just wrote answers.
 func NoteRequest(gj *batchv1alpha1.GuardedJob, value string) {

@@ -73,3 +73,18 @@ func TestTheFailurePolicyCountsOnlyTheWorkloadFailingUnlessAskedForMore(t *testi
 		NewWithT(t).Expect(gj.Status.ConsecutiveFailures).To(Equal(want), "%s %s alsoCount %v", tc.result, tc.cause, tc.also)
 	}
 }
+
+// TestARunNowIsAnsweredInStatusOnlyForAnAnnotation: an annotation's run-now
+// value goes to status.lastRunNow; a request object's never does (its run or
+// outcome records it), and an annotation that is no request time is reported
+// once whatever it looks like.
+func TestARunNowIsAnsweredInStatusOnlyForAnAnnotation(t *testing.T) {
+	g := NewWithT(t)
+	gj := &batchv1alpha1.GuardedJob{}
+	AnswerRunNow(gj, "2026-12-07T03:00:00Z")
+	g.Expect(gj.Status.LastRunNow).To(Equal("2026-12-07T03:00:00Z"))
+	AnswerRunNow(gj, batchv1alpha1.RunRequestPrefix+"uid-1")
+	g.Expect(gj.Status.LastRunNow).To(Equal("2026-12-07T03:00:00Z"), "a request object's value never hides the annotation's")
+	IgnoreRunNow(gj, batchv1alpha1.RunRequestPrefix+"garbled")
+	g.Expect(gj.Status.LastRunNow).To(Equal(batchv1alpha1.RunRequestPrefix + "garbled"))
+}
