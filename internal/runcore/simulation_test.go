@@ -1593,9 +1593,10 @@ func (s *sim) stopUnclaimed(c *simCluster) {
 					s.logf("VIOLATION %s", s.failed)
 				}
 				if kept == nil && s.store.holds(j.token) && j.resumableIn == c.restarts && c.restarts > 0 && s.failed == "" {
-					// The restart found it as its pass would adopt it, and
-					// had to renew its lease with the recorded ones.
-					s.failed = "I4: the working Job " + j.name + " is stopped while its key holds its token: the restart that found it adoptable did not resume its lease"
+					// The restart found it as its pass would adopt it: its
+					// lease had to be renewed from then on, with the
+					// recorded ones, until a pass adopts it.
+					s.failed = "I4: the working Job " + j.name + " is stopped while its key holds its token: the restart that found it adoptable did not keep renewing its lease"
 					s.logf("VIOLATION %s", s.failed)
 				}
 			}
