@@ -40,9 +40,9 @@ import (
 // deposed (or dies) with a Job create in flight, and the API server carries it
 // out up to a minute later, after a new leader may have acted on the key; a
 // manager that dies was paused instead, a third of the time, and wakes up to a
-// minute later, when its keeper renews once every lease it kept whose key still
-// holds its token and it exits (a lease the new manager left to expire lives
-// longer); a GuardedJob moves to the other shard of its cluster, whose manager takes its
+// minute later, when its keeper renews every lease it kept whose key still
+// holds its token until its leader election gives up and it exits (a lease the
+// new manager left to expire lives longer); a GuardedJob moves to the other shard of its cluster, whose manager takes its
 // leases over at its first pass while the shard it left hands them over
 // (runcore.HandsOver, MayClaimShard, HandOver, HandedRun); the store restarts
 // empty (its key, fence counter and done-markers gone); a manager dies before
@@ -424,17 +424,23 @@ type sim struct {
 	extended int
 }
 
-// simAsleep is a manager paused while a new one took over: at wakeAt its
-// keeper renews once every lease it kept whose key still holds its token (it
-// renews before it judges a deadline, and only then learns that it no longer
-// leads), then it exits. Its renewal may extend a lease the new manager has
-// since left to expire: the key outlives the ledger's expiresBy, and no second
-// run may work meanwhile.
+// simAsleep is a manager paused while a new one took over: from wakeAt its
+// keeper renews every lease it kept whose key still holds its token (it renews
+// before it judges a deadline), each renew interval, until its leader
+// election gives up (simRenewDeadline after it woke) and it exits. Its
+// renewals may extend a lease the new manager has since left to expire: the
+// key outlives the ledger's expiresBy, and no second run may work meanwhile.
 type simAsleep struct {
-	c      *simCluster
-	tokens []string
-	wakeAt time.Time
+	c         *simCluster
+	tokens    []string
+	wakeAt    time.Time
+	renewedAt time.Time
+	woken     bool
 }
+
+// simRenewDeadline is the manager's leader election RenewDeadline: how long a
+// manager that woke from a pause goes on renewing before it exits.
+const simRenewDeadline = 10 * time.Second
 
 func (s *sim) logf(format string, args ...any) {
 	s.trace = append(s.trace, fmt.Sprintf("%7.1fs ", s.now.Sub(simStart).Seconds())+fmt.Sprintf(format, args...))
@@ -549,8 +555,8 @@ func (s *sim) advance(d time.Duration) {
 	}
 }
 
-// wake: a paused manager whose time has come wakes up; its keeper renews
-// once, then it exits.
+// wake: a paused manager whose time has come wakes up; its keeper renews its
+// leases each renew interval until the manager exits, simRenewDeadline later.
 func (s *sim) wake() {
 	var still []simAsleep
 	for _, a := range s.asleep {
@@ -558,18 +564,29 @@ func (s *sim) wake() {
 			still = append(still, a)
 			continue
 		}
-		renewed := 0
-		for _, token := range a.tokens {
-			if !s.store.down && s.store.holds(token) {
-				s.store.key.expires = s.now.Add(simTTL)
-				renewed++
-				if !s.keptByALiveManager(token) {
-					s.extended++
+		if !a.woken {
+			a.woken = true
+			s.woke++
+		}
+		if a.renewedAt.IsZero() || !s.now.Before(a.renewedAt.Add(simRenew)) {
+			a.renewedAt = s.now
+			renewed := 0
+			for _, token := range a.tokens {
+				if !s.store.down && s.store.holds(token) {
+					s.store.key.expires = s.now.Add(simTTL)
+					renewed++
+					if !s.keptByALiveManager(token) {
+						s.extended++
+					}
 				}
 			}
+			s.logf("%s: the paused manager is awake: its keeper renews %d of its %d lease(s) before it learns it no longer leads", a.c.name, renewed, len(a.tokens))
 		}
-		s.woke++
-		s.logf("%s: the paused manager wakes up: its keeper renews %d of its %d lease(s) once, before it learns it no longer leads, and it exits", a.c.name, renewed, len(a.tokens))
+		if !s.now.Before(a.wakeAt.Add(simRenewDeadline)) {
+			s.logf("%s: the paused manager exits: its leader election gave up", a.c.name)
+			continue
+		}
+		still = append(still, a)
 	}
 	s.asleep = still
 }
