@@ -124,9 +124,16 @@ func AfterAcquire(v AcquireView) AcquireVerdict {
 func RecordAcquired(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, fence int64, now time.Time) {
 	run.Phase, run.Fence, run.AcquiredAt = batchv1alpha1.RunPhaseRunning, fence, PtrTime(now)
 	gj.Status.LastFence = max(gj.Status.LastFence, fence)
+	heldNow(gj, run, now)
+}
+
+// heldNow records that a run's key holds its token, as an acquisition or an
+// adoption found it: the store reachable, an acquisition seen (clearing one the
+// store refused), the lock held under the run's fence.
+func heldNow(gj *batchv1alpha1.GuardedJob, run *batchv1alpha1.ActiveRun, now time.Time) {
 	SetStoreReachable(gj, nil, now)
 	SetAcquired(gj, now)
-	SetLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, fence)
+	SetLock(gj, batchv1alpha1.LockStateHeld, run.Key, run.Holder, run.Fence)
 	SetLockHeld(gj, "", "", now)
 }
 

@@ -208,10 +208,7 @@ func AdoptInto(gj *batchv1alpha1.GuardedJob, u Unrecorded, jobUID types.UID, now
 	if r.RunNow != "" && gj.Annotations[batchv1alpha1.RunNowAnnotation] == r.RunNow {
 		AnswerRunNow(gj, r.RunNow)
 	}
-	SetStoreReachable(gj, nil, now)
-	SetAcquired(gj, now) // its key holds its token: an acquisition went through
-	SetLock(gj, batchv1alpha1.LockStateHeld, r.Key, r.Holder, r.Fence)
-	SetLockHeld(gj, "", "", now)
+	heldNow(gj, r, now) // its key holds its token: an acquisition went through
 	return r
 }
 
