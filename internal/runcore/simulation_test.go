@@ -1895,3 +1895,43 @@ func TestTheRegressionSeedsAreTheOnesTheDocsName(t *testing.T) {
 		t.Errorf("docs/reliability.md's table names seed %s for %s, which is no regression seed", seed, mutant)
 	}
 }
+
+// TestEverySeedTheDocsCiteIsARegressionSeed: where the docs cite the
+// simulation's seeds elsewhere (the planted-bug table's catchers, the failure
+// table, the prose), each is a regression seed, and the planted-bug table
+// names the seed of its own bug.
+func TestEverySeedTheDocsCiteIsARegressionSeed(t *testing.T) {
+	bySeed, byMutant := map[string]bool{}, map[string]string{}
+	for _, r := range regressionSeeds {
+		s := strconv.FormatUint(r.seed, 10)
+		bySeed[s], byMutant[r.mutant] = true, s
+	}
+	cite := regexp.MustCompile(`(?:TestTheSimulationKeepsOneWorkingPodPerKey` + "`" + ` \(seed|the simulation \(seeds?|finds that bug \(seed) ([0-9]+)(?: and ([0-9]+))?`)
+	planted := regexp.MustCompile("^\\| `([a-z0-9-]+)` \\|.*TestTheSimulationKeepsOneWorkingPodPerKey` \\(seed ([0-9]+)")
+	found := 0
+	for _, path := range []string{"../../docs/reliability.md", "../../docs/failure-semantics.md"} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, m := range cite.FindAllStringSubmatch(line, -1) {
+				for _, seed := range m[1:] {
+					if seed == "" {
+						continue
+					}
+					found++
+					if !bySeed[seed] {
+						t.Errorf("%s:%d cites simulation seed %s, which is no regression seed", path, i+1, seed)
+					}
+				}
+			}
+			if m := planted.FindStringSubmatch(line); m != nil && byMutant[m[1]] != m[2] {
+				t.Errorf("%s:%d: the planted bug %s is caught by seed %s, not %s", path, i+1, m[1], byMutant[m[1]], m[2])
+			}
+		}
+	}
+	if found == 0 {
+		t.Fatal("found no seed the docs cite: the pattern no longer matches them")
+	}
+}
