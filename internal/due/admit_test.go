@@ -116,6 +116,7 @@ func TestARunDueBehindActiveOnesWaitsOnlyAsThePolicyBuffersIt(t *testing.T) {
 		{name: "Replace behind a backfill run with one waiting", policy: batchv1alpha1.ReplaceConcurrent, active: backfill, buffered: []batchv1alpha1.BufferedRun{earlier},
 			ok: true, skip: "concurrencyPolicy Replace and 1 run(s) already wait for settle-b"},
 		{name: "BufferOne with room", policy: batchv1alpha1.BufferOneConcurrent, active: running, ok: true},
+		{name: "BufferAll behind two runs waits for the first", policy: batchv1alpha1.BufferAllConcurrent, active: append(append([]batchv1alpha1.ActiveRun{}, running...), backfill...), ok: true},
 		{name: "BufferOne full", policy: batchv1alpha1.BufferOneConcurrent, active: running, buffered: []batchv1alpha1.BufferedRun{earlier},
 			ok: true, skip: "concurrencyPolicy BufferOne and 1 run(s) already wait for settle-1"},
 		{name: "the occurrence waits already", policy: batchv1alpha1.BufferAllConcurrent, active: running, buffered: []batchv1alpha1.BufferedRun{same},

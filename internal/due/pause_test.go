@@ -63,7 +63,7 @@ func TestTheFailurePolicyPausesAfterSuspendAfterFailuresInARow(t *testing.T) {
 	long.Status.ConsecutiveFailures = 1
 	long.Status.LastRun = &batchv1alpha1.RunRecord{JobName: "settle-1", Result: batchv1alpha1.RunResultFailed, Message: strings.Repeat("é", 400)}
 	pause, _, _ := due.FailurePause(long, now)
-	g.Expect(len(pause.Reason)).To(BeNumerically("<=", due.MaxNoteReason), "the schema's bound")
+	g.Expect(len(pause.Reason)).To(BeNumerically("<=", 512), "the schema's bound of suspendNote.reason")
 }
 
 // TestAPauseWithAnUntilEndsThen: a pause without an until lasts; one with an

@@ -285,8 +285,8 @@ func TestAnAdoptedJobIsRecordedAsItsRunWithTheTokenItsKeyHolds(t *testing.T) {
 			if gj.Status.LastFence != 7 {
 				t.Errorf("status.lastFence %d, want 7", gj.Status.LastFence)
 			}
-			if rec := runcore.LedgerRecord(gj.Status.Leases, holder); rec == nil {
-				t.Errorf("the ledger does not know the adopted lease: %+v", gj.Status.Leases)
+			if rec := runcore.LedgerRecord(gj.Status.Leases, holder); rec == nil || rec.State != batchv1alpha1.LeaseLive {
+				t.Errorf("the ledger does not know the adopted lease as live: %+v", gj.Status.Leases)
 			}
 			if l := gj.Status.Lock; l == nil || l.State != batchv1alpha1.LockStateHeld || l.Holder != holder || l.Fence != 7 || l.Key != "team:payout" {
 				t.Errorf("status.lock %+v", gj.Status.Lock)
