@@ -33,6 +33,8 @@ type Monitor struct {
 	cmds  []Command
 	users map[string]string
 	stop  chan struct{}
+	// readUsers adds the connections CLIENT LIST names now to users.
+	readUsers func()
 }
 
 var monitorLine = regexp.MustCompile(`^(\d+)\.(\d+) \[\d+ ([^\]]+)\] (.*)$`)
@@ -75,7 +77,7 @@ func (s *Server) Monitor(t testing.TB) *Monitor {
 	}
 	m := &Monitor{conn: conn, done: make(chan struct{}), users: map[string]string{}, stop: make(chan struct{})}
 	rdb := s.Client(t)
-	readUsers := func() {
+	m.readUsers = func() {
 		list, err := rdb.ClientList(context.Background()).Result()
 		if err != nil {
 			return
@@ -97,7 +99,7 @@ func (s *Server) Monitor(t testing.TB) *Monitor {
 			}
 		}
 	}
-	readUsers()
+	m.readUsers()
 	go func() {
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
@@ -106,7 +108,7 @@ func (s *Server) Monitor(t testing.TB) *Monitor {
 			case <-m.stop:
 				return
 			case <-tick.C:
-				readUsers()
+				m.readUsers()
 			}
 		}
 	}()
@@ -128,7 +130,8 @@ func (s *Server) Monitor(t testing.TB) *Monitor {
 	return m
 }
 
-// Stop ends the recording.
+// Stop ends the recording. It reads CLIENT LIST once more, so that every
+// connection still open then has its user, however late it was opened.
 func (m *Monitor) Stop() {
 	select {
 	case <-m.stop:
@@ -137,6 +140,7 @@ func (m *Monitor) Stop() {
 		close(m.stop)
 	}
 	time.Sleep(100 * time.Millisecond) // what the server sent last arrives
+	m.readUsers()
 	_ = m.conn.Close()
 	<-m.done
 }
@@ -149,7 +153,8 @@ func (m *Monitor) Commands() []Command {
 }
 
 // User returns the ACL user of the connection at addr ("default" without ACL
-// users), or "" when the recording never saw it in CLIENT LIST.
+// users), or "" when the recording never saw it in CLIENT LIST: a connection
+// opened and closed between two reads, such as one of a process that exited.
 func (m *Monitor) User(addr string) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
