@@ -80,7 +80,7 @@ func main() {
 	flag.StringVar(&b.floorCRD, "floor-crd", "", "A GuardedJob CRD file the floorcrd phase compares with the checkout's (e.g. an older release's).")
 	flag.IntVar(&b.floorStatusWrites, "floor-status-writes", 0, "Status updates per run in the floor, before its Job create: the manager's (0: the Job first; the floorcrd phase makes at least 1).")
 	flag.IntVar(&b.floorRounds, "floor-rounds", 3, "Rounds of the floor's writes under each CRD in the floorcrd phase.")
-	phases := flag.String("phases", "floor,cronjob,guardedjob,idle,stop,keeper", "Phases to run, in this order.")
+	phases := flag.String("phases", "floor,cronjob,guardedjob,idle,stop,keeper", "Phases to run, in this order (also floorcrd and writecost, which the default run leaves out).")
 	assets := flag.String("assets", os.Getenv("KUBEBUILDER_ASSETS"), "Directory with etcd, kube-apiserver and kube-controller-manager (hack/build-control-plane.sh --demo).")
 	managerBin := flag.String("manager", "bin/manager", "The manager binary (make build).")
 	managerArgs := flag.String("manager-args", "", "Extra manager flags, space separated.")
@@ -103,6 +103,13 @@ func main() {
 	}
 	if *assets == "" {
 		*assets = filepath.Join(home, ".cache", "guardedjob", "k8s-v1.37.2")
+	}
+	if b.profileDir != "" {
+		// Found missing only when the first burst's profiles are written,
+		// after minutes of work.
+		if err := os.MkdirAll(b.profileDir, 0o755); err != nil {
+			fatal(err)
+		}
 	}
 
 	dir, err := os.MkdirTemp("", "bench-scale-")
@@ -167,7 +174,7 @@ func (b *bench) run(ctx context.Context, phases []string, managerBin string, man
 	for _, p := range phases {
 		want[strings.TrimSpace(p)] = true
 	}
-	needsCluster := want["floor"] || want["floorcrd"] || want["cronjob"] || want["guardedjob"] || want["idle"] || want["stop"]
+	needsCluster := want["floor"] || want["floorcrd"] || want["writecost"] || want["cronjob"] || want["guardedjob"] || want["idle"] || want["stop"]
 	b.printf("## bench-scale %s\n\nN=%d, idle=%d, keeper leases=%d; %d CPUs\n", time.Now().UTC().Format(time.RFC3339), b.n, b.idleN, b.keeperLeases, numCPU())
 	if needsCluster {
 		b.logf("Starting etcd and kube-apiserver from %s", b.w.assets)
@@ -204,6 +211,9 @@ func (b *bench) run(ctx context.Context, phases []string, managerBin string, man
 		return err
 	}
 	if err := step("floorcrd", b.floorCRDs); err != nil {
+		return err
+	}
+	if err := step("writecost", b.writeCost); err != nil {
 		return err
 	}
 	if err := step("cronjob", b.cronjob); err != nil {

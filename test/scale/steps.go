@@ -49,7 +49,7 @@ func runSteps(window []auditEvent, due time.Time, shape runShape) (steps []repor
 			if r := runs[e.name()]; r != nil && !e.Received.Before(r.create.Done) && (r.status == nil || e.Received.Before(r.status.Received)) {
 				r.status = e
 			}
-		case shape.gated && e.Verb == "patch" && e.resource() == "jobs":
+		case shape.gated && (e.Verb == "update" || e.Verb == "patch") && e.resource() == "jobs":
 			if r := runs[ownerOf(e.name(), shape.jobSuffix)]; r != nil && e.name() == r.create.name() && !e.Received.Before(r.create.Done) &&
 				(r.gate == nil || e.Received.Before(r.gate.Received)) {
 				r.gate = e
@@ -95,12 +95,12 @@ func runSteps(window []auditEvent, due time.Time, shape runShape) (steps []repor
 	step("Job created → status write sent ("+shape.controller+")", toStatus)
 	step("status write at the API server", status)
 	if shape.gated {
-		step("status written → gate patch sent (the confirming renewal)", toGate)
-		step("gate patch at the API server", gate)
+		step("status written → gate write sent (the confirming renewal)", toGate)
+		step("gate write at the API server", gate)
 	}
 	if len(toEarly) > 0 {
-		step("early gate: Job created → gate patch sent (the confirming renewal)", toEarly)
-		step("early gate: gate patch at the API server", early)
+		step("early gate: Job created → gate write sent (the confirming renewal)", toEarly)
+		step("early gate: gate write at the API server", early)
 		step("early gate: gate opened → status write sent (a later pass)", toLate)
 		step("early gate: status write at the API server", late)
 	}

@@ -55,6 +55,16 @@ func TestRunStepsCountsAGatedRunUntilItsGateOpens(t *testing.T) {
 	if _, ok := started["gj-1"]; ok {
 		t.Fatal("a run whose gate never opened counts as started")
 	}
+
+	// The gate opened with an update, before the status write (the early gate).
+	early := []auditEvent{
+		event("create", "jobs", "", "gj-1-123-abcde", at(100), at(130)),
+		event("update", "jobs", "", "gj-1-123-abcde", at(150), at(170)),
+		event("update", "guardedjobs", "status", "gj-1", at(900), at(950)),
+	}
+	if _, started = runSteps(early, due, runShape{ns: nsGJ, jobSuffix: 2, status: "guardedjobs/status", gated: true}); !started["gj-1"].Equal(at(170)) {
+		t.Fatalf("gj-1 may start at %v, want the gate update's answer %v", started["gj-1"], at(170))
+	}
 }
 
 func TestSpreadOfCounts(t *testing.T) {
