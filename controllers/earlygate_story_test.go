@@ -132,6 +132,33 @@ func earlyUnrecorded(t *testing.T, name string) (*harness, *atomic.Bool, *batchv
 	return h, failing, gj, job, token
 }
 
+// TestEarlyGate_AManagerWhoseRoleCannotUpdateJobsOpensTheGateWithAPatch: the
+// manager opens a gate with an update of the Job, which a ClusterRole from an
+// earlier version does not allow (the image upgraded before the RBAC). Refused,
+// it opens the gate with the patch that role allows, and the run starts.
+func TestEarlyGate_AManagerWhoseRoleCannotUpdateJobsOpensTheGateWithAPatch(t *testing.T) {
+	h := newHarness(t)
+	h.order = orderEarly
+	var refused atomic.Int32
+	h.intercept = &interceptor.Funcs{Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+		if _, ok := obj.(*batchv1.Job); ok {
+			refused.Add(1)
+			return apierrors.NewForbidden(batchv1.Resource("jobs"), obj.GetName(), errors.New("injected: the ClusterRole grants no update on jobs"))
+		}
+		return c.Update(ctx, obj, opts...)
+	}}
+	h.start()
+	gj := h.create(h.earlyGuardedJob("oldrole"))
+	g := h.g
+	g.Eventually(func() *batchv1alpha1.GuardedJobStatus { return &h.get(gj).Status }).Should(HaveField("NextScheduleTime", Not(BeNil())))
+	h.due(gj)
+	job := h.waitJobs(1)[0]
+	g.Eventually(func() bool { return jobbuild.Gated(h.live(&job)) }).Should(BeFalse(), "the gate opens")
+	g.Expect(refused.Load()).To(BeNumerically(">", 0), "the update was tried first")
+	h.waitRecorded(gj)
+	g.Expect(h.get(gj).Status.Active).To(ConsistOf(HaveField("Phase", batchv1alpha1.RunPhaseRunning)))
+}
+
 // TestEarlyGate_ARunsGateOpensBeforeAnyWriteToItsGuardedJob: acquire, create
 // the Job, confirm the lease, open the gate; the status write that records the
 // run comes from the next pass (brought by the Job's update). No write to the
@@ -156,10 +183,10 @@ func TestEarlyGate_ARunsGateOpensBeforeAnyWriteToItsGuardedJob(t *testing.T) {
 		return append([]string(nil), log.writes...)
 	}
 	g.Eventually(writes).Should(ContainElement(HavePrefix("patch guardedjobs/status")))
-	// A busy API server may refuse the gate's patch (a conflict): the run is
+	// A busy API server may refuse the gate's update (a conflict): the run is
 	// then recorded first, and its recorded pass opens the gate.
-	g.Expect(writes()[:2]).To(HaveExactElements("create jobs", "patch jobs"), "the Job, then its gate")
-	g.Expect(writes()).To(HaveExactElements("create jobs", "patch jobs", "patch guardedjobs/status"),
+	g.Expect(writes()[:2]).To(HaveExactElements("create jobs", "update jobs"), "the Job, then its gate")
+	g.Expect(writes()).To(HaveExactElements("create jobs", "update jobs", "patch guardedjobs/status"),
 		"then the next pass's status write that records the run")
 	st := h.get(gj).Status
 	g.Expect(st.Active).To(ConsistOf(And(HaveField("JobUID", job.UID), HaveField("Phase", batchv1alpha1.RunPhaseRunning))))
@@ -324,13 +351,13 @@ func TestEarlyGate_ARunWhoseJobFinishedAndWentBeforeItsRecordIsRecordedAndReleas
 	h := newHarness(t)
 	h.order = orderEarly
 	var finishOnOpen atomic.Bool
-	h.intercept = &interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	h.intercept = &interceptor.Funcs{Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 		job, ok := obj.(*batchv1.Job)
 		opening := ok && job.Spec.Suspend != nil && !*job.Spec.Suspend
-		if err := c.Patch(ctx, obj, patch, opts...); err != nil || !opening || !finishOnOpen.CompareAndSwap(true, false) {
+		if err := c.Update(ctx, obj, opts...); err != nil || !opening || !finishOnOpen.CompareAndSwap(true, false) {
 			return err
 		}
-		// Between the gate's patch and the next pass: the Job ran, succeeded
+		// Between the gate's update and the next pass: the Job ran, succeeded
 		// and was deleted.
 		now := metav1.Now()
 		cur := &batchv1.Job{}

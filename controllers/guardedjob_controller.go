@@ -152,7 +152,7 @@ type GuardedJobReconciler struct {
 // +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobruns;guardedjobbackfills;guardedjobinspects;guardedjobunlocks,verbs=list;watch;delete
 // +kubebuilder:rbac:groups=batch.guardedjob.dev,resources=guardedjobruns/status;guardedjobbackfills/status;guardedjobinspects/status;guardedjobunlocks/status,verbs=update
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch;delete;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get,resourceNames=kube-system

@@ -282,10 +282,16 @@ func (r *GuardedJobReconciler) openGate(ctx context.Context, s *scope, run *batc
 		}
 		return r.shut(s, run, m)
 	}
-	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	orig := job.DeepCopy()
 	job.Spec.Suspend = ptr.To(false)
 	delete(job.Annotations, batchv1alpha1.StartGateAnnotation)
-	if err := r.patchJob(ctx, job, patch); err != nil {
+	err := r.updateJob(ctx, job)
+	if apierrors.IsForbidden(err) {
+		// A ClusterRole from before the manager updated Jobs (the image
+		// upgraded before the RBAC): the patch it allows.
+		err = r.patchJob(ctx, job, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	}
+	if err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			s.requeueAfter(cacheLagRetry) // the Job changed (or went): look again
 			return nil

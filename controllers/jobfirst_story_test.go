@@ -81,7 +81,7 @@ func TestJobFirst_ARunCreatesItsJobBeforeItsFirstStatusWrite(t *testing.T) {
 		defer log.mu.Unlock()
 		return append([]string(nil), log.writes...)
 	}
-	// A busy API server may make the gate's patch go again; nothing else follows.
+	// A busy API server may make the gate's update go again; nothing else follows.
 	afterStatus := func() []string {
 		w := writes()
 		if len(w) < 2 {
@@ -91,7 +91,7 @@ func TestJobFirst_ARunCreatesItsJobBeforeItsFirstStatusWrite(t *testing.T) {
 		return w[2:]
 	}
 	g.Eventually(afterStatus).Should(Not(BeEmpty()), "then the start gate")
-	g.Consistently(afterStatus).WithTimeout(2*time.Second).Should(HaveEach("patch jobs"), "and nothing more while the run works")
+	g.Consistently(afterStatus).WithTimeout(2*time.Second).Should(HaveEach("update jobs"), "and nothing more while the run works")
 	run := h.get(gj).Status.Active[0]
 	g.Expect(run.Phase).To(Equal(batchv1alpha1.RunPhaseRunning))
 	g.Expect(run.JobUID).To(Equal(job.UID))
@@ -377,7 +377,7 @@ func TestJobFirst_AJobWaitingForAdoptionIsAdoptedByTheShardItsGuardedJobMovedTo(
 }
 
 // TestJobFirst_AJobThatFinishedBeforeItsGateOpenedKeepsItsHistory: a recorded
-// run's Job failed while it still waited at its start gate (the gate's patch
+// run's Job failed while it still waited at its start gate (the gate's write
 // had not got through). The run ends Failed and its lease is released; the Job
 // is the run's history, not a Job waiting for adoption: no later pass deletes
 // it as stale, and the retry gets a new Job beside it.
@@ -385,12 +385,24 @@ func TestJobFirst_AJobThatFinishedBeforeItsGateOpenedKeepsItsHistory(t *testing.
 	h := newHarness(t)
 	var holdGates atomic.Bool
 	holdGates.Store(true)
-	h.intercept = &interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-		if job, ok := obj.(*batchv1.Job); ok && holdGates.Load() && job.Spec.Suspend != nil && !*job.Spec.Suspend {
-			return errors.New("injected: the start gate's patch does not get through")
-		}
-		return c.Patch(ctx, obj, patch, opts...)
-	}}
+	held := func(obj client.Object) bool {
+		job, ok := obj.(*batchv1.Job)
+		return ok && holdGates.Load() && job.Spec.Suspend != nil && !*job.Spec.Suspend
+	}
+	h.intercept = &interceptor.Funcs{
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if held(obj) {
+				return errors.New("injected: the start gate's update does not get through")
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if held(obj) {
+				return errors.New("injected: the start gate's patch does not get through")
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	}
 	h.start()
 	ctx := context.Background()
 	key := h.ns + ":history"
