@@ -135,7 +135,8 @@ func earlyUnrecorded(t *testing.T, name string) (*harness, *atomic.Bool, *batchv
 // TestEarlyGate_AManagerWhoseRoleCannotUpdateJobsOpensTheGateWithAPatch: the
 // manager opens a gate with an update of the Job, which a ClusterRole from an
 // earlier version does not allow (the image upgraded before the RBAC). Refused,
-// it opens the gate with the patch that role allows, and the run starts.
+// it opens the gate with the patch that role allows, and the run starts; the
+// next run's gate opens with the patch at once.
 func TestEarlyGate_AManagerWhoseRoleCannotUpdateJobsOpensTheGateWithAPatch(t *testing.T) {
 	h := newHarness(t)
 	h.order = orderEarly
@@ -148,15 +149,19 @@ func TestEarlyGate_AManagerWhoseRoleCannotUpdateJobsOpensTheGateWithAPatch(t *te
 		return c.Update(ctx, obj, opts...)
 	}}
 	h.start()
-	gj := h.create(h.earlyGuardedJob("oldrole"))
 	g := h.g
-	g.Eventually(func() *batchv1alpha1.GuardedJobStatus { return &h.get(gj).Status }).Should(HaveField("NextScheduleTime", Not(BeNil())))
-	h.due(gj)
-	job := h.waitJobs(1)[0]
-	g.Eventually(func() bool { return jobbuild.Gated(h.live(&job)) }).Should(BeFalse(), "the gate opens")
-	g.Expect(refused.Load()).To(BeNumerically(">", 0), "the update was tried first")
-	h.waitRecorded(gj)
-	g.Expect(h.get(gj).Status.Active).To(ConsistOf(HaveField("Phase", batchv1alpha1.RunPhaseRunning)))
+	for i, name := range []string{"oldrole", "oldrole-next"} {
+		gj := h.create(h.earlyGuardedJob(name))
+		g.Eventually(func() *batchv1alpha1.GuardedJobStatus { return &h.get(gj).Status }).Should(HaveField("NextScheduleTime", Not(BeNil())))
+		h.due(gj)
+		jobs := h.waitJobs(i + 1)
+		for j := range jobs {
+			g.Eventually(func() bool { return jobbuild.Gated(h.live(&jobs[j])) }).Should(BeFalse(), "the gate of %s opens", jobs[j].Name)
+		}
+		h.waitRecorded(gj)
+		g.Expect(h.get(gj).Status.Active).To(ConsistOf(HaveField("Phase", batchv1alpha1.RunPhaseRunning)))
+	}
+	g.Expect(refused.Load()).To(BeEquivalentTo(1), "the update was tried for the first gate only")
 }
 
 // TestEarlyGate_ARunsGateOpensBeforeAnyWriteToItsGuardedJob: acquire, create

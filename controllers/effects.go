@@ -75,18 +75,18 @@ func (r *GuardedJobReconciler) createJob(ctx context.Context, job *batchv1.Job) 
 	return r.Create(ctx, job)
 }
 
-// patchJob patches a run's Job (its start gate, its lease finalizer).
+// patchJob patches a run's Job (its lease finalizer; its start gate where the
+// manager may not update Jobs).
 func (r *GuardedJobReconciler) patchJob(ctx context.Context, job *batchv1.Job, patch client.Patch) error {
 	return r.Patch(ctx, job, patch)
 }
 
-// updateJob writes a run's Job whole (its start gate), with its
-// resourceVersion as precondition: a third cheaper for the API server than a
-// merge patch, which it turns into JSON, merges and decodes again
-// (docs/benchmarks.md, "What a write costs the API server"). The Job comes
-// from the create's answer or the cache, which keeps neither managedFields (the
-// API server keeps them when an update sends none) nor kubectl's last-applied
-// annotation (a run's Job never has one).
+// updateJob writes a run's Job whole (to open its start gate), with its
+// resourceVersion as precondition: about a quarter cheaper for the API server
+// than a merge patch, which it turns into JSON, merges and decodes again
+// (docs/benchmarks.md, "What a write costs the API server"). The Job comes from
+// the create's answer, a live read or the cache, which keeps no managedFields
+// (the API server keeps its own when an update sends none).
 func (r *GuardedJobReconciler) updateJob(ctx context.Context, job *batchv1.Job) error {
 	return r.Update(ctx, job)
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -44,6 +45,10 @@ import (
 // only creator of Jobs. Renewals happen in the Keeper, never here.
 type GuardedJobReconciler struct {
 	client.Client
+	// gatesByPatch is set once the API server refused to let the manager
+	// update a Job (a ClusterRole from before it did): gates open with the
+	// patch that role allows from then on.
+	gatesByPatch atomic.Bool
 	// requestsServed is set when the API server serves the request objects'
 	// kinds (GuardedJobRun, GuardedJobBackfill): a manager upgraded before its
 	// CRDs runs without them rather than failing to start.
@@ -460,12 +465,16 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // slimForCache drops what the manager never reads from every cached object: its
 // managedFields and kubectl's last-applied copy of it, which together are often
 // larger than the object itself. Writes are unaffected: status is written through
-// the status subresource (which ignores metadata), other writes are patches of
-// the fields they change, and an update without managedFields keeps the API
-// server's.
+// the status subresource (which ignores metadata), an update without
+// managedFields keeps the API server's, and the one whole-object write of
+// something else, the update that opens a Job's start gate, finds a Job's
+// last-applied copy kept (a run's Job seldom has one).
 func slimForCache(in any) (any, error) {
 	if o, ok := in.(client.Object); ok {
 		o.SetManagedFields(nil)
+		if _, job := o.(*batchv1.Job); job {
+			return in, nil
+		}
 		if a := o.GetAnnotations(); a[lastApplied] != "" {
 			a = maps.Clone(a)
 			delete(a, lastApplied)

@@ -285,10 +285,19 @@ func (r *GuardedJobReconciler) openGate(ctx context.Context, s *scope, run *batc
 	orig := job.DeepCopy()
 	job.Spec.Suspend = ptr.To(false)
 	delete(job.Annotations, batchv1alpha1.StartGateAnnotation)
-	err := r.updateJob(ctx, job)
-	if apierrors.IsForbidden(err) {
-		// A ClusterRole from before the manager updated Jobs (the image
-		// upgraded before the RBAC): the patch it allows.
+	var err error
+	if !r.gatesByPatch.Load() {
+		err = r.updateJob(ctx, job)
+		if apierrors.IsForbidden(err) {
+			// A ClusterRole from an earlier version (the image upgraded
+			// before the RBAC): it allows the patch.
+			r.gatesByPatch.Store(true)
+		}
+	}
+	if r.gatesByPatch.Load() || apierrors.IsInvalid(err) {
+		// The patch also when the update was refused as invalid: it names
+		// only the gate's fields, where the update sends the whole Job as
+		// this version's types know it (a newer API server may know more).
 		err = r.patchJob(ctx, job, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 	}
 	if err != nil {

@@ -43,7 +43,7 @@
  *
  * The run order. Status first: acquire, record (status.active: token, fence,
  * occurrence), create the Job (suspended, its start gate closed), confirm the lease
- * (a renewal) and open the gate (a patch: within the stop budget of the
+ * (a renewal) and open the gate (a write: within the stop budget of the
  * confirmation, by a manager not paused since it) (the code's order for a run with a pod guard, a queue, a failed
  * create). JOB_FIRST, the code's order for every other run:
  * acquire, create the Job (suspended, carrying token, fence and occurrence), record
@@ -1491,7 +1491,7 @@ proctype Reconciler(byte p) {
        :: else -> stop_job(a_tok); printf("MODEL: p%d could not confirm t%d: Job deleted\n", p, a_tok)
        fi;
        END_STEP } }
-  /* open: the patch that unsuspends the Job (resourceVersion precondition), sent
+  /* open: the write that unsuspends the Job (resourceVersion precondition), sent
    * right after the confirmation: within the tick (the clock clears a confirmation
    * at the next tick), and only by a manager that leads and has not paused since the
    * renewal that confirmed it (the guard; a pause clears it) */
@@ -2014,7 +2014,7 @@ active proctype Faults() {
   /* the leader pauses and nobody takes over: it wakes up still leading (its
    * leader-lease renewal succeeds again); its keeper renews before it judges, and a
    * start gate confirmed before the pause is confirmed again before it opens. The
-   * pause falls between a confirmation and its patch, as long as it likes: no Pod
+   * pause falls between a confirmation and its write, as long as it likes: no Pod
    * of the run works yet (one that works while its manager is paused past the
    * lease is the pod guard's to stop: nothing else can) */
   :: atomic { !paused && pst[0] == UP && g_tok[0] != 0 -> lapse: d_step {

@@ -6,6 +6,8 @@
 //   - floorcrd (not run by default): the floor's writes in rounds, under the
 //     checkout's CRD and under -floor-crd in turn: what a CRD change costs a status
 //     update;
+//   - writecost (not run by default): N status writes, Job creates and gate
+//     writes in each way they could be made: the API server's CPU per write;
 //   - cronjob: N CronJobs due in the same minute (kube-controller-manager, cronjob
 //     controller only), once with its default flags and once with the manager's
 //     client limits and workers: schedule skew;

@@ -57,7 +57,9 @@ func (b *bench) writeCost(ctx context.Context) error {
 	b.printf("\n### API server CPU per write (N=%d, %d writers, %d rounds; mean per write, best round in brackets)\n\n", b.n, b.writers, writeCostRounds)
 	b.printf("| write | way | CPU per write |\n|---|---|---|\n")
 	row := func(what string, way string, ds []time.Duration) {
-		per := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(b.n)/float64(time.Millisecond)) }
+		per := func(d time.Duration) string {
+			return fmt.Sprintf("%.2f ms", float64(d)/float64(b.n)/float64(time.Millisecond))
+		}
 		b.printf("| %s | %s | %s (%s) |\n", what, way, per(meanOf(ds)), per(minOf(ds)))
 	}
 	for i, w := range writeWays {
