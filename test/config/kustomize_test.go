@@ -436,8 +436,11 @@ func TestDefaultRBACAndCRD(t *testing.T) {
 			t.Errorf("%s does not grant create on %s: the secure metrics endpoint cannot check callers", managerRole, need[1])
 		}
 	}
+	if !allows(role.Rules, "batch", "jobs", "update") {
+		t.Errorf("%s does not grant update on jobs: a run's start gate opens with one (an older role gets the patch instead)", managerRole)
+	}
 	for _, unused := range []struct{ group, resource, verb string }{
-		{"batch", "jobs", "update"}, {"batch", "jobs/finalizers", "update"},
+		{"batch", "jobs/finalizers", "update"},
 		{"batch.guardedjob.dev", "guardedjobs", "update"}, {"", "pods", "get"},
 	} {
 		if allows(role.Rules, unused.group, unused.resource, unused.verb) {
