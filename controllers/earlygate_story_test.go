@@ -164,6 +164,37 @@ func TestEarlyGate_AManagerWhoseRoleCannotUpdateJobsOpensTheGateWithAPatch(t *te
 	g.Expect(refused.Load()).To(BeEquivalentTo(1), "the update was tried for the first gate only")
 }
 
+// TestEarlyGate_AGateUpdateRefusedAsInvalidOpensWithAPatch: the update that
+// opens a gate sends the whole Job as this version's types know it; an API
+// server that refuses it as invalid (it knows fields this version drops) gets
+// the patch, which names only the gate's fields, and the run starts. The next
+// gate tries the update again: the refusal was about that Job, not the role.
+func TestEarlyGate_AGateUpdateRefusedAsInvalidOpensWithAPatch(t *testing.T) {
+	h := newHarness(t)
+	h.order = orderEarly
+	var refused atomic.Int32
+	h.intercept = &interceptor.Funcs{Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+		if _, ok := obj.(*batchv1.Job); ok {
+			refused.Add(1)
+			return apierrors.NewInvalid(batchv1.SchemeGroupVersion.WithKind("Job").GroupKind(), obj.GetName(), nil)
+		}
+		return c.Update(ctx, obj, opts...)
+	}}
+	h.start()
+	g := h.g
+	for i, name := range []string{"invalid", "invalid-next"} {
+		gj := h.create(h.earlyGuardedJob(name))
+		g.Eventually(func() *batchv1alpha1.GuardedJobStatus { return &h.get(gj).Status }).Should(HaveField("NextScheduleTime", Not(BeNil())))
+		h.due(gj)
+		jobs := h.waitJobs(i + 1)
+		for j := range jobs {
+			g.Eventually(func() bool { return jobbuild.Gated(h.live(&jobs[j])) }).Should(BeFalse(), "the gate of %s opens", jobs[j].Name)
+		}
+		h.waitRecorded(gj)
+	}
+	g.Expect(refused.Load()).To(BeNumerically(">=", 2), "each gate tried the update first")
+}
+
 // TestEarlyGate_ARunsGateOpensBeforeAnyWriteToItsGuardedJob: acquire, create
 // the Job, confirm the lease, open the gate; the status write that records the
 // run comes from the next pass (brought by the Job's update). No write to the
