@@ -4,9 +4,12 @@ package controllers_test
 // unlucky moment. Each is named after its row in docs/failure-semantics.md.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -523,11 +527,13 @@ func TestWindowStoppingManyAtOnce_TwoHundredRunsAreStoppedBeforeTheirLeasesCould
 
 // apiCapacity lets the manager's writes through to the API server at a fixed
 // rate once it is on, as an API server saturated by the rest of the cluster
-// would. Reads pass: the manager serves them from its cache.
+// would. Reads pass: the manager serves them from its cache. It notes the grace
+// of every Pod delete (podDeletes).
 type apiCapacity struct {
-	next  http.RoundTripper
-	on    *atomic.Bool
-	limit *rate.Limiter
+	next       http.RoundTripper
+	on         *atomic.Bool
+	limit      *rate.Limiter
+	podDeletes *podDeleteLog
 }
 
 func (c apiCapacity) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -536,7 +542,52 @@ func (c apiCapacity) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
+	if req.Method == http.MethodDelete && strings.Contains(req.URL.Path, "/pods/") && c.podDeletes != nil && req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		var opts metav1.DeleteOptions
+		if _, _, err := serializer.NewCodecFactory(scheme).UniversalDeserializer().Decode(body, nil, &opts); err != nil {
+			return nil, fmt.Errorf("pod delete options (%s): %w", req.Header.Get("Content-Type"), err)
+		}
+		c.podDeletes.add(req.URL.Path, opts.GracePeriodSeconds)
+	}
 	return c.next.RoundTrip(req)
+}
+
+// podDeleteLog holds the grace periods each Pod was deleted with, in order
+// (-1: none given), by the Pod's URL path.
+type podDeleteLog struct {
+	mu    sync.Mutex
+	grace map[string][]int64
+}
+
+func (l *podDeleteLog) add(path string, grace *int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.grace == nil {
+		l.grace = map[string][]int64{}
+	}
+	l.grace[path] = append(l.grace[path], ptr.Deref(grace, -1))
+}
+
+// needless returns the Pod deletes that asked for no shorter grace than an
+// earlier delete of the same Pod: the API server keeps the earlier deadline,
+// so they changed nothing and took a write from the stops still waiting.
+func (l *podDeleteLog) needless() (needless, total int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, graces := range l.grace {
+		total += len(graces)
+		for i := 1; i < len(graces); i++ {
+			if graces[i] < 0 || graces[i] >= slices.Min(graces[:i]) {
+				needless++
+			}
+		}
+	}
+	return needless, total
 }
 
 func TestWindowStoppingManyAtOnce_WhenTheAPIServerIsTheLimitTheDeletesGoFirstAndStartEarlyEnough(t *testing.T) {
@@ -553,8 +604,9 @@ func TestWindowStoppingManyAtOnce_WhenTheAPIServerIsTheLimitTheDeletesGoFirstAnd
 	h.stopRate = stopRate
 	saturated := &atomic.Bool{}
 	limit := rate.NewLimiter(writesPerSecond, 1)
+	podDeletes := &podDeleteLog{}
 	h.restWrap = func(rt http.RoundTripper) http.RoundTripper {
-		return apiCapacity{next: rt, on: saturated, limit: limit}
+		return apiCapacity{next: rt, on: saturated, limit: limit, podDeletes: podDeletes}
 	}
 	h.start()
 	pods := h.massRuns(n, "busy", ttl, interval)
@@ -572,6 +624,11 @@ func TestWindowStoppingManyAtOnce_WhenTheAPIServerIsTheLimitTheDeletesGoFirstAnd
 	t.Logf("%d runs, %d writes/s: the last Pod is gone %s before the earliest moment a lease could expire; %d Pods too late",
 		n, writesPerSecond, expiresNoSoonerThan.Sub(latest).Round(time.Millisecond), late)
 	g.Expect(late).To(BeZero(), "Pods still running when their lease could have expired")
+	// A Pod the cache does not yet show terminating is not deleted again with
+	// the same grace: the stops are short of writes.
+	needless, total := podDeletes.needless()
+	t.Logf("%d Pod deletes, %d of them asking for no shorter grace than an earlier one", total, needless)
+	g.Expect(needless).To(BeZero(), "Pod deletes that changed nothing")
 
 	// Once the deletes are out, each run says why it stopped.
 	g.Eventually(func() int {

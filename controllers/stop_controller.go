@@ -78,6 +78,13 @@ type StopReconciler struct {
 	// first is not timed again.
 	timedMu sync.Mutex
 	timed   map[string]time.Time
+
+	// podDeletes holds the shortest grace this manager deleted each Pod with,
+	// by UID. A Pod in the cache may not show a delete issued a moment ago;
+	// deleting it again with the same grace changes nothing and spends the
+	// writes a mass stop is short of.
+	podDeletesMu sync.Mutex
+	podDeletes   map[types.UID]issuedDelete
 }
 
 // The stop path's budget. When Redis dies with many active runs, every run
@@ -455,14 +462,55 @@ func (r *StopReconciler) stop(ctx context.Context, job *batchv1.Job, grace time.
 	}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		if pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds <= seconds {
+		if pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds <= seconds || r.deletedWithin(pod.UID, seconds) {
 			continue // already going, at least as fast
 		}
 		if err := r.Writer.Delete(ctx, pod, client.GracePeriodSeconds(seconds)); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete pod %s: %w", pod.Name, err)
 		}
+		r.deleted(pod.UID, seconds)
 	}
 	return nil
+}
+
+// issuedDelete is a Pod delete this manager issued: its grace, and when.
+type issuedDelete struct {
+	seconds int64
+	at      time.Time
+}
+
+// podDeleteMemory is how long an issued Pod delete is remembered: far longer
+// than the cache takes to show it, and than the Pod takes to go.
+const podDeleteMemory = 10 * time.Minute
+
+// deletedWithin says whether this manager deleted the Pod with a grace of at
+// most seconds. The API server keeps a terminating Pod's deadline unless a
+// delete asks for a shorter grace, so such a delete would change nothing.
+func (r *StopReconciler) deletedWithin(uid types.UID, seconds int64) bool {
+	r.podDeletesMu.Lock()
+	defer r.podDeletesMu.Unlock()
+	d, ok := r.podDeletes[uid]
+	return ok && d.seconds <= seconds && r.clock().Since(d.at) < podDeleteMemory
+}
+
+// deleted remembers that this manager deleted the Pod with the given grace;
+// entries older than podDeleteMemory go.
+func (r *StopReconciler) deleted(uid types.UID, seconds int64) {
+	r.podDeletesMu.Lock()
+	defer r.podDeletesMu.Unlock()
+	now := r.clock().Now()
+	if r.podDeletes == nil {
+		r.podDeletes = map[types.UID]issuedDelete{}
+	}
+	if d, ok := r.podDeletes[uid]; ok && d.seconds <= seconds {
+		return
+	}
+	for u, d := range r.podDeletes {
+		if now.Sub(d.at) >= podDeleteMemory {
+			delete(r.podDeletes, u)
+		}
+	}
+	r.podDeletes[uid] = issuedDelete{seconds: seconds, at: now}
 }
 
 // owedLimit is how long a stop the keeper asked for holds back the status
