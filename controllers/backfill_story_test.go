@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"sync/atomic"
@@ -258,7 +259,25 @@ func TestBackfill_BadRequestsAreRefusedWithAReasonAndAWarning(t *testing.T) {
 		HaveField("Request", second), HaveField("Result", batchv1alpha1.BackfillRefused),
 		HaveField("Message", And(HavePrefix("backfill "+running+" is running ("), ContainSubstring("remaining): cancel it first")))))
 	g.Expect(h.get(gj).Status.Backfill).To(And(HaveField("Request", running), HaveField("State", batchv1alpha1.BackfillRunning)))
-	g.Expect(h.jobs()).To(HaveLen(1))
+	g.Expect(h.backfillJobs(gj)).To(HaveLen(1))
+}
+
+// backfillJobs returns the Jobs of gj that run an occurrence of a backfill. The
+// story's other GuardedJobs, and gj's own schedule, start runs of their own
+// when the clock passes a minute or an hour.
+func (h *harness) backfillJobs(gj *batchv1alpha1.GuardedJob) []batchv1.Job {
+	var out []batchv1.Job
+	for _, j := range h.jobs() {
+		if j.Labels[batchv1alpha1.GuardedJobLabel] != gj.Name {
+			continue
+		}
+		var run batchv1alpha1.ActiveRun
+		h.g.Expect(json.Unmarshal([]byte(j.Annotations[batchv1alpha1.RunAnnotation]), &run)).To(Succeed(), j.Name)
+		if run.Backfill != "" {
+			out = append(out, j)
+		}
+	}
+	return out
 }
 
 // A backfill's acceptance is in status before its first Job exists. Here a person

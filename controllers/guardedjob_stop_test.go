@@ -354,16 +354,26 @@ func findCond(conds []metav1.Condition, typ string) *metav1.Condition {
 func (h *harness) startMany(n int, prefix string, ttl, interval time.Duration, shape func(*batchv1alpha1.GuardedJob)) {
 	h.t.Helper()
 	var objs []*batchv1alpha1.GuardedJob
+	latest := time.Now()
 	for i := range n {
 		gj := h.guardedJob(fmt.Sprintf("%s-%d", prefix, i), fmt.Sprintf("%s:%s-%d", h.ns, prefix, i))
 		gj.Spec.Lock.TTL = &metav1.Duration{Duration: ttl}
 		gj.Spec.Lock.RenewInterval = &metav1.Duration{Duration: interval}
 		// A moment ahead, so that it is not older than the object it is created with.
-		gj.Annotations = map[string]string{batchv1alpha1.RunNowAnnotation: time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)}
+		at := time.Now().Add(2 * time.Second).Truncate(time.Second)
+		gj.Annotations = map[string]string{batchv1alpha1.RunNowAnnotation: at.UTC().Format(time.RFC3339)}
 		shape(gj)
 		objs = append(objs, h.create(gj))
+		if created := gj.CreationTimestamp.Time; created.After(at) {
+			// The create took longer than the moment (two busy cores): a
+			// trigger older than its object is refused, so it moves up to
+			// the object's creation.
+			at = created
+			h.annotate(gj, at.UTC().Format(time.RFC3339))
+		}
+		latest = maxTime(latest, at)
 	}
-	h.clock.SetTime(time.Now().Add(2 * time.Second))
+	h.clock.SetTime(maxTime(time.Now().Add(2*time.Second), latest))
 	var waiting []*batchv1alpha1.GuardedJob
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
 		waiting = waiting[:0]
