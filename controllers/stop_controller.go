@@ -480,7 +480,7 @@ type issuedDelete struct {
 }
 
 // podDeleteMemory is how long an issued Pod delete is remembered: far longer
-// than the cache takes to show it, and than the Pod takes to go.
+// than the cache takes to show it (after that, the cached Pod shows its grace).
 const podDeleteMemory = 10 * time.Minute
 
 // deletedWithin says whether this manager deleted the Pod with a grace of at
@@ -502,7 +502,7 @@ func (r *StopReconciler) deleted(uid types.UID, seconds int64) {
 	if r.podDeletes == nil {
 		r.podDeletes = map[types.UID]issuedDelete{}
 	}
-	if d, ok := r.podDeletes[uid]; ok && d.seconds <= seconds {
+	if d, ok := r.podDeletes[uid]; ok && d.seconds <= seconds && now.Sub(d.at) < podDeleteMemory {
 		return
 	}
 	for u, d := range r.podDeletes {
