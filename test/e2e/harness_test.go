@@ -20,6 +20,7 @@ package e2e
 // that can be cut or slowed, and local control planes built from those.
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -244,13 +245,6 @@ func startCluster(ctx context.Context, name, dir string, bins controlPlaneBinari
 		return c, err
 	}
 
-	ports := make([]int, 3)
-	for i := range ports {
-		if ports[i], err = testproc.FreePort(); err != nil {
-			return c, err
-		}
-	}
-	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
 	logf := func(n string) string { return filepath.Join(dir, "logs", n+".log") }
 	start := func(n, bin string, args ...string) error {
 		p, err := testproc.Start(name+"/"+n, logf(n), bin, args...)
@@ -260,29 +254,28 @@ func startCluster(ctx context.Context, name, dir string, bins controlPlaneBinari
 		c.procs = append(c.procs, p)
 		return nil
 	}
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	if err := start("etcd", bins.path("etcd"), "--name", name, "--data-dir", filepath.Join(dir, "etcd"),
-		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
-		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", name+"="+peerURL, "--log-level", "warn", "--unsafe-no-fsync"); err != nil {
-		return c, err
-	}
-	c.apiserverAddress = fmt.Sprintf("127.0.0.1:%d", apiPort)
-	if err := start("kube-apiserver", bins.path("kube-apiserver"),
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
-		"--etcd-servers="+etcdURL,
-		"--tls-cert-file="+filepath.Join(pki, "apiserver.crt"), "--tls-private-key-file="+filepath.Join(pki, "apiserver.key"),
-		"--client-ca-file="+filepath.Join(pki, "ca.crt"),
-		"--token-auth-file="+filepath.Join(pki, "tokens.csv"), "--anonymous-auth=false",
-		"--authorization-mode=RBAC",
-		"--service-account-key-file="+filepath.Join(pki, "sa.pub"),
-		"--service-account-signing-key-file="+filepath.Join(pki, "sa.key"),
-		"--service-account-issuer=https://"+c.apiserverAddress,
-		"--service-cluster-ip-range=10.96.0.0/16",
-		"--endpoint-reconciler-type=none",
-		"--allow-privileged=false"); err != nil {
-		return c, err
+	// The ports were free a moment before etcd and the API server bind them;
+	// another process may take one first. Such a start is tried again on fresh
+	// ports.
+	for attempt := 1; ; attempt++ {
+		err := c.startStoreAndAPIServer(ctx, bins, pki, start)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errAddrInUse) || attempt == startAttempts {
+			return c, err
+		}
+		fmt.Fprintf(os.Stderr, "cluster %s: %v\nstarting etcd and kube-apiserver again on fresh ports\n", name, err)
+		for _, p := range c.procs {
+			p.Stop(10 * time.Second)
+		}
+		c.procs = nil
+		if err := os.RemoveAll(filepath.Join(dir, "etcd")); err != nil {
+			return c, err
+		}
+		if err := os.MkdirAll(filepath.Join(dir, "etcd"), 0o700); err != nil {
+			return c, err
+		}
 	}
 	if c.apiProxy, err = startProxy(c.apiserverAddress); err != nil {
 		return c, err
@@ -328,6 +321,77 @@ func startCluster(ctx context.Context, name, dir string, bins controlPlaneBinari
 		return c, err
 	}
 	return c, c.setUp(ctx, root)
+}
+
+// startAttempts is how many times a control plane's etcd and API server are
+// started on fresh ports when one of their ports was taken.
+const startAttempts = 3
+
+var errAddrInUse = errors.New("a port was taken before it was bound")
+
+// startStoreAndAPIServer starts etcd and kube-apiserver on ports free a moment
+// ago and waits until the API server serves on its port: errAddrInUse when
+// either found a port taken.
+func (c *cluster) startStoreAndAPIServer(ctx context.Context, bins controlPlaneBinaries, pki string, start func(n, bin string, args ...string) error) error {
+	ports := make([]int, 3)
+	for i := range ports {
+		var err error
+		if ports[i], err = testproc.FreePort(); err != nil {
+			return err
+		}
+	}
+	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	if err := start("etcd", bins.path("etcd"), "--name", c.name, "--data-dir", filepath.Join(c.dir, "etcd"),
+		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", c.name+"="+peerURL, "--log-level", "warn", "--unsafe-no-fsync"); err != nil {
+		return err
+	}
+	c.apiserverAddress = fmt.Sprintf("127.0.0.1:%d", apiPort)
+	if err := start("kube-apiserver", bins.path("kube-apiserver"),
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
+		"--etcd-servers="+etcdURL,
+		"--tls-cert-file="+filepath.Join(pki, "apiserver.crt"), "--tls-private-key-file="+filepath.Join(pki, "apiserver.key"),
+		"--client-ca-file="+filepath.Join(pki, "ca.crt"),
+		"--token-auth-file="+filepath.Join(pki, "tokens.csv"), "--anonymous-auth=false",
+		"--authorization-mode=RBAC",
+		"--service-account-key-file="+filepath.Join(pki, "sa.pub"),
+		"--service-account-signing-key-file="+filepath.Join(pki, "sa.key"),
+		"--service-account-issuer=https://"+c.apiserverAddress,
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--endpoint-reconciler-type=none",
+		"--allow-privileged=false"); err != nil {
+		return err
+	}
+	// The API server's own log says it bound its port; a connection to the
+	// port could reach whatever took it.
+	serving := []byte("Serving securely on " + c.apiserverAddress)
+	apiserver := c.procs[len(c.procs)-1]
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		for _, p := range c.procs {
+			if p.Exited() {
+				tail := p.Tail(20)
+				if strings.Contains(tail, "address already in use") {
+					return fmt.Errorf("%s: %w\n%s", p.Name, errAddrInUse, tail)
+				}
+				return fmt.Errorf("%s exited\n%s", p.Name, tail)
+			}
+		}
+		if log, err := os.ReadFile(apiserver.LogPath); err == nil && bytes.Contains(log, serving) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after 90s waiting for kube-apiserver to serve on %s\n%s", c.apiserverAddress, apiserver.Tail(20))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // setUp registers the node, the namespaces, the CRD and the manager's RBAC, and waits
