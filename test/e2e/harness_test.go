@@ -301,7 +301,7 @@ func startCluster(ctx context.Context, name, dir string, bins controlPlaneBinari
 	if err := poll(ctx, 90*time.Second, "kube-apiserver /readyz", func() error {
 		return c.clientset.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 	}); err != nil {
-		return c, fmt.Errorf("%w\n%s", err, testproc.TailFile(logf("kube-apiserver"), 20))
+		return c, fmt.Errorf("%w\n%s", err, c.logTails(10))
 	}
 
 	if err := start("kube-controller-manager", bins.path("kube-controller-manager"),
@@ -341,6 +341,15 @@ func (c *cluster) startStoreAndAPIServer(ctx context.Context, bins controlPlaneB
 		}
 	}
 	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
+	// The logs are appended to (an earlier attempt, an earlier run in E2E_DIR):
+	// this attempt reads only what was written after their sizes now.
+	before := map[string]int64{}
+	for _, n := range []string{"etcd", "kube-apiserver"} {
+		path := filepath.Join(c.dir, "logs", n+".log")
+		if fi, err := os.Stat(path); err == nil {
+			before[path] = fi.Size()
+		}
+	}
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
 	if err := start("etcd", bins.path("etcd"), "--name", c.name, "--data-dir", filepath.Join(c.dir, "etcd"),
@@ -367,24 +376,31 @@ func (c *cluster) startStoreAndAPIServer(ctx context.Context, bins controlPlaneB
 	}
 	// The API server's own log says it bound its port; a connection to the
 	// port could reach whatever took it.
-	serving := []byte("Serving securely on " + c.apiserverAddress)
+	serving := []byte("Serving securely on " + c.apiserverAddress + "\n")
 	apiserver := c.procs[len(c.procs)-1]
+	logSince := func(p *testproc.Proc) []byte {
+		log, _ := os.ReadFile(p.LogPath)
+		return log[min(before[p.LogPath], int64(len(log))):]
+	}
+	tail := func(p *testproc.Proc) string {
+		lines := strings.Split(strings.TrimRight(string(logSince(p)), "\n"), "\n")
+		return strings.Join(lines[max(len(lines)-20, 0):], "\n")
+	}
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		for _, p := range c.procs {
 			if p.Exited() {
-				tail := p.Tail(20)
-				if strings.Contains(tail, "address already in use") {
-					return fmt.Errorf("%s: %w\n%s", p.Name, errAddrInUse, tail)
+				if bytes.Contains(logSince(p), []byte("address already in use")) {
+					return fmt.Errorf("%s: %w\n%s", p.Name, errAddrInUse, tail(p))
 				}
-				return fmt.Errorf("%s exited\n%s", p.Name, tail)
+				return fmt.Errorf("%s exited\n%s", p.Name, tail(p))
 			}
 		}
-		if log, err := os.ReadFile(apiserver.LogPath); err == nil && bytes.Contains(log, serving) {
+		if bytes.Contains(logSince(apiserver), serving) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after 90s waiting for kube-apiserver to serve on %s\n%s", c.apiserverAddress, apiserver.Tail(20))
+			return fmt.Errorf("timed out after 90s waiting for kube-apiserver to serve on %s\n%s", c.apiserverAddress, tail(apiserver))
 		}
 		select {
 		case <-ctx.Done():
