@@ -16,6 +16,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	gtypes "github.com/onsi/gomega/types"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -132,67 +133,57 @@ func earlyUnrecorded(t *testing.T, name string) (*harness, *atomic.Bool, *batchv
 	return h, failing, gj, job, token
 }
 
-// TestEarlyGate_AManagerWhoseRoleCannotUpdateJobsOpensTheGateWithAPatch: the
-// manager opens a gate with an update of the Job, which a ClusterRole from an
-// earlier version does not allow (the image upgraded before the RBAC). Refused,
-// it opens the gate with the patch that role allows, and the run starts; the
-// next run's gate opens with the patch at once.
-func TestEarlyGate_AManagerWhoseRoleCannotUpdateJobsOpensTheGateWithAPatch(t *testing.T) {
-	h := newHarness(t)
-	h.order = orderEarly
-	var refused atomic.Int32
-	h.intercept = &interceptor.Funcs{Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-		if _, ok := obj.(*batchv1.Job); ok {
-			refused.Add(1)
+// TestEarlyGate_AGateUpdateRefusedOpensWithAPatch: the manager opens a gate
+// with an update of the Job. Refused, it opens the gate with the patch, which
+// names only the gate's fields, and the run starts.
+//   - Forbidden: a ClusterRole from an earlier version grants no update (the
+//     image upgraded before the RBAC); the next run's gate opens with the
+//     patch at once.
+//   - Invalid: the update sends the whole Job as this version's types know it,
+//     and an API server that knows fields this version drops refuses it; the
+//     next gate tries the update again, since the refusal was about that Job.
+func TestEarlyGate_AGateUpdateRefusedOpensWithAPatch(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		refusal func(obj client.Object) error
+		// updates is what the number of refused updates must satisfy over two gates.
+		updates gtypes.GomegaMatcher
+		why     string
+	}{
+		{"forbidden", func(obj client.Object) error {
 			return apierrors.NewForbidden(batchv1.Resource("jobs"), obj.GetName(), errors.New("injected: the ClusterRole grants no update on jobs"))
-		}
-		return c.Update(ctx, obj, opts...)
-	}}
-	h.start()
-	g := h.g
-	for i, name := range []string{"oldrole", "oldrole-next"} {
-		gj := h.create(h.earlyGuardedJob(name))
-		g.Eventually(func() *batchv1alpha1.GuardedJobStatus { return &h.get(gj).Status }).Should(HaveField("NextScheduleTime", Not(BeNil())))
-		h.due(gj)
-		jobs := h.waitJobs(i + 1)
-		for j := range jobs {
-			g.Eventually(func() bool { return jobbuild.Gated(h.live(&jobs[j])) }).Should(BeFalse(), "the gate of %s opens", jobs[j].Name)
-		}
-		h.waitRecorded(gj)
-		g.Expect(h.get(gj).Status.Active).To(ConsistOf(HaveField("Phase", batchv1alpha1.RunPhaseRunning)))
-	}
-	g.Expect(refused.Load()).To(BeEquivalentTo(1), "the update was tried for the first gate only")
-}
-
-// TestEarlyGate_AGateUpdateRefusedAsInvalidOpensWithAPatch: the update that
-// opens a gate sends the whole Job as this version's types know it; an API
-// server that refuses it as invalid (it knows fields this version drops) gets
-// the patch, which names only the gate's fields, and the run starts. The next
-// gate tries the update again: the refusal was about that Job, not the role.
-func TestEarlyGate_AGateUpdateRefusedAsInvalidOpensWithAPatch(t *testing.T) {
-	h := newHarness(t)
-	h.order = orderEarly
-	var refused atomic.Int32
-	h.intercept = &interceptor.Funcs{Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-		if _, ok := obj.(*batchv1.Job); ok {
-			refused.Add(1)
+		}, BeEquivalentTo(1), "the update was tried for the first gate only"},
+		{"invalid", func(obj client.Object) error {
 			return apierrors.NewInvalid(batchv1.SchemeGroupVersion.WithKind("Job").GroupKind(), obj.GetName(), nil)
-		}
-		return c.Update(ctx, obj, opts...)
-	}}
-	h.start()
-	g := h.g
-	for i, name := range []string{"invalid", "invalid-next"} {
-		gj := h.create(h.earlyGuardedJob(name))
-		g.Eventually(func() *batchv1alpha1.GuardedJobStatus { return &h.get(gj).Status }).Should(HaveField("NextScheduleTime", Not(BeNil())))
-		h.due(gj)
-		jobs := h.waitJobs(i + 1)
-		for j := range jobs {
-			g.Eventually(func() bool { return jobbuild.Gated(h.live(&jobs[j])) }).Should(BeFalse(), "the gate of %s opens", jobs[j].Name)
-		}
-		h.waitRecorded(gj)
+		}, BeNumerically(">=", 2), "each gate tried the update first"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.order = orderEarly
+			var refused atomic.Int32
+			h.intercept = &interceptor.Funcs{Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				if _, ok := obj.(*batchv1.Job); ok {
+					refused.Add(1)
+					return tc.refusal(obj)
+				}
+				return c.Update(ctx, obj, opts...)
+			}}
+			h.start()
+			g := h.g
+			for i, name := range []string{tc.name, tc.name + "-next"} {
+				gj := h.create(h.earlyGuardedJob(name))
+				g.Eventually(func() *batchv1alpha1.GuardedJobStatus { return &h.get(gj).Status }).Should(HaveField("NextScheduleTime", Not(BeNil())))
+				h.due(gj)
+				jobs := h.waitJobs(i + 1)
+				for j := range jobs {
+					g.Eventually(func() bool { return jobbuild.Gated(h.live(&jobs[j])) }).Should(BeFalse(), "the gate of %s opens", jobs[j].Name)
+				}
+				h.waitRecorded(gj)
+				g.Expect(h.get(gj).Status.Active).To(ConsistOf(HaveField("Phase", batchv1alpha1.RunPhaseRunning)))
+			}
+			g.Expect(refused.Load()).To(tc.updates, tc.why)
+		})
 	}
-	g.Expect(refused.Load()).To(BeNumerically(">=", 2), "each gate tried the update first")
 }
 
 // TestEarlyGate_ARunsGateOpensBeforeAnyWriteToItsGuardedJob: acquire, create

@@ -34,6 +34,7 @@ import (
 	"github.com/guardedjob/guardedjob/internal/leasetoken"
 	"github.com/guardedjob/guardedjob/internal/lockclient"
 	"github.com/guardedjob/guardedjob/internal/runtoken"
+	"github.com/guardedjob/guardedjob/internal/testutil/apirecorder"
 )
 
 // waitRenewal waits until the manager has just renewed key: its PTTL, having
@@ -542,7 +543,7 @@ func (c apiCapacity) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	if req.Method == http.MethodDelete && strings.Contains(req.URL.Path, "/pods/") && c.podDeletes != nil && req.Body != nil {
+	if r := apirecorder.Parse(req); r.Verb == "delete" && r.Resource == "pods" && c.podDeletes != nil && req.Body != nil {
 		body, err := io.ReadAll(req.Body)
 		if err != nil {
 			return nil, err
@@ -552,25 +553,25 @@ func (c apiCapacity) RoundTrip(req *http.Request) (*http.Response, error) {
 		if _, _, err := serializer.NewCodecFactory(scheme).UniversalDeserializer().Decode(body, nil, &opts); err != nil {
 			return nil, fmt.Errorf("pod delete options (%s): %w", req.Header.Get("Content-Type"), err)
 		}
-		c.podDeletes.add(req.URL.Path, opts.GracePeriodSeconds)
+		c.podDeletes.add(r.Namespace+"/"+r.Name, opts.GracePeriodSeconds)
 	}
 	return c.next.RoundTrip(req)
 }
 
 // podDeleteLog holds the grace periods each Pod was deleted with, in order
-// (-1: none given), by the Pod's URL path.
+// (-1: none given), by the Pod's namespace/name.
 type podDeleteLog struct {
 	mu    sync.Mutex
 	grace map[string][]int64
 }
 
-func (l *podDeleteLog) add(path string, grace *int64) {
+func (l *podDeleteLog) add(pod string, grace *int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.grace == nil {
 		l.grace = map[string][]int64{}
 	}
-	l.grace[path] = append(l.grace[path], ptr.Deref(grace, -1))
+	l.grace[pod] = append(l.grace[pod], ptr.Deref(grace, -1))
 }
 
 // needless returns the Pod deletes that asked for no shorter grace than an
